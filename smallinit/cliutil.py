@@ -1,0 +1,128 @@
+"""Pieces every command group uses to register itself with the ``smallinit`` CLI.
+
+A component exposes ``register(subparsers)``; inside it, :func:`add_group` creates its
+group and :func:`add_command` each command, with a handler ``func(args) -> int | None``.
+Handlers import heavy libraries (jax, torch) inside themselves, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from typing import Any
+
+from smallinit.errors import ConfigError
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports a bad argument on one line and exits with status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows defaults next to every option and keeps descriptions' line breaks."""
+
+
+def add_group(subparsers: Any, name: str, *, help: str, description: str) -> Any:
+    """Add a command group (``smallinit NAME ...``); returns its command subparsers."""
+    group = subparsers.add_parser(
+        name, help=help, description=description, formatter_class=HelpFormatter
+    )
+    return group.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+
+def add_command(
+    commands: Any,
+    name: str,
+    func: Callable[[argparse.Namespace], int | None],
+    *,
+    help: str,
+    description: str | None = None,
+) -> ArgumentParser:
+    """Add one command with handler ``func``; returns its parser for options."""
+    parser = commands.add_parser(
+        name, help=help, description=description or help, formatter_class=HelpFormatter
+    )
+    parser.set_defaults(func=func)
+    return parser
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """``--force`` and ``--runs-dir``, for every command that computes through the store."""
+    parser.add_argument(
+        "--force", action="store_true", help="recompute runs even if finished results exist"
+    )
+    parser.add_argument(
+        "--runs-dir",
+        default=None,
+        metavar="DIR",
+        help="run store root (default: $SMALLINIT_RUNS or ./runs)",
+    )
+
+
+# ----------------------------------------------------------------------------- argument types
+def _typed_list(item: Callable[[str], Any], what: str) -> Callable[[str], list[Any]]:
+    def parse(text: str) -> list[Any]:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"{text!r} is empty; give {what}, comma-separated")
+        out = []
+        for t in items:
+            try:
+                out.append(item(t))
+            except (ValueError, argparse.ArgumentTypeError):
+                raise argparse.ArgumentTypeError(
+                    f"{t!r} in {text!r} is not {what}"
+                ) from None
+        return out
+
+    return parse
+
+
+def finite_float(text: str) -> float:
+    """A finite real number (rejects nan and inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number")
+    return value
+
+
+float_list = _typed_list(finite_float, "a number")
+positive_int_list = _typed_list(positive_int, "a positive integer")
+
+
+def profile_arg(text: str) -> str:
+    """``quick`` (CPU minutes) or ``full`` (GPU scale)."""
+    if text not in ("quick", "full"):
+        raise argparse.ArgumentTypeError(f"profile {text!r} is not allowed; use quick or full")
+    return text
+
+
+def user_error(message: str) -> ConfigError:
+    """Convenience for handlers: ``raise user_error("...")`` exits 2 with that line."""
+    return ConfigError(message)

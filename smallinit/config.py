@@ -1,0 +1,222 @@
+"""Configs are dataclasses: loaded from TOML, overridden with ``key=value``, hashed canonically.
+
+A config class is any ``@dataclass`` whose fields have type annotations from this set:
+``int``, ``float``, ``str``, ``bool``, ``Literal[...]``, ``X | None``, ``tuple[X, ...]``,
+``list[X]`` and nested config dataclasses. Values are checked against the annotation and
+unknown keys are rejected with the list of allowed ones, so a typo never passes silently.
+Further checks belong in the dataclass's ``__post_init__`` (raise :class:`ConfigError`).
+
+Overrides use dotted keys for nested configs (``model.d_model=256``); their values are
+read as TOML literals (``3``, ``1e-5``, ``true``, ``"text"``, ``[1, 2]``) and fall back to
+plain strings, and a comma-separated string fills a tuple field (``widths=64,128,256``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tomllib
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import tomli_w
+
+from smallinit.errors import ConfigError
+
+C = TypeVar("C")
+
+
+# ----------------------------------------------------------------------------- to plain data
+def config_to_dict(cfg: Any) -> dict[str, Any]:
+    """Plain, JSON- and TOML-ready dict of a config dataclass (tuples become lists)."""
+    if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
+        raise TypeError(f"expected a dataclass instance, got {type(cfg).__name__}")
+    return {f.name: _plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return config_to_dict(value)
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def canonical_json(data: Any) -> str:
+    """Deterministic JSON text: sorted keys, no whitespace, floats by shortest repr.
+
+    Non-finite floats are rejected: they have no stable meaning in a run key.
+    """
+
+    def check(x: Any) -> Any:
+        if isinstance(x, float) and not math.isfinite(x):
+            raise ConfigError(f"value {x!r} is not allowed in a config; use a finite number")
+        if isinstance(x, dict):
+            return {k: check(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [check(v) for v in x]
+        return x
+
+    return json.dumps(check(_plain(data)), sort_keys=True, separators=(",", ":"))
+
+
+# ----------------------------------------------------------------------------- from plain data
+def config_from_dict(cls: type[C], data: Mapping[str, Any], *, where: str = "config") -> C:
+    """Build ``cls`` from a mapping, checking keys and value types against the annotations."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where} must be a table of key = value pairs, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown key {where}.{unknown[0]}; allowed keys: {', '.join(sorted(fields))}"
+        )
+    kwargs = {
+        name: _coerce(hints[name], value, f"{where}.{name}") for name, value in data.items()
+    }
+    try:
+        return cls(**kwargs)
+    except TypeError as err:  # a required field without a default is missing
+        raise ConfigError(f"{where}: {err}") from None
+
+
+def _coerce(tp: Any, value: Any, name: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(arg, value, name)
+            except ConfigError as err:
+                errors.append(str(err))
+        raise ConfigError(errors[0] if errors else f"{name}={value!r} is not allowed")
+    if origin is typing.Literal:
+        if value not in args:
+            allowed = ", ".join(repr(a) for a in args)
+            raise ConfigError(f"{name}={value!r} is not allowed; choose one of {allowed}")
+        return value
+    if origin in (tuple, list):
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+            value = [_literal(v) for v in value]
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{name}={value!r} is not allowed; it must be a list")
+        item_tp = args[0] if args else Any
+        items = [_coerce(item_tp, v, f"{name}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        return config_from_dict(tp, value, where=name)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{name}={value!r} is not allowed; it must be true or false")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ConfigError(f"{name}={value!r} is not allowed; it must be an integer")
+    if tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{name}={value!r} is not allowed; it must be a number")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{name}={value!r} is not allowed; it must be a string")
+    return value
+
+
+# ----------------------------------------------------------------------------- TOML and overrides
+def _literal(text: str) -> Any:
+    """Read ``text`` as a TOML value; anything TOML rejects is kept as a plain string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
+    """Turn ``["a=1", "model.d=2"]`` into the nested dict ``{"a": 1, "model": {"d": 2}}``."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} is not allowed; write key=value")
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r} conflicts with an earlier override")
+        node[parts[-1]] = _literal(raw.strip())
+    return out
+
+
+def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(dict(merged[key]), value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """Read a TOML file, with a one-line error naming the file when it is missing or bad."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"config file {path} is not valid TOML: {err}") from None
+
+
+def load_config(
+    cls: type[C],
+    path: str | Path | None = None,
+    overrides: Iterable[str] = (),
+    base: C | None = None,
+) -> C:
+    """Config from (in increasing priority) ``base`` or defaults, a TOML file, overrides."""
+    data: dict[str, Any] = config_to_dict(base) if base is not None else {}
+    if path is not None:
+        data = _merge(data, read_toml(path))
+    data = _merge(data, parse_overrides(overrides))
+    return config_from_dict(cls, data)
+
+
+def replace_config(cfg: C, **changes: Any) -> C:
+    """Copy of ``cfg`` with some fields changed, checked like a loaded config."""
+    return config_from_dict(type(cfg), _merge(config_to_dict(cfg), changes))
+
+
+def dump_toml(cfg: Any) -> str:
+    """TOML text of a config (fields that are ``None`` are left out: TOML has no null)."""
+
+    def drop_none(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: drop_none(v) for k, v in x.items() if v is not None}
+        return x
+
+    return tomli_w.dumps(drop_none(config_to_dict(cfg)))

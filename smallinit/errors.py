@@ -1,0 +1,60 @@
+"""Errors a user can act on.
+
+Every error meant for a user derives from :class:`SmallinitError` and carries a one-line
+message naming the bad value and what is allowed. The CLI prints it on one line and exits
+with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+class SmallinitError(Exception):
+    """Base class: a problem with the user's input, config or stored files."""
+
+
+class ConfigError(SmallinitError, ValueError):
+    """A config value, override or command-line argument is not allowed."""
+
+
+class StoreError(SmallinitError):
+    """A run directory or one of its files is missing, corrupt or inconsistent."""
+
+
+class RunFailed(SmallinitError):
+    """A run ended without a result for a scientific reason (divergence, NaN loss).
+
+    Raised inside a run's body; the run store records the run as failed with this reason
+    and keeps the failure as the run's outcome (it is not retried unless forced).
+    """
+
+
+def one_line(text: str) -> str:
+    """Collapse whitespace so a message always prints on one line."""
+    return " ".join(str(text).split())
+
+
+def require(condition: bool, message: str) -> None:
+    """Raise :class:`ConfigError` with ``message`` unless ``condition`` holds."""
+    if not condition:
+        raise ConfigError(one_line(message))
+
+
+def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
+    """Return ``value`` if it is one of ``allowed``, else raise a ConfigError naming both."""
+    allowed = list(allowed)
+    if value not in allowed:
+        shown = ", ".join(repr(a) for a in allowed)
+        raise ConfigError(f"{name}={value!r} is not allowed; choose one of {shown}")
+    return value
+
+
+def check_positive(name: str, value: Any, *, integer: bool = False) -> Any:
+    """Return ``value`` if it is a positive number (an int if ``integer``), else raise."""
+    kind = "a positive integer" if integer else "a positive number"
+    ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
+    if isinstance(value, bool) or not ok_type or not value > 0:
+        raise ConfigError(f"{name}={value!r} is not allowed; it must be {kind}")
+    return value
