@@ -63,7 +63,7 @@ class FigureContext:
 
 
 def figures_dir() -> Path:
-    """``$SMALLINIT_FIGS_DIR``, else ``paper_figs/`` of the source checkout, else ``./paper_figs``."""
+    """``$SMALLINIT_FIGS_DIR``, else the checkout's ``paper_figs/``, else ``./paper_figs``."""
     env = os.environ.get("SMALLINIT_FIGS_DIR")
     if env:
         return Path(env)

@@ -1,0 +1,213 @@
+"""The standard deviation of every transformer weight matrix under every init scheme.
+
+This module is the single source of σ: ``smallinit.llm``'s ``apply_init`` draws weights
+with it and the theory's transformer table reports it. A matrix is described by its *part*
+(what it does), its true fan-in ``d_in`` and fan-out ``d_out``, the block index ``layer``
+(0-based) and whether it writes into the residual stream (``residual_out``: the attention
+output projection and the FFN down projection).
+
+Parts (SPEC §1): ``embedding`` (token and learned position tables; d_in = d_model),
+``qk`` (query/key), ``vo`` (value and attention output), ``attn_gate`` (the gated-attention
+gate W_g, Qiu et al. arXiv 2505.06708), ``mlp`` (up and SwiGLU gate), ``mlp_out`` (down;
+d_in = d_ff) and ``head`` (the LM head; d_in = d_model).
+
+Schemes:
+
+* ``gamma`` — the γ rule, σ = d_in^(−γ_part) (SPEC §1), with γ_part from ``overrides``
+  or the global ``gamma``; ``depth_scaling`` multiplies residual outputs by 1/√(2·n_layers).
+* ``nanogpt`` — σ = 0.02, residual outputs 0.02/√(2·n_layers) (GPT-2 paper §2.3 as
+  implemented in nanoGPT).
+* ``fixed`` — σ = ``std`` for every matrix (the plain "std 0.02" rule).
+* ``megatron`` — σ = ``std``, residual outputs ``std``/√(2·n_layers) (Megatron-LM's
+  ``scaled_init_method_normal``; Shoeybi et al. 2019).
+* ``mitchell`` — OLMo's default (Groeneveld et al. 2024): σ = 1/√d_in for inputs
+  (d_in = d_model for embeddings, Q/K/V, up/gate and head); the attention output
+  projection 1/√(2·d_model·(layer+1)) and the FFN down projection 1/√(2·d_ff·(layer+1));
+  every draw truncated at ±3σ.
+* ``mup`` — width-relative μP scaling (Yang et al., Tensor Programs V, Table 3) anchored
+  at ``base_width`` b: embeddings σ = 1/√b (constant in width), hidden matrices
+  σ = 1/√d_in, the head σ = √b / d_in (∝ 1/fan-in).
+* ``xavier`` — σ = √(2/(d_in + d_out)) (Glorot & Bengio 2010).
+* ``kaiming`` — σ = √(2/d_in) (He et al. 2015, ReLU gain).
+
+The effective rate of any σ is γ_eff = −ln σ / ln d_in (SPEC §1): std 0.02 is γ_eff ≈ 0.59
+at d = 768 but ≈ 0.81 at d = 128.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+PARTS = ("embedding", "qk", "vo", "attn_gate", "mlp", "mlp_out", "head")
+SCHEMES = ("gamma", "nanogpt", "fixed", "megatron", "mitchell", "mup", "xavier", "kaiming")
+
+
+@dataclass(frozen=True)
+class InitScheme:
+    """An init scheme by name with its knobs (only the ones its rule uses matter)."""
+
+    name: str = "gamma"
+    gamma: float = 1.0
+    overrides: tuple[tuple[str, float], ...] = ()
+    depth_scaling: bool = False
+    std: float = 0.02
+    base_width: int = 128
+
+    def __post_init__(self) -> None:
+        if self.name not in SCHEMES:
+            raise ValueError(
+                f"init scheme {self.name!r} is not known; choose one of {', '.join(SCHEMES)}"
+            )
+        for part, value in self.overrides:
+            if part not in PARTS:
+                raise ValueError(
+                    f"override part {part!r} is not known; choose one of {', '.join(PARTS)}"
+                )
+            _check_finite(f"override {part}", value)
+        _check_finite("gamma", self.gamma)
+        if not (math.isfinite(self.std) and self.std > 0):
+            raise ValueError(f"std={self.std!r} is not allowed; it must be a positive number")
+        if not (isinstance(self.base_width, int) and self.base_width > 0):
+            raise ValueError(f"base_width={self.base_width!r} must be a positive integer")
+
+    def gamma_for(self, part: str) -> float:
+        """γ of ``part`` under the γ rule: its override, else the global γ."""
+        return dict(self.overrides).get(part, self.gamma)
+
+    def describe(self) -> str:
+        """The scheme as :func:`parse_scheme` reads it back."""
+        if self.name == "gamma":
+            bits = [f"gamma:{self.gamma:g}"]
+            bits += [f"{p}={g:g}" for p, g in self.overrides]
+            bits += ["depth"] if self.depth_scaling else []
+            return ",".join(bits)
+        if self.name in ("fixed", "megatron"):
+            return f"{self.name}:{self.std:g}"
+        if self.name == "mup":
+            return f"mup:{self.base_width}"
+        return self.name
+
+
+def _check_finite(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name}={value!r} is not allowed; it must be a finite number")
+
+
+def _check_dim(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}={value!r} is not allowed; it must be a positive integer")
+
+
+def matrix_std(
+    scheme: InitScheme,
+    part: str,
+    d_in: int,
+    d_out: int,
+    *,
+    n_layers: int,
+    layer: int = 0,
+    residual_out: bool = False,
+) -> float:
+    """σ of one weight matrix (see the module docstring for every rule and its source)."""
+    if part not in PARTS:
+        raise ValueError(f"part {part!r} is not known; choose one of {', '.join(PARTS)}")
+    _check_dim("d_in", d_in)
+    _check_dim("d_out", d_out)
+    _check_dim("n_layers", n_layers)
+    if not (isinstance(layer, int) and 0 <= layer < max(n_layers, 1)):
+        raise ValueError(f"layer={layer!r} is not allowed; it must be in 0..{n_layers - 1}")
+    depth = 1.0 / math.sqrt(2.0 * n_layers)
+    name = scheme.name
+    if name == "gamma":
+        sigma = d_in ** (-scheme.gamma_for(part))
+        return sigma * depth if (scheme.depth_scaling and residual_out) else sigma
+    if name == "nanogpt":
+        return 0.02 * depth if residual_out else 0.02
+    if name == "fixed":
+        return scheme.std
+    if name == "megatron":
+        return scheme.std * depth if residual_out else scheme.std
+    if name == "mitchell":
+        if residual_out:
+            return 1.0 / math.sqrt(2.0 * d_in * (layer + 1))
+        return 1.0 / math.sqrt(d_in)
+    if name == "mup":
+        if part == "embedding":
+            return 1.0 / math.sqrt(scheme.base_width)
+        if part == "head":
+            return math.sqrt(scheme.base_width) / d_in
+        return 1.0 / math.sqrt(d_in)
+    if name == "xavier":
+        return math.sqrt(2.0 / (d_in + d_out))
+    if name == "kaiming":
+        return math.sqrt(2.0 / d_in)
+    raise AssertionError(name)  # unreachable: InitScheme validates the name
+
+
+def truncation(scheme: InitScheme) -> float | None:
+    """Draws are truncated at ±k·σ with this k, or not at all (None)."""
+    return 3.0 if scheme.name == "mitchell" else None
+
+
+def effective_gamma(std: float, d_in: int) -> float:
+    """γ_eff = −ln σ / ln d_in, the γ that would give this σ at this fan-in (SPEC §1)."""
+    _check_dim("d_in", d_in)
+    if d_in == 1:
+        raise ValueError("d_in=1 is not allowed for an effective γ: ln 1 = 0")
+    if not (math.isfinite(std) and std > 0):
+        raise ValueError(f"std={std!r} is not allowed; it must be a positive number")
+    return -math.log(std) / math.log(d_in)
+
+
+def parse_scheme(text: str) -> InitScheme:
+    """Read a scheme from a short string.
+
+    ``gamma:1.0``; ``gamma:0.5,qk=1.0,mlp_out=0.8,depth``; ``fixed:0.02``;
+    ``megatron:0.02``; ``mup:256`` (base width); ``nanogpt``; ``mitchell``; ``xavier``;
+    ``kaiming``.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"init scheme {text!r} is empty; e.g. gamma:1.0, nanogpt, fixed:0.02")
+    head, *rest = [piece.strip() for piece in text.strip().split(",")]
+    name, _, arg = head.partition(":")
+    name = name.strip().lower()
+    if name not in SCHEMES:
+        raise ValueError(f"init scheme {name!r} is not known; choose one of {', '.join(SCHEMES)}")
+    if rest and name != "gamma":
+        raise ValueError(f"{text!r}: only the gamma scheme takes per-part overrides")
+
+    def number(piece: str, what: str) -> float:
+        try:
+            value = float(piece)
+        except ValueError:
+            raise ValueError(f"{what} {piece!r} in {text!r} is not a number") from None
+        _check_finite(what, value)
+        return value
+
+    if name == "gamma":
+        gamma = number(arg, "gamma") if arg else 1.0
+        overrides, depth = [], False
+        for piece in rest:
+            if piece == "depth":
+                depth = True
+                continue
+            part, sep, value = piece.partition("=")
+            if not sep or part not in PARTS:
+                raise ValueError(
+                    f"override {piece!r} in {text!r} is not allowed; write PART=GAMMA with "
+                    f"PART one of {', '.join(PARTS)}, or 'depth'"
+                )
+            overrides.append((part, number(value, f"gamma of {part}")))
+        return InitScheme("gamma", gamma=gamma, overrides=tuple(overrides), depth_scaling=depth)
+    if name in ("fixed", "megatron"):
+        return InitScheme(name, std=number(arg, "std") if arg else 0.02)
+    if name == "mup":
+        if not arg:
+            return InitScheme("mup")
+        if not arg.isdigit() or int(arg) < 1:
+            raise ValueError(f"base width {arg!r} in {text!r} must be a positive integer")
+        return InitScheme("mup", base_width=int(arg))
+    if arg:
+        raise ValueError(f"init scheme {name!r} takes no argument (got {arg!r})")
+    return InitScheme(name)
