@@ -1,0 +1,95 @@
+"""The smallinit CLI: groups, help for every option, one-line errors with exit 2 (issue 2)."""
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from smallinit.cli import build_parser, main
+
+GROUPS = ["theory", "toy", "llm", "compare", "figs"]
+
+
+def run_cli(*args, cwd=None):
+    env = dict(os.environ, SMALLINIT_QUIET="1")
+    return subprocess.run([sys.executable, "-m", "smallinit", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env)
+
+
+def test_top_level_help_lists_every_group(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    for group in GROUPS:
+        assert f"    {group} " in out
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_group_help(group, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([group, "--help"])
+    assert exit_.value.code == 0
+    assert "usage: smallinit " + group in capsys.readouterr().out
+
+
+def _parsers(parser, path=()):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, (*path, name))
+
+
+def test_every_option_of_every_command_has_help():
+    missing = []
+    for path, parser in _parsers(build_parser()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            if not action.help or action.help == argparse.SUPPRESS:
+                missing.append(" ".join(path) + " " + "/".join(action.option_strings or
+                                                              [action.dest]))
+    assert not missing, f"options without help: {missing}"
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["figs", "--only", "99"], "figure 99 does not exist"),
+        (["figs", "--profile", "huge"], "profile 'huge' is not allowed"),
+        (["nosuchgroup"], "invalid choice"),
+        (["compare", "--gammas", "0.5,abc"], "'abc' in '0.5,abc' is not a number"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(args, fragment):
+    proc = run_cli(*args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert fragment in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_user_error_inside_a_command_exits_2_without_traceback(tmp_path):
+    figs_dir = tmp_path / "figs"
+    figs_dir.mkdir()
+    (figs_dir / "fig01_phase_diagram.py").write_text("NUMBER = 1\n")  # no make(ctx)
+    env = dict(os.environ, SMALLINIT_FIGS_DIR=str(figs_dir))
+    proc = subprocess.run([sys.executable, "-m", "smallinit", "figs", "--only", "1"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"smallinit: error: figure script {figs_dir / 'fig01_phase_diagram.py'} has no "
+        "make(ctx) function"
+    )
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "smallinit"
+    assert script.exists(), "the smallinit console script is missing from the venv"
+    proc = subprocess.run([str(script), "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("smallinit ")

@@ -1,0 +1,93 @@
+"""Configs: dataclasses from TOML with key=value overrides (issue 2)."""
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pytest
+
+from smallinit.config import (
+    canonical_json,
+    config_from_dict,
+    config_to_dict,
+    dump_toml,
+    load_config,
+    parse_overrides,
+)
+from smallinit.errors import ConfigError
+
+
+@dataclass
+class Model:
+    d_model: int = 64
+    norm: Literal["rms", "layer"] = "rms"
+    eps: float = 1e-5
+
+
+@dataclass
+class Experiment:
+    name: str = "demo"
+    gammas: tuple[float, ...] = (0.5, 1.0)
+    widths: tuple[int, ...] = (64, 128)
+    seed: int = 0
+    gated: bool = False
+    note: str | None = None
+    model: Model = field(default_factory=Model)
+
+
+def test_toml_round_trip(tmp_path):
+    cfg = Experiment(name="x", gammas=(0.3, 0.75), seed=7, gated=True,
+                     model=Model(d_model=256, norm="layer", eps=1e-12))
+    path = tmp_path / "cfg.toml"
+    path.write_text(dump_toml(cfg))
+    assert load_config(Experiment, path) == cfg
+
+
+def test_overrides_take_priority_and_are_typed(tmp_path):
+    path = tmp_path / "cfg.toml"
+    path.write_text('seed = 3\n[model]\nd_model = 32\n')
+    cfg = load_config(Experiment, path, ["model.eps=1e-12", "widths=64,128,256", "gated=true",
+                                         "note=hello world"])
+    assert cfg.seed == 3 and cfg.model.d_model == 32
+    assert cfg.model.eps == 1e-12
+    assert cfg.widths == (64, 128, 256)
+    assert cfg.gated is True and cfg.note == "hello world"
+
+
+def test_parse_overrides_nested():
+    assert parse_overrides(["a=1", "b.c=x", "b.d=[1, 2]"]) == {"a": 1, "b": {"c": "x", "d": [1, 2]}}
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_overrides(["novalue"])
+
+
+@pytest.mark.parametrize(
+    "overrides,fragment",
+    [
+        (["sed=1"], "unknown key config.sed; allowed keys: gammas, gated, model"),
+        (["seed=1.5"], "config.seed=1.5 is not allowed; it must be an integer"),
+        (["model.norm=batch"], "choose one of 'rms', 'layer'"),
+        (["widths=64,abc"], r"config.widths\[1\]='abc'"),
+        (["gated=maybe"], "true or false"),
+    ],
+)
+def test_bad_values_name_key_and_allowed(overrides, fragment):
+    with pytest.raises(ConfigError, match=fragment) as err:
+        load_config(Experiment, None, overrides)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_toml_file_is_named(tmp_path):
+    path = tmp_path / "broken.toml"
+    path.write_text("seed = = 3\n")
+    with pytest.raises(ConfigError, match="broken.toml is not valid TOML"):
+        load_config(Experiment, path)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(Experiment, tmp_path / "missing.toml")
+
+
+def test_canonical_json_is_order_independent_and_rejects_nan():
+    a = config_to_dict(Experiment())
+    b = dict(reversed(list(a.items())))
+    assert canonical_json(a) == canonical_json(b)
+    with pytest.raises(ConfigError, match="finite"):
+        canonical_json({"x": float("nan")})
+    assert config_from_dict(Experiment, a) == Experiment()

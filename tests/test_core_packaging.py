@@ -1,0 +1,38 @@
+"""A regular (non-editable) install puts only `smallinit` into site-packages (issue 2)."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ["pyproject.toml", "README.md", "smallinit", "theory", "toy", "llm", "kernels"]
+
+
+def test_regular_install_has_one_top_level_package(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in SOURCES:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(path, src / name)
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+         "--no-index", "--target", str(target), str(src)],
+        check=True, capture_output=True,
+    )
+    top = sorted(p.name for p in target.iterdir() if p.name != "bin")
+    assert top[0] == "smallinit"
+    assert len(top) == 2 and top[1].startswith("smallinit-") and top[1].endswith(".dist-info")
+    pkg = target / "smallinit"
+    for component in ("theory", "toy", "llm", "kernels"):
+        assert (pkg / component / "__init__.py").is_file()
+    assert (pkg / "style" / "smallinit.mplstyle").is_file()
+    # the installed copy imports on its own (no site: only the target directory is on the path)
+    probe = "import smallinit.theory.init_rules as r; print(r.__file__)"
+    out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(target)}, cwd=tmp_path, check=True).stdout
+    assert out.strip().startswith(str(pkg))
