@@ -1,0 +1,160 @@
+"""Public batched primitives, dispatched to the CuPy kernels or the NumPy references.
+
+Every function accepts NumPy, torch, JAX (or CuPy) arrays of float32/float64 (torch bf16 is
+accepted and computed in float32) and returns its arrays in the family of its main input
+(``W`` for :func:`cosine_gram` and :func:`grouped_two_layer_step`, ``a`` for :func:`bmm`).
+On the CPU backend the computation is NumPy; on the CuPy backend it is the CUDA kernels in
+``*.cu`` (see :mod:`gpu`).
+
+Ragged layout of :func:`grouped_two_layer_step`: G independent networks of widths m_g are
+stored as *concatenated neurons*: ``W`` is (M, d), ``a`` and ``b`` are (M,) with
+M = Σ m_g, and network g owns rows ``offsets[g]:offsets[g+1]`` (``offsets`` is (G+1,),
+nondecreasing, from 0 to M; a width may be 0). The data is either shared, ``X`` (n, d) and
+``y`` (n,), or per network, ``X`` (G, n, d) and ``y`` (G, n). ``alpha`` is a scalar or (G,).
+Build ``offsets`` from widths with :func:`offsets_from_widths`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import activations, cpu
+from .backend import family, like, to_device, to_numpy, use_gpu
+
+_FLOATS = (np.float32, np.float64)
+
+
+class GroupedStep(NamedTuple):
+    """Loss (G,), gradients w.r.t. a (M,), W (M, d), b (M,) or None, and outputs f (G, n)."""
+
+    loss: Any
+    grad_a: Any
+    grad_W: Any
+    grad_b: Any
+    f: Any
+
+
+def _gpu():
+    from . import gpu  # noqa: PLC0415  (needs cupy; imported only on the cupy backend)
+
+    return gpu
+
+
+def _host(x: Any, name: str, dtype=None) -> np.ndarray:
+    arr = to_numpy(x)
+    if dtype is None:
+        dtype = arr.dtype if arr.dtype in _FLOATS else np.float64
+    if not np.issubdtype(arr.dtype, np.number) and arr.dtype != np.bool_:
+        raise ValueError(f"{name} has dtype {arr.dtype}; a real floating array is required")
+    return np.ascontiguousarray(arr, dtype=dtype)
+
+
+def offsets_from_widths(widths) -> np.ndarray:
+    """(G+1,) int64 offsets [0, m_0, m_0+m_1, ...] for the concatenated-neuron layout."""
+    w = np.asarray(widths)
+    if w.ndim != 1 or (w.size and (w.min() < 0 or not np.issubdtype(w.dtype, np.integer))):
+        raise ValueError(f"widths={widths!r} must be a 1-d sequence of non-negative integers")
+    return np.concatenate([[0], np.cumsum(w, dtype=np.int64)])
+
+
+def cosine_gram(W: Any) -> Any:
+    """Batched cosine Gram: ``G[..., i, j] = cos(W[..., i, :], W[..., j, :])`` (m × m).
+
+    Rows are normalized by their Euclidean norm, zero rows give 0 (diagonal too), values are
+    clipped to [−1, 1]. ``W`` is (..., m, d) with any leading batch axes.
+    """
+    if family(W) == "other":
+        W = np.asarray(W, dtype=np.float64)
+    shape = tuple(W.shape)
+    if len(shape) < 2:
+        raise ValueError(f"W has shape {shape}; cosine_gram needs (..., m, d) with ndim >= 2")
+    if use_gpu(W):
+        return like(_gpu().cosine_gram(W), W)
+    return like(cpu.cosine_gram(_host(W, "W")), W)
+
+
+def bmm(a: Any, b: Any) -> Any:
+    """Batched product ``a @ b`` for (..., m, k) and (..., k, n) with equal leading axes."""
+    if family(a) == "other":
+        a = np.asarray(a, dtype=np.float64)
+    if family(b) == "other":
+        b = np.asarray(b, dtype=np.float64)
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2] or sa[-1] != sb[-2]:
+        raise ValueError(f"bmm shapes {sa} and {sb} do not match; need (..., m, k) @ (..., k, n)")
+    if use_gpu(a, b):
+        return like(_gpu().bmm(a, b), a)
+    ha = _host(a, "a")
+    return like(cpu.bmm(ha, _host(b, "b", ha.dtype)), a)
+
+
+def _check_layout(X, y, a, W, b, offsets, alpha):
+    if W.ndim != 2:
+        raise ValueError(f"W has shape {W.shape}; the ragged layout needs (M, d)")
+    M, d = W.shape
+    if a.shape != (M,) or (b is not None and b.shape != (M,)):
+        raise ValueError(
+            f"a {a.shape} / b {None if b is None else b.shape} must both be ({M},) to match W"
+        )
+    if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0 or offsets[-1] != M:
+        raise ValueError(f"offsets={offsets.tolist()} must run from 0 to M={M} (length G+1)")
+    if np.any(np.diff(offsets) < 0):
+        raise ValueError(f"offsets={offsets.tolist()} must be nondecreasing")
+    G = offsets.size - 1
+    if X.ndim == 2:
+        n = X.shape[0]
+        ok = X.shape[1] == d and y.shape in ((n,), (G, n))
+    else:
+        n = X.shape[1] if X.ndim == 3 else -1
+        ok = X.ndim == 3 and X.shape[0] == G and X.shape[2] == d and y.shape == (G, n)
+    if not ok:
+        raise ValueError(
+            f"X {X.shape} / y {y.shape} do not fit G={G}, d={d}: "
+            "use X (n, d) with y (n,) or (G, n), or X (G, n, d) with y (G, n)"
+        )
+    if n < 1:
+        raise ValueError("X has no data points (n=0); at least one is required")
+    if alpha.shape not in ((), (G,)) or np.any(alpha == 0):
+        raise ValueError(f"alpha of shape {alpha.shape} must be a nonzero scalar or ({G},)")
+    return G, n
+
+
+def grouped_two_layer_step(
+    X: Any,
+    y: Any,
+    a: Any,
+    W: Any,
+    b: Any = None,
+    *,
+    offsets: Any,
+    alpha: Any = 1.0,
+    activation: str = "relu",
+) -> GroupedStep:
+    """Loss and gradients of a ragged batch of two-layer networks in one call (SPEC §2).
+
+    Network g: f_g(x) = (1/α_g) Σ_{k∈g} a_k σ(w_k·x + b_k), R_g = (1/2n) Σ_i (f_g(x_i) − y_i)².
+    Returns :class:`GroupedStep` (loss per network, ∂R_g/∂a, ∂R_g/∂W, ∂R_g/∂b or None when
+    ``b`` is None, outputs f); each neuron's gradient is that of its own network's loss.
+    Layout: see the module docstring. Arrays return in ``W``'s family and dtype.
+    """
+    activations.check(activation)
+    if use_gpu(W):
+        return _gpu().grouped_two_layer_step(X, y, a, W, b, offsets, alpha, activation)
+    hW = _host(W, "W")
+    dt = hW.dtype
+    hX, hy, ha = _host(X, "X", dt), _host(y, "y", dt), _host(a, "a", dt)
+    hb = None if b is None else _host(b, "b", dt)
+    off = np.asarray(to_numpy(offsets)).astype(np.int64)
+    al = np.asarray(to_numpy(alpha), dtype=dt)
+    G, n = _check_layout(hX, hy, ha, hW, hb, off, al)
+    al = np.broadcast_to(al, (G,))
+    hy = np.broadcast_to(hy, (G, n))
+    out = cpu.grouped_two_layer_step(hX, hy, ha, hW, hb, off, al, activation)
+    return GroupedStep(*(None if o is None else like(o, W) for o in out))
+
+
+def as_device(x: Any) -> Any:
+    """Hand an array to the GPU backend (DLPack, zero-copy where possible)."""
+    return to_device(x)

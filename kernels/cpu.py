@@ -1,0 +1,118 @@
+"""CPU reference implementations (vectorized NumPy) of the batched primitives.
+
+These are the ground truth the CUDA kernels are tested against and the code the CPU
+backend runs. Inputs are NumPy arrays already validated by :mod:`batched`.
+
+Grouped two-layer step (SPEC §2 model, one network g per segment of neurons):
+
+    z_ik = w_k·x_i + b_k,   f_g(x_i) = (1/α_g) Σ_{k∈g} a_k σ(z_ik),
+    e_gi = f_g(x_i) − y_gi,  R_g = (1/2n) Σ_i e_gi²,
+    ∂R_g/∂a_k = (1/(n α_g)) Σ_i e_gi σ(z_ik),
+    δ_ik = (1/(n α_g)) e_gi a_k σ'(z_ik),  ∂R_g/∂w_k = Σ_i δ_ik x_i,  ∂R_g/∂b_k = Σ_i δ_ik.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import activations
+
+
+def row_normalize(W: np.ndarray) -> np.ndarray:
+    """Rows divided by their Euclidean norm; zero rows stay zero."""
+    norms = np.linalg.norm(W, axis=-1, keepdims=True)
+    safe = np.where(norms > 0, norms, 1)
+    return np.where(norms > 0, W / safe, 0)
+
+
+def cosine_gram(W: np.ndarray) -> np.ndarray:
+    """G[..., i, j] = cos(W_i, W_j) = (W_i·W_j) / (‖W_i‖‖W_j‖), 0 when either row is zero."""
+    N = row_normalize(W)
+    G = N @ np.swapaxes(N, -1, -2)
+    return np.clip(G, -1, 1, out=G)
+
+
+def bmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Batched matrix product over matching leading axes: (..., m, k) @ (..., k, n)."""
+    return np.matmul(a, b)
+
+
+def segment_ids(offsets: np.ndarray) -> np.ndarray:
+    """Network index of every neuron for a ragged layout given by ``offsets`` (G+1,)."""
+    widths = np.diff(offsets)
+    return np.repeat(np.arange(widths.size), widths)
+
+
+def segment_sum(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Sum of ``values[..., k]`` over each segment [offsets[g], offsets[g+1]) (empty → 0)."""
+    G = offsets.size - 1
+    out = np.zeros(values.shape[:-1] + (G,), dtype=values.dtype)
+    widths = np.diff(offsets)
+    nonempty = np.flatnonzero(widths > 0)
+    if nonempty.size:
+        out[..., nonempty] = np.add.reduceat(values, offsets[:-1][nonempty], axis=-1)
+    return out
+
+
+def grouped_two_layer_step(
+    X: np.ndarray,
+    y: np.ndarray,
+    a: np.ndarray,
+    W: np.ndarray,
+    b: np.ndarray | None,
+    offsets: np.ndarray,
+    alpha: np.ndarray,
+    activation: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+    """Vectorized loss, gradients and outputs for a ragged batch of two-layer networks.
+
+    ``X`` is (n, d) shared or (G, n, d) per network; ``y`` is (G, n); ``alpha`` is (G,).
+    Returns (loss (G,), grad_a (M,), grad_W (M, d), grad_b (M,) or None, f (G, n)).
+    """
+    seg = segment_ids(offsets)
+    n = y.shape[-1]
+    if X.ndim == 2:
+        Z = X @ W.T  # (n, M)
+    else:
+        Z = np.einsum("knd,kd->nk", X[seg], W)
+    if b is not None:
+        Z = Z + b
+    H, dH = activations.forward_and_derivative(activation, Z)
+    F = segment_sum(H * a, offsets) / alpha  # (n, G)
+    E = F - y.T  # (n, G)
+    loss = 0.5 * np.mean(E * E, axis=0)
+    coef = 1.0 / (n * alpha[seg])  # (M,)
+    Ek = E[:, seg]  # (n, M)
+    grad_a = coef * np.einsum("nk,nk->k", Ek, H)
+    D = (coef * a) * Ek * dH  # (n, M)
+    if X.ndim == 2:
+        grad_W = D.T @ X
+    else:
+        grad_W = np.einsum("nk,knd->kd", D, X[seg])
+    grad_b = D.sum(axis=0) if b is not None else None
+    return loss, grad_a, grad_W, grad_b, E.T + y
+
+
+def grouped_two_layer_step_loop(X, y, a, W, b, offsets, alpha, activation):
+    """Naive per-network loop with the same contract (test oracle and benchmark baseline)."""
+    G = offsets.size - 1
+    n = y.shape[-1]
+    loss = np.zeros(G, dtype=W.dtype)
+    f = np.zeros((G, n), dtype=W.dtype)
+    ga, gW = np.zeros_like(a), np.zeros_like(W)
+    gb = None if b is None else np.zeros_like(b)
+    for g in range(G):
+        lo, hi = int(offsets[g]), int(offsets[g + 1])
+        Xg = X if X.ndim == 2 else X[g]
+        z = Xg @ W[lo:hi].T + (0 if b is None else b[lo:hi])
+        h, dh = activations.forward_and_derivative(activation, z)
+        f[g] = h @ a[lo:hi] / alpha[g]
+        e = f[g] - y[g]
+        loss[g] = 0.5 * np.mean(e * e)
+        c = 1.0 / (n * alpha[g])
+        ga[lo:hi] = c * (e @ h)
+        d = c * e[:, None] * a[lo:hi] * dh
+        gW[lo:hi] = d.T @ Xg
+        if gb is not None:
+            gb[lo:hi] = d.sum(axis=0)
+    return loss, ga, gW, gb, f
