@@ -135,8 +135,8 @@ def like(result: Any, template: Any) -> Any:
 
         if rfam == "cupy":
             if template.is_cuda:
-                out = torch.from_dlpack(result)
-                return out
+                cp.cuda.get_current_stream().synchronize()  # CuPy's writes before torch reads
+                return torch.from_dlpack(result)
             return torch.from_numpy(result.get())
         return torch.from_numpy(np.ascontiguousarray(result)).to(template.device)
     if fam == "jax":
