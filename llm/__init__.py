@@ -1,1 +1,32 @@
-"""smallinit.llm: transformer, γ-initialization, training and analysis (SPEC §1, §5, §6)."""
+"""smallinit.llm: transformer, γ-initialization, training and analysis (SPEC §1, §5, §6).
+
+Importing this package is light (no torch); the names below load their module on first use::
+
+    from smallinit.llm import apply_init, Transformer, ModelConfig, RunConfig, train
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "apply_init": "smallinit.llm.init",
+    "init_table": "smallinit.llm.init",
+    "matrix_specs": "smallinit.llm.init",
+    "Transformer": "smallinit.llm.model",
+    "ModelConfig": "smallinit.llm.config",
+    "DataConfig": "smallinit.llm.config",
+    "TrainConfig": "smallinit.llm.config",
+    "EvalConfig": "smallinit.llm.config",
+    "RunConfig": "smallinit.llm.config",
+    "train": "smallinit.llm.train",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'smallinit.llm' has no attribute {name!r}")

