@@ -196,10 +196,10 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *, seed: int = 0) -> 
     such as ``"gamma:1.0"``) and return it. Draws come from one CPU generator seeded with
     ``seed``, in parameter order, so the result is the same on every device."""
     scheme = as_scheme(scheme)
+    specs = matrix_specs(model)
     n_layers = _n_layers(model)
     k = truncation(scheme)
     gen = torch.Generator().manual_seed(seed)
-    specs = matrix_specs(model)
     covered = {id(s.param) for s in specs}
     with torch.no_grad():
         for spec in specs:
@@ -233,9 +233,10 @@ def truncated_std_factor(k: float | None) -> float:
 def init_table(model: nn.Module, scheme: InitScheme | str) -> list[dict[str, Any]]:
     """One row per matrix: name, part, shape, d_in, d_out, layer, σ and γ_eff."""
     scheme = as_scheme(scheme)
+    specs = matrix_specs(model)
     n_layers = _n_layers(model)
     rows = []
-    for spec in matrix_specs(model):
+    for spec in specs:
         sigma = spec_std(spec, scheme, n_layers)
         rows.append({
             "name": spec.name, "part": spec.part, "shape": list(spec.shape),

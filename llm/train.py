@@ -298,7 +298,11 @@ class Trainer:
             metrics, tokens = evaluate(self.model, self.corpus, self.device,
                                        n_windows=cfg.eval.token_windows,
                                        n_items=cfg.eval.answer_items, context=cfg.model.context)
-        torch.save(self.model.state_dict(), run.path / "model.pt")
+        weights = run.path / "model.pt"
+        torch.save(self.model.state_dict(), weights.with_name(".model.pt.tmp"))
+        os.replace(weights.with_name(".model.pt.tmp"), weights)
+        for old in _checkpoints(run.path):  # the final weights supersede them
+            old.unlink(missing_ok=True)
         run.save_arrays(**tokens)
         run.write_json("eval.json", metrics)
         return {"train_loss": last_loss, "val_loss": val, "steps": cfg.train.steps,

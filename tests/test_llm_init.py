@@ -1,0 +1,167 @@
+"""Init schemes: every matrix's empirical std against theory's σ, on our model and HF models."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from smallinit.llm.config import ModelConfig
+from smallinit.llm.init import apply_init, init_table, matrix_specs, truncated_std_factor
+from smallinit.llm.model import Transformer
+from smallinit.theory.init_rules import matrix_std, parse_scheme, truncation
+
+SCHEMES = ["gamma:1.0", "gamma:0.5,qk=1.0,mlp_out=0.8,attn_gate=0.7,depth", "nanogpt",
+           "fixed:0.05", "megatron:0.02", "mitchell", "mup:32", "xavier", "kaiming"]
+SIZES = dict(vocab_size=300, context=40, d_model=64, n_layers=3, n_heads=4, d_ff=192)
+
+
+def check_stats(model, scheme_text: str, n_layers: int) -> int:
+    """Every matrix: mean ≈ 0 and std ≈ σ·(truncation factor), within 5 standard errors
+    (std of a sample std ≈ σ/√(2n)); returns how many matrices were checked."""
+    scheme = parse_scheme(scheme_text)
+    factor = truncated_std_factor(truncation(scheme))
+    specs = matrix_specs(model)
+    for spec in specs:
+        values = spec.param.detach()[spec.index].double().flatten()
+        sigma = matrix_std(scheme, spec.part, spec.d_in, spec.d_out, n_layers=n_layers,
+                           layer=spec.layer, residual_out=spec.residual_out) * factor
+        n = values.numel()
+        assert abs(values.std().item() / sigma - 1) < 5 / math.sqrt(2 * n), spec.name
+        assert abs(values.mean().item()) < 5 * sigma / math.sqrt(n), spec.name
+        if truncation(scheme) is not None:
+            assert values.abs().max().item() <= truncation(scheme) * sigma / factor + 1e-12
+    return len(specs)
+
+
+def check_norms_and_biases(model) -> None:
+    covered = {id(s.param) for s in matrix_specs(model)}
+    for name, p in model.named_parameters():
+        if id(p) in covered:
+            continue
+        expected = 0.0 if name.endswith("bias") else 1.0
+        assert torch.all(p == expected), name
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("variant", [
+    {}, dict(norm="layernorm", positions="learned", mlp="gelu", bias=True, tie_embeddings=True),
+    dict(gated_attention=True), dict(gated_attention=True, gate_kind="headwise")])
+def test_own_model_matrix_stds_follow_the_rule(scheme, variant):
+    model = Transformer(ModelConfig(**SIZES, **variant), scheme, seed=0)
+    n = check_stats(model, scheme, SIZES["n_layers"])
+    per_layer = 4 + (1 if variant.get("gated_attention") else 0) + \
+        (2 if variant.get("mlp", "swiglu") == "swiglu" else 1) + 1
+    extra = (1 if variant.get("positions") == "learned" else 0) + \
+        (0 if variant.get("tie_embeddings") else 1)
+    assert n == 1 + extra + 3 * per_layer
+    check_norms_and_biases(model)
+
+
+def test_parts_and_fan_in_of_our_model():
+    model = Transformer(ModelConfig(**SIZES), "gamma:1.0")
+    by_name = {s.name: s for s in matrix_specs(model)}
+    down = by_name["blocks.2.mlp.down.weight"]
+    assert (down.part, down.d_in, down.d_out, down.layer, down.residual_out) == \
+        ("mlp_out", 192, 64, 2, True)  # true fan-in of the down projection is d_ff
+    assert by_name["blocks.0.attn.qkv.weight[k]"].part == "qk"
+    assert by_name["blocks.0.attn.qkv.weight[v]"].part == "vo"
+    assert by_name["blocks.0.attn.proj.weight"].residual_out
+    assert by_name["head.weight"].d_in == 64 and by_name["tok_emb.weight"].d_in == 64
+    # γ = 1: σ = 1/d_in exactly where it matters
+    w = down.param.detach()
+    assert abs(w.std().item() * 192 - 1) < 0.05
+
+
+def test_depth_scaling_and_overrides():
+    model = Transformer(ModelConfig(**SIZES), "gamma:0.5,qk=1.0,depth", seed=0)
+    rows = {r["name"]: r for r in init_table(model, "gamma:0.5,qk=1.0,depth")}
+    assert rows["blocks.0.attn.qkv.weight[q]"]["gamma_eff"] == pytest.approx(1.0)
+    assert rows["blocks.0.attn.qkv.weight[v]"]["gamma_eff"] == pytest.approx(0.5)
+    assert rows["blocks.0.attn.proj.weight"]["std"] == pytest.approx(64 ** -0.5 / math.sqrt(6))
+    assert rows["blocks.0.mlp.up.weight[gate]"]["std"] == pytest.approx(64 ** -0.5)
+
+
+def test_seeded_and_device_independent_draws():
+    a = Transformer(ModelConfig(**SIZES), "gamma:1.0", seed=5)
+    b = Transformer(ModelConfig(**SIZES), "gamma:1.0", seed=5)
+    c = Transformer(ModelConfig(**SIZES), "gamma:1.0", seed=6)
+    for (name, pa), pb, pc in zip(a.named_parameters(), b.parameters(), c.parameters(),
+                                  strict=True):
+        assert torch.equal(pa, pb), name
+        if pa.dim() == 2:
+            assert not torch.equal(pa, pc), name
+
+
+def test_tied_head_shares_the_embedding_draw():
+    model = Transformer(ModelConfig(**SIZES, tie_embeddings=True), "gamma:1.0")
+    assert model.head.weight is model.tok_emb.weight
+    assert "head.weight" not in {s.name for s in matrix_specs(model)}
+
+
+# ----------------------------------------------------------------------------- Hugging Face
+transformers = pytest.importorskip("transformers")
+transformers.logging.set_verbosity_error()
+HF = ModelConfig(**SIZES)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_hf_gpt2_matrix_stds_follow_the_rule(scheme):
+    from smallinit.llm.hf import gpt2_from
+
+    model = apply_init(gpt2_from(HF), scheme, seed=0)
+    # wte, wpe, and per layer q, k, v, attn c_proj, c_fc, mlp c_proj (lm_head tied to wte)
+    assert check_stats(model, scheme, 3) == 2 + 3 * 6
+    check_norms_and_biases(model)
+
+
+def test_hf_gpt2_conv1d_orientation():
+    """GPT-2's Conv1D stores (in, out): the FFN down projection is (d_ff, d_model), so
+    its fan-in is d_ff, and c_attn's q, k, v are column blocks."""
+    from smallinit.llm.hf import gpt2_from
+
+    model = apply_init(gpt2_from(HF), "gamma:1.0", seed=0)
+    by_name = {s.name: s for s in matrix_specs(model)}
+    down = by_name["transformer.h.1.mlp.c_proj.weight"]
+    assert tuple(down.param.shape) == (192, 64)
+    assert (down.part, down.d_in, down.d_out, down.residual_out) == ("mlp_out", 192, 64, True)
+    assert abs(down.param.detach().std().item() * 192 - 1) < 0.05
+    q = by_name["transformer.h.0.attn.c_attn.weight[q]"]
+    assert q.shape == (64, 64) and q.part == "qk"
+    assert by_name["transformer.h.0.attn.c_attn.weight[v]"].part == "vo"
+    assert by_name["transformer.h.0.attn.c_proj.weight"].residual_out
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("tied", [False, True])
+def test_hf_llama_matrix_stds_follow_the_rule(scheme, tied):
+    from smallinit.llm.hf import llama_from
+
+    cfg = ModelConfig(**SIZES, tie_embeddings=tied)
+    model = apply_init(llama_from(cfg), scheme, seed=0)
+    # embed (+ lm_head unless tied), and per layer q, k, v, o, gate, up, down
+    assert check_stats(model, scheme, 3) == (1 if tied else 2) + 3 * 7
+    check_norms_and_biases(model)
+
+
+def test_hf_llama_three_lines_and_forward():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from smallinit.llm import apply_init as apply
+
+    model = apply(LlamaForCausalLM(LlamaConfig(
+        vocab_size=300, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, bos_token_id=0, eos_token_id=0,
+        pad_token_id=0)), "gamma:1.0")
+    assert model.model.layers[0].mlp.down_proj.weight.std().item() == \
+        pytest.approx(1 / 192, rel=0.05)
+    out = model(torch.randint(0, 300, (1, 10))).logits
+    assert out.shape == (1, 10, 300)
+    # γ = 1 everywhere: logits tiny, next-token distribution ≈ uniform
+    assert out.abs().max().item() < 0.5
+
+
+def test_unknown_model_is_rejected():
+    with pytest.raises(ValueError, match="does not know how to read"):
+        apply_init(torch.nn.Linear(3, 3), "gamma:1.0")
