@@ -54,7 +54,48 @@ def segment_sum(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return out
 
 
-def grouped_two_layer_step(
+CHUNK_NEURONS = 4096
+
+
+def grouped_two_layer_step(X, y, a, W, b, offsets, alpha, activation):
+    """Vectorized loss, gradients and outputs for a ragged batch of two-layer networks.
+
+    ``X`` is (n, d) shared or (G, n, d) per network; ``y`` is (G, n); ``alpha`` is (G,).
+    Returns (loss (G,), grad_a (M,), grad_W (M, d), grad_b (M,) or None, f (G, n)).
+    Consecutive networks are processed together in chunks of about ``CHUNK_NEURONS``
+    neurons (a wider network is its own chunk), so the (n, neurons) temporaries stay in
+    cache; within a chunk everything is one set of array operations.
+    """
+    G = offsets.size - 1
+    bounds = [0]
+    for g in range(1, G + 1):
+        if offsets[g] - offsets[bounds[-1]] > CHUNK_NEURONS and g - 1 > bounds[-1]:
+            bounds.append(g - 1)
+    if bounds[-1] != G:
+        bounds.append(G)
+    if len(bounds) <= 2:
+        return _grouped_block(X, y, a, W, b, offsets, alpha, activation)
+    parts = []
+    for g0, g1 in zip(bounds[:-1], bounds[1:], strict=True):
+        lo, hi = int(offsets[g0]), int(offsets[g1])
+        parts.append(
+            _grouped_block(
+                X if X.ndim == 2 else X[g0:g1],
+                y[g0:g1],
+                a[lo:hi],
+                W[lo:hi],
+                None if b is None else b[lo:hi],
+                offsets[g0 : g1 + 1] - lo,
+                alpha[g0:g1],
+                activation,
+            )
+        )
+    cat = [np.concatenate([p[i] for p in parts]) for i in (0, 1, 2)]
+    gb = None if b is None else np.concatenate([p[3] for p in parts])
+    return cat[0], cat[1], cat[2], gb, np.concatenate([p[4] for p in parts])
+
+
+def _grouped_block(
     X: np.ndarray,
     y: np.ndarray,
     a: np.ndarray,
@@ -64,32 +105,30 @@ def grouped_two_layer_step(
     alpha: np.ndarray,
     activation: str,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
-    """Vectorized loss, gradients and outputs for a ragged batch of two-layer networks.
-
-    ``X`` is (n, d) shared or (G, n, d) per network; ``y`` is (G, n); ``alpha`` is (G,).
-    Returns (loss (G,), grad_a (M,), grad_W (M, d), grad_b (M,) or None, f (G, n)).
-    """
-    seg = segment_ids(offsets)
+    """One chunk of :func:`grouped_two_layer_step`, fully vectorized."""
+    widths = np.diff(offsets)
     n = y.shape[-1]
     if X.ndim == 2:
         Z = X @ W.T  # (n, M)
     else:
-        Z = np.einsum("knd,kd->nk", X[seg], W)
+        Z = np.einsum("knd,kd->nk", np.repeat(X, widths, axis=0), W)
     if b is not None:
-        Z = Z + b
+        Z += b
     H, dH = activations.forward_and_derivative(activation, Z)
     F = segment_sum(H * a, offsets) / alpha  # (n, G)
     E = F - y.T  # (n, G)
     loss = 0.5 * np.mean(E * E, axis=0)
-    coef = 1.0 / (n * alpha[seg])  # (M,)
-    Ek = E[:, seg]  # (n, M)
-    grad_a = coef * np.einsum("nk,nk->k", Ek, H)
-    D = (coef * a) * Ek * dH  # (n, M)
+    coef = np.repeat(1.0 / (n * alpha), widths)  # (M,)
+    Ek = np.repeat(E, widths, axis=1)  # (n, M): each neuron sees its network's errors
+    ones = np.ones(n, dtype=Z.dtype)
+    grad_a = coef * (ones @ (Ek * H))  # column sums through BLAS
+    D = Ek * dH
+    D *= coef * a  # (n, M)
     if X.ndim == 2:
         grad_W = D.T @ X
     else:
-        grad_W = np.einsum("nk,knd->kd", D, X[seg])
-    grad_b = D.sum(axis=0) if b is not None else None
+        grad_W = np.einsum("nk,knd->kd", D, np.repeat(X, widths, axis=0))
+    grad_b = ones @ D if b is not None else None
     return loss, grad_a, grad_W, grad_b, E.T + y
 
 

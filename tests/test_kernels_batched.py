@@ -154,3 +154,13 @@ def test_backend_decision_rule():
         decide("cupy", absent)
     with pytest.raises(ValueError, match="SMALLINIT_BACKEND"):
         decide("tpu", absent)
+
+
+@pytest.mark.parametrize("per_network", [False, True])
+def test_grouped_step_chunking_matches_loop(monkeypatch, per_network):
+    monkeypatch.setattr(cpu, "CHUNK_NEURONS", 5)
+    X, y, a, W, b, off, al = ragged(8, [3, 9, 0, 2, 2, 1, 7], per_network=per_network)
+    got = cpu.grouped_two_layer_step(X, y, a, W, b, off, al, "tanh")
+    want = cpu.grouped_two_layer_step_loop(X, y, a, W, b, off, al, "tanh")
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
