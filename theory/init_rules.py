@@ -37,7 +37,12 @@ at d = 768 but ≈ 0.81 at d = 128.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # sympy is imported where it is used: llm imports this module for floats
+    import sympy as sp
 
 PARTS = ("embedding", "qk", "vo", "attn_gate", "mlp", "mlp_out", "head")
 SCHEMES = ("gamma", "nanogpt", "fixed", "megatron", "mitchell", "mup", "xavier", "kaiming")
@@ -117,31 +122,66 @@ def matrix_std(
     _check_dim("n_layers", n_layers)
     if not (isinstance(layer, int) and 0 <= layer < max(n_layers, 1)):
         raise ValueError(f"layer={layer!r} is not allowed; it must be in 0..{n_layers - 1}")
-    depth = 1.0 / math.sqrt(2.0 * n_layers)
+    return float(_sigma(scheme, part, d_in, d_out, n_layers, layer, residual_out,
+                        num=float, sqrt=math.sqrt))
+
+
+def matrix_std_expr(
+    scheme: InitScheme,
+    part: str,
+    d_in: Any,
+    d_out: Any,
+    *,
+    n_layers: int,
+    layer: int = 0,
+    residual_out: bool = False,
+) -> sp.Expr:
+    """σ as an exact sympy expression: the same rule as :func:`matrix_std`, with ``d_in`` and
+    ``d_out`` integers or positive symbols (a width law, for the phase-diagram limits) and
+    the scheme's numbers read as the decimals they print as (0.02 is 1/50)."""
+    import sympy as sp
+
+    if part not in PARTS:
+        raise ValueError(f"part {part!r} is not known; choose one of {', '.join(PARTS)}")
+    _check_dim("n_layers", n_layers)
+    return _sigma(scheme, part, sp.sympify(d_in), sp.sympify(d_out), sp.Integer(n_layers),
+                  sp.Integer(layer), residual_out, num=_exact, sqrt=sp.sqrt)
+
+
+def _exact(value: float) -> sp.Rational:
+    import sympy as sp
+
+    return sp.Rational(repr(float(value)))
+
+
+def _sigma(scheme: InitScheme, part: str, d_in, d_out, n_layers, layer, residual_out: bool,
+           *, num: Callable[[float], Any], sqrt: Callable[[Any], Any]):
+    """The rule table behind :func:`matrix_std` (floats) and :func:`matrix_std_expr` (sympy)."""
+    depth = 1 / sqrt(2 * n_layers)
     name = scheme.name
     if name == "gamma":
-        sigma = d_in ** (-scheme.gamma_for(part))
+        sigma = d_in ** (-num(scheme.gamma_for(part)))
         return sigma * depth if (scheme.depth_scaling and residual_out) else sigma
     if name == "nanogpt":
-        return 0.02 * depth if residual_out else 0.02
+        return num(0.02) * depth if residual_out else num(0.02)
     if name == "fixed":
-        return scheme.std
+        return num(scheme.std)
     if name == "megatron":
-        return scheme.std * depth if residual_out else scheme.std
+        return num(scheme.std) * depth if residual_out else num(scheme.std)
     if name == "mitchell":
         if residual_out:
-            return 1.0 / math.sqrt(2.0 * d_in * (layer + 1))
-        return 1.0 / math.sqrt(d_in)
+            return 1 / sqrt(2 * d_in * (layer + 1))
+        return 1 / sqrt(d_in)
     if name == "mup":
         if part == "embedding":
-            return 1.0 / math.sqrt(scheme.base_width)
+            return 1 / sqrt(scheme.base_width)
         if part == "head":
-            return math.sqrt(scheme.base_width) / d_in
-        return 1.0 / math.sqrt(d_in)
+            return sqrt(scheme.base_width) / d_in
+        return 1 / sqrt(d_in)
     if name == "xavier":
-        return math.sqrt(2.0 / (d_in + d_out))
+        return sqrt(2 / (d_in + d_out))
     if name == "kaiming":
-        return math.sqrt(2.0 / d_in)
+        return sqrt(2 / d_in)
     raise AssertionError(name)  # unreachable: InitScheme validates the name
 
 
@@ -158,6 +198,20 @@ def effective_gamma(std: float, d_in: int) -> float:
     if not (math.isfinite(std) and std > 0):
         raise ValueError(f"std={std!r} is not allowed; it must be a positive number")
     return -math.log(std) / math.log(d_in)
+
+
+def effective_gamma_expr(sigma: Any, d_in: Any) -> sp.Expr:
+    """γ_eff = −ln σ / ln d_in exactly: σ = d_in^{−γ} gives γ itself, a constant std a ratio
+    of logarithms (evaluate it with ``float``)."""
+    import sympy as sp
+
+    sigma, d_in = sp.sympify(sigma), sp.sympify(d_in)
+    if d_in.is_number and not d_in > 1:
+        raise ValueError(f"d_in={d_in} is not allowed for an effective γ; it must be > 1")
+    if sigma.is_number and not sigma > 0:
+        raise ValueError(f"std={sigma} is not allowed; it must be a positive number")
+    num = sp.expand_log(-sp.log(sigma), force=True)
+    return sp.simplify(num / sp.expand_log(sp.log(d_in), force=True))
 
 
 def parse_scheme(text: str) -> InitScheme:
