@@ -125,11 +125,15 @@ def to_device(x: Any) -> Any:
 def like(result: Any, template: Any) -> Any:
     """Return ``result`` (NumPy or CuPy) in the array family of ``template``.
 
-    NumPy/CuPy templates keep the result's own family; torch gets a tensor on the template's
-    device (zero-copy through DLPack for CuPy results); JAX gets a ``jax.Array``.
+    NumPy (or list) templates get NumPy (a CuPy result is copied to the host), CuPy templates
+    keep CuPy; torch gets a tensor on the template's device (zero-copy through DLPack for
+    CuPy results); JAX gets a ``jax.Array``. For speed on the GPU pass device arrays (CuPy,
+    CUDA torch): NumPy inputs are copied to the device and back on every call.
     """
     fam = family(template)
     rfam = family(result)
+    if fam in ("numpy", "other") and rfam == "cupy":
+        return result.get()
     if fam == "torch":
         import torch  # noqa: PLC0415
 

@@ -141,7 +141,8 @@ def grouped_two_layer_step(
     """
     activations.check(activation)
     if use_gpu(W):
-        return _gpu().grouped_two_layer_step(X, y, a, W, b, offsets, alpha, activation)
+        out = _gpu().grouped_two_layer_step(X, y, a, W, b, offsets, alpha, activation)
+        return GroupedStep(*(None if o is None else like(o, W) for o in out))
     hW = _host(W, "W")
     dt = hW.dtype
     hX, hy, ha = _host(X, "X", dt), _host(y, "y", dt), _host(a, "a", dt)

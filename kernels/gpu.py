@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import activations, cpu
-from .backend import cp, family, like, to_device, to_numpy
+from .backend import cp, family, to_device, to_numpy
 
 HERE = Path(__file__).resolve().parent
 TILE = 64
@@ -143,7 +143,10 @@ def bmm(a: Any, b: Any) -> Any:
 
 
 def grouped_two_layer_step(X, y, a, W, b, offsets, alpha, activation):
-    """One launch: a block per network (see grouped_step.cu); CPU fallback when d is large."""
+    """One launch: a block per network (see grouped_step.cu); CPU fallback when d is large.
+
+    Returns CuPy arrays (the dispatcher in :mod:`batched` converts to the caller's family).
+    """
     from .batched import GroupedStep, _check_layout  # noqa: PLC0415  (avoid an import cycle)
 
     Wd, tname = _device(W)
@@ -177,7 +180,7 @@ def grouped_two_layer_step(X, y, a, W, b, offsets, alpha, activation):
             np.broadcast_to(al, (G,)).astype(dt.name),
             activation,
         )
-        return GroupedStep(*(None if o is None else like(cp.asarray(o), W) for o in out))
+        return GroupedStep(*(None if o is None else cp.asarray(o) for o in out))
     yd = cp.ascontiguousarray(cp.broadcast_to(yd, (G, n)))
     ald = cp.asarray(np.broadcast_to(al, (G,)), dtype=dt)
     offd = cp.asarray(off)
@@ -212,5 +215,4 @@ def grouped_two_layer_step(X, y, a, W, b, offsets, alpha, activation):
             ),
             shared_mem=n * itemsize,
         )
-    outs = (loss, ga, gW, None if bd is None else gb, f)
-    return GroupedStep(*(None if o is None else like(o, W) for o in outs))
+    return GroupedStep(loss, ga, gW, None if bd is None else gb, f)
