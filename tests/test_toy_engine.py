@@ -1,0 +1,110 @@
+"""The two-layer JAX engine: gradients, conservation law, determinism, failure records."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+
+from smallinit.theory.phase import conserved_quantities  # noqa: E402
+from smallinit.toy import twolayer as tl  # noqa: E402
+
+
+def _batch(points, m, seeds=(0,)):
+    a0, W0, k, kp = [], [], [], []
+    for g, gp in points:
+        for s in seeds:
+            a, W = tl.init_asi(s, m, 2)
+            kappa, kappa_p = tl.kappas(*tl.luo_family(g, gp, m))
+            a0.append(a)
+            W0.append(W)
+            k.append(kappa)
+            kp.append(kappa_p)
+    return np.stack(a0), np.stack(W0), np.array(k), np.array(kp)
+
+
+def test_luo_family_has_the_requested_coordinates():
+    for m in (100, 1000):
+        kappa, kappa_p = tl.kappas(*tl.luo_family(1.25, -0.5, m))
+        assert -np.log(kappa) / np.log(m) == pytest.approx(1.25)
+        assert -np.log(kappa_p) / np.log(m) == pytest.approx(-0.5)
+
+
+def test_asi_output_is_zero_at_init():
+    X, y = tl.reference_data()
+    a, W = tl.init_asi(3, 40, 2)
+    f = (np.maximum(X @ W.T, 0) @ a)
+    assert np.abs(f).max() < 1e-12
+
+
+@pytest.mark.parametrize("act", ["relu", "tanh", "xtanh"])
+def test_closed_form_gradients_match_autodiff(act):
+    import jax.numpy as jnp
+
+    X, y = tl.reference_data()
+    rng = np.random.default_rng(0)
+    a, W = rng.normal(size=12), rng.normal(size=(12, 2))
+    kappa = 0.3
+    fn = tl.activation(act)
+
+    def loss(a, W):
+        f = kappa * (fn(jnp.asarray(X) @ W.T) @ a)
+        return 0.5 * jnp.mean((f - y) ** 2)
+
+    ga, gW = jax.grad(loss, argnums=(0, 1))(jnp.asarray(a), jnp.asarray(W))
+    L, ca, cW = tl.gradients(jnp.asarray(a), jnp.asarray(W), kappa, jnp.asarray(X),
+                             jnp.asarray(y), act)
+    np.testing.assert_allclose(ca, ga, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(cW, gW, rtol=1e-10, atol=1e-14)
+
+
+def test_conservation_law_drift_small_under_small_fixed_step():
+    """a_k² − ‖w_k‖² per neuron (original variables) is conserved by ReLU gradient flow;
+    gradient descent with a small step drifts by O(η) of the change in a_k², and a 10×
+    larger step drifts about 10× more (so the check can fail)."""
+    X, y = tl.reference_data()
+    m, g, gp = 40, 1.0, 0.0
+    alpha, b1, b2 = tl.luo_family(g, gp, m)
+    a0, W0, k, kp = _batch([(g, gp)], m)
+    drifts = []
+    for lr in (0.02, 0.2):
+        s = tl.TrainSettings(step_rule="fixed", lr=lr, max_steps=int(40 / lr), tol=1e-30,
+                             record_every=1000)
+        out = tl.train_batch(a0, W0, k, kp, X, y, s)
+        c0 = conserved_quantities(a0[0] * b1, W0[0] * b2)
+        c1 = conserved_quantities(out["a"][0] * b1, out["W"][0] * b2)
+        moved = np.abs((out["a"][0] * b1) ** 2 - (a0[0] * b1) ** 2).max()
+        assert moved > 0.05  # the weights did move (a test that cannot fail otherwise)
+        drifts.append(np.abs(c1 - c0).max() / moved)
+    assert drifts[0] < 0.01
+    assert drifts[1] > 3 * drifts[0]
+
+
+def test_batched_engine_is_deterministic_and_matches_per_network_loop():
+    X, y = tl.reference_data()
+    a0, W0, k, kp = _batch([(0.5, 0.0), (1.75, 0.0), (1.0, 0.5)], 100, seeds=(0, 1))
+    s = tl.TrainSettings(max_steps=3000)
+    one = tl.train_batch(a0, W0, k, kp, X, y, s, chunk=200)
+    two = tl.train_batch(a0, W0, k, kp, X, y, s)
+    loop = tl.train_loop(a0, W0, k, kp, X, y, s)
+    assert (one["status"] == 0).all()
+    for key in ("rd", "loss", "W", "a"):
+        np.testing.assert_array_equal(one[key], two[key])
+        np.testing.assert_allclose(one[key], loop[key], rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(one["step"], loop["step"])
+    assert (one["loss"] < s.tol).all()
+    # a different seed gives different numbers
+    assert not np.allclose(one["rd"][0], one["rd"][1])
+
+
+def test_diverging_network_is_recorded_as_failed_and_the_batch_goes_on():
+    X, y = tl.reference_data()
+    a0, W0, k, kp = _batch([(0.5, 0.0), (1.0, 0.0)], 100)
+    # a fixed step that suits the mean-field point is far too large for the NTK point
+    # (stable step ~ 1/(m κ²): κ = m^-1/2 there)
+    s = tl.TrainSettings(step_rule="fixed", lr=50.0, max_steps=4000)
+    out = tl.train_batch(a0, W0, k, kp, X, y, s)
+    assert tl.STATUS[out["status"][0]] == "diverged"
+    assert tl.STATUS[out["status"][1]] == "converged"
+    assert out["loss"][1] < 1e-6

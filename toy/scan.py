@@ -1,0 +1,298 @@
+"""Phase scan: RD slope S_w over a (γ, γ') grid, compared with theory point by point.
+
+Setting (SPEC §2): 4 points x = linspace(−1/2, 1/2, 4), y = x², ReLU with bias, ASI,
+family β1 = 1, β2 = m^{γ'}, α = β1β2 m^γ; every network trained by the engine of
+:mod:`smallinit.toy.twolayer` until its loss is below ``tol``. For each network,
+RD = ‖θ_w(t*) − θ_w(0)‖/‖θ_w(0)‖ over input weights and biases at the stop t*
+(:func:`smallinit.kernels.measure.segment_relative_distance`). Per seed, the slope
+S_w = d ln RD / d ln m is the least-squares slope of ln RD against ln m over the widths at
+which that seed converged; the point's S_w is the median over seeds.
+
+Agreement (per point): the measured sign must match the predicted regime (linear S_w < 0,
+condensed S_w > 0, critical |S_w| ≤ ``critical_tol``); the table also says whether S_w lies
+in theory's slope interval. The linear bound is RD ≲ m^Δ log m, whose log factor adds
+d ln(ln m)/d ln m = 1/ln m to the slope, so there the upper end is taken as
+Δ + 1/ln(m_min) (:func:`log_allowance`); the condensed lower end Δ/2 is used as is; at a
+critical point the interval is {0} and |S_w| ≤ ``critical_tol`` counts as inside.
+
+Execution: one compiled call per width (all grid points × seeds vmapped, split over the JAX
+devices); the whole scan is one run of kind ``toy-scan`` in the run store, its per-network
+outcome (status, steps, RD, loss, RD(t)) in ``arrays.npz``, its per-point records in
+``points.json``. A network that diverges or runs out of steps is recorded with its status
+and left out of the fit; only a scan where no network converged fails as a whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from typing import Literal
+
+import numpy as np
+
+from smallinit.errors import ConfigError, RunFailed, require
+
+log = logging.getLogger(__name__)
+
+KIND = "toy-scan"
+VERSION = "1"
+
+QUICK_GAMMAS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75)
+QUICK_GAMMA_PRIMES = (-0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75)
+QUICK_WIDTHS = (250, 500, 1000)
+BENCH_WIDTHS = (250, 500, 1000, 2000, 4000)
+FULL_GAMMAS = tuple(float(g) for g in np.round(np.arange(0.0, 2.01, 0.125), 3))
+FULL_GAMMA_PRIMES = tuple(float(g) for g in np.round(np.arange(-1.0, 1.01, 0.125), 3))
+FULL_WIDTHS = (250, 500, 1000, 2000, 4000, 8000)
+
+
+@dataclasses.dataclass
+class ScanConfig:
+    """One phase scan (SPEC §2 reference setting)."""
+
+    gammas: tuple[float, ...] = QUICK_GAMMAS
+    gamma_primes: tuple[float, ...] = QUICK_GAMMA_PRIMES
+    widths: tuple[int, ...] = QUICK_WIDTHS
+    seeds: int = 3
+    activation: str = "relu"
+    tol: float = 1e-6
+    max_steps: int = 20000
+    step_rule: Literal["gram", "fixed"] = "gram"
+    lr_factor: float = 1.0
+    lr: float = 1e-3
+    record_every: int = 100
+    critical_tol: float = 0.15
+
+    def __post_init__(self):
+        require(len(self.gammas) > 0, "gammas is empty; give at least one γ")
+        require(len(self.gamma_primes) > 0, "gamma_primes is empty; give at least one γ'")
+        require(len(self.widths) >= 2, f"widths={list(self.widths)} needs at least two widths "
+                "to fit a slope")
+        require(len(set(self.widths)) == len(self.widths),
+                f"widths={list(self.widths)} has duplicates")
+        for m in self.widths:
+            require(m >= 2 and m % 2 == 0,
+                    f"width {m} is not allowed; widths must be even (ASI) and >= 2")
+        require(self.seeds >= 1, f"seeds={self.seeds} is not allowed; it must be >= 1")
+        for name in ("gammas", "gamma_primes"):
+            for v in getattr(self, name):
+                require(math.isfinite(v) and abs(v) <= 4,
+                        f"{name} value {v} is not allowed; use finite values in [-4, 4]")
+        try:
+            self.settings()
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+
+    def settings(self):
+        from smallinit.toy.twolayer import TrainSettings
+
+        return TrainSettings(
+            activation=self.activation, tol=self.tol, max_steps=self.max_steps,
+            step_rule=self.step_rule, lr_factor=self.lr_factor, lr=self.lr,
+            record_every=self.record_every,
+        )
+
+
+def profile_config(profile: str) -> ScanConfig:
+    """``quick`` (7×7 grid, 3 widths, 3 seeds: about a minute on 2 cores) or ``full``."""
+    if profile == "quick":
+        return ScanConfig()
+    if profile == "full":
+        return ScanConfig(gammas=FULL_GAMMAS, gamma_primes=FULL_GAMMA_PRIMES,
+                          widths=FULL_WIDTHS, seeds=5, max_steps=100000)
+    raise ConfigError(f"profile {profile!r} is not allowed; use quick or full")
+
+
+# ----------------------------------------------------------------------------- simulation
+def _width_batch(cfg: ScanConfig, m: int):
+    """Inits and (κ, κ') for every (γ, γ', seed) at width m, flattened in that order."""
+    from smallinit.toy import twolayer as tl
+
+    inits = [tl.init_asi(s, m, 2) for s in range(cfg.seeds)]
+    a0, W0, k, kp = [], [], [], []
+    for g in cfg.gammas:
+        for gp in cfg.gamma_primes:
+            kappa, kappa_p = tl.kappas(*tl.luo_family(g, gp, m))
+            for s in range(cfg.seeds):
+                a0.append(inits[s][0])
+                W0.append(inits[s][1])
+                k.append(kappa)
+                kp.append(kappa_p)
+    return np.stack(a0), np.stack(W0), np.array(k), np.array(kp)
+
+
+def simulate(cfg: ScanConfig, *, engine: str = "batched", progress_desc: str = "toy scan"):
+    """Train every network of the scan; returns a dict of arrays shaped
+    (n_γ, n_γ', n_widths, seeds[, ...]). ``engine`` = "batched" (one call per width) or
+    "loop" (the same algorithm one network per call; for the benchmark)."""
+    from smallinit.kernels.measure import segment_relative_distance
+    from smallinit.progress import progress
+    from smallinit.toy import twolayer as tl
+
+    X, y = tl.reference_data()
+    settings = cfg.settings()
+    G, Gp, Wn, S = len(cfg.gammas), len(cfg.gamma_primes), len(cfg.widths), cfg.seeds
+    shape = (G, Gp, Wn, S)
+    out = {
+        "rd": np.full(shape, np.nan),
+        "rd_engine": np.full(shape, np.nan),
+        "loss": np.full(shape, np.nan),
+        "steps": np.zeros(shape, np.int64),
+        "status": np.zeros(shape, np.int64),
+        "hist_rd": np.full(shape + (settings.n_records,), np.nan),
+        "hist_loss": np.full(shape + (settings.n_records,), np.nan),
+    }
+    train = tl.train_batch if engine == "batched" else tl.train_loop
+    for w, m in enumerate(progress(cfg.widths, desc=progress_desc)):
+        a0, W0, k, kp = _width_batch(cfg, m)
+        t0 = time.perf_counter()
+        res = train(a0, W0, k, kp, X, y, settings)
+        log.info("width %d: %d networks, max %d steps, %.1f s", m, len(k),
+                 int(res["step"].max()), time.perf_counter() - t0)
+        B = len(k)
+        offsets = np.arange(B + 1) * m
+        rd = segment_relative_distance(res["W"].reshape(B * m, -1), W0.reshape(B * m, -1),
+                                       offsets)
+        out["rd"][:, :, w] = rd.reshape(G, Gp, S)
+        out["rd_engine"][:, :, w] = res["rd"].reshape(G, Gp, S)
+        out["loss"][:, :, w] = res["loss"].reshape(G, Gp, S)
+        out["steps"][:, :, w] = res["step"].reshape(G, Gp, S)
+        out["status"][:, :, w] = res["status"].reshape(G, Gp, S)
+        out["hist_rd"][:, :, w] = res["hist_rd"].reshape(G, Gp, S, -1)
+        out["hist_loss"][:, :, w] = res["hist_loss"].reshape(G, Gp, S, -1)
+    return out
+
+
+def fit_slopes(rd: np.ndarray, status: np.ndarray, widths) -> tuple[np.ndarray, np.ndarray]:
+    """Per-seed least-squares slopes of ln RD vs ln m over converged widths (NaN when fewer
+    than two), and their median over seeds (the last axis). rd, status: (..., n_widths, S)."""
+    lnm = np.log(np.asarray(widths, dtype=float))
+    ok = (status == 0) & np.isfinite(rd) & (rd > 0)
+    lnrd = np.log(np.where(ok, rd, 1.0))
+    wts = ok.astype(float)
+    n = wts.sum(axis=-2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mx = (wts * lnm[:, None]).sum(-2) / n
+        my = (wts * lnrd).sum(-2) / n
+        dx = (lnm[:, None] - mx[..., None, :]) * wts
+        slope = (dx * (lnrd - my[..., None, :])).sum(-2) / (dx * dx).sum(-2)
+    slope = np.where(n >= 2, slope, np.nan)
+    finite = np.isfinite(slope)
+    med = np.full(slope.shape[:-1], np.nan)
+    any_ok = finite.any(-1)
+    med[any_ok] = np.nanmedian(slope[any_ok], axis=-1)
+    return slope, med
+
+
+def log_allowance(widths) -> float:
+    """Largest slope the log m factor of the linear bound RD ≲ m^Δ log m can add over
+    these widths: d ln(ln m)/d ln m = 1/ln m, largest at the smallest width."""
+    return 1.0 / math.log(min(widths))
+
+
+def compare(cfg: ScanConfig, s_w: np.ndarray, n_failed: np.ndarray) -> list[dict]:
+    """Point-by-point records: measured S_w against theory's regime and slope interval."""
+    from smallinit.toy import predictions
+
+    records = []
+    for i, g in enumerate(cfg.gammas):
+        for j, gp in enumerate(cfg.gamma_primes):
+            regime = predictions.regime(g, gp)
+            d = predictions.delta(g, gp)
+            lo, hi = predictions.slope_interval(g, gp)
+            s = float(s_w[i, j])
+            if not math.isfinite(s):
+                agree = None
+                in_interval = None
+            else:
+                if regime == "linear":
+                    agree = s < 0
+                elif regime == "condensed":
+                    agree = s > 0
+                else:
+                    agree = abs(s) <= cfg.critical_tol
+                if regime == "critical":
+                    in_interval = abs(s) <= cfg.critical_tol
+                else:
+                    top = hi + log_allowance(cfg.widths) if regime == "linear" else hi
+                    in_interval = lo <= s <= top
+            records.append({
+                "gamma": g, "gamma_prime": gp, "delta": d, "regime": regime,
+                "interval": [None if math.isinf(lo) else lo, None if math.isinf(hi) else hi],
+                "S_w": s if math.isfinite(s) else None, "agree": agree,
+                "in_interval": in_interval, "failed_networks": int(n_failed[i, j]),
+            })
+    return records
+
+
+@dataclasses.dataclass
+class ScanResult:
+    """A finished scan: its config, per-point records and the stored arrays."""
+
+    config: ScanConfig
+    records: list[dict]
+    arrays: dict[str, np.ndarray]
+    run_path: str
+
+    def s_w(self) -> np.ndarray:
+        return self.arrays["S_w"]
+
+
+def run_scan(cfg: ScanConfig, store=None, *, force: bool = False) -> ScanResult:
+    """Compute (or reuse) the scan through the run store; raises RunFailed when no network
+    of the scan converged (the run is then stored as failed with that reason)."""
+    from smallinit.runs import RunStore
+
+    store = store or RunStore()
+
+    def body(run):
+        t0 = time.perf_counter()
+        sim = simulate(cfg)
+        slopes, s_w = fit_slopes(sim["rd"], sim["status"], cfg.widths)
+        n_failed = (sim["status"] != 0).sum(axis=(2, 3))
+        run.save_arrays(S_w=s_w, slopes=slopes, widths=np.asarray(cfg.widths),
+                        gammas=np.asarray(cfg.gammas), gamma_primes=np.asarray(cfg.gamma_primes),
+                        **sim)
+        counts = {name: int((sim["status"] == code).sum()) for code, name in
+                  enumerate(("converged", "budget", "diverged"))}
+        run.log({"event": "simulated", "seconds": time.perf_counter() - t0, **counts})
+        if counts["converged"] == 0:
+            raise RunFailed(f"no network of the scan converged ({counts}); "
+                            "the step rule or budget does not fit this grid")
+        records = compare(cfg, s_w, n_failed)
+        run.write_json("points.json", records)
+        graded = [r for r in records if r["agree"] is not None]
+        return {"points": len(records), "agree": sum(bool(r["agree"]) for r in graded),
+                "graded": len(graded), **counts}
+
+    run = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
+    if run.state == "failed":
+        raise RunFailed(f"toy scan {run.path} failed: {run.status().get('reason')}")
+    return ScanResult(cfg, run.read_json("points.json"), run.arrays(), str(run.path))
+
+
+def format_table(records: list[dict]) -> str:
+    """Plain-text agreement table, one line per grid point."""
+    head = (f"{'gamma':>6} {'gamma_p':>7} {'Delta':>6} {'regime':>9} {'interval':>15} "
+            f"{'S_w':>7} {'in_int':>6} {'agree':>5}")
+    lines = [head, "-" * len(head)]
+
+    def yn(v):
+        return "-" if v is None else ("yes" if v else "no")
+
+    for r in records:
+        lo, hi = r["interval"]
+        left = "-inf" if lo is None else f"{lo:.2f}"
+        right = "inf" if hi is None else f"{hi:.2f}"
+        interval = f"[{left}, {right}]"
+        s = "nan" if r["S_w"] is None else f"{r['S_w']:+.3f}"
+        lines.append(f"{r['gamma']:6.2f} {r['gamma_prime']:7.2f} {r['delta']:+6.2f} "
+                     f"{r['regime']:>9} {interval:>15} {s:>7} {yn(r['in_interval']):>6} "
+                     f"{yn(r['agree']):>5}")
+    graded = [r for r in records if r["agree"] is not None]
+    n_ok = sum(bool(r["agree"]) for r in graded)
+    lines.append(f"agreement: {n_ok}/{len(graded)} points with a measured slope "
+                 f"({len(records) - len(graded)} without)")
+    return "\n".join(lines)
