@@ -1,0 +1,191 @@
+"""Training: loss goes down, a killed run resumes to the same numbers, NaN runs fail, DDP
+matches one process, and the CLI drives all of it."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from smallinit.cli import main
+from smallinit.config import load_config
+from smallinit.llm.config import RunConfig
+from smallinit.llm.train import lr_at, train
+
+TINY = [
+    "model.vocab_size=512", "model.context=48", "model.d_model=48", "model.n_layers=2",
+    "model.n_heads=4", "data.synthetic_items=3000", "data.synthetic_val_items=300",
+    "data.synthetic_facts=40", "train.batch_size=8", "train.lr=3e-3", "train.warmup=5",
+    "train.threads=1", "train.log_every=5", "train.eval_every=20", "train.eval_batches=2",
+    "eval.answer_items=30", "eval.token_windows=8",
+]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("llm-cache"))
+
+
+def tiny(cache: str, *extra: str) -> RunConfig:
+    return load_config(RunConfig, None, [*TINY, f"data.cache_dir={cache}", *extra])
+
+
+def losses(run) -> list[tuple[int, float]]:
+    return [(r["step"], r["loss"]) for r in run.metrics() if "loss" in r]
+
+
+def test_training_reduces_loss_on_synthetic(cache, tmp_path):
+    cfg = tiny(cache, "train.steps=80", "train.checkpoint_every=0", "init=gamma:0.5")
+    run = train(cfg, runs_dir=tmp_path)
+    assert run.state == "done"
+    curve = losses(run)
+    first, last = curve[0][1], curve[-1][1]
+    summary = run.summary
+    # at step 5 the model is near ln(vocab used); after 80 steps it has learned the format
+    assert first > 4.0
+    assert last < first - 2.5
+    assert summary["val_loss"] < first - 2.5
+    assert summary["loss_fact"] > 0 and summary["acc_reasoning"] >= 0
+    arrays = run.arrays()
+    assert arrays["losses"].shape == (8, 48)
+    assert math.isclose(float(arrays["losses"].mean()), summary["loss"], rel_tol=1e-5)
+    # the same config again reuses the finished run
+    again = train(cfg, runs_dir=tmp_path)
+    assert again.path == run.path and losses(again) == curve
+
+
+def test_warmup_cosine_schedule():
+    cfg = load_config(RunConfig, None, ["train.steps=110", "train.warmup=10", "train.lr=1.0",
+                                        "train.min_lr_ratio=0.1"])
+    assert lr_at(5, cfg) == pytest.approx(0.5)
+    assert lr_at(10, cfg) == pytest.approx(1.0)
+    assert lr_at(60, cfg) == pytest.approx(0.55)
+    assert lr_at(110, cfg) == pytest.approx(0.1)
+
+
+KILLER = textwrap.dedent("""
+    import os, sys
+    from smallinit.config import load_config
+    from smallinit.llm import train as T
+    from smallinit.llm.config import RunConfig
+    original = T.save_checkpoint
+    def save_then_die(run, step, model, optimizer):
+        path = original(run, step, model, optimizer)
+        if step == int(sys.argv[2]):
+            os._exit(9)  # a hard kill: no cleanup, the run stays 'running' with a dead pid
+        return path
+    T.save_checkpoint = save_then_die
+    cfg = load_config(RunConfig, None, sys.argv[3:])
+    T.train(cfg, runs_dir=sys.argv[1])
+""")
+
+
+def test_killed_run_resumes_to_the_same_numbers(cache, tmp_path):
+    extra = ["train.steps=40", "train.checkpoint_every=10", "train.eval_every=15"]
+    cfg = tiny(cache, *extra)
+    straight = train(cfg, runs_dir=tmp_path / "straight")
+    args = [*TINY, f"data.cache_dir={cache}", *extra]
+    killed = subprocess.run([sys.executable, "-c", KILLER, str(tmp_path / "killed"), "20",
+                             *args], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == 9, killed.stderr
+    from smallinit.llm.train import KIND, VERSION
+    from smallinit.runs import RunStore
+
+    half = RunStore(tmp_path / "killed").run(KIND, cfg, version=VERSION)
+    assert half.state == "stale"
+    assert max(s for s, _ in losses(half)) == 20
+    resumed = train(cfg, runs_dir=tmp_path / "killed")
+    assert resumed.state == "done"
+    assert losses(resumed) == losses(straight)  # exact, not approximate
+    assert [r for r in resumed.metrics() if "val_loss" in r] == \
+        [r for r in straight.metrics() if "val_loss" in r]
+    for key in ("val_loss", "loss", "acc_reasoning", "acc_fact"):
+        assert resumed.summary[key] == straight.summary[key]
+
+
+def test_nan_run_is_recorded_as_failed(cache, tmp_path):
+    cfg = tiny(cache, "train.steps=20", "init=fixed:1e30", "train.checkpoint_every=0")
+    run = train(cfg, runs_dir=tmp_path)
+    status = run.status()
+    assert status["state"] == "failed" and status["final"]
+    assert "non-finite training loss" in status["reason"] and "step 5" in status["reason"]
+    assert not math.isfinite(losses(run)[-1][1])
+    # a final failure is the run's outcome: asking again does not retrain
+    assert train(cfg, runs_dir=tmp_path).status()["finished"] == status["finished"]
+
+
+def test_two_process_ddp_matches_one_process(cache, tmp_path):
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
+    assert torchrun, "torchrun is installed with torch"
+    extra = ["train.steps=20", "train.checkpoint_every=10", "train.eval_every=0"]
+    single = train(tiny(cache, *extra), runs_dir=tmp_path / "one")
+    env = dict(os.environ, OMP_NUM_THREADS="1", SMALLINIT_QUIET="1")
+    cmd = [torchrun, "--standalone", "--nproc_per_node", "2", "-m", "smallinit", "-q", "llm",
+           "train", "--runs-dir", str(tmp_path / "two"), *TINY, f"data.cache_dir={cache}",
+           *extra]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its workers, nothing else
+        proc.communicate()
+        raise
+    done = subprocess.CompletedProcess(cmd, proc.returncode, "", stderr)
+    assert done.returncode == 0, done.stderr[-3000:]
+    from smallinit.llm.train import KIND, VERSION
+    from smallinit.runs import RunStore
+
+    two = RunStore(tmp_path / "two").run(KIND, tiny(cache, *extra), version=VERSION)
+    assert two.state == "done"
+    a, b = losses(single), losses(two)
+    assert [s for s, _ in a] == [s for s, _ in b]
+    for (_, la), (_, lb) in zip(a, b, strict=True):
+        assert abs(la - lb) < 1e-3 * la  # same global batches; only reduction order differs
+    assert abs(two.summary["val_loss"] - single.summary["val_loss"]) < 1e-3
+
+
+def test_cli_train_eval_and_init_table(cache, tmp_path, capsys):
+    runs = str(tmp_path / "runs")
+    args = [*TINY, f"data.cache_dir={cache}", "train.steps=10", "train.checkpoint_every=0"]
+    assert main(["-q", "llm", "train", "--runs-dir", runs, *args]) == 0
+    out = capsys.readouterr().out
+    run_dir = out.splitlines()[0].split()[1]
+    summary = json.loads(out.split("\n", 1)[1])
+    assert main(["-q", "llm", "eval", run_dir]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["loss"] == pytest.approx(summary["loss"], rel=1e-5)
+    assert metrics["acc_fact"] == summary["acc_fact"]
+    assert main(["-q", "llm", "eval", "--runs-dir", runs, Path(run_dir).name[:6]]) == 0
+    capsys.readouterr()
+
+    assert main(["llm", "init-table", "--config", "quick", "--init", "nanogpt"]) == 0
+    table = capsys.readouterr().out
+    assert "blocks.3.mlp.down.weight" in table and "mlp_out" in table
+    assert main(["llm", "init-table", "--format", "json", "--model", "gpt2", "--init",
+                 "gamma:1.0", "model.d_model=64", "model.n_heads=4", "model.n_layers=2"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(r["gamma_eff"] == pytest.approx(1.0) for r in rows)
+    assert {r["part"] for r in rows} == {"embedding", "qk", "vo", "mlp", "mlp_out"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["llm", "train", "model.n_heads=5"], "not divisible by model.n_heads=5"),
+    (["llm", "train", "--config", "nosuch"], "neither a file nor a packaged config"),
+    (["llm", "train", "train.stepz=3"], "unknown key config.train.stepz"),
+    (["llm", "init-table", "--init", "gamma:x"], "gamma 'x'"),
+    (["llm", "eval", "/nonexistent/run"], "matches no run"),
+])
+def test_cli_bad_input_exits_2_with_one_line(argv, message, capsys, tmp_path):
+    assert main([*argv[:2], *(["--runs-dir", str(tmp_path)] if argv[1] != "init-table" else []),
+                 *argv[2:]]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
