@@ -327,7 +327,7 @@ def _rows_boolq(rows: list[dict], name: str) -> Iterator[Item]:
 
 def _rows_mmlu(rows: list[dict], name: str) -> Iterator[Item]:
     for i, r in enumerate(rows):
-        yield Item(f"{r.get('subject', name)}:{i}", _qa_prompt(r["question"].strip()),
+        yield Item(f"{name or r.get('subject', '')}:{i}", _qa_prompt(r["question"].strip()),
                    tuple(" " + c for c in r["choices"]), int(r["answer"]))
 
 
