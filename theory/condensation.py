@@ -142,6 +142,7 @@ def direction_polynomial(xs: Sequence[Any], es: Sequence[Any], p: int) -> sp.Pol
     """
     if isinstance(p, bool) or not isinstance(p, int) or p < 1:
         raise ValueError(f"p={p!r} is not allowed; it must be a positive integer")
+    xs, es = list(xs), list(es)
     if len(xs) != len(es) or not xs:
         raise ValueError(f"x has {len(xs)} points and e has {len(es)}; they must match (> 0)")
     xs = [to_exact(v, "x") for v in xs]

@@ -350,8 +350,19 @@ class PhasePoint:
             "slope_lo": show(self.slope[0]), "slope_hi": show(self.slope[1]),
             "gamma_value": float(self.gamma), "gamma_prime_value": float(self.gamma_prime),
             "delta_value": float(self.delta),
-            "slope_lo_value": float(self.slope[0]), "slope_hi_value": float(self.slope[1]),
+            # JSON has no infinity: an open end of the interval is None.
+            "slope_lo_value": None if self.slope[0] == -sp.oo else float(self.slope[0]),
+            "slope_hi_value": None if self.slope[1] == sp.oo else float(self.slope[1]),
         }
+
+    def slope_text(self) -> str:
+        """The S_w prediction in words: ``≤ Δ``, ``≥ Δ/2`` or ``= 0``."""
+        lo, hi = self.slope
+        if lo == -sp.oo:
+            return f"≤ {show(hi)}"
+        if hi == sp.oo:
+            return f"≥ {show(lo)}"
+        return f"= {show(lo)}"
 
 
 #: Parameters of the one-parameter families.

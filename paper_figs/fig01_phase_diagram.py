@@ -1,0 +1,47 @@
+"""Figure 1: the two-layer ReLU phase diagram (SPEC §2, §7.1).
+
+Theory layer (this file): the linear and condensed regions, the critical rays Δ = 0 and the
+named initializations, all computed by :mod:`smallinit.theory` (γ horizontal, γ' vertical).
+The simulated S_w heatmap of the toy phase scan is a separate layer drawn on the same axes
+(see ``make``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NUMBER = 1
+TITLE = "Phase diagram of the two-layer ReLU network"
+
+#: Axes box: covers the toy scan's full grid (γ in [0, 2], γ' in [-1, 1]).
+XLIM = (-0.1, 2.25)
+YLIM = (-1.15, 1.15)
+
+
+def draw_theory_layer(ax) -> None:
+    """Regions, boundary rays, named points and the one-parameter families."""
+    from smallinit.theory import diagram
+
+    diagram.draw_phase_regions(ax, XLIM, YLIM)
+    diag = diagram.family_curve("e_diagonal", np.linspace(-1.5, 1.5, 2))
+    ax.plot(diag[:, 0], diag[:, 1], ls="--", color="#009E73", lw=1.2, zorder=2,
+            label="(1, β, 1) and γ-rule FFN, d fixed: γ' = γ")
+    gammas = np.array([0.25, 0.5, 0.75, 1.0])
+    prop = diagram.family_curve("gamma_ffn_proportional", gammas)
+    ax.plot(prop[:, 0], prop[:, 1], ls="none", marker="D", ms=5, color="#CC79A7", zorder=5,
+            label="γ-rule FFN, d ∝ m: (2γ, 0), γ = 0.25…1")
+    diagram.draw_points(ax, diagram.scheme_points())
+    ax.legend(loc="upper right", fontsize=7, frameon=True, framealpha=0.9)
+    ax.set_title("Two-layer ReLU phase diagram (theory)")
+
+
+def make(ctx):
+    import matplotlib.pyplot as plt
+
+    from smallinit.plotting import use_style
+
+    with use_style():
+        fig, ax = plt.subplots(figsize=(6.4, 5.0))
+        draw_theory_layer(ax)
+        # The simulated S_w heatmap (toy phase scan) is drawn here, on the same axes.
+        return ctx.save(fig)

@@ -1,0 +1,119 @@
+"""Figure 5: the transformer's FFN blocks on the phase diagram (SPEC §5, §7.5).
+
+Theory layer (this file): (a) FFN phase coordinates under the γ rule and named schemes,
+with d_model fixed and with proportional widths (the schemes at their effective γ for a
+range of widths, and their width laws); (b) the effective γ of the FFN matrices against
+width, showing how a fixed std drifts; (c) the predicted interval of the FFN's RD slope
+S_w against γ for proportional widths. The measured LLM slopes are a separate layer on
+panel (c) (see ``make``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NUMBER = 5
+TITLE = "Transformer FFN blocks on the phase diagram"
+
+XLIM = (-0.1, 2.7)
+YLIM = (-0.6, 1.4)
+GAMMAS = (0.25, 0.5, 0.75, 1.0, 1.25)
+WIDTHS = (128, 256, 512, 1024, 2048)
+SCHEMES = ("nanogpt", "fixed", "mitchell", "mup", "xavier", "kaiming")
+N_LAYERS = 4
+COLORS = dict(zip(SCHEMES, ("#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2",
+                            "#D55E00"), strict=True))
+
+
+def _shape(width: int):
+    from smallinit.theory.transformer import TransformerShape
+
+    # The plain FFN x ↦ W_down σ(W_up x) of SPEC §5 (d_ff = 4·d_model).
+    return TransformerShape(d_model=width, n_layers=N_LAYERS, mlp="gelu")
+
+
+def _first_block(width: int, scheme: str):
+    from smallinit.theory.init_rules import parse_scheme
+    from smallinit.theory.transformer import ffn_blocks
+
+    return ffn_blocks(_shape(width), parse_scheme(scheme))[0]
+
+
+def draw_diagram(ax) -> None:
+    """Panel (a): γ-rule and named-scheme FFN points on the diagram."""
+    from smallinit.theory import diagram
+
+    diagram.draw_phase_regions(ax, XLIM, YLIM)
+    for scaling, marker, fill in (("proportional", "D", "full"), ("fixed", "s", "none")):
+        pts = np.array([[float(v) for v in (p.gamma, p.gamma_prime)] for p in (
+            _first_block(512, f"gamma:{g}")["width_law"][scaling] for g in GAMMAS)])
+        ax.plot(pts[:, 0], pts[:, 1], ls=":", marker=marker, fillstyle=fill, color="black",
+                ms=6, zorder=6, label=f"γ rule, γ = {GAMMAS[0]}…{GAMMAS[-1]}, "
+                + ("d ∝ m" if scaling == "proportional" else "d fixed"))
+    for name in SCHEMES:
+        at_size = np.array([[float(p.gamma), float(p.gamma_prime)] for p in (
+            _first_block(w, name)["at_size"]["proportional"] for w in WIDTHS)])
+        ax.plot(at_size[:, 0], at_size[:, 1], "-o", ms=3, color=COLORS[name], zorder=5,
+                label=f"{name}, d ∝ m, at d_model = {WIDTHS[0]}…{WIDTHS[-1]}")
+        law = _first_block(WIDTHS[0], name)["width_law"]["proportional"]
+        ax.plot([float(law.gamma)], [float(law.gamma_prime)], marker="*", ms=10,
+                color=COLORS[name], zorder=6, ls="none")
+    ax.set_title("(a) FFN blocks (★: width law as m → ∞)")
+    ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+
+
+def draw_gamma_eff(ax) -> None:
+    """Panel (b): γ_eff of W_up (solid) and W_down (dashed) against d_model."""
+    for name in SCHEMES:
+        blocks = [_first_block(w, name) for w in WIDTHS]
+        ax.plot(WIDTHS, [float(b["gamma_eff_up"]) for b in blocks], "-o", ms=3,
+                color=COLORS[name], label=name)
+        ax.plot(WIDTHS, [float(b["gamma_eff_down"]) for b in blocks], "--", ms=3,
+                color=COLORS[name])
+    ax.axhline(0.5, color="black", lw=0.8, ls=":")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("d_model (d_ff = 4·d_model)")
+    ax.set_ylabel("γ_eff = −ln σ / ln d_in")
+    ax.set_title("(b) effective γ: W_up solid, W_down dashed")
+    ax.legend(fontsize=6)
+
+
+def draw_theory_layer(ax) -> None:
+    """Panel (c): predicted S_w interval of the FFN (proportional widths) against γ."""
+    from smallinit.theory.transformer import ffn_point_from_rates
+
+    gammas = np.linspace(0.0, 1.5, 121)
+    lo, hi = [], []
+    for g in gammas:
+        point = ffn_point_from_rates(g, g, "proportional")
+        lo.append(float(point.slope[0]))
+        hi.append(float(point.slope[1]))
+    lo, hi = np.array(lo), np.array(hi)
+    top, bottom = 1.5, -1.5
+    ax.fill_between(gammas, np.where(np.isinf(lo), bottom, lo),
+                    np.where(np.isinf(hi), top, hi), color="#999999", alpha=0.3, lw=0,
+                    label="predicted S_w (≤ Δ linear, ≥ Δ/2 condensed)")
+    ax.plot(gammas, 2 * gammas - 1, color="black", lw=1, label="Δ = 2γ − 1")
+    upper = gammas >= 0.5
+    ax.plot(gammas[upper], (2 * gammas[upper] - 1) / 2, color="black", lw=1, ls="--",
+            label="Δ/2")
+    ax.axvline(0.5, color="black", lw=0.8, ls=":")
+    ax.set_ylim(bottom, top)
+    ax.set_xlabel("γ (γ rule, d_ff = r·d_model)")
+    ax.set_ylabel("S_w = d ln RD / d ln m")
+    ax.set_title("(c) FFN input-weight RD slope")
+    ax.legend(fontsize=6, loc="upper left")
+
+
+def make(ctx):
+    import matplotlib.pyplot as plt
+
+    from smallinit.plotting import use_style
+
+    with use_style():
+        fig, (ax_a, ax_b, ax_c) = plt.subplots(1, 3, figsize=(15, 5.4))
+        draw_diagram(ax_a)
+        draw_gamma_eff(ax_b)
+        draw_theory_layer(ax_c)
+        # The measured LLM FFN slopes (llm) are drawn here, on ax_c.
+        return ctx.save(fig)
