@@ -185,8 +185,7 @@ def cmd_transformer(args: argparse.Namespace) -> int:
             for scaling, scaling_label in (("fixed", "d fixed"), ("proportional", "d ∝ m")):
                 p = block[view][scaling]
                 rows.append([block["name"], label, scaling_label, p["gamma"],
-                             p["gamma_prime"], p["delta"], p["regime"],
-                             _slope(p)])
+                             p["gamma_prime"], p["delta"], p["regime"], p["slope"]])
     print(table(["block", "view", "widths", "γ", "γ'", "Δ", "regime", "S_w"], rows))
     norm = rep["rmsnorm"]
     print()
@@ -198,14 +197,6 @@ def cmd_transformer(args: argparse.Namespace) -> int:
     for a in rep["assumptions"]:
         print(f"  [{a['holds']}] {a['assumption']}: {a['note']}")
     return 0
-
-
-def _slope(point: dict[str, Any]) -> str:
-    if point["slope_lo_value"] is None:
-        return f"≤ {point['slope_hi']}"
-    if point["slope_hi_value"] is None:
-        return f"≥ {point['slope_lo']}"
-    return f"= {point['slope_lo']}"
 
 
 # ----------------------------------------------------------------------------- eps

@@ -21,7 +21,7 @@ import sympy as sp
 
 from .exact import positive_float, to_exact
 
-eps, rho, c, t, rnorm = sp.symbols("epsilon rho c t r", positive=True)
+eps, rho, c, t = sp.symbols("epsilon rho c t", positive=True)
 L_s = sp.Symbol("L", positive=True)
 
 
@@ -30,12 +30,6 @@ def _order(L: Any) -> sp.Expr:
     if value.is_number and not value.is_positive:
         raise ValueError(f"L={L!r} is not allowed; the homogeneity order must be > 0")
     return value
-
-
-def norm_ode(L: Any = L_s) -> sp.Eq:
-    """d r/dt = c r^{L−1}, the early growth of the parameter norm."""
-    f = sp.Function("r")
-    return sp.Eq(f(t).diff(t), c * f(t) ** (_order(L) - 1))
 
 
 def norm_trajectory(L: Any) -> sp.Expr:

@@ -32,6 +32,11 @@ Schemes:
 
 The effective rate of any σ is γ_eff = −ln σ / ln d_in (SPEC §1): std 0.02 is γ_eff ≈ 0.59
 at d = 768 but ≈ 0.81 at d = 128.
+
+One rule table (``_sigma``) serves both forms: :func:`matrix_std` gives floats (what llm
+draws with), :func:`matrix_std_expr` the same σ as an exact sympy expression, also with
+symbolic widths, from which the theory derives width laws and phase-diagram coordinates
+(:mod:`smallinit.theory.transformer`); :func:`effective_gamma_expr` is γ_eff exactly.
 """
 
 from __future__ import annotations

@@ -348,6 +348,7 @@ class PhasePoint:
             "gamma": show(self.gamma), "gamma_prime": show(self.gamma_prime),
             "delta": show(self.delta), "regime": self.regime,
             "slope_lo": show(self.slope[0]), "slope_hi": show(self.slope[1]),
+            "slope": self.slope_text(),
             "gamma_value": float(self.gamma), "gamma_prime_value": float(self.gamma_prime),
             "delta_value": float(self.delta),
             # JSON has no infinity: an open end of the interval is None.

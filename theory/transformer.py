@@ -288,17 +288,10 @@ def matching_eps(d_small: Any, d_large: Any, gamma: Any, eps_large: Any) -> floa
 
 
 # ----------------------------------------------------------------------------- report
-def as_scheme(scheme: InitScheme | str) -> InitScheme:
-    return parse_scheme(scheme) if isinstance(scheme, str) else scheme
-
-
-def _point_dict(point: phase.PhasePoint) -> dict[str, Any]:
-    return point.as_dict()
-
-
 def report(shape: TransformerShape, scheme: InitScheme | str, eps: Any = 1e-5) -> dict[str, Any]:
-    """Everything ``smallinit theory transformer`` prints, as plain data."""
-    scheme = as_scheme(scheme)
+    """Everything ``smallinit theory transformer`` prints, as plain data (``scheme`` may be
+    a string that :func:`init_rules.parse_scheme` reads, e.g. ``"gamma:1.0"``)."""
+    scheme = parse_scheme(scheme) if isinstance(scheme, str) else scheme
     rows = matrices(shape, scheme)
     emb = next(r for r in rows if r["part"] == "embedding")
     eps_value = _eps(eps)
@@ -307,7 +300,7 @@ def report(shape: TransformerShape, scheme: InitScheme | str, eps: Any = 1e-5) -
         entry = {k: (show(v) if isinstance(v, sp.Basic) else v) for k, v in block.items()
                  if k not in ("width_law", "at_size")}
         for view in ("width_law", "at_size"):
-            entry[view] = {s: _point_dict(p) for s, p in block[view].items()}
+            entry[view] = {s: p.as_dict() for s, p in block[view].items()}
         ffn.append(entry)
     return {
         "shape": {**dataclasses.asdict(shape), "d_ff": shape.ffn_dim, "n_heads": shape.heads},
