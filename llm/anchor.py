@@ -167,6 +167,14 @@ def _draw(rng: np.random.Generator, n: int, cfg: AnchorTaskConfig, pairs, want_t
                        pos.astype(np.int64))
 
 
+def subset(data: AnchorData, n_train: int) -> AnchorData:
+    """The same data with only the first ``n_train`` training samples."""
+    t = data.train
+    head = AnchorSplit(*(getattr(t, k)[:n_train] for k in ("tokens", "labels", "x", "a1", "a2",
+                                                           "pos")))
+    return AnchorData(head, data.test_seen, data.test_held_out)
+
+
 def generate(cfg: AnchorTaskConfig) -> AnchorData:
     """The three splits, deterministic in ``cfg`` (each from its own seeded stream)."""
     return AnchorData(
