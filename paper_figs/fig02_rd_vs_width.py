@@ -1,0 +1,37 @@
+"""Figure 2: RD of the input weights versus width at γ' = 0 for γ ∈ {0.5, 1, 1.75}
+(SPEC §7.2), fitted slopes S_w in the legend, theory's interval alongside."""
+
+from __future__ import annotations
+
+NUMBER = 2
+TITLE = "RD vs width at γ' = 0"
+
+
+def make(ctx):
+    import numpy as np
+
+    from smallinit.plotting import use_style
+    from smallinit.theory import phase
+    from smallinit.toy.scan import FULL_WIDTHS, QUICK_WIDTHS, ScanConfig, run_scan
+
+    widths = QUICK_WIDTHS + (2000,) if ctx.profile == "quick" else FULL_WIDTHS
+    cfg = ScanConfig(gammas=(0.5, 1.0, 1.75), gamma_primes=(0.0,), widths=widths,
+                     seeds=3 if ctx.profile == "quick" else 5)
+    res = run_scan(cfg, ctx.store, force=ctx.force)
+    rd, slopes = res.arrays["rd"][:, 0], res.arrays["S_w"][:, 0]
+    import matplotlib.pyplot as plt
+
+    with use_style():
+        fig, ax = plt.subplots(figsize=(5, 4.6), layout="constrained")
+        for i, g in enumerate(cfg.gammas):
+            med = np.nanmedian(rd[i], axis=-1)
+            lo, hi = (float(v) for v in phase.slope_interval(g, 0))
+            ax.loglog(widths, rd[i], "o", alpha=0.3, color=f"C{i}")
+            ax.loglog(widths, med, "-o",
+                      label=f"γ={g}: S_w={slopes[i]:+.2f} ({phase.classify(g, 0)}, "
+                            f"theory [{lo:g}, {hi:g}])", color=f"C{i}")
+        ax.set_xlabel("width m")
+        ax.set_ylabel("RD of input weights at t*")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+        ax.set_title("RD vs width, γ' = 0 (median of seeds)")
+        return ctx.save(fig)
