@@ -1,0 +1,132 @@
+"""What ``smallinit compare`` runs: γ values, transformer widths, the base LLM run, the toy.
+
+For every γ the transformer is trained at each width d_model with d_ff = r·d_model (``ffn_ratio``
+r, proportional widths, so theory's FFN map gives (γ, γ') = (2γ, 0), SPEC §5), the same
+number of layers, context, steps and batch (a fixed token budget: steps·batch·context tokens
+at every width), and the init ``gamma:<γ>``. Attention heads keep ``head_dim`` as the width
+grows (n_heads = d_model / head_dim, at least 1).
+
+Profiles: ``quick`` is sized for a few CPU minutes on 2 cores (measured: one training step
+at d_model = 32/64/128/256/512, 2 layers, context 64, batch 16, one thread takes about
+0.04/0.06/0.15/0.4/1.4 s on a loaded machine, so widths up to 512 at a few hundred steps
+take most of an hour; the quick widths stop at 128). ``full`` is GPU scale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from smallinit.errors import ConfigError, require
+from smallinit.llm.config import DataConfig, EvalConfig, ModelConfig, RunConfig, TrainConfig
+
+QUICK_GAMMAS = (0.3, 0.5, 0.75, 1.0, 1.25)
+QUICK_WIDTHS = (32, 64, 128)
+FULL_WIDTHS = (128, 256, 512, 1024)
+
+
+def quick_llm_base() -> RunConfig:
+    """The base transformer run of the quick profile (d_model, d_ff, n_heads and init are
+    set per point): 2 layers, GELU FFN, context 64, 240 AdamW steps of 16 sequences
+    (245,760 tokens), synthetic corpus, one thread, held-out loss at the end only."""
+    return RunConfig(
+        seed=0,
+        model=ModelConfig(vocab_size=512, context=64, d_model=64, n_layers=2, n_heads=2,
+                          mlp="gelu"),
+        data=DataConfig(synthetic_items=10000, synthetic_val_items=500, synthetic_facts=100),
+        train=TrainConfig(steps=240, batch_size=16, lr=3e-3, warmup=24, weight_decay=0.1,
+                          threads=1, log_every=20, eval_every=0, eval_batches=4,
+                          checkpoint_every=80),
+        eval=EvalConfig(answer_items=0, token_windows=4),
+    )
+
+
+def full_llm_base() -> RunConfig:
+    """The base run of the full profile: 4 layers, context 256, 4000 steps of 64 sequences
+    (65.5M tokens), GPU (bf16 autocast), checkpoints every 500 steps."""
+    return RunConfig(
+        seed=0,
+        model=ModelConfig(vocab_size=4096, context=256, d_model=256, n_layers=4, n_heads=4,
+                          mlp="gelu"),
+        data=DataConfig(synthetic_items=200000, synthetic_val_items=5000, synthetic_facts=1000),
+        train=TrainConfig(steps=4000, batch_size=64, lr=1e-3, warmup=200, weight_decay=0.1,
+                          log_every=50, eval_every=500, eval_batches=16, checkpoint_every=500),
+        eval=EvalConfig(answer_items=200, token_windows=32),
+    )
+
+
+@dataclass
+class CompareConfig:
+    """One comparison: theory, toy and transformer at every γ (module docstring)."""
+
+    gammas: tuple[float, ...] = QUICK_GAMMAS
+    widths: tuple[int, ...] = QUICK_WIDTHS  # transformer d_model
+    ffn_ratio: int = 4  # d_ff = ffn_ratio · d_model
+    head_dim: int = 32
+    llm: RunConfig = field(default_factory=quick_llm_base)
+    toy_widths: tuple[int, ...] = (250, 500, 1000)
+    toy_seeds: int = 3
+    toy_max_steps: int = 20000
+    condense_width: int = 1000
+    critical_tol: float = 0.15  # |S_w| within this counts as critical (as in the toy scan)
+    top_k: int = 4  # condensation score: amplitude share of the top_k heaviest clusters
+    threshold: float = 0.95  # cosine threshold of an orientation cluster
+
+    def __post_init__(self) -> None:
+        require(len(self.gammas) > 0, "gammas is empty; give at least one γ")
+        require(len(set(self.gammas)) == len(self.gammas),
+                f"gammas={list(self.gammas)} has duplicates")
+        for g in self.gammas:
+            require(math.isfinite(g) and 0 < g <= 2,
+                    f"gamma {g} is not allowed; use values in (0, 2] (the toy runs at 2γ ≤ 4)")
+        require(len(self.widths) >= 2,
+                f"widths={list(self.widths)} needs at least two widths to fit a slope")
+        require(len(set(self.widths)) == len(self.widths),
+                f"widths={list(self.widths)} has duplicates")
+        require(self.ffn_ratio >= 1, f"ffn_ratio={self.ffn_ratio} must be >= 1")
+        require(self.head_dim >= 2 and self.head_dim % 2 == 0,
+                f"head_dim={self.head_dim} is not allowed; it must be even and >= 2 (RoPE)")
+        for w in self.widths:
+            heads = n_heads(w, self.head_dim)
+            require(w >= 2 and w % heads == 0 and (w // heads) % 2 == 0,
+                    f"width {w} is not allowed; use a multiple of head_dim={self.head_dim} "
+                    "(or an even width below it)")
+        require(self.toy_seeds >= 1, f"toy_seeds={self.toy_seeds} must be >= 1")
+        require(self.condense_width >= 2 and self.condense_width % 2 == 0,
+                f"condense_width={self.condense_width} must be even and >= 2 (ASI)")
+        require(self.critical_tol > 0, f"critical_tol={self.critical_tol} must be > 0")
+        require(self.top_k >= 1, f"top_k={self.top_k} must be >= 1")
+        require(-1 < self.threshold <= 1, f"threshold={self.threshold} must be in (-1, 1]")
+
+    def ffn_widths(self) -> list[int]:
+        """The FFN widths m = d_ff = r·d_model, the axis of the slope fits."""
+        return [self.ffn_ratio * w for w in self.widths]
+
+    def llm_run(self, gamma: float, width: int) -> RunConfig:
+        """The transformer run at (γ, d_model): the base run with its width, heads, d_ff
+        and init ``gamma:<γ>``."""
+        base = self.llm
+        model = dataclasses.replace(base.model, d_model=width, d_ff=self.ffn_ratio * width,
+                                    n_heads=n_heads(width, self.head_dim))
+        try:
+            return dataclasses.replace(base, model=model, init=f"gamma:{gamma}")
+        except ValueError as err:
+            raise ConfigError(f"transformer at γ={gamma}, d_model={width}: {err}") from None
+
+
+def n_heads(width: int, head_dim: int) -> int:
+    """Heads at this width: width // head_dim, at least 1."""
+    return max(1, width // head_dim)
+
+
+def profile_config(profile: str) -> CompareConfig:
+    """``quick`` (CPU minutes) or ``full`` (GPU scale: widths 128…1024, 4 layers, 4000
+    steps; toy widths 250…4000, 5 seeds)."""
+    if profile == "quick":
+        return CompareConfig()
+    if profile == "full":
+        return CompareConfig(widths=FULL_WIDTHS, head_dim=64, llm=full_llm_base(),
+                             toy_widths=(250, 500, 1000, 2000, 4000), toy_seeds=5,
+                             toy_max_steps=100000, condense_width=2000)
+    raise ConfigError(f"profile {profile!r} is not allowed; use quick or full")
