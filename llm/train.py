@@ -121,6 +121,25 @@ def make_optimizer(model: torch.nn.Module, cfg: RunConfig, device) -> torch.opti
     return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), eps=t.adam_eps, **extra)
 
 
+def train_step(model, optimizer, x, y, *, lr: float, clip: float,
+               ctx=None) -> torch.Tensor:
+    """One optimizer step on (x, y): forward, backward, clip to global norm ``clip`` (0:
+    off), AdamW update at learning rate ``lr``; ``ctx`` is the autocast context (None:
+    fp32). Returns the (detached) batch loss."""
+    ctx = ctx if ctx is not None else contextlib.nullcontext()
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    with ctx:
+        _, loss = model(x, y)
+    loss.backward()
+    if clip > 0:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        torch.nn.utils.clip_grad_norm_(params, clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
 # ----------------------------------------------------------------------------- checkpoints
 def _checkpoints(run_dir: Path) -> list[Path]:
     return sorted((run_dir / "checkpoints").glob("step-*.pt"))
@@ -213,17 +232,8 @@ class Trainer:
         per_rank = len(starts) // dist.world
         mine = starts[dist.rank * per_rank:(dist.rank + 1) * per_rank]
         x, y = get_batch(self.corpus.train, mine, cfg.model.context, self.device)
-        lr = lr_at(step, cfg)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        with ctx:
-            _, loss = self.step_model(x, y)
-        loss.backward()
-        if cfg.train.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.train.grad_clip)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return loss.detach()
+        return train_step(self.step_model, self.optimizer, x, y, lr=lr_at(step, cfg),
+                          clip=cfg.train.grad_clip, ctx=ctx)
 
     def _mean_over_ranks(self, value: torch.Tensor) -> float:
         if self.dist.world > 1:
