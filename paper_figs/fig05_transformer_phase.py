@@ -6,6 +6,11 @@ range of widths, and their width laws); (b) the effective γ of the FFN matrices
 width, showing how a fixed std drifts; (c) the predicted interval of the FFN's RD slope
 S_w against γ for proportional widths. The measured LLM slopes are a separate layer on
 panel (c) (see ``make``).
+
+Measurement layer (:func:`draw_measured_layer`, issue 9): on panel (c), the S_w that
+``smallinit compare`` measures at each γ — the two-layer toy at (2γ, 0), and the
+transformer's FFN input weights (and Q/K) per layer across widths — from the comparison
+run of the figure's profile (computed through the run store when missing).
 """
 
 from __future__ import annotations
@@ -105,6 +110,43 @@ def draw_theory_layer(ax) -> None:
     ax.legend(fontsize=6, loc="upper left")
 
 
+def measured_records(ctx) -> list[dict]:
+    """The comparison table of ``ctx.profile`` (run or reused through ``ctx.store``)."""
+    from smallinit.compare_config import profile_config
+    from smallinit.compare_run import run_compare
+
+    return run_compare(profile_config(ctx.profile), ctx.store, force=ctx.force).records
+
+
+def draw_measured_layer(ax, records: list[dict]) -> None:
+    """Panel (c), measured: toy S_w (black circles) and the transformer's per-layer slopes
+    of W_up (filled squares) and Q/K (open triangles), shifted slightly in γ per layer."""
+    def values(key, layer=None):
+        vals = [r[key] if layer is None else r[key][layer] for r in records]
+        return np.array([np.nan if v is None else v for v in vals], dtype=float)
+
+    gammas = values("gamma")
+    shown = [values("toy_S_w")]
+    ax.plot(gammas, shown[0], "o", color="black", ms=7, zorder=8,
+            label="toy two-layer net at (2γ, 0)")
+    n_layers = len(records[0]["llm_S_w"]) if records else 0
+    colors = ("#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
+    for layer in range(n_layers):
+        x = gammas + 0.02 * (layer + 1)
+        color = colors[layer % len(colors)]
+        shown += [values("llm_S_w", layer), values("llm_S_w_qk", layer)]
+        ax.plot(x, shown[-2], "s", color=color, ms=5, zorder=9,
+                label=f"transformer FFN W_up, layer {layer}")
+        ax.plot(x, shown[-1], "^", color=color, fillstyle="none", ms=5, zorder=9,
+                label=f"transformer Q/K, layer {layer}")
+    finite = np.concatenate(shown)
+    finite = finite[np.isfinite(finite)]
+    if finite.size:
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(min(lo, finite.min() - 0.2), max(hi, finite.max() + 0.2))
+    ax.legend(fontsize=6, loc="upper left")
+
+
 def make(ctx):
     import matplotlib.pyplot as plt
 
@@ -115,5 +157,5 @@ def make(ctx):
         draw_diagram(ax_a)
         draw_gamma_eff(ax_b)
         draw_theory_layer(ax_c)
-        # The measured LLM FFN slopes (llm) are drawn here, on ax_c.
+        draw_measured_layer(ax_c, measured_records(ctx))
         return ctx.save(fig)

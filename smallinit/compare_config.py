@@ -90,8 +90,9 @@ class CompareConfig:
         for w in self.widths:
             heads = n_heads(w, self.head_dim)
             require(w >= 2 and w % heads == 0 and (w // heads) % 2 == 0,
-                    f"width {w} is not allowed; use a multiple of head_dim={self.head_dim} "
-                    "(or an even width below it)")
+                    f"width {w} is not allowed; its {heads} heads (width // head_dim="
+                    f"{self.head_dim}) need an even head dimension that divides it; use a "
+                    "multiple of head_dim")
         require(self.toy_seeds >= 1, f"toy_seeds={self.toy_seeds} must be >= 1")
         require(self.condense_width >= 2 and self.condense_width % 2 == 0,
                 f"condense_width={self.condense_width} must be even and >= 2 (ASI)")
