@@ -1,0 +1,116 @@
+"""Sweep definitions, fig 8's ε matching, the resuming driver and traced training."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from smallinit.config import load_config
+from smallinit.errors import ConfigError
+from smallinit.llm import sweeps
+from smallinit.llm.config import RunConfig
+from smallinit.llm.critical import first_below, knee_gamma, plateau_steps
+from smallinit.llm.dynamics import probe_steps, train_traced, trajectory
+from smallinit.llm.train import train
+from smallinit.runs import RunStore
+from smallinit.theory.transformer import rmsnorm_gamma_threshold
+
+TINY = ["model.vocab_size=300", "model.context=16", "model.d_model=16", "model.n_layers=1",
+        "model.n_heads=2", "data.synthetic_items=300", "data.synthetic_val_items=60",
+        "data.synthetic_facts=10", "train.steps=6", "train.batch_size=4", "train.warmup=2",
+        "train.log_every=2", "train.eval_every=0", "train.checkpoint_every=2",
+        "train.threads=1", "train.device=cpu", "eval.answer_items=5", "eval.token_windows=2"]
+
+
+def tiny(tmp_path, *extra) -> RunConfig:
+    return load_config(RunConfig, None, [*TINY, f"data.cache_dir={tmp_path / 'cache'}", *extra])
+
+
+def test_small_eps_matches_large_models_threshold():
+    for d, big, eps in ((32, 2048, 1e-5), (64, 4096, 1e-12), (256, 2048, 1e-5)):
+        small = sweeps.small_eps(d, big, eps)
+        assert rmsnorm_gamma_threshold(d, small) == pytest.approx(
+            rmsnorm_gamma_threshold(big, eps), rel=1e-3)
+    assert rmsnorm_gamma_threshold(2048, 1e-5) == pytest.approx(0.76, abs=0.01)  # SPEC §5: ≈ 0.76
+
+
+def test_quick_plan_meets_the_issue():
+    plan = sweeps.PLANS["quick"]
+    assert len(plan.sizes) >= 3
+    g = np.array(sorted(plan.gammas))
+    assert g[0] <= 0.3 and g[-1] >= 1.3
+    mid = g[(g >= 0.5) & (g <= 1.0)]
+    assert mid[0] == 0.5 and mid[-1] == 1.0 and np.all(np.diff(mid) <= 0.1 + 1e-9)
+    jobs = sweeps.experiment_jobs("gamma-sweep", "quick")
+    budget = {j.cfg.train.steps * j.cfg.train.batch_size * j.cfg.model.context for j in jobs}
+    assert len(budget) == 1  # same token budget at every size
+    assert {j.tags["init"] for j in jobs} >= {"nanogpt", "fixed:0.02"}
+    # reuse: figs 9, 10 and 11 add no run of their own beyond fig 9's extra seeds and fig 8
+    ids = {name: {j.ident for j in sweeps.experiment_jobs(name, "quick")}
+           for name in sweeps.EXPERIMENTS}
+    assert ids["token-gains"] <= ids["critical-init"]
+    assert ids["condense-expand"] <= ids["eps-gating"]
+    assert ids["gamma-sweep"] & ids["critical-init"]
+    eight = sweeps.experiment_jobs("eps-gating", "quick")
+    assert {(j.tags["eps_setting"], j.tags["gated"]) for j in eight} == {
+        ("standard", False), ("standard", True), ("relaxed", False), ("relaxed", True)}
+    with pytest.raises(ConfigError):
+        sweeps.experiment_jobs("nope", "quick")
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_driver_resumes_half_finished_sweep(tmp_path, monkeypatch):
+    store = RunStore(tmp_path / "runs")
+    jobs = [sweeps.Job("train", tiny(tmp_path, f"init=gamma:{g}"), {"gamma": g})
+            for g in (0.5, 1.0, 0.75)]
+    sweeps.run_jobs(jobs[:2], store)
+    first = [r.status_path.read_text() for _, r in sweeps.run_jobs(jobs[:2], store)]
+    # a third run killed mid-way: running, by a process that no longer exists
+    half = store.run("llm-train", jobs[2].cfg, version="1")
+    half.start()
+    status = half.status()
+    status["pid"] = _dead_pid()
+    import json
+
+    half.status_path.write_text(json.dumps(status))
+    assert half.state == "stale"
+    calls = []
+    real = sweeps._execute
+    monkeypatch.setattr(sweeps, "_execute", lambda *a: calls.append(a) or real(*a))
+    pairs = sweeps.run_jobs(jobs + jobs[:1], store)  # a duplicate is run once
+    assert len(calls) == 1 and calls[0][1]["init"] == "gamma:0.75"
+    assert [r.status_path.read_text() for _, r in pairs[:2]] == first  # not rerun
+    assert all(r.done for _, r in pairs) and pairs[3][1].path == pairs[0][1].path
+
+
+def test_traced_run_equals_plain_run_and_probes_log_steps(tmp_path):
+    cfg = tiny(tmp_path, "init=gamma:1.0")
+    plain = train(cfg, runs_dir=tmp_path / "runs")
+    traced = train_traced(cfg, runs_dir=tmp_path / "runs")
+    assert traced.summary["val_loss"] == plain.summary["val_loss"]
+    assert traced.summary["train_loss"] == plain.summary["train_loss"]
+    tr = trajectory(traced)
+    assert tr["steps"].tolist() == probe_steps(cfg.train.steps)
+    assert set(tr["weights"]) == {"emb", "L0.q", "L0.k", "L0.ffn_in"}
+    assert np.all((tr["saturation"] >= 0) & (tr["saturation"] <= 1))
+
+
+def test_plateau_and_knee_on_constructed_curves():
+    steps = np.arange(10, 110, 10)
+    loss = np.array([5, 4, 3.5, 3.4, 3.3, 2.0, 1.5, 1.2, 1.1, 1.0])
+    assert first_below(steps, loss, 2.0) == 60
+    assert first_below(steps, loss, 0.5) is None
+    # interpolated: loss crosses 3.0 between 40 (3.4) and 60 (2.0) -> at 40 + ... of the
+    # linear segment from (50, 3.3) to (60, 2.0)
+    assert plateau_steps(steps, loss, 3.0) == pytest.approx(50 + 10 * 0.3 / 1.3)
+    gammas = [0.3, 0.5, 0.7, 0.9, 1.1]
+    acc = [0.1, 0.2, 0.40, 0.41, 0.39]
+    assert knee_gamma(gammas, acc, tol=0.02) == 0.7
+    assert knee_gamma(gammas, acc, tol=0.0) == 0.9
