@@ -165,3 +165,28 @@ def test_hf_llama_three_lines_and_forward():
 def test_unknown_model_is_rejected():
     with pytest.raises(ValueError, match="does not know how to read"):
         apply_init(torch.nn.Linear(3, 3), "gamma:1.0")
+
+
+@pytest.mark.parametrize("scheme", ["gamma:1.0,depth", "nanogpt", "mitchell", "mup:32", "xavier"])
+@pytest.mark.parametrize("gated", [False, True])
+def test_model_table_agrees_with_theory_transformer_table(scheme, gated):
+    """The model's matrices and theory's transformer table list the same matrices with
+    the same σ (two readings of SPEC §1 that must not drift apart)."""
+    from smallinit.theory.transformer import TransformerShape, matrices
+
+    shape = TransformerShape(d_model=64, d_ff=192, n_heads=4, n_layers=3, vocab=300,
+                             gated_attention=gated)
+    expected, n_expected = {}, {}
+    for row in matrices(shape, parse_scheme(scheme)):
+        for layer in row["layers"] or [0]:
+            key = (row["part"], row["d_in"], row["d_out"], row["residual_out"], layer)
+            expected[key] = float(row["sigma"])
+            n_expected[key] = n_expected.get(key, 0) + 1
+    model = Transformer(ModelConfig(**SIZES, gated_attention=gated))
+    counts: dict = {}
+    for r in init_table(model, scheme):
+        key = (r["part"], r["d_in"], r["d_out"], r["residual_out"], r["layer"])
+        assert key in expected, key
+        assert r["std"] == pytest.approx(expected[key], rel=1e-12)
+        counts[key] = counts.get(key, 0) + 1
+    assert counts == n_expected
