@@ -158,3 +158,20 @@ def test_default_d_ff_by_mlp_kind():
     assert ModelConfig(d_model=256, mlp="gelu").ffn_dim == 1024
     assert ModelConfig(d_model=256).ffn_dim == 704  # 8/3·256 = 682.7, up to a multiple of 64
     assert ModelConfig(d_model=256, d_ff=500).ffn_dim == 500
+
+
+def test_bf16_autocast_step_tracks_fp32():
+    """The GPU path's bf16 autocast (exercised on CPU): same loss to bf16 precision."""
+    from smallinit.llm.config import RunConfig
+    from smallinit.llm.train import autocast
+
+    model = model_of("llama")
+    idx, targets = torch.randint(0, 97, (2, 4, 24))
+    cfg = load_config(RunConfig, None, ["train.precision=bf16"])
+    with autocast(cfg, torch.device("cpu")):
+        _, loss_bf16 = model(idx, targets)
+    _, loss_fp32 = model(idx, targets)
+    assert loss_bf16.dtype == torch.float32  # the loss is computed in fp32 from bf16 logits
+    assert abs(loss_bf16.item() - loss_fp32.item()) < 0.05
+    fp32_cfg = load_config(RunConfig, None, ["train.precision=auto", "train.device=cpu"])
+    assert not isinstance(autocast(fp32_cfg, torch.device("cpu")), torch.autocast)
