@@ -15,6 +15,9 @@ Measures, all from :mod:`smallinit.kernels` (the functions the toy calls):
   (:func:`~smallinit.kernels.relative_distance`), at the end T of a fixed token budget
   (the toy measures at the first time its loss is below tol);
 * RD_QK, the same over the layer's query and key matrices together;
+* the RMS displacement per FFN input weight, ‖θ_w(T) − θ_w(0)‖/√(number of weights): with
+  ‖θ_w(0)‖ ≈ σ_up·√(number) it is ≈ RD_FFN·σ_up, the part of RD that does not come from the
+  init scale (under the γ rule σ_up = d_model^{−γ}, so S_w = γ + its own width slope);
 * condensation score: the toy's amplitude A_k = |a_k|·‖w_k‖ becomes A_k = ‖a_k‖·‖w_k‖
   (the product of the neuron's output and input norms, which is how much the neuron can
   contribute, ‖a_k σ(w_k·x)‖ ≤ ‖a_k‖‖w_k‖‖x‖ for a 1-Lipschitz σ with σ(0) = 0); the score is
@@ -72,8 +75,9 @@ def ffn_neurons(model, layer: int, blocks=None) -> tuple[np.ndarray, np.ndarray]
 
 def measure_layers(model, model0, *, top_k: int, threshold: float) -> list[dict[str, Any]]:
     """Per layer: RD of the FFN input weights and of Q/K between ``model0`` (θ(0)) and
-    ``model`` (θ(T)), the FFN condensation score at T and at 0, and the cluster count of
-    the amplitude-carrying neurons at T (module docstring)."""
+    ``model`` (θ(T)), the RMS displacement of the FFN inputs, the FFN condensation score
+    at T and at 0, and the cluster count of the amplitude-carrying neurons at T (module
+    docstring)."""
     from smallinit.kernels import cluster_count, condensation_score, relative_distance
 
     now, start = _blocks(model), _blocks(model0)
@@ -86,6 +90,7 @@ def measure_layers(model, model0, *, top_k: int, threshold: float) -> list[dict[
             "layer": layer,
             "rd_ffn": relative_distance(w, w0),
             "rd_qk": relative_distance(now[("qk", layer)], start[("qk", layer)]),
+            "dw_rms": float(np.sqrt(np.mean((w - w0) ** 2))),
             "score": condensation_score(w, amp, top_k=top_k, threshold=threshold),
             "score_init": condensation_score(w0, amp0, top_k=top_k, threshold=threshold),
             "clusters": cluster_count(w[heavy], threshold),

@@ -31,7 +31,7 @@ from smallinit.runs import RunStore, atomic_write_text
 log = logging.getLogger(__name__)
 
 KIND = "compare"
-VERSION = "1"
+VERSION = "2"  # 2: RMS displacement and validation loss in the records
 
 
 def theory_points(cfg: CompareConfig) -> list[dict[str, Any]]:

@@ -128,6 +128,9 @@ def build_table(cfg, predictions: list[dict], toy: list[dict],
                            for j, w in enumerate(cfg.widths)},
             "llm_rd_qk": {str(w): [_finite(v) for v in rd_qk[:, j]]
                           for j, w in enumerate(cfg.widths)},
+            "llm_dw_rms_ffn": {str(w): [_finite(v) for v in per_layer("dw_rms")[:, j]]
+                               for j, w in enumerate(cfg.widths)},
+            "llm_val_loss": {str(w): runs[w].get("val_loss") for w in cfg.widths},
             "llm_runs_failed": [w for j, w in enumerate(cfg.widths) if not ok[j]],
             "agree": None if any(a is None for a in llm_agree) else all(llm_agree),
         })

@@ -61,6 +61,9 @@ def test_rd_and_scores_with_known_answers():
     layers = measure_layers(m, m0, top_k=4, threshold=0.95)
     assert [lay["rd_ffn"] for lay in layers] == pytest.approx([0.0, 0.5])
     assert [lay["rd_qk"] for lay in layers] == pytest.approx([expect_qk, 0.0])
+    up0 = m0.blocks[1].mlp.up.weight.detach().double()
+    assert layers[1]["dw_rms"] == pytest.approx(0.5 * up0.pow(2).mean().sqrt().item())
+    assert layers[0]["dw_rms"] == 0.0
     # scaling every row (or every amplitude) by the same factor leaves the score alone
     for lay in layers:
         assert lay["score"] == pytest.approx(lay["score_init"])

@@ -39,9 +39,11 @@ def fake_llm(cfg, slopes: dict, *, failed=(), c=0.05, score=0.3):
                 out.append({"gamma": g, "width": w, "state": "failed", "reason": "nan"})
                 continue
             layers = [{"layer": i, "rd_ffn": c * m ** s, "rd_qk": 2 * c * m ** (s + 0.1),
+                       "dw_rms": c * m ** (s - g) / 2,
                        "score": score + 0.1 * i, "score_init": 0.01, "clusters": 3, "m": m}
                       for i, s in enumerate(slopes[g])]
-            out.append({"gamma": g, "width": w, "state": "done", "layers": layers})
+            out.append({"gamma": g, "width": w, "state": "done", "layers": layers,
+                        "val_loss": 2.0 - g})
     return out
 
 
@@ -137,6 +139,8 @@ def test_table_from_stored_fake_runs(tmp_path):
     assert cond["llm_score"] == pytest.approx([0.3, 0.4]) and cond["llm_score_width"] == 128
     assert cond["llm_score_init"] == [0.01, 0.01]
     assert cond["llm_rd_ffn"]["64"][0] == pytest.approx(0.05 * 256 ** 0.8)
+    assert cond["llm_dw_rms_ffn"]["128"][1] == pytest.approx(0.025 * 512 ** -0.8)
+    assert cond["llm_val_loss"] == {"32": 1.0, "64": 1.0, "128": 1.0}
 
     text = format_table(records)
     assert "transformer agrees with theory (sign of S_w, every layer): 2/3 γ; toy: 3/3" in text
