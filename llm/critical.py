@@ -76,3 +76,28 @@ def escape_fit(gammas, measured, d: int, L: float) -> dict:
         return a + b * np.array([escape_time_gamma(L, gi, d) for gi in np.asarray(gs, float)])
 
     return {"a": float(a), "b": float(b), "r2": r2, "predict": predict, "L": L}
+
+
+def reasoning_answer_loss(arrays: dict) -> tuple[float, float]:
+    """Mean held-out loss on the *answer* tokens of reasoning items (arith, anchor, logic)
+    and its standard error over tokens — a continuous companion of greedy accuracy, which
+    sits near chance for tiny models. ``arrays``: an ``llm-train`` run's per-token arrays."""
+    from smallinit.llm.synthetic import CATEGORIES, REASONING
+
+    tags = np.asarray(arrays["tags"])
+    sel = (np.asarray(arrays["answer"]) == 1) & np.isin(
+        tags, [CATEGORIES.index(c) for c in REASONING])
+    loss = np.asarray(arrays["losses"], dtype=float)[sel]
+    if loss.size == 0:
+        return float("nan"), float("nan")
+    return float(loss.mean()), float(loss.std(ddof=1) / math.sqrt(loss.size))
+
+
+THRESHOLD_FACTOR = 1.2
+
+
+def loss_threshold(final_losses, factor: float = THRESHOLD_FACTOR) -> float:
+    """θ for :func:`plateau_steps`: ``factor`` × the median final training loss of a sweep —
+    a level the typical run reaches well before its end, so the crossing time measures
+    the early phase (plateau plus first descent), not the tail."""
+    return float(factor * np.nanmedian(np.asarray(final_losses, dtype=float)))

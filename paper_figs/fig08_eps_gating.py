@@ -1,0 +1,132 @@
+"""Fig 8: the two restraining settings, RMSNorm ε and attention sinks (SPEC §5).
+
+A 2 × 2 of RMSNorm ε (standard, relaxed) × gated attention (off, on), each at γ = 0.5,
+1 and 2 (beyond both settings' γ_ε), smallest model of the sweep, traced runs. ε is chosen
+by theory: the small model (width d) gets the ε with the same saturation threshold
+γ_ε = ln(1/ε)/(2 ln d) as a width-2048 model at ε = 1e-5 (standard) or 1e-12 (relaxed),
+so it sits on the same side of saturation as the large model would.
+
+Top left: held-out loss per setting and γ; top right: the gap L(γ = 1) − L(γ = 0.5) per
+setting for the held-out loss and for the loss on reasoning answer tokens (negative: small
+init is better), with ± 2 s.e. of the answer-token difference. Rows 2–4, one column per
+setting, over training (log-spaced probes on a fixed held-out batch): share of RMSNorm
+inputs with mean(x²) < ε (saturation), mean attention on position 0 of queries past the
+4th (sink; dotted: uniform causal attention), max/median |residual|.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from smallinit.llm.critical import reasoning_answer_loss
+from smallinit.llm.dynamics import trajectory
+from smallinit.llm.sweeps import done_runs, run_experiment
+from smallinit.plotting import use_style
+from smallinit.theory.transformer import rmsnorm_gamma_threshold
+
+NUMBER = 8
+TITLE = "RMSNorm ε × gated attention at γ = 0.5 and γ = 1, with saturation and sink diagnostics"
+log = logging.getLogger(__name__)
+SETTINGS = [("standard", False), ("standard", True), ("relaxed", False), ("relaxed", True)]
+
+
+def setting_label(eps_setting, gated, eps):
+    return f"ε {eps_setting} ({eps:.2g}), gate {'on' if gated else 'off'}"
+
+
+def gaps(rows):
+    """Per setting: L(γ=1) − L(γ=0.5) for val loss and reasoning answer-token loss."""
+    out = {}
+    for key in SETTINGS:
+        by_g = {r["gamma"]: r for r in rows if (r["eps_setting"], r["gated"]) == key}
+        if 0.5 in by_g and 1.0 in by_g:
+            a, b = by_g[1.0], by_g[0.5]
+            out[key] = {"val": a["val_loss"] - b["val_loss"], "ans": a["ans"] - b["ans"],
+                        "ans_se": math.hypot(a["ans_se"], b["ans_se"]),
+                        "acc": a["acc"] - b["acc"]}
+    return out
+
+
+def make(ctx):
+    pairs = run_experiment("eps-gating", ctx.profile, ctx.store, force=ctx.force)
+    rows = []
+    for job, run in done_runs(pairs):
+        ans, se = reasoning_answer_loss(run.arrays())
+        rows.append({**job.tags, "val_loss": run.summary["val_loss"], "ans": ans, "ans_se": se,
+                     "acc": run.summary.get("acc_reasoning", np.nan), "trace": trajectory(run)})
+    gammas = sorted({r["gamma"] for r in rows})
+    eps_of = {r["eps_setting"]: r["eps"] for r in rows}
+    d = pairs[0][0].cfg.model.d_model
+    colors = dict(zip(gammas, plt.get_cmap("plasma")(np.linspace(0, 0.8, len(gammas))),
+                      strict=True))
+    g = gaps(rows)
+    with use_style():
+        fig = plt.figure(figsize=(14, 12), constrained_layout=True)
+        grid = fig.add_gridspec(4, 4)
+        ax = fig.add_subplot(grid[0, :2])
+        width = 0.8 / len(gammas)
+        for j, gamma in enumerate(gammas):
+            vals = [next((r["val_loss"] for r in rows if (r["eps_setting"], r["gated"]) == s
+                          and r["gamma"] == gamma), np.nan) for s in SETTINGS]
+            ax.bar(np.arange(4) + (j - (len(gammas) - 1) / 2) * width, vals, width,
+                   color=colors[gamma], label=f"γ = {gamma:g}")
+        lo = np.nanmin([r["val_loss"] for r in rows])
+        ax.set_ylim(lo - 0.05, None)
+        ax.set_xticks(range(4), [setting_label(e, gt, eps_of.get(e, np.nan)).replace(", ", "\n")
+                                 for e, gt in SETTINGS], fontsize=7)
+        ax.set_ylabel("held-out loss")
+        ax.legend(fontsize=7)
+        ax = fig.add_subplot(grid[0, 2:])
+        x = np.arange(4)
+        ax.bar(x - 0.2, [g.get(s, {}).get("val", np.nan) for s in SETTINGS], 0.4,
+               color="tab:blue", label="held-out loss")
+        ax.bar(x + 0.2, [g.get(s, {}).get("ans", np.nan) for s in SETTINGS], 0.4,
+               yerr=[2 * g.get(s, {}).get("ans_se", np.nan) for s in SETTINGS],
+               color="tab:orange", label="reasoning answer tokens (± 2 s.e.)")
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xticks(x, [setting_label(e, gt, eps_of.get(e, np.nan)).replace(", ", "\n")
+                          for e, gt in SETTINGS], fontsize=7)
+        ax.set_ylabel("L(γ = 1) − L(γ = 0.5)")
+        ax.legend(fontsize=7)
+        diag = [("saturation", "RMSNorm saturation share"), ("sink", "sink mass (pos. 0)"),
+                ("resid_ratio", "max/median |residual|")]
+        for col, setting in enumerate(SETTINGS):
+            for row, (key, label) in enumerate(diag, start=1):
+                ax = fig.add_subplot(grid[row, col])
+                for r in rows:
+                    if (r["eps_setting"], r["gated"]) != setting or key not in r["trace"]:
+                        continue
+                    tr = r["trace"]
+                    ax.plot(tr["steps"] + 1, tr[key], "o-", ms=3, color=colors[r["gamma"]],
+                            label=f"γ = {r['gamma']:g}")
+                    if key == "sink":
+                        ax.axhline(tr["uniform_sink"][0], color="0.5", ls=":", lw=0.8)
+                ax.set_xscale("log")
+                if key == "resid_ratio":
+                    ax.set_yscale("log")
+                    ax.set_xlabel("training step + 1")
+                if col == 0:
+                    ax.set_ylabel(label)
+                if row == 1:
+                    eps = eps_of.get(setting[0], np.nan)
+                    ax.set_title(setting_label(*setting, eps) + "\nγ_ε = "
+                                 f"{rmsnorm_gamma_threshold(d, eps):.2f}", fontsize=8)
+                    ax.set_ylim(-0.03, 1.03)
+                    ax.legend(fontsize=6)
+        fig.suptitle(f"ε × gated attention, d_model = {d} imitating d = "
+                     f"{pairs[0][0].tags['d_large']} (ε 1e-5 / 1e-12)", fontsize=10)
+        paths = ctx.save(fig)
+    for s, v in g.items():
+        log.info("fig 8 %s: gap val %.4f, answer %.4f ± %.4f, acc %.3f", s, v["val"], v["ans"],
+                 v["ans_se"], v["acc"])
+    for r in rows:
+        tr = r["trace"]
+        log.info("fig 8 %s gate=%s γ=%g: val %.4f sat0 %.2f satEnd %.2f sinkEnd %.3f "
+                 "residEnd %.1f", r["eps_setting"], r["gated"], r["gamma"], r["val_loss"],
+                 tr["saturation"][0], tr["saturation"][-1], tr["sink"][-1],
+                 tr["resid_ratio"][-1])
+    return paths

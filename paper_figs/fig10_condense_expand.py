@@ -1,0 +1,84 @@
+"""Fig 10: condense, then expand — weight geometry over training at γ = 0.5 and γ = 1
+(SPEC §5).
+
+Traced runs (fig 8's standard-ε, ungated cell, smallest model): at log-spaced steps,
+through ``smallinit.kernels.measure_all``, the effective rank exp(H(σ/Σσ)) (Roy & Vetterli
+2007), the top singular-value share σ₁/Σσ and the number of cosine clusters (leader
+clustering at cos ≥ 0.95) of the rows of the token embedding, W_Q, W_K and the FFN input
+(gate) weights, per layer. The claim to test: with small init the matrices first collapse
+onto few directions (rank and cluster count fall, top share rises), then spread out.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from smallinit.llm.dynamics import trajectory
+from smallinit.llm.sweeps import done_runs, run_experiment
+from smallinit.plotting import use_style
+
+NUMBER = 10
+TITLE = "Condense then expand: effective rank, top share and clusters over training"
+log = logging.getLogger(__name__)
+GROUPS = [("emb", "token embedding"), ("q", "W_Q"), ("k", "W_K"), ("ffn_in", "FFN input (gate)")]
+METRICS = [("effective_rank", "effective rank"), ("top_singular_share", "σ₁ / Σσ"),
+           ("cluster_count", "cosine clusters (≥ 0.95)")]
+
+
+def names_for(weights: dict, group: str) -> list[str]:
+    return [n for n in weights if n == group or n.endswith("." + group)]
+
+
+def summarize(tr) -> dict:
+    """Per matrix and metric: value at init, extreme (min rank/clusters, max share) and its
+    step, and the final value — the numbers the condense-then-expand claim is about."""
+    out = {}
+    steps = tr["steps"]
+    for name, ms in tr["weights"].items():
+        for metric, series in ms.items():
+            if metric == "mean_abs_cosine":
+                continue
+            i = int(np.argmax(series) if metric == "top_singular_share" else np.argmin(series))
+            out[(name, metric)] = (series[0], series[i], int(steps[i]), series[-1])
+    return out
+
+
+def make(ctx):
+    pairs = run_experiment("condense-expand", ctx.profile, ctx.store, force=ctx.force)
+    runs = [(job, trajectory(run)) for job, run in done_runs(pairs)]
+    colors = {0.5: "tab:blue", 1.0: "tab:red"}
+    styles = ["-", "--", ":", "-."]
+    with use_style():
+        fig, axes = plt.subplots(len(METRICS), len(GROUPS), figsize=(14, 9),
+                                 constrained_layout=True)
+        for col, (group, title) in enumerate(GROUPS):
+            for row, (metric, label) in enumerate(METRICS):
+                ax = axes[row, col]
+                for job, tr in runs:
+                    for name, ls in zip(names_for(tr["weights"], group), styles, strict=False):
+                        layer = name.split(".")[0] if "." in name else ""
+                        ax.plot(tr["steps"] + 1, tr["weights"][name][metric], ls, marker="o",
+                                ms=2.5, color=colors.get(job.tags["gamma"], "k"),
+                                label=f"γ = {job.tags['gamma']:g} {layer}")
+                ax.set_xscale("log")
+                if row == 0:
+                    ax.set_title(title, fontsize=9)
+                if col == 0:
+                    ax.set_ylabel(label)
+                if row == len(METRICS) - 1:
+                    ax.set_xlabel("training step + 1")
+                if row == 0 and col in (0, 1):
+                    ax.legend(fontsize=6)
+        cfg = pairs[0][0].cfg
+        fig.suptitle(f"d_model = {cfg.model.d_model}, {cfg.model.n_layers} layers, "
+                     f"{cfg.train.steps} steps, seed {cfg.seed}, RMSNorm ε = "
+                     f"{cfg.model.norm_eps:.2g}", fontsize=10)
+        paths = ctx.save(fig)
+    for job, tr in runs:
+        for (name, metric), (v0, ext, at, end) in summarize(tr).items():
+            log.info("fig 10 γ=%g %s %s: init %.3f extreme %.3f at step %d final %.3f",
+                     job.tags["gamma"], name, metric, v0, ext, at, end)
+    return paths

@@ -1,0 +1,91 @@
+"""Fig 11: where small init's gains land, token by token (SPEC §5).
+
+Matched models (smallest size, same seed, data and steps; γ = 1 against γ = 0.5), one pair
+per seed. For each held-out token the gain is ℓ(γ = 0.5) − ℓ(γ = 1) (> 0: small init
+better). Bars: each bucket's share of the total gain, Σ_B g / Σ g, with 95% bootstrap
+intervals over held-out windows (both seeds' pairs pooled); dots: the bucket's share of
+tokens (where the bars would sit if every token gained equally). Buckets
+(:mod:`smallinit.llm.token_analysis`): quartiles of add-½ unigram and bigram loss of the
+target, whether (previous token, target) already occurred in the window (copyable), and the
+synthetic corpus's category of the target with item answers split off.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from smallinit.llm import corpus as corpus_mod
+from smallinit.llm.sweeps import done_runs, run_experiment
+from smallinit.llm.token_analysis import bucket_families, gain_shares, total_gain_ci
+from smallinit.plotting import use_style
+
+NUMBER = 11
+TITLE = "Token-level gains of γ = 1 over γ = 0.5 by context-dependence bucket"
+log = logging.getLogger(__name__)
+FAMILIES = [("unigram", "unigram loss quartile"), ("bigram", "bigram loss quartile"),
+            ("copyable", "copyable from context"), ("category", "corpus category")]
+
+
+def matched_gains(pairs):
+    """(gain (W, T) stacked over seeds, token arrays stacked the same way, per-seed totals)."""
+    by = {(j.tags["seed"], j.tags["gamma"]): r for j, r in done_runs(pairs)}
+    gains, toks, per_seed = [], [], {}
+    for seed in sorted({s for s, _ in by}):
+        if (seed, 0.5) not in by or (seed, 1.0) not in by:
+            log.warning("seed %d has no matched γ = 0.5 / γ = 1 pair; left out", seed)
+            continue
+        a, b = by[(seed, 0.5)].arrays(), by[(seed, 1.0)].arrays()
+        if not np.array_equal(a["targets"], b["targets"]):
+            raise ValueError(f"seed {seed}: the two runs scored different held-out tokens")
+        g = a["losses"].astype(float) - b["losses"].astype(float)
+        gains.append(g)
+        toks.append(a)
+        per_seed[seed] = total_gain_ci(g)
+    stacked = {k: np.concatenate([t[k] for t in toks]) for k in
+               ("inputs", "targets", "tags", "answer")}
+    return np.concatenate(gains), stacked, per_seed
+
+
+def make(ctx):
+    pairs = run_experiment("token-gains", ctx.profile, ctx.store, force=ctx.force)
+    gain, tokens, per_seed = matched_gains(pairs)
+    cfg = pairs[0][0].cfg
+    train = np.asarray(corpus_mod.load(cfg.data, cfg.model.vocab_size).train)
+    fams = bucket_families(tokens, train, cfg.model.vocab_size)
+    total = total_gain_ci(gain)
+    results = {}
+    with use_style():
+        fig, axes = plt.subplots(1, 4, figsize=(15, 4.5), constrained_layout=True,
+                                 gridspec_kw={"width_ratios": [4, 4, 2, 8]})
+        for ax, (fam, title) in zip(axes, FAMILIES, strict=True):
+            idx, labels = fams[fam]
+            res = gain_shares(gain, idx, labels)
+            results[fam] = res
+            x = np.arange(len(res))
+            share = np.array([r.share for r in res])
+            err = np.array([[r.share - r.share_ci[0], r.share_ci[1] - r.share] for r in res]).T
+            ax.bar(x, share, yerr=err, color="tab:green", alpha=0.8, capsize=2,
+                   label="share of total gain")
+            ax.plot(x, [r.token_share for r in res], "ko", ms=4, label="share of tokens")
+            ax.axhline(0, color="k", lw=0.6)
+            ax.set_xticks(x, [r.label.replace(f"{fam} ", "") for r in res], rotation=45,
+                          ha="right", fontsize=7)
+            ax.set_title(title, fontsize=9)
+        axes[0].set_ylabel("share")
+        axes[0].legend(fontsize=7)
+        seeds = ", ".join(f"seed {s}: {m:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+                          for s, (m, lo, hi) in per_seed.items())
+        fig.suptitle(f"gain = loss(γ = 0.5) − loss(γ = 1) per held-out token, d_model = "
+                     f"{cfg.model.d_model}: mean {total[0]:+.4f} nats/token "
+                     f"[{total[1]:+.4f}, {total[2]:+.4f}] ({seeds})", fontsize=9)
+        paths = ctx.save(fig)
+    log.info("fig 11 total gain %s per seed %s", total, per_seed)
+    for res in results.values():
+        for r in res:
+            log.info("fig 11 %s: n %d tokens %.3f share %.3f [%.3f, %.3f] mean gain %.4f "
+                     "[%.4f, %.4f]", r.label, r.n_tokens, r.token_share, r.share, *r.share_ci,
+                     r.mean_gain, *r.mean_gain_ci)
+    return paths
