@@ -159,3 +159,11 @@ def register(subparsers) -> None:
                         "llama need the transformers package)")
     p.add_argument("--format", choices=("text", "csv", "json"), default="text",
                    help="output format")
+    # commands of the other llm modules (anchor task, benchmarks, figure sweeps)
+    from smallinit.llm.anchor_cli import register_anchor_commands
+    from smallinit.llm.bench_cli import register_bench_commands
+    from smallinit.llm.sweep_cli import register_sweep_commands
+
+    register_anchor_commands(commands)
+    register_bench_commands(commands)
+    register_sweep_commands(commands)
