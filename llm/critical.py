@@ -12,7 +12,9 @@ critical γ is where the two meet. Definitions used here, all on logged training
   is one binomial standard error of the best accuracy, √(p(1−p)/n), by default;
 * :func:`escape_fit` — theory's escape time T(γ) = escape_time_gamma(L, γ, d, c)
   (``smallinit.theory.escape``) with the rate c fitted by least squares to measured
-  plateau lengths T_meas ≈ T₀ + T(γ)/c' (one offset, one scale).
+  plateau lengths T_meas ≈ a + b·T(γ) (one offset, one scale b ≥ 0; a negative
+  least-squares slope means the data contradict the predicted growth, and the fit falls
+  back to b = 0, R² = 0).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ def escape_fit(gammas, measured, d: int, L: float) -> dict:
     x = np.array([escape_time_gamma(L, gi, d) for gi in g])
     A = np.stack([np.ones(ok.sum()), x[ok]], axis=1)
     (a, b), *_ = np.linalg.lstsq(A, y[ok], rcond=None)
+    if b < 0:  # theory allows no shorter plateau at smaller init: best scale-free fit
+        a, b = float(y[ok].mean()), 0.0
     pred = a + b * x[ok]
     ss_res = float(np.sum((y[ok] - pred) ** 2))
     ss_tot = float(np.sum((y[ok] - y[ok].mean()) ** 2))

@@ -11,10 +11,11 @@ from smallinit.config import load_config
 from smallinit.errors import ConfigError
 from smallinit.llm import sweeps
 from smallinit.llm.config import RunConfig
-from smallinit.llm.critical import first_below, knee_gamma, plateau_steps
+from smallinit.llm.critical import escape_fit, first_below, knee_gamma, plateau_steps
 from smallinit.llm.dynamics import probe_steps, train_traced, trajectory
 from smallinit.llm.train import train
 from smallinit.runs import RunStore
+from smallinit.theory.escape import escape_time_gamma
 from smallinit.theory.transformer import rmsnorm_gamma_threshold
 
 TINY = ["model.vocab_size=300", "model.context=16", "model.d_model=16", "model.n_layers=1",
@@ -114,3 +115,15 @@ def test_plateau_and_knee_on_constructed_curves():
     acc = [0.1, 0.2, 0.40, 0.41, 0.39]
     assert knee_gamma(gammas, acc, tol=0.02) == 0.7
     assert knee_gamma(gammas, acc, tol=0.0) == 0.9
+
+
+def test_escape_fit_recovers_theory_and_refuses_negative_slope():
+
+    gammas = [0.4, 0.6, 0.8, 1.0, 1.2]
+    exact = [5 + 2 * escape_time_gamma(3, g, 32) for g in gammas]
+    fit = escape_fit(gammas, exact, 32, 3)
+    assert fit["a"] == pytest.approx(5) and fit["b"] == pytest.approx(2)
+    assert fit["r2"] == pytest.approx(1.0)
+    falling = [10 - g for g in gammas]
+    fit = escape_fit(gammas, falling, 32, 2)
+    assert fit["b"] == 0.0 and fit["r2"] == pytest.approx(0.0)
