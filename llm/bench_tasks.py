@@ -557,7 +557,7 @@ class Sources:
         if spec.olmo_requests and all(
                 (root / "oe_eval_tasks" / s / "requests.jsonl.gz").exists()
                 for s in spec.olmo_requests):
-            return True, _shown("oe_eval_tasks", spec.olmo_requests, 1)
+            return True, _shown("oe_eval_tasks", spec.olmo_requests, 0)
         if spec.olmo_arrow and all((root / "hf_datasets" / s).is_dir() for s in spec.olmo_arrow):
             if not has_pyarrow():
                 return False, "needs pyarrow (pip install 'smallinit[bench]')"
