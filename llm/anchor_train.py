@@ -50,7 +50,7 @@ from smallinit.runs import Run, RunStore
 
 log = logging.getLogger(__name__)
 KIND = "llm-anchor"
-VERSION = "1"
+VERSION = "2"  # 2: attention-on-triple indexing fixed; training accuracy on 2048 rows
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 
@@ -75,10 +75,8 @@ class AnchorConfig:
     train: TrainConfig = field(default_factory=_train_default)
 
     def __post_init__(self) -> None:
-        from smallinit.theory.init_rules import parse_scheme
-
         try:
-            parse_scheme(self.init)
+            self.scheme  # noqa: B018  (parses the init string)
         except ValueError as err:
             raise ConfigError(f"init={self.init!r}: {err}") from None
         require(self.model.vocab_size > self.task.max_label,
@@ -90,9 +88,9 @@ class AnchorConfig:
 
     @property
     def scheme(self):
-        from smallinit.theory.init_rules import parse_scheme
+        from smallinit.llm.init import as_scheme
 
-        return parse_scheme(self.init)
+        return as_scheme(self.init)
 
 
 @dataclass
@@ -322,12 +320,11 @@ def mechanism(model, cfg: AnchorConfig, data: anchor.AnchorData) -> dict[str, np
         x = torch.from_numpy(held.tokens).to(next(model.parameters()).device)
         _, _, weights = model(x, need_weights=True)
     attn = np.stack([w.float().cpu().numpy() for w in weights])  # (L, B, H, T, T)
-    last = attn[:, :, :, -1, :]  # (L, B, H, T): the last position's attention
+    last = attn[:, :, :, -1, :].transpose(1, 3, 0, 2)  # (B, T, L, H): the last query's row
     rows = np.arange(len(held))
-    parts = [last[:, rows, :, held.pos + k] for k in range(3)]  # each (L, B, H)
-    triple = np.stack(parts, axis=-1)  # (L, B, H, 3)
+    triple = np.stack([last[rows, held.pos + k] for k in range(3)], axis=-1)  # (B, L, H, 3)
     rest = 1.0 - triple.sum(-1, keepdims=True)
-    attn_last = np.concatenate([triple, rest], axis=-1).mean(axis=1)  # (L, H, 4)
+    attn_last = np.concatenate([triple, rest], axis=-1).mean(axis=0)  # (L, H, 4)
     middle = cfg.task.n_positions // 2
     sel = held.pos == middle
     attn_map = attn[:, sel].mean(axis=1) if sel.any() else np.full(attn.shape[:1] +

@@ -21,7 +21,7 @@ from smallinit.llm.anchor_train import (
 )
 from smallinit.runs import RunStore
 
-TINY = ["task.n_train=2000", "task.n_test=200", "model.d_model=16", "model.n_layers=1",
+TINY = ["task.n_train=2000", "task.n_test=200", "model.d_model=16", "model.n_layers=2",
         "model.n_heads=2", "train.steps=20", "train.batch_size=32", "train.log_every=10",
         "train.eval_every=10"]
 
@@ -69,8 +69,19 @@ def test_mechanism_reads_the_first_layer_query_rows():
     assert m["wq_condensation"] == pytest.approx(1.0)
     assert int(m["wq_clusters"]) == 1
     assert m["wq_condensation_baseline"] < 0.3
-    # the last position's attention on x, a1, a2 and the rest is a distribution per head
-    assert np.allclose(m["attn_last"].sum(-1), 1.0, atol=1e-5)
+    # the last position's attention on x, a1, a2 (and the rest), per layer and head,
+    # recomputed sample by sample
+    held = data.test_held_out
+    _, _, weights = model(torch.from_numpy(held.tokens), need_weights=True)
+    L, H = cfg.model.n_layers, cfg.model.n_heads
+    want = np.zeros((L, H, 4))
+    for layer in range(L):
+        w = weights[layer].detach().numpy()[:, :, -1, :]  # (B, H, T)
+        for i, p in enumerate(held.pos):
+            want[layer, :, :3] += w[i, :, p:p + 3] / len(held)
+    want[..., 3] = 1 - want[..., :3].sum(-1)
+    assert m["attn_last"].shape == (L, H, 4)
+    assert np.allclose(m["attn_last"], want, atol=1e-5)
     assert np.allclose(np.diag(m["emb_cos_anchors"]), 1.0)
 
 
@@ -119,7 +130,7 @@ def test_cli_anchor_and_scan(tmp_path, capsys):
     table = tmp_path / "scan.json"
     args = _parser().parse_args(["anchor-scan", "--gammas", "0.5,1.0", "--layers", "1",
                                  "--weight-decays", "0.01", "--runs-dir", runs,
-                                 "--json", str(table), *TINY])
+                                 "--json", str(table), *TINY, "scan.wd_layers=1"])
     assert args.func(args) == 0
     rows = json.loads(table.read_text())
     assert {(r["panel"], r["gamma"]) for r in rows} == {
