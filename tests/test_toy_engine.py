@@ -86,13 +86,17 @@ def test_batched_engine_is_deterministic_and_matches_per_network_loop():
     a0, W0, k, kp = _batch([(0.5, 0.0), (1.75, 0.0), (1.0, 0.5)], 100, seeds=(0, 1))
     s = tl.TrainSettings(max_steps=3000)
     one = tl.train_batch(a0, W0, k, kp, X, y, s, chunk=200)
-    two = tl.train_batch(a0, W0, k, kp, X, y, s)
+    two = tl.train_batch(a0, W0, k, kp, X, y, s, chunk=200)
+    other = tl.train_batch(a0, W0, k, kp, X, y, s, chunk=700, tail=0)
     loop = tl.train_loop(a0, W0, k, kp, X, y, s)
     assert (one["status"] == 0).all()
-    for key in ("rd", "loss", "W", "a"):
+    for key in ("rd", "loss", "W", "a", "hist_rd", "hist_loss"):
         np.testing.assert_array_equal(one[key], two[key])
+        # other chunking: the same steps, compiled in other shapes (last-bit differences)
+        np.testing.assert_allclose(one[key], other[key], rtol=1e-10, atol=1e-14)
         np.testing.assert_allclose(one[key], loop[key], rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(one["step"], loop["step"])
+    np.testing.assert_allclose(one["hist_rd"], loop["hist_rd"], rtol=1e-9, atol=1e-12)
     assert (one["loss"] < s.tol).all()
     # a different seed gives different numbers
     assert not np.allclose(one["rd"][0], one["rd"][1])

@@ -37,7 +37,7 @@ from smallinit.errors import ConfigError, RunFailed, require
 log = logging.getLogger(__name__)
 
 KIND = "toy-scan"
-VERSION = "2"
+VERSION = "3"
 
 QUICK_GAMMAS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75)
 QUICK_GAMMA_PRIMES = (-0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75)

@@ -50,6 +50,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 from typing import Literal
 
 import jax
@@ -59,10 +60,26 @@ import numpy as np
 from smallinit.toy.activations import activation, check_activation, derivative
 
 jax.config.update("jax_enable_x64", True)
-
 log = logging.getLogger(__name__)
 
+
+def _use_all_cpu_cores() -> None:
+    """One JAX CPU device per core, so :func:`train_batch` can split a batch over all cores
+    (XLA runs each device's loop on its own thread; one device would use one core). Only
+    before JAX has started its backends, and only if nobody chose a count already
+    (``XLA_FLAGS=--xla_force_host_platform_device_count=N`` or ``JAX_NUM_CPU_DEVICES``)."""
+    if "device_count" in os.environ.get("XLA_FLAGS", "") or "JAX_NUM_CPU_DEVICES" in os.environ:
+        return
+    try:
+        jax.config.update("jax_num_cpu_devices", max(1, os.cpu_count() or 1))
+    except RuntimeError:  # JAX already running: keep its devices
+        log.debug("JAX backends already initialized; keeping %d device(s)", jax.device_count())
+
+
+_use_all_cpu_cores()
+
 STATUS = ("converged", "budget", "diverged")
+MAX_POINTS = 16
 CONVERGED, BUDGET, DIVERGED = 0, 1, 2
 
 
@@ -135,177 +152,264 @@ def init_asi(seed: int, m: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([a, -a]), np.concatenate([w, w])
 
 
-# ----------------------------------------------------------------------------- one network
-def _forward(a, W, kappa, X, y, act, dact):
-    """Outputs, residual r = (f − y)/n, loss, features σ(h) and σ'(h), h = X̃ Wᵀ (n, m)."""
-    n = X.shape[0]
-    h = X @ W.T
-    S = act(h)
-    D = dact(h)
-    f = kappa * (S @ a)
+# ----------------------------------------------------------------------------- layout
+LANES = 8
+
+
+def _layout(m: int) -> tuple[int, int]:
+    """(M, L): neurons stored as M rows of L = 8 lanes (m padded up to M·L)."""
+    return -(-m // LANES), LANES
+
+
+def pack(v, m: int):
+    """(..., m) → (..., M, L), zero-padded; NumPy in, NumPy out."""
+    M, L = _layout(m)
+    v = np.asarray(v, np.float64)
+    pad = np.zeros(v.shape[:-1] + (M * L - m,))
+    return np.concatenate([v, pad], axis=-1).reshape(v.shape[:-1] + (M, L))
+
+
+def unpack(v, m: int):
+    """(..., M, L) → (..., m), dropping the padding."""
+    v = np.asarray(v)
+    return v.reshape(v.shape[:-2] + (-1,))[..., :m]
+
+
+def _nsum(x):
+    """Sum over the neuron axes (M, L): first over the rows, lane by lane, then the lanes.
+    XLA on CPU keeps a reduction's order, so a sum along the minor axis is one serial chain
+    of dependent adds; reducing the row axis first gives L independent chains that vectorize
+    (about 4× faster on CPU, see the module docstring)."""
+    return jnp.sum(jnp.sum(x, axis=-2), axis=-1)
+
+
+def _nmax(x):
+    return jnp.max(jnp.max(x, axis=-2), axis=-1)
+
+
+def _mm(A, B):
+    """A @ B for stacks of tiny matrices, as a broadcast sum (no batched GEMM calls)."""
+    return jnp.sum(A[..., :, :, None] * B[..., None, :, :], axis=-2)
+
+
+# ----------------------------------------------------------------------------- one step
+def _forward(a, W, kappa, X, y, mask, act, dact):
+    """Per network (leading batch axes allowed): a (..., M, L), W (..., d, M, L).
+    Returns h, S = σ(h)·mask, D = σ'(h)·mask (all (..., n, M, L)), residual r = (f − y)/n
+    (..., n) and the loss (...)."""
+    n, d = X.shape
+    h = sum(X[:, j, None, None] * W[..., j:j + 1, :, :] for j in range(d))
+    S = act(h) * mask
+    D = dact(h) * mask
+    f = kappa[..., None] * _nsum(a[..., None, :, :] * S)
     e = f - y
-    loss = 0.5 * jnp.mean(e * e)
-    return e / n, loss, S, D, h
-
-
-def gradients(a, W, kappa, X, y, act_name: str):
-    """(R, ∇_ā R, ∇_w̄ R) in rescaled variables, closed form:
-    ∇_ā R = κ Sᵀ r,  ∇_w̄_k R = κ ā_k Σ_i r_i σ'(h_ik) x̃_i."""
-    act = activation(act_name)
-    r, loss, S, D, _ = _forward(a, W, kappa, X, y, act, derivative(act))
-    return loss, kappa * (S.T @ r), kappa * a[:, None] * ((D * r[:, None]).T @ X)
+    return h, S, D, e / n, 0.5 * jnp.mean(e * e, axis=-1)
 
 
 def _top_eigenvalue_bound(K, squarings: int = 4):
-    """Upper bound of λ_max of a PSD n×n matrix: tr(K^p)^{1/p} with p = 2^squarings lies in
-    [λ_max, n^{1/p} λ_max] (1.09 λ_max for n = 4, p = 16). Tiny matmuls instead of an
-    eigendecomposition, which is slow when batched on CPU; K is normalized by its trace
-    first so the powers neither overflow nor underflow."""
-    tr = jnp.trace(K)
-    A = K / jnp.where(tr > 0, tr, 1.0)
+    """Upper bound of λ_max of PSD n×n matrices K (...,n,n): tr(K^p)^{1/p} with
+    p = 2^squarings lies in [λ_max, n^{1/p} λ_max] (1.09 λ_max for n = 4, p = 16). Tiny
+    products instead of an eigendecomposition (slow when batched on CPU); K is normalized by
+    its trace first so the powers neither overflow nor underflow."""
+    tr = jnp.trace(K, axis1=-2, axis2=-1)
+    A = K / jnp.where(tr > 0, tr, 1.0)[..., None, None]
     for _ in range(squarings):
-        A = A @ A
-    return tr * jnp.maximum(jnp.trace(A), 0.0) ** (1.0 / 2**squarings)
+        A = _mm(A, A)
+    return tr * jnp.maximum(jnp.trace(A, axis1=-2, axis2=-1), 0.0) ** (1.0 / 2**squarings)
 
 
-def _step_size(a, kappa, kappa_p, X, r, S, D, h, GW, dact, settings: TrainSettings):
-    """η̄ = c / L (see the module docstring for L)."""
-    n = X.shape[0]
-    Da = D * a[None, :]
-    K = (kappa**2 / n) * (S @ S.T / kappa_p + kappa_p * (Da @ Da.T) * (X @ X.T))
-    lam = _top_eigenvalue_bound(K)
-    cross = kappa * jnp.sqrt(jnp.sum(GW * GW, axis=1))
-    if settings.activation != "relu":
-        D2 = derivative(dact)(h)
-        x2 = jnp.sum(X * X, axis=1)
-        cross = cross + kappa * kappa_p * jnp.abs(a) * (jnp.abs(D2).T @ (jnp.abs(r) * x2))
-    return settings.lr_factor / (lam + jnp.max(cross))
-
-
-def _initial_state(a0, W0, kappa, X, y, settings: TrainSettings):
-    """Loop state of one network at step 0 (``stop`` False, status ``budget``)."""
-    act = activation(settings.activation)
-    _, loss0, _, _, _ = _forward(a0, W0, kappa, X, y, act, derivative(act))
-    nan_hist = jnp.full((settings.n_records,), jnp.nan, dtype=a0.dtype)
-    return {
-        "a": a0,
-        "W": W0,
-        "step": jnp.asarray(0, jnp.int32),
-        "stop": jnp.asarray(False),
-        "status": jnp.asarray(BUDGET, jnp.int32),
-        "loss0": loss0,
-        "loss": loss0,
-        "rd": jnp.asarray(0.0, a0.dtype),
-        "time": jnp.asarray(0.0, a0.dtype),
-        "hist_rd": nan_hist,
-        "hist_loss": nan_hist,
-    }
-
-
-def _advance(state, W0, kappa, kappa_p, X, y, limit, settings: TrainSettings):
-    """Run one network's loop from ``state`` until it stops or reaches step ``limit``."""
+def _step(state, const, X, y, settings: TrainSettings):
+    """One gradient step of every live network in ``state`` (the same arithmetic whatever
+    the leading batch shape). A network that stops at this step keeps its weights and step
+    count and records why; a network stopped earlier changes nothing. Returns the new state
+    and (loss, RD, live) at this step."""
     act = activation(settings.activation)
     dact = derivative(act)
-    w0norm = jnp.sqrt(jnp.sum(W0 * W0))
-
-    def cond(state):
-        return ~state["stop"] & (state["step"] < limit)
-
-    def body(state):
-        a, W, k = state["a"], state["W"], state["step"]
-        r, loss, S, D, h = _forward(a, W, kappa, X, y, act, dact)
-        GW = (D * r[:, None]).T @ X  # (m, d): Σ_i r_i σ'(h_ik) x̃_i
-        rd = jnp.sqrt(jnp.sum((W - W0) ** 2)) / w0norm
-        slot = k // settings.record_every
-        rec = (k % settings.record_every) == 0
-        here = rec & (jnp.arange(settings.n_records) == slot)  # a mask, not a scatter
-        hist_rd = jnp.where(here, rd, state["hist_rd"])
-        hist_loss = jnp.where(here, loss, state["hist_loss"])
-        bad = ~jnp.isfinite(loss) | (loss > settings.div_factor * state["loss0"])
-        ok = loss < settings.tol
-        out_of_steps = k >= settings.max_steps
-        status = jnp.where(bad, DIVERGED, jnp.where(ok, CONVERGED, BUDGET)).astype(jnp.int32)
-        stop = bad | ok | out_of_steps
-        if settings.step_rule == "gram":
-            eta = _step_size(a, kappa, kappa_p, X, r, S, D, h, GW, dact, settings)
-        else:
-            eta = jnp.asarray(settings.lr, a.dtype)
-        a_new = a - eta * (kappa / kappa_p) * (S.T @ r)
-        W_new = W - eta * (kappa_p * kappa) * a[:, None] * GW
-        return {
-            "a": jnp.where(stop, a, a_new),
-            "W": jnp.where(stop, W, W_new),
-            "step": jnp.where(stop, k, k + 1).astype(jnp.int32),
-            "stop": stop,
-            "status": status,
-            "loss0": state["loss0"],
-            "loss": loss,
-            "rd": rd,
-            "time": state["time"] + jnp.where(stop, 0.0, eta),
-            "hist_rd": hist_rd,
-            "hist_loss": hist_loss,
-        }
-
-    return jax.lax.while_loop(cond, body, state)
-
-
-def _train_one(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
-    """Train one network to its stop (the whole budget in one loop)."""
-    state = _initial_state(a0, W0, kappa, X, y, settings)
-    return _advance(state, W0, kappa, kappa_p, X, y, settings.max_steps + 1, settings)
+    a, W, k = state["a"], state["W"], state["step"]
+    kappa, kappa_p, mask = const["kappa"], const["kappa_p"], const["mask"]
+    n, d = X.shape
+    h, S, D, r, loss = _forward(a, W, kappa, X, y, mask, act, dact)
+    dW = W - const["W0"]
+    rd = jnp.sqrt(_nsum(jnp.sum(dW * dW, axis=-3))) / const["w0norm"]
+    rD = r[..., :, None, None] * D
+    G = jnp.stack([jnp.sum(rD * X[:, j, None, None], axis=-3) for j in range(d)], axis=-3)
+    bad = ~jnp.isfinite(loss) | (loss > settings.div_factor * state["loss0"])
+    ok = loss < settings.tol
+    stop_now = bad | ok | (k >= settings.max_steps)
+    live = ~state["stop"]
+    move = live & ~stop_now
+    if settings.step_rule == "gram":
+        Da = D * a[..., None, :, :]
+        SS = _nsum(S[..., :, None, :, :] * S[..., None, :, :, :])
+        DD = _nsum(Da[..., :, None, :, :] * Da[..., None, :, :, :])
+        kp = kappa_p[..., None, None]
+        K = (kappa**2 / n)[..., None, None] * (SS / kp + kp * DD * (X @ X.T))
+        cross = jnp.sqrt(jnp.sum(G * G, axis=-3))
+        if settings.activation != "relu":
+            D2 = derivative(dact)(h) * mask
+            x2 = jnp.sum(X * X, axis=1)
+            cross = cross + kappa_p[..., None, None] * jnp.abs(a) * jnp.sum(
+                jnp.abs(D2 * r[..., :, None, None]) * x2[:, None, None], axis=-3)
+        eta = settings.lr_factor / (_top_eigenvalue_bound(K) + kappa * _nmax(cross))
+    else:
+        eta = jnp.full(kappa.shape, settings.lr, a.dtype)
+    ga = jnp.sum(r[..., :, None, None] * S, axis=-3)
+    a_new = a - (eta * kappa / kappa_p)[..., None, None] * ga
+    W_new = W - (eta * kappa_p * kappa)[..., None, None, None] * a[..., None, :, :] * G
+    status = jnp.where(bad, DIVERGED, jnp.where(ok, CONVERGED, BUDGET)).astype(jnp.int32)
+    new = {
+        "a": jnp.where(move[..., None, None], a_new, a),
+        "W": jnp.where(move[..., None, None, None], W_new, W),
+        "step": jnp.where(move, k + 1, k).astype(jnp.int32),
+        "stop": state["stop"] | stop_now,
+        "status": jnp.where(live, status, state["status"]),
+        "loss0": state["loss0"],
+        "loss": jnp.where(live, loss, state["loss"]),
+        "rd": jnp.where(live, rd, state["rd"]),
+        "time": state["time"] + jnp.where(move, eta, 0.0),
+    }
+    return new, (loss, rd, live)
 
 
-_BATCH_AXES = (0, 0, 0, 0, None, None, None)
+def gradients(a, W, kappa, X, y, act_name: str):
+    """(R, ∇_ā R, ∇_w̄ R) in rescaled variables for one network (a (m,), W (m, d)), closed
+    form: ∇_ā R = κ Sᵀ r,  ∇_w̄_k R = κ ā_k Σ_i r_i σ'(h_ik) x̃_i."""
+    act = activation(act_name)
+    h = jnp.asarray(X) @ W.T
+    f = kappa * (act(h) @ a)
+    r = (f - y) / X.shape[0]
+    loss = 0.5 * jnp.mean((f - y) ** 2)
+    gW = (derivative(act)(h) * r[:, None]).T @ X
+    return loss, kappa * (act(h).T @ r), kappa * a[:, None] * gW
 
 
-@functools.partial(jax.jit, static_argnames=("settings",))
-def _init_vmapped(a0, W0, kappa, X, y, settings):
-    return jax.vmap(_initial_state, in_axes=(0, 0, 0, None, None, None))(
-        a0, W0, kappa, X, y, settings)
-
-
-@functools.partial(jax.jit, static_argnames=("settings",))
-def train_single(a0, W0, kappa, kappa_p, X, y, settings):
-    """One network, compiled on its own (the per-network reference of the benchmark)."""
-    return _train_one(a0, W0, kappa, kappa_p, X, y, settings)
-
-
+# ----------------------------------------------------------------------------- setup
 @functools.cache
-def _advance_fn(n_devices: int, settings: TrainSettings):
-    """Compiled vmapped :func:`_advance`; with several devices, a shard_map that gives each
-    device its own slice of the batch and its own loop. Returns (fn, split, whole)."""
+def _initial_loss(name: str):
+    act = activation(name)
+    return jax.jit(lambda *args: _forward(*args, act, derivative(act))[-1])
 
-    def local(state, W0, kappa, kappa_p, X, y, limit):
-        return jax.vmap(_advance, in_axes=(0, 0, 0, 0, None, None, None, None))(
-            state, W0, kappa, kappa_p, X, y, limit, settings)
+
+def _setup(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
+    """Packed initial state and per-network constants (NumPy), for a batch (B, m) / (B, m, d)."""
+    a0 = np.asarray(a0, np.float64)
+    W0 = np.asarray(W0, np.float64)
+    m = a0.shape[-1]
+    kappa = np.asarray(kappa, np.float64)
+    kappa_p = np.asarray(kappa_p, np.float64)
+    if X.shape[0] > MAX_POINTS:
+        raise ValueError(f"{X.shape[0]} data points are not allowed; the engine's Gram step "
+                         f"is written for small data sets (at most {MAX_POINTS} points)")
+    a = pack(a0, m)
+    W = pack(np.swapaxes(W0, -1, -2), m)  # (B, d, M, L)
+    mask = pack(np.ones(m), m)
+    loss0 = _initial_loss(settings.activation)(a, W, kappa, jnp.asarray(X), jnp.asarray(y),
+                                               mask)
+    B = a.shape[0]
+    state = {
+        "a": a, "W": W.copy(),
+        "step": np.zeros(B, np.int32), "stop": np.zeros(B, bool),
+        "status": np.full(B, BUDGET, np.int32),
+        "loss0": np.array(loss0), "loss": np.array(loss0),
+        "rd": np.zeros(B), "time": np.zeros(B),
+    }
+    const = {"W0": W, "w0norm": np.sqrt((W0 * W0).sum(axis=(-2, -1))), "kappa": kappa,
+             "kappa_p": kappa_p}
+    return state, const, mask
+
+
+def _result(state, hist_rd, hist_loss, m):
+    out = {k: np.asarray(v) for k, v in state.items() if k not in ("stop", "loss0")}
+    out["a"] = unpack(out["a"], m)
+    out["W"] = np.swapaxes(unpack(out["W"], m), -1, -2)
+    out["hist_rd"], out["hist_loss"] = hist_rd, hist_loss
+    return out
+
+
+# ----------------------------------------------------------------------------- per network
+@functools.partial(jax.jit, static_argnames=("settings",))
+def _train_single(state, const, mask, X, y, settings):
+    """One network to its stop in one ``lax.while_loop``; records RD and loss every
+    ``record_every`` steps."""
+    const = {**const, "mask": mask}
+    nan_hist = jnp.full((settings.n_records,), jnp.nan, dtype=state["a"].dtype)
+
+    def body(carry):
+        st, hr, hl = carry
+        k = st["step"]
+        st, (loss, rd, _) = _step(st, const, X, y, settings)
+        rec = (k % settings.record_every) == 0
+        slot = k // settings.record_every
+        hr = hr.at[slot].set(jnp.where(rec, rd, hr[slot]))
+        hl = hl.at[slot].set(jnp.where(rec, loss, hl[slot]))
+        return st, hr, hl
+
+    return jax.lax.while_loop(lambda c: ~c[0]["stop"], body, (state, nan_hist, nan_hist))
+
+
+def train_loop(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
+    """The same algorithm one network at a time (a Python loop over a compiled
+    single-network ``while_loop`` that stops exactly at the network's stop): the reference
+    the batched engine is benchmarked and checked against."""
+    state, const, mask = _setup(a0, W0, kappa, kappa_p, X, y, settings)
+    m = np.shape(a0)[-1]
+    X, y = jnp.asarray(X, jnp.float64), jnp.asarray(y, jnp.float64)
+    outs = []
+    for i in range(len(const["kappa"])):
+        st, hr, hl = _train_single({k: v[i] for k, v in state.items()},
+                                   {k: v[i] for k, v in const.items()}, mask, X, y, settings)
+        outs.append((st, np.asarray(hr), np.asarray(hl)))
+    st = {k: np.stack([np.asarray(o[0][k]) for o in outs]) for k in outs[0][0]}
+    return _result(st, np.stack([o[1] for o in outs]), np.stack([o[2] for o in outs]), m)
+
+
+# ----------------------------------------------------------------------------- batched
+@functools.cache
+def _chunk_fn(n_devices: int, n_blocks: int, settings: TrainSettings):
+    """Compiled: ``n_blocks`` × ``record_every`` steps of a whole batch, no host contact.
+    Each block's first step also returns (loss, RD) of the live networks (NaN for stopped
+    ones): the RD(t) records. With several devices, a shard_map gives each device its own
+    slice of the batch."""
+
+    def local(state, const, mask, X, y):
+        const = {**const, "mask": mask}
+
+        def block(st, _):
+            def body(i, carry):
+                st, rec_rd, rec_loss = carry
+                st, (loss, rd, live) = _step(st, const, X, y, settings)
+                first = (i == 0) & live
+                return (st, jnp.where(first, rd, rec_rd), jnp.where(first, loss, rec_loss))
+
+            nan = jnp.full(st["loss"].shape, jnp.nan, st["loss"].dtype)
+            st, rec_rd, rec_loss = jax.lax.fori_loop(0, settings.record_every, body,
+                                                     (st, nan, nan))
+            return st, (rec_rd, rec_loss)
+
+        return jax.lax.scan(block, state, None, length=n_blocks)
 
     if n_devices <= 1:
         return jax.jit(local), None, None
     mesh = jax.make_mesh((n_devices,), ("net",))
     P = jax.sharding.PartitionSpec
     spec = P("net")
-    fn = jax.shard_map(
-        local,
-        mesh=mesh,
-        in_specs=(spec, spec, spec, spec, P(), P(), P()),
-        out_specs=spec,
-        check_vma=False,
-    )
-    split = jax.sharding.NamedSharding(mesh, spec)
-    whole = jax.sharding.NamedSharding(mesh, P())
-    return jax.jit(fn), split, whole
+    fn = jax.shard_map(local, mesh=mesh, in_specs=(spec, spec, P(), P(), P()),
+                       out_specs=(spec, P(None, "net")), check_vma=False)
+    return (jax.jit(fn), jax.sharding.NamedSharding(mesh, spec),
+            jax.sharding.NamedSharding(mesh, P()))
 
 
 def _bucket(n_active: int, B: int, n_dev: int) -> int:
     """Padded batch size for ``n_active`` networks: B / 4^k (few distinct compiled shapes),
-    at least 4 per device, a multiple of the device count."""
+    at least 2 per device, a multiple of the device count."""
     size = B
-    while size // 4 >= max(n_active, 4 * n_dev):
+    while size // 4 >= max(n_active, 2 * n_dev):
         size //= 4
     return -(-size // n_dev) * n_dev
 
 
-def train_batch(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings, *, chunk: int = 1000):
+def train_batch(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings, *, chunk: int = 300,
+                tail: int | None = None):
     """Train a batch of B networks of one width; returns a dict of NumPy arrays.
 
     a0 (B, m), W0 (B, m, d), kappa and kappa_p (B,), X (n, d), y (n,). Keys: ``a``, ``W``
@@ -314,53 +418,61 @@ def train_batch(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings, *, chunk:
     ``hist_rd`` and ``hist_loss`` (B, n_records): RD and loss every ``record_every`` steps
     (NaN after the stop).
 
-    Execution: rounds of compiled vmapped loops up to step limits chunk, 2·chunk, 4·chunk,
-    ...; after each round the stopped networks are set aside and the rest is packed into a
-    smaller batch (sizes B/4^k, so only a few shapes compile). The batch is padded to a
-    multiple of ``jax.device_count()`` and split over the devices. The numbers do not depend
-    on the rounds: a network's loop is the same sequence of steps whatever its batch.
+    Execution: compiled calls of ``chunk`` steps (rounded up to whole ``record_every``
+    blocks) for all networks still running, in lockstep; between calls the host sets the
+    stopped networks aside and, once at most a quarter are left, packs the rest into a
+    smaller batch (sizes B/4^k, so few shapes compile). The batch is padded to a multiple of
+    ``jax.device_count()`` and split over the devices. The last ``tail`` networks (default:
+    a quarter of the batch) finish in the single-network loop of :func:`train_loop`, spread
+    over the devices, which stops each exactly at its own stop instead of carrying a padded
+    batch through a long straggler (step counts are heavy-tailed: a few networks of a scan
+    need 10-40× the median) and compiles no further batch shapes. The numbers do not depend on the
+    chunking: a network's steps are the same whatever its batch, and a stopped network is
+    frozen (its later steps are computed and discarded).
     """
-    f64 = jnp.float64
-    W0 = np.asarray(W0, np.float64)
-    kappa = np.asarray(kappa, np.float64)
-    kappa_p = np.asarray(kappa_p, np.float64)
-    X = jnp.asarray(X, f64)
-    y = jnp.asarray(y, f64)
-    B = W0.shape[0]
+    m = np.shape(a0)[-1]
+    state, const, mask = _setup(a0, W0, kappa, kappa_p, X, y, settings)
+    X = jnp.asarray(X, jnp.float64)
+    y = jnp.asarray(y, jnp.float64)
+    B = len(const["kappa"])
+    re = settings.record_every
+    n_blocks = max(1, -(-chunk // re))
+    hist_rd = np.full((B, settings.n_records), np.nan)
+    hist_loss = np.full((B, settings.n_records), np.nan)
     n_dev = jax.device_count()
-    state = {k: np.array(v) for k, v in _init_vmapped(
-        jnp.asarray(a0, f64), jnp.asarray(W0), jnp.asarray(kappa), X, y, settings).items()}
-    fn, split, whole = _advance_fn(n_dev, settings)
-    limit = chunk
-    active = np.arange(B)
-    while active.size:
+    fn, split, whole = _chunk_fn(n_dev, n_blocks, settings)
+    tail = max(n_dev, B // 4) if tail is None else tail
+    k0, active, size = 0, np.arange(B), None
+    while active.size > tail:
         size = _bucket(active.size, B, n_dev)
         idx = np.concatenate([active, np.repeat(active[-1:], size - active.size)])
-        args = [{k: v[idx] for k, v in state.items()}, W0[idx], kappa[idx], kappa_p[idx]]
+        st = {k: v[idx] for k, v in state.items()}
+        cs = {k: v[idx] for k, v in const.items()}
+        rest = [mask, X, y]
         if split is not None:
-            args = [jax.device_put(v, split) for v in args]
-            rest = [jax.device_put(X, whole), jax.device_put(y, whole)]
-        else:
-            rest = [X, y]
-        out = fn(*args, *rest, jnp.asarray(limit, jnp.int32))
+            st, cs = jax.device_put(st, split), jax.device_put(cs, split)
+            rest = [jax.device_put(v, whole) for v in rest]
+        # all networks of the batch stay in lockstep while they run, at step k0
+        st, (rec_rd, rec_loss) = fn(st, cs, *rest)
         n = active.size
-        for k, v in out.items():
+        for k, v in st.items():
             state[k][active] = np.asarray(v)[:n]
+        slots = k0 // re + np.arange(n_blocks)
+        keep = slots < settings.n_records
+        hist_rd[np.ix_(active, slots[keep])] = np.asarray(rec_rd)[keep, :n].T
+        hist_loss[np.ix_(active, slots[keep])] = np.asarray(rec_loss)[keep, :n].T
         active = active[~state["stop"][active]]
-        limit = min(2 * limit, settings.max_steps + 1)
-    return {k: v for k, v in state.items() if k not in ("stop", "loss0")}
-
-
-def train_loop(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
-    """The same algorithm one network at a time (a Python loop over compiled single-network
-    calls): the reference the batched engine is benchmarked and checked against."""
-    X, y = jnp.asarray(X, jnp.float64), jnp.asarray(y, jnp.float64)
-    outs = [
-        train_single(jnp.asarray(a0[i]), jnp.asarray(W0[i]), kappa[i], kappa_p[i], X, y,
-                     settings)
-        for i in range(len(kappa))
-    ]
-    return {
-        k: np.stack([np.asarray(o[k]) for o in outs]) for k in outs[0]
-        if k not in ("stop", "loss0")
-    }
+        k0 += n_blocks * re
+    devices = jax.devices()
+    launched = []
+    for j, i in enumerate(active):  # the stragglers, each in its own exact-stop loop
+        dev = devices[j % len(devices)]  # spread over the devices; dispatch is asynchronous
+        args = jax.device_put(({k: v[i] for k, v in state.items()},
+                               {k: v[i] for k, v in const.items()}, mask, X, y), dev)
+        launched.append((i, _train_single(*args, settings)))
+    for i, (st, hr, hl) in launched:
+        for k, v in st.items():
+            state[k][i] = np.asarray(v)
+        done = slice(k0 // re, None)
+        hist_rd[i, done], hist_loss[i, done] = np.asarray(hr)[done], np.asarray(hl)[done]
+    return _result(state, hist_rd, hist_loss, m)
