@@ -155,10 +155,12 @@ def _layers(values: list, fmt: str = "+.2f") -> str:
 
 
 def format_table(records: list[dict]) -> str:
-    """Plain text: one line per γ; per-layer values are joined by '/' (layer 0 first)."""
+    """Plain text: one line per γ; per-layer values are joined by '/' (layer 0 first).
+    "LLM in int": the FFN slope lies in theory's interval (the stricter test); "toy ok" and
+    "agree": the toy's and every transformer layer's slope have the predicted sign."""
     head = (f"{'γ':>5} {'(γ,γ′)':>11} {'regime':>9} {'S_w interval':>14} {'toy S_w':>7} "
             f"{'LLM S_w FFN':>13} {'LLM S_w QK':>13} {'toy cond':>8} {'LLM cond (init)':>21} "
-            f"{'toy ok':>6} {'agree':>5}")
+            f"{'LLM in int':>10} {'toy ok':>6} {'agree':>5}")
     lines = [head, "-" * len(head)]
     for r in records:
         coords = f"({r['gamma_toy']:g},{r['gamma_prime']:g})"
@@ -167,7 +169,8 @@ def format_table(records: list[dict]) -> str:
             f"{r['gamma']:5.2f} {coords:>11} {r['regime']:>9} "
             f"{_interval(*r['interval']):>14} {_num(r['toy_S_w']):>7} "
             f"{_layers(r['llm_S_w']):>13} {_layers(r['llm_S_w_qk']):>13} "
-            f"{_num(r['toy_score'], '.2f'):>8} {cond:>21} {_yn(r['toy_agree']):>6} "
+            f"{_num(r['toy_score'], '.2f'):>8} {cond:>21} "
+            f"{'/'.join(_yn(v) for v in r['llm_in_interval']):>10} {_yn(r['toy_agree']):>6} "
             f"{_yn(r['agree']):>5}")
     graded = [r for r in records if r["agree"] is not None]
     lines.append(f"transformer agrees with theory (sign of S_w, every layer): "

@@ -144,7 +144,7 @@ def test_table_from_stored_fake_runs(tmp_path):
 
     text = format_table(records)
     assert "transformer agrees with theory (sign of S_w, every layer): 2/3 γ; toy: 3/3" in text
-    assert text.splitlines()[2].split()[-2:] == ["yes", "no"]
+    assert text.splitlines()[2].split()[-3:] == ["yes/no", "yes", "no"]
 
     rows = list(csv.DictReader(io.StringIO(to_csv(records))))
     assert [float(r["gamma"]) for r in rows] == [0.3, 0.5, 1.0]
