@@ -35,6 +35,23 @@ def draw_theory_layer(ax) -> None:
     ax.set_title("Two-layer ReLU phase diagram (theory)")
 
 
+def draw_simulation_layer(ax, ctx):
+    """The toy phase scan's S_w (median over seeds) as a heatmap over the theory layer, its
+    zero level (where the measured slope changes sign) as a black line; through the run
+    store at the context's profile."""
+    from smallinit.toy.scan import profile_config, run_scan
+
+    res = run_scan(profile_config(ctx.profile), ctx.store, force=ctx.force)
+    g, gp, s_w = res.arrays["gammas"], res.arrays["gamma_primes"], res.arrays["S_w"]
+    lim = float(np.nanmax(np.abs(s_w)))
+    mesh = ax.pcolormesh(g, gp, s_w.T, shading="nearest", cmap="RdBu_r", vmin=-lim, vmax=lim,
+                         alpha=0.55, zorder=1.5)
+    ax.contour(g, gp, s_w.T, levels=[0.0], colors="black", linewidths=1.6, zorder=3)
+    ax.figure.colorbar(mesh, ax=ax, label="simulated S_w = d ln RD / d ln m "
+                       "(black: S_w = 0)")
+    ax.set_title("Two-layer ReLU phase diagram: theory and simulated S_w")
+
+
 def make(ctx):
     import matplotlib.pyplot as plt
 
@@ -43,5 +60,5 @@ def make(ctx):
     with use_style():
         fig, ax = plt.subplots(figsize=(6.4, 5.0))
         draw_theory_layer(ax)
-        # The simulated S_w heatmap (toy phase scan) is drawn here, on the same axes.
+        draw_simulation_layer(ax, ctx)
         return ctx.save(fig)

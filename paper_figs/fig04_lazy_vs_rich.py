@@ -65,6 +65,28 @@ def draw_theory_layer(ax) -> None:
     ax.legend(fontsize=7)
 
 
+def draw_simulation_layer(ax, ctx) -> None:
+    """Gradient descent on the diagonal net from init α (toy, on PROBLEM) as points on the
+    theory curves: its distance to the ℓ1 and ℓ2 interpolants, depth 2 and 3, every 4th α
+    of ALPHAS at the quick profile (all at full)."""
+    from smallinit.toy import diagonal
+
+    alphas = ALPHAS[::4] if ctx.profile == "quick" else ALPHAS
+    for depth, marker in ((2, "o"), (3, "s")):
+        cfg = diagonal.DiagonalConfig(alphas=tuple(float(a) for a in alphas), depth=depth,
+                                      **PROBLEM)
+        r = diagonal.run(cfg, ctx.store, force=ctx.force)
+        ok = r["residual"] <= cfg.tol * 1.0001  # interpolates: its solution is comparable
+        ax.plot(r["alphas"][ok], r["dist_l1"][ok], marker, color="#D55E00", mfc="none", ms=5,
+                label=f"trained net, D = {depth}")
+        ax.plot(r["alphas"][ok], r["dist_l2"][ok], marker, color="#0072B2", mfc="none", ms=5)
+        if (~ok).any():
+            ax.plot(r["alphas"][~ok], r["dist_l1"][~ok], "x", color="grey", ms=5,
+                    label=f"D = {depth}: step budget hit, not interpolating")
+            ax.plot(r["alphas"][~ok], r["dist_l2"][~ok], "x", color="grey", ms=5)
+    ax.legend(fontsize=7)
+
+
 def make(ctx):
     import matplotlib.pyplot as plt
 
@@ -74,5 +96,5 @@ def make(ctx):
         fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(10, 4.2))
         draw_q_shape(ax_a)
         draw_theory_layer(ax_b)
-        # The simulated diagonal network (toy) is drawn here, on ax_b, over the same ALPHAS.
+        draw_simulation_layer(ax_b, ctx)
         return ctx.save(fig)
