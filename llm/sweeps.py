@@ -67,6 +67,7 @@ class Plan:
     seeds: tuple[int, ...]  # fig 7
     critical_seeds: tuple[int, ...]  # figs 9 and 11 (smallest size)
     eps_gammas: tuple[float, ...]  # fig 8 (0.5, 1 and one beyond both γ_ε)
+    eps_seeds: tuple[int, ...] = (0,)  # figs 8 and 10
     eps_nominal: tuple[float, ...] = (1e-5, 1e-12)  # a large model's ε: standard, relaxed
     d_large: int = 2048  # the large model fig 8's small one imitates
     dynamics_gammas: tuple[float, ...] = (0.5, 1.0)
@@ -75,12 +76,13 @@ class Plan:
 
 PLANS = {
     "quick": Plan(sizes=(32, 48, 64), gammas=(0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.3),
-                  baselines=("nanogpt", "fixed:0.02"), seeds=(0,), critical_seeds=(0, 1),
-                  eps_gammas=(0.5, 1.0, 2.0), workers=2),
+                  baselines=("nanogpt", "fixed:0.02"), seeds=(0, 1),
+                  critical_seeds=(0, 1, 2), eps_gammas=(0.5, 1.0, 2.0), eps_seeds=(0, 1),
+                  workers=2),
     "full": Plan(sizes=(256, 512, 1024), gammas=(0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
                                                  1.1, 1.3),
                  baselines=("nanogpt", "fixed:0.02"), seeds=(0, 1), critical_seeds=(0, 1, 2),
-                 eps_gammas=(0.5, 1.0, 2.0), workers=1),
+                 eps_gammas=(0.5, 1.0, 2.0), eps_seeds=(0, 1), workers=1),
 }
 
 
@@ -163,7 +165,8 @@ def token_gains(profile: str, plan: Plan) -> list[Job]:
 
 
 def eps_gating(profile: str, plan: Plan) -> list[Job]:
-    """Fig 8: (ε standard, relaxed) × (gate off, on) × ``eps_gammas``, traced, smallest size."""
+    """Fig 8: (ε standard, relaxed) × (gate off, on) × ``eps_gammas`` × ``eps_seeds``, traced,
+    smallest size."""
     d = plan.sizes[0]
     base = base_config(profile, d)
     jobs = []
@@ -171,12 +174,13 @@ def eps_gating(profile: str, plan: Plan) -> list[Job]:
         eps = small_eps(d, plan.d_large, nominal)
         for gated in (False, True):
             for g in plan.eps_gammas:
-                cfg = _with(base, init=gamma_init(g), model__norm_eps=eps,
-                            model__gated_attention=gated)
-                jobs.append(Job("traced", cfg, {
-                    "size": d, "gamma": g, "init": gamma_init(g), "seed": cfg.seed,
-                    "eps_setting": eps_name, "eps_nominal": nominal, "eps": eps,
-                    "gated": gated, "d_large": plan.d_large}))
+                for seed in plan.eps_seeds:
+                    cfg = _with(base, init=gamma_init(g), seed=seed, model__norm_eps=eps,
+                                model__gated_attention=gated)
+                    jobs.append(Job("traced", cfg, {
+                        "size": d, "gamma": g, "init": gamma_init(g), "seed": seed,
+                        "eps_setting": eps_name, "eps_nominal": nominal, "eps": eps,
+                        "gated": gated, "d_large": plan.d_large}))
     return jobs
 
 

@@ -29,6 +29,8 @@ def best_gamma(gammas, losses) -> float:
     """Vertex of the parabola through the grid minimum and its two neighbours (the grid
     minimum itself at an edge)."""
     g, y = np.asarray(gammas, float), np.asarray(losses, float)
+    if not np.isfinite(y).any():
+        return float("nan")
     i = int(np.nanargmin(y))
     if i == 0 or i == len(g) - 1:
         return float(g[i])
@@ -52,8 +54,9 @@ def collect(pairs):
     return rows
 
 
-def _series(rows, size, key):
-    pts = sorted((r["gamma"], r[key]) for r in rows if r["size"] == size and r["gamma"] is not None)
+def _series(rows, size, key, seed=None):
+    pts = sorted((r["gamma"], r[key]) for r in rows if r["size"] == size
+                 and r["gamma"] is not None and (seed is None or r["seed"] == seed))
     g = sorted({p[0] for p in pts})
     return np.array(g), np.array([np.mean([v for gg, v in pts if gg == x]) for x in g])
 
@@ -64,6 +67,7 @@ def make(ctx):
     sizes = sorted({r["size"] for r in rows})
     colors = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(sizes)))
     marks = {"nanogpt": "s", "fixed:0.02": "D"}
+    seeds = sorted({r["seed"] for r in rows})
     with use_style():
         fig, axes = plt.subplots(2, 3, figsize=(13, 7.5), constrained_layout=True)
         panels = [(axes[0, 0], "val_loss", "held-out loss (nats/token)"),
@@ -75,13 +79,16 @@ def make(ctx):
             for size, color in zip(sizes, colors, strict=True):
                 g, y = _series(rows, size, key)
                 ax.plot(g, y, "o-", color=color, label=f"d = {size}", ms=4)
-                for r in rows:
-                    if r["size"] == size and r["gamma"] is None:
-                        ax.plot(r["gamma_eff"], r[key], marks[r["init"]], color=color,
-                                mfc="none", ms=7)
+                for init, mark in marks.items():
+                    base = [r for r in rows if r["size"] == size and r["init"] == init]
+                    if base:
+                        ax.plot(base[0]["gamma_eff"], np.mean([r[key] for r in base]), mark,
+                                color=color, mfc="none", ms=7)
                 if key == "val_loss":
-                    best[size] = best_gamma(g, y)
-                    ax.axvline(best[size], color=color, lw=0.8, ls=":")
+                    best[size] = {seed: best_gamma(*_series(rows, size, key, seed))
+                                  for seed in seeds}
+                    ax.axvline(np.nanmean(list(best[size].values())), color=color, lw=0.8,
+                               ls=":")
             ax.set_xlabel("γ (σ = d_in^−γ)")
             ax.set_ylabel(label)
         axes[1, 0].axhline(1 / 6, color="0.5", ls="--", lw=0.8)
@@ -97,20 +104,34 @@ def make(ctx):
         ax.set_ylabel("held-out loss − best of its size")
         ax.set_title("zoom near the optimum", fontsize=9)
         ax = axes[0, 2]
-        ax.plot(sizes, [best[s] for s in sizes], "ko-")
+        ax.plot(sizes, [np.nanmean(list(best[s].values())) for s in sizes], "ko-",
+                label="mean over seeds")
+        for seed, marker in zip(seeds, "s^v", strict=False):
+            ax.plot(sizes, [best[s][seed] for s in sizes], marker, color="0.5", mfc="none",
+                    label=f"seed {seed}")
+        ax.legend(fontsize=7)
         ax.set_xscale("log")
         ax.set_xticks(sizes, [str(s) for s in sizes])
         ax.minorticks_off()
         ax.set_xlabel("d_model")
-        ax.set_ylabel("best γ (parabolic vertex of the loss)")
+        ax.set_ylabel("best γ (parabolic vertex of the held-out loss)")
         steps = pairs[0][0].cfg.train.steps
         tokens = steps * pairs[0][0].cfg.train.batch_size * pairs[0][0].cfg.model.context
-        fig.suptitle(f"γ sweep, {steps} steps ({tokens:,} tokens) per run, seeds "
-                     f"{sorted({r['seed'] for r in rows})}", fontsize=10)
+        fig.suptitle(f"γ sweep, {steps} steps ({tokens:,} tokens) per run; curves: mean over "
+                     f"seeds {seeds}", fontsize=10)
         paths = ctx.save(fig)
     for size in sizes:
-        base = {r["init"]: r["val_loss"] for r in rows if r["size"] == size}
-        log.info("fig 7 d=%d best γ %.3f; loss γ=0.5 %.4f γ=1 %.4f nanogpt %.4f fixed %.4f",
-                 size, best[size], base.get("gamma:0.5", np.nan), base.get("gamma:1", np.nan),
-                 base.get("nanogpt", np.nan), base.get("fixed:0.02", np.nan))
+        for seed in seeds:
+            base = {r["init"]: r for r in rows if r["size"] == size and r["seed"] == seed}
+
+            def show(init, key, base=base):
+                return base[init][key] if init in base else np.nan
+
+            log.info("fig 7 d=%d seed %d best γ %.3f; val loss γ=0.5 %.4f γ=1 %.4f nanogpt "
+                     "%.4f fixed %.4f; acc_reasoning γ=0.5 %.3f γ=1 %.3f; acc_fact γ=0.5 %.3f "
+                     "γ=1 %.3f", size, seed, best[size][seed], show("gamma:0.5", "val_loss"),
+                     show("gamma:1", "val_loss"), show("nanogpt", "val_loss"),
+                     show("fixed:0.02", "val_loss"), show("gamma:0.5", "acc_reasoning"),
+                     show("gamma:1", "acc_reasoning"), show("gamma:0.5", "acc_fact"),
+                     show("gamma:1", "acc_fact"))
     return paths

@@ -8,7 +8,8 @@ so it sits on the same side of saturation as the large model would.
 
 Top left: held-out loss per setting and γ; top right: the gap L(γ = 1) − L(γ = 0.5) per
 setting for the held-out loss and for the loss on reasoning answer tokens (negative: small
-init is better), with ± 2 s.e. of the answer-token difference. Rows 2–4, one column per
+init is better); bars are means over seeds, dots single seeds (lighter lines below: the
+second seed). Rows 2–4, one column per
 setting, over training (log-spaced probes on a fixed held-out batch): share of RMSNorm
 inputs with mean(x²) < ε (saturation), mean attention on position 0 of queries past the
 4th (sink; dotted: uniform causal attention), max/median |residual|.
@@ -39,16 +40,25 @@ def setting_label(eps_setting, gated, eps):
 
 
 def gaps(rows):
-    """Per setting: L(γ=1) − L(γ=0.5) for val loss and reasoning answer-token loss."""
+    """Per setting and seed: L(γ=1) − L(γ=0.5) for the held-out loss, the reasoning
+    answer-token loss (with its s.e. over tokens) and reasoning accuracy."""
     out = {}
     for key in SETTINGS:
-        by_g = {r["gamma"]: r for r in rows if (r["eps_setting"], r["gated"]) == key}
-        if 0.5 in by_g and 1.0 in by_g:
-            a, b = by_g[1.0], by_g[0.5]
-            out[key] = {"val": a["val_loss"] - b["val_loss"], "ans": a["ans"] - b["ans"],
-                        "ans_se": math.hypot(a["ans_se"], b["ans_se"]),
-                        "acc": a["acc"] - b["acc"]}
+        for seed in sorted({r["seed"] for r in rows}):
+            by_g = {r["gamma"]: r for r in rows
+                    if (r["eps_setting"], r["gated"]) == key and r["seed"] == seed}
+            if 0.5 in by_g and 1.0 in by_g:
+                a, b = by_g[1.0], by_g[0.5]
+                out.setdefault(key, []).append({
+                    "seed": seed, "val": a["val_loss"] - b["val_loss"],
+                    "ans": a["ans"] - b["ans"], "ans_se": math.hypot(a["ans_se"], b["ans_se"]),
+                    "acc": a["acc"] - b["acc"]})
     return out
+
+
+def gap_mean(g, key, what):
+    vals = [v[what] for v in g.get(key, [])]
+    return float(np.mean(vals)) if vals else np.nan
 
 
 def make(ctx):
@@ -70,10 +80,13 @@ def make(ctx):
         ax = fig.add_subplot(grid[0, :2])
         width = 0.8 / len(gammas)
         for j, gamma in enumerate(gammas):
-            vals = [next((r["val_loss"] for r in rows if (r["eps_setting"], r["gated"]) == s
-                          and r["gamma"] == gamma), np.nan) for s in SETTINGS]
-            ax.bar(np.arange(4) + (j - (len(gammas) - 1) / 2) * width, vals, width,
+            xs = np.arange(4) + (j - (len(gammas) - 1) / 2) * width
+            per = [[r["val_loss"] for r in rows if (r["eps_setting"], r["gated"]) == s
+                    and r["gamma"] == gamma] for s in SETTINGS]
+            ax.bar(xs, [np.mean(v) if v else np.nan for v in per], width,
                    color=colors[gamma], label=f"γ = {gamma:g}")
+            for x, v in zip(xs, per, strict=True):
+                ax.plot([x] * len(v), v, "k.", ms=3)
         lo = np.nanmin([r["val_loss"] for r in rows])
         ax.set_ylim(lo - 0.05, None)
         ax.set_xticks(range(4), [setting_label(e, gt, eps_of.get(e, np.nan)).replace(", ", "\n")
@@ -82,11 +95,14 @@ def make(ctx):
         ax.legend(fontsize=7)
         ax = fig.add_subplot(grid[0, 2:])
         x = np.arange(4)
-        ax.bar(x - 0.2, [g.get(s, {}).get("val", np.nan) for s in SETTINGS], 0.4,
-               color="tab:blue", label="held-out loss")
-        ax.bar(x + 0.2, [g.get(s, {}).get("ans", np.nan) for s in SETTINGS], 0.4,
-               yerr=[2 * g.get(s, {}).get("ans_se", np.nan) for s in SETTINGS],
-               color="tab:orange", label="reasoning answer tokens (± 2 s.e.)")
+        for shift, what, color, label in ((-0.2, "val", "tab:blue", "held-out loss"),
+                                          (0.2, "ans", "tab:orange",
+                                           "reasoning answer tokens")):
+            ax.bar(x + shift, [gap_mean(g, s, what) for s in SETTINGS], 0.4, color=color,
+                   alpha=0.8, label=f"{label} (mean; dots: seeds)")
+            for i, s in enumerate(SETTINGS):
+                vals = [v[what] for v in g.get(s, [])]
+                ax.plot([i + shift] * len(vals), vals, "k.", ms=4)
         ax.axhline(0, color="k", lw=0.8)
         ax.set_xticks(x, [setting_label(e, gt, eps_of.get(e, np.nan)).replace(", ", "\n")
                           for e, gt in SETTINGS], fontsize=7)
@@ -101,8 +117,10 @@ def make(ctx):
                     if (r["eps_setting"], r["gated"]) != setting or key not in r["trace"]:
                         continue
                     tr = r["trace"]
+                    first = r["seed"] == min(x["seed"] for x in rows)
                     ax.plot(tr["steps"] + 1, tr[key], "o-", ms=3, color=colors[r["gamma"]],
-                            label=f"γ = {r['gamma']:g}")
+                            alpha=1.0 if first else 0.4,
+                            label=f"γ = {r['gamma']:g}" if first else None)
                     if key == "sink":
                         ax.axhline(tr["uniform_sink"][0], color="0.5", ls=":", lw=0.8)
                 ax.set_xscale("log")
@@ -120,13 +138,15 @@ def make(ctx):
         fig.suptitle(f"ε × gated attention, d_model = {d} imitating d = "
                      f"{pairs[0][0].tags['d_large']} (ε 1e-5 / 1e-12)", fontsize=10)
         paths = ctx.save(fig)
-    for s, v in g.items():
-        log.info("fig 8 %s: gap val %.4f, answer %.4f ± %.4f, acc %.3f", s, v["val"], v["ans"],
-                 v["ans_se"], v["acc"])
+    for s, per_seed in g.items():
+        for v in per_seed:
+            log.info("fig 8 %s seed %d: gap val %.4f, answer %.4f ± %.4f, acc %.3f", s,
+                     v["seed"], v["val"], v["ans"], v["ans_se"], v["acc"])
     for r in rows:
         tr = r["trace"]
-        log.info("fig 8 %s gate=%s γ=%g: val %.4f sat0 %.2f satEnd %.2f sinkEnd %.3f "
-                 "residEnd %.1f", r["eps_setting"], r["gated"], r["gamma"], r["val_loss"],
+        log.info("fig 8 %s gate=%s γ=%g seed %d: val %.4f sat0 %.2f satEnd %.2f sinkEnd %.3f "
+                 "residEnd %.1f", r["eps_setting"], r["gated"], r["gamma"], r["seed"],
+                 r["val_loss"],
                  tr["saturation"][0], tr["saturation"][-1], tr["sink"][-1],
                  tr["resid_ratio"][-1])
     return paths

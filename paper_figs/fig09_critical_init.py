@@ -83,7 +83,11 @@ def make(ctx):
     k = knees(rows, n_reasoning_items(cfg))
 
     def mean_of(key):
-        return np.array([np.nanmean([r[key] for r in rows if r["gamma"] == g]) for g in gammas])
+        out = []
+        for g in gammas:
+            vals = np.array([r[key] for r in rows if r["gamma"] == g], dtype=float)
+            out.append(vals[np.isfinite(vals)].mean() if np.isfinite(vals).any() else np.nan)
+        return np.array(out)
 
     plateau = mean_of("plateau")
     fits = [escape_fit(gammas, plateau, d, L) for L in (2, 3)]

@@ -5,8 +5,9 @@ Traced runs (fig 8's standard-ε, ungated cell, smallest model): at log-spaced s
 through ``smallinit.kernels.measure_all``, the effective rank exp(H(σ/Σσ)) (Roy & Vetterli
 2007), the top singular-value share σ₁/Σσ and the number of cosine clusters (leader
 clustering at cos ≥ 0.95) of the rows of the token embedding, W_Q, W_K and the FFN input
-(gate) weights, per layer. The claim to test: with small init the matrices first collapse
-onto few directions (rank and cluster count fall, top share rises), then spread out.
+(gate) weights, per layer (lighter lines: the second seed). The claim to test: with small
+init the matrices first collapse onto few directions (rank and cluster count fall, top
+share rises), then spread out.
 """
 
 from __future__ import annotations
@@ -57,12 +58,15 @@ def make(ctx):
         for col, (group, title) in enumerate(GROUPS):
             for row, (metric, label) in enumerate(METRICS):
                 ax = axes[row, col]
+                first_seed = min(job.tags["seed"] for job, _ in runs)
                 for job, tr in runs:
+                    first = job.tags["seed"] == first_seed
                     for name, ls in zip(names_for(tr["weights"], group), styles, strict=False):
                         layer = name.split(".")[0] if "." in name else ""
                         ax.plot(tr["steps"] + 1, tr["weights"][name][metric], ls, marker="o",
                                 ms=2.5, color=colors.get(job.tags["gamma"], "k"),
-                                label=f"γ = {job.tags['gamma']:g} {layer}")
+                                alpha=1.0 if first else 0.35,
+                                label=f"γ = {job.tags['gamma']:g} {layer}" if first else None)
                 ax.set_xscale("log")
                 if row == 0:
                     ax.set_title(title, fontsize=9)
@@ -74,11 +78,12 @@ def make(ctx):
                     ax.legend(fontsize=6)
         cfg = pairs[0][0].cfg
         fig.suptitle(f"d_model = {cfg.model.d_model}, {cfg.model.n_layers} layers, "
-                     f"{cfg.train.steps} steps, seed {cfg.seed}, RMSNorm ε = "
-                     f"{cfg.model.norm_eps:.2g}", fontsize=10)
+                     f"{cfg.train.steps} steps, seeds "
+                     f"{sorted({j.tags['seed'] for j, _ in runs})} (lighter: later seeds), "
+                     f"RMSNorm ε = {cfg.model.norm_eps:.2g}", fontsize=10)
         paths = ctx.save(fig)
     for job, tr in runs:
         for (name, metric), (v0, ext, at, end) in summarize(tr).items():
-            log.info("fig 10 γ=%g %s %s: init %.3f extreme %.3f at step %d final %.3f",
-                     job.tags["gamma"], name, metric, v0, ext, at, end)
+            log.info("fig 10 γ=%g seed %d %s %s: init %.3f extreme %.3f at step %d final %.3f",
+                     job.tags["gamma"], job.tags["seed"], name, metric, v0, ext, at, end)
     return paths
