@@ -71,6 +71,7 @@ class Plan:
     eps_nominal: tuple[float, ...] = (1e-5, 1e-12)  # a large model's ε: standard, relaxed
     d_large: int = 2048  # the large model fig 8's small one imitates
     dynamics_gammas: tuple[float, ...] = (0.5, 1.0)
+    dynamics_steps: int | None = None  # fig 10's run length (None: reuse fig 8's runs)
     workers: int = 1
 
 
@@ -78,7 +79,7 @@ PLANS = {
     "quick": Plan(sizes=(32, 48, 64), gammas=(0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.3),
                   baselines=("nanogpt", "fixed:0.02"), seeds=(0, 1),
                   critical_seeds=(0, 1, 2), eps_gammas=(0.5, 1.0, 2.0), eps_seeds=(0, 1),
-                  workers=2),
+                  dynamics_steps=900, workers=2),
     "full": Plan(sizes=(256, 512, 1024), gammas=(0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
                                                  1.1, 1.3),
                  baselines=("nanogpt", "fixed:0.02"), seeds=(0, 1), critical_seeds=(0, 1, 2),
@@ -185,10 +186,15 @@ def eps_gating(profile: str, plan: Plan) -> list[Job]:
 
 
 def condense_expand(profile: str, plan: Plan) -> list[Job]:
-    """Fig 10: the standard-ε, ungated traced runs of fig 8 at ``dynamics_gammas``."""
-    return [j for j in eps_gating(profile, plan)
+    """Fig 10: fig 8's standard-ε, ungated traced runs at ``dynamics_gammas`` — trained for
+    ``dynamics_steps`` instead when the plan sets it (to see past the condensation)."""
+    jobs = [j for j in eps_gating(profile, plan)
             if j.tags["eps_setting"] == "standard" and not j.tags["gated"]
             and j.tags["gamma"] in plan.dynamics_gammas]
+    if plan.dynamics_steps is None:
+        return jobs
+    return [Job("traced", _with(j.cfg, train__steps=plan.dynamics_steps), dict(j.tags))
+            for j in jobs]
 
 
 EXPERIMENTS: dict[str, Callable[[str, Plan], list[Job]]] = {

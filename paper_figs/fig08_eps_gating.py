@@ -123,6 +123,7 @@ def make(ctx):
                             label=f"γ = {r['gamma']:g}" if first else None)
                     if key == "sink":
                         ax.axhline(tr["uniform_sink"][0], color="0.5", ls=":", lw=0.8)
+                        ax.set_ylim(0, max(ax.get_ylim()[1], 1.5 * tr["uniform_sink"][0]))
                 ax.set_xscale("log")
                 if key == "resid_ratio":
                     ax.set_yscale("log")

@@ -48,15 +48,19 @@ def test_quick_plan_meets_the_issue():
     budget = {j.cfg.train.steps * j.cfg.train.batch_size * j.cfg.model.context for j in jobs}
     assert len(budget) == 1  # same token budget at every size
     assert {j.tags["init"] for j in jobs} >= {"nanogpt", "fixed:0.02"}
-    # reuse: figs 9, 10 and 11 add no run of their own beyond fig 9's extra seeds and fig 8
+    # reuse: fig 11's runs are fig 9's, and figs 7 and 9 share the smallest size
     ids = {name: {j.ident for j in sweeps.experiment_jobs(name, "quick")}
            for name in sweeps.EXPERIMENTS}
     assert ids["token-gains"] <= ids["critical-init"]
-    assert ids["condense-expand"] <= ids["eps-gating"]
     assert ids["gamma-sweep"] & ids["critical-init"]
     eight = sweeps.experiment_jobs("eps-gating", "quick")
+    eight_eps = {j.tags["eps_setting"]: j.cfg.model.norm_eps for j in eight}
     assert {(j.tags["eps_setting"], j.tags["gated"]) for j in eight} == {
         ("standard", False), ("standard", True), ("relaxed", False), ("relaxed", True)}
+    ten = sweeps.experiment_jobs("condense-expand", "quick")
+    assert {j.how for j in ten} == {"traced"} and {j.tags["gamma"] for j in ten} == {0.5, 1.0}
+    assert all(j.cfg.model.norm_eps == eight_eps["standard"] and not j.tags["gated"]
+               for j in ten)
     with pytest.raises(ConfigError):
         sweeps.experiment_jobs("nope", "quick")
 
