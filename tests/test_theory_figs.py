@@ -2,18 +2,26 @@
 
 import pytest
 
-from smallinit.figs import figure_scripts, load_script, make_figures
-from smallinit.runs import RunStore
+from smallinit.figs import figure_scripts, load_script
 from smallinit.theory import diagram
 
 
-def test_theory_figures_render(tmp_path):
-    results = make_figures(only=[1, 4, 5], out_dir=tmp_path, store=RunStore(tmp_path / "runs"))
-    for number, stem in ((1, "fig01_phase_diagram"), (4, "fig04_lazy_vs_rich"),
-                         (5, "fig05_transformer_phase")):
-        assert sorted(p.name for p in results[number]) == [f"{stem}.pdf", f"{stem}.png"]
-        png = (tmp_path / f"{stem}.png").read_bytes()
-        assert png.startswith(b"\x89PNG") and len(png) > 10_000
+@pytest.mark.parametrize("number", [1, 4, 5])
+def test_theory_layers_render(number, tmp_path):
+    """Each theory layer draws on its own (the simulated/measured layers need runs and are
+    exercised by `make figs`); the saved PNG is a real, non-trivial image."""
+    import matplotlib.pyplot as plt
+
+    from smallinit.plotting import save_figure, use_style
+
+    module = load_script(figure_scripts()[number])
+    with use_style():
+        fig, ax = plt.subplots()
+        module.draw_theory_layer(ax)
+        assert ax.has_data()
+        paths = save_figure(fig, tmp_path, f"theory{number}")
+    png = paths[0].read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
 
 @pytest.mark.parametrize("number", [1, 4, 5])
