@@ -108,23 +108,23 @@ def register_anchor_commands(commands) -> None:
                     help="train on the anchor task and classify the unseen pair (SPEC §6)",
                     description=DESCRIPTION_ONE)
     p.add_argument("--gamma", type=float_list, default=None, metavar="G[,G...]",
-                   help="initialization rate(s) γ (σ = d_in^-γ); default: the config's init")
+                   help="initialization rate(s) γ (σ = d_in^-γ); unset: the config's init")
     p.add_argument("--layers", type=positive_int_list, default=None, metavar="N[,N...]",
-                   help="transformer depth(s); default: the config's model.n_layers")
+                   help="transformer depth(s); unset: the config's model.n_layers")
     p.add_argument("--weight-decay", type=finite_float, default=None, metavar="LAMBDA",
-                   help="AdamW weight decay λ; default: the config's train.weight_decay")
+                   help="AdamW weight decay λ; unset: the config's train.weight_decay")
     p.add_argument("--seed", type=int, default=None,
-                   help="init and batch-order seed; default: the config's seed")
+                   help="init and batch-order seed; unset: the config's seed")
     _common(p)
     s = add_command(commands, "anchor-scan", cmd_anchor_scan,
                     help="phase diagram over (γ, depth) and (γ, weight decay) (fig 6)",
                     description=DESCRIPTION_SCAN)
     s.add_argument("--gammas", type=float_list, default=None, metavar="G[,G...]",
-                   help="γ values of the grid; default: the profile's scan.gammas")
+                   help="γ values of the grid; unset: the profile's scan.gammas")
     s.add_argument("--layers", type=positive_int_list, default=None, metavar="N[,N...]",
-                   help="depths of the (γ, depth) panel; default: the profile's scan.layers")
+                   help="depths of the (γ, depth) panel; unset: the profile's scan.layers")
     s.add_argument("--weight-decays", type=float_list, default=None, metavar="L[,L...]",
-                   help="weight decays of the (γ, λ) panel; default: scan.weight_decays")
+                   help="weight decays of the (γ, λ) panel; unset: scan.weight_decays")
     s.add_argument("--json", default=None, metavar="FILE",
                    help="also write the per-cell table as JSON to FILE")
     _common(s)

@@ -90,11 +90,11 @@ def test_short_training_fits_the_seen_pairs(tmp_path):
     """A thousand steps of a two-layer model solve the seen pairs, also on the held-out
     (x, position) combinations, far above chance (1/128). (One layer cannot: finding x
     next to the anchors needs two attention steps; at d_model 32 the loss plateau outlasts
-    a few hundred steps. ~40 s on 2 loaded cores, hence slow.)"""
-    cfg, _ = load_profile("quick", ["task.n_train=20000", "task.n_test=400",
-                                    "model.d_model=64", "model.n_layers=2", "model.n_heads=4",
-                                    "train.steps=1000", "train.lr=1e-3", "train.eval_every=0",
+    a few hundred steps. ~35 s on 2 cores, hence slow.)"""
+    cfg, _ = load_profile("quick", ["task.n_test=400", "model.n_layers=2",
+                                    "train.steps=1000", "train.eval_every=0",
                                     "train.log_every=100", "init=gamma:0.5"])
+    assert cfg.model.d_model == 64 and cfg.task.n_train == 50000
     run = run_anchor(cfg, RunStore(tmp_path))
     s = run.summary
     assert s["acc_seen_train"] > 0.9, s
