@@ -4,7 +4,8 @@ Smallest model of the sweep, γ grid × seeds. (a) final training loss; (b) step
 training loss first reaches θ = 1.2 × the sweep's median final loss
 (:func:`smallinit.llm.critical.plateau_steps`), with theory's escape time from scale
 ε = d^−γ (``smallinit.theory.escape.escape_time_gamma``, L = 2: ∝ γ ln d; L = 3:
-∝ d^γ) fitted with one offset and one scale; (c) greedy reasoning accuracy and (d) loss on
+∝ d^γ) fitted with one offset and one scale on the small-init side (γ at or above the
+fastest γ); (c) greedy reasoning accuracy and (d) loss on
 reasoning answer tokens (± s.e. over tokens). The critical γ of a seed is the knee
 (:func:`smallinit.llm.critical.knee_gamma`): the smallest γ within one standard error of
 that seed's best reasoning score; shaded: the range over seeds.
@@ -90,7 +91,10 @@ def make(ctx):
         return np.array(out)
 
     plateau = mean_of("plateau")
-    fits = [escape_fit(gammas, plateau, d, L) for L in (2, 3)]
+    # escape from small init describes the small-init side: fit γ ≥ the fastest γ
+    fastest = gammas[int(np.nanargmin(plateau))]
+    side = [i for i, g in enumerate(gammas) if g >= fastest]
+    fits = [escape_fit([gammas[i] for i in side], plateau[side], d, L) for L in (2, 3)]
     with use_style():
         fig, axes = plt.subplots(2, 2, figsize=(10, 7.5), constrained_layout=True)
         panels = [(axes[0, 0], "train_loss", "final training loss"),
@@ -109,15 +113,18 @@ def make(ctx):
             ax.set_xlabel("γ (σ = d_in^−γ)")
             ax.set_ylabel(label)
         ax = axes[0, 1]
-        fine = np.linspace(min(gammas), max(gammas), 100)
+        fine = np.linspace(fastest, max(gammas), 100)
         for fit, color in zip(fits, ("tab:blue", "tab:red"), strict=True):
             ax.plot(fine, fit["predict"](fine), color=color, lw=1,
-                    label=f"escape time, L = {fit['L']:g} (R² = {fit['r2']:.2f})")
+                    label=f"escape time, L = {fit['L']:g}, fit γ ≥ {fastest:g} "
+                          f"(R² = {fit['r2']:.2f})")
         ax.set_ylim(0, np.nanmax(plateau) * 1.6)
         for ax, key in ((axes[1, 0], "acc"), (axes[1, 1], "ans")):
             vals = [k[s][key] for s in seeds]
+            se = np.std(vals, ddof=1) / np.sqrt(len(vals)) if len(vals) > 1 else np.nan
             ax.axvspan(min(vals) - 0.01, max(vals) + 0.01, color="tab:green", alpha=0.2,
-                       label=f"critical γ (knee): {', '.join(f'{v:g}' for v in vals)}")
+                       label=f"critical γ (knee) per seed: {', '.join(f'{v:g}' for v in vals)}"
+                             f"\nmean {np.mean(vals):.2f} ± {se:.2f} (s.e.)")
         axes[1, 0].axhline(1 / 6, color="0.5", ls="--", lw=0.8)
         for ax in axes.flat:
             ax.legend(fontsize=7)
@@ -125,7 +132,12 @@ def make(ctx):
                      f"seeds {seeds}; dashed: ≈ chance", fontsize=10)
         paths = ctx.save(fig)
     log.info("fig 9: θ %.3f; knees per seed %s; escape fits %s", theta, k,
-             [(f["L"], round(f["r2"], 3)) for f in fits])
+             [(f["L"], round(f["r2"], 3), round(f["b"], 4)) for f in fits])
+    for key in ("acc", "ans"):
+        vals = np.array([k[s][key] for s in seeds])
+        se = vals.std(ddof=1) / np.sqrt(len(vals)) if len(vals) > 1 else np.nan
+        log.info("fig 9 critical γ (%s knee): %.3f ± %.3f (mean ± s.e. over %d seeds)", key,
+                 vals.mean(), se, len(vals))
     log.info("fig 9 means per γ %s: train %s plateau %s acc %s ans %s", gammas,
              np.round(mean_of("train_loss"), 4).tolist(), np.round(plateau, 1).tolist(),
              np.round(mean_of("acc"), 3).tolist(), np.round(mean_of("ans"), 4).tolist())

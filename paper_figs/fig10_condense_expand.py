@@ -4,10 +4,10 @@
 Traced runs (fig 8's standard-ε, ungated cell, smallest model): at log-spaced steps,
 through ``smallinit.kernels.measure_all``, the effective rank exp(H(σ/Σσ)) (Roy & Vetterli
 2007), the top singular-value share σ₁/Σσ and the number of cosine clusters (leader
-clustering at cos ≥ 0.95) of the rows of the token embedding, W_Q, W_K and the FFN input
-(gate) weights, per layer (lighter lines: the second seed). The claim to test: with small
-init the matrices first collapse onto few directions (rank and cluster count fall, top
-share rises), then spread out.
+clustering at cos ≥ 0.95) and the mean |cos| between rows of the token embedding, W_Q, W_K
+and the FFN input (gate) weights, per layer (lighter lines: the second seed). The claim to
+test: with small init the matrices first collapse onto few directions (rank and cluster
+count fall, top share rises), then spread out.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ TITLE = "Condense then expand: effective rank, top share and clusters over train
 log = logging.getLogger(__name__)
 GROUPS = [("emb", "token embedding"), ("q", "W_Q"), ("k", "W_K"), ("ffn_in", "FFN input (gate)")]
 METRICS = [("effective_rank", "effective rank"), ("top_singular_share", "σ₁ / Σσ"),
-           ("cluster_count", "cosine clusters (≥ 0.95)")]
+           ("cluster_count", "cosine clusters (≥ 0.95)"), ("mean_abs_cosine", "mean |cos| of rows")]
 
 
 def names_for(weights: dict, group: str) -> list[str]:
@@ -40,9 +40,8 @@ def summarize(tr) -> dict:
     steps = tr["steps"]
     for name, ms in tr["weights"].items():
         for metric, series in ms.items():
-            if metric == "mean_abs_cosine":
-                continue
-            i = int(np.argmax(series) if metric == "top_singular_share" else np.argmin(series))
+            grows = metric in ("top_singular_share", "mean_abs_cosine")
+            i = int(np.argmax(series) if grows else np.argmin(series))
             out[(name, metric)] = (series[0], series[i], int(steps[i]), series[-1])
     return out
 
@@ -53,7 +52,7 @@ def make(ctx):
     colors = {0.5: "tab:blue", 1.0: "tab:red"}
     styles = ["-", "--", ":", "-."]
     with use_style():
-        fig, axes = plt.subplots(len(METRICS), len(GROUPS), figsize=(14, 9),
+        fig, axes = plt.subplots(len(METRICS), len(GROUPS), figsize=(14, 11),
                                  constrained_layout=True)
         for col, (group, title) in enumerate(GROUPS):
             for row, (metric, label) in enumerate(METRICS):
