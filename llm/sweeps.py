@@ -224,6 +224,9 @@ def experiment_jobs(name: str, profile: str) -> list[Job]:
 
 
 # ----------------------------------------------------------------------------- driver
+_FORCED_HERE: set[tuple[str, tuple[str, str]]] = set()
+
+
 def _execute(how: str, cfg_data: dict, runs_dir: str, force: bool) -> str:
     """Worker body: train one job; returns its run directory."""
     cfg = config_from_dict(RunConfig, cfg_data)
@@ -246,8 +249,9 @@ def _run_of(store: RunStore, job: Job) -> Run:
 
 def run_jobs(jobs: list[Job], store: RunStore | None = None, *, force: bool = False,
              workers: int = 1) -> list[tuple[Job, Run]]:
-    """Run every job that is not finished yet (all of them with ``force``) and return
-    (job, run) pairs in the given order. Jobs with equal configs run once. A job whose
+    """Run every job that is not finished yet (all of them with ``force``, but each run at
+    most once per process, so figures sharing runs do not recompute them in turn) and
+    return (job, run) pairs in the given order. Jobs with equal configs run once. A job whose
     training raises is recorded in its run (state ``failed``) and the others go on."""
     if workers < 1:
         raise ConfigError(f"workers={workers} is not allowed; it must be >= 1")
@@ -255,7 +259,11 @@ def run_jobs(jobs: list[Job], store: RunStore | None = None, *, force: bool = Fa
     unique: dict[tuple[str, str], Job] = {}
     for job in jobs:
         unique.setdefault(job.ident, job)
-    todo = [j for j in unique.values() if force or not _finished(_run_of(store, j))]
+    todo = [j for j in unique.values()
+            if not _finished(_run_of(store, j))
+            or force and (str(store.root), j.ident) not in _FORCED_HERE]
+    if force:  # figures share runs: one forced recomputation per run and process
+        _FORCED_HERE.update((str(store.root), j.ident) for j in todo)
     log.info("%d runs, %d to compute", len(unique), len(todo))
     if todo:
         from smallinit.llm import corpus as corpus_mod

@@ -93,6 +93,10 @@ def test_driver_resumes_half_finished_sweep(tmp_path, monkeypatch):
     assert len(calls) == 1 and calls[0][1]["init"] == "gamma:0.75"
     assert [r.status_path.read_text() for _, r in pairs[:2]] == first  # not rerun
     assert all(r.done for _, r in pairs) and pairs[3][1].path == pairs[0][1].path
+    calls.clear()  # --force recomputes a run shared by two figures once, not twice
+    sweeps.run_jobs(jobs[:1], store, force=True)
+    sweeps.run_jobs(jobs[:2], store, force=True)
+    assert [c[1]["init"] for c in calls] == ["gamma:0.5", "gamma:1.0"]
 
 
 def test_traced_run_equals_plain_run_and_probes_log_steps(tmp_path):
