@@ -1,13 +1,13 @@
 """Fig 6: the anchor-task phase diagram over (γ, depth) and (γ, weight decay) (SPEC §6).
 
-Top: share of the unseen pair (4, 3) answered inferentially (x − 10) and symmetrically
-(x − 6) per cell; hatched cells reached less than 90% accuracy on the seen pairs' held-out
-(x, position) combinations, so their (4, 3) answers say little about how they solved the
-task. Bottom (second file, ``_mechanism``): two contrasting models (the profile's
-``scan.mechanism_gammas``) — cosine similarity of the anchor embeddings, the cosine Gram of
-the first layer's query rows W_Q^(1) (condensation score in the title) and where the last
-position attends (x, a1, a2, rest) in every layer. Source: Zhang et al., NeurIPS 2024,
-arXiv 2405.05409.
+First file: share of the unseen pair (4, 3) answered inferentially (x − 10), symmetrically
+(x − 6) and otherwise, per cell (mean over the profile's seeds); hatched cells reached less
+than 90% accuracy on the seen pairs' held-out (x, position) combinations, so their (4, 3)
+answers say little about how they solved the task. Second file (``_mechanism``): two
+contrasting models (the profile's ``scan.mechanism_gammas``) — cosine similarity of the
+anchor embeddings, the cosine Gram of the first layer's query rows W_Q^(1) (condensation
+score in the title) and where the last position attends (x, a1, a2, rest) in every layer.
+Source: Zhang et al., NeurIPS 2024, arXiv 2405.05409.
 """
 
 from __future__ import annotations
@@ -64,20 +64,23 @@ def _heatmap(ax, rows, panel, key, ylabel, cmap):
     return im
 
 
-def _phase_figure(rows, base):
-    fig, axes = plt.subplots(2, 2, figsize=(9, 6.5), constrained_layout=True)
+def _phase_figure(rows, base, n_seeds):
+    fig, axes = plt.subplots(2, 3, figsize=(13, 6.5), constrained_layout=True)
     wd = base.train.weight_decay
     for col, (key, cmap, what) in enumerate((("share_inferential", "Blues", "inferential"),
-                                             ("share_symmetric", "Oranges", "symmetric"))):
+                                             ("share_symmetric", "Oranges", "symmetric"),
+                                             ("share_other", "Greys", "other"))):
         im = _heatmap(axes[0, col], rows, "depth", key, "layers", cmap)
         axes[0, col].set_title(f"{what} share on (4, 3), λ = {wd:g}")
         _heatmap(axes[1, col], rows, "wd", key, "weight decay λ", cmap)
         depth = next((r["layers"] for r in rows if r["panel"] == "wd"), base.model.n_layers)
         axes[1, col].set_title(f"{what} share on (4, 3), {depth} layers")
         fig.colorbar(im, ax=axes[:, col], shrink=0.6, label=f"{what} share")
+    seeds = "1 seed" if n_seeds == 1 else f"mean of {n_seeds} seeds"
     fig.suptitle(f"Anchor task, d_model = {base.model.d_model}, {base.task.n_train} samples, "
-                 f"{base.train.steps} steps. Cell: share (seen-pair held-out accuracy); "
-                 f"hatched: accuracy < {FIT_THRESHOLD:.0%}", fontsize=9)
+                 f"{base.train.steps} steps, {seeds}. Cell: share of (4, 3) answers "
+                 f"(seen-pair held-out accuracy); hatched: accuracy < {FIT_THRESHOLD:.0%}",
+                 fontsize=9)
     return fig
 
 
@@ -130,6 +133,6 @@ def make(ctx):
     print(format_table(rows))
     mech = mechanism_runs(base, scan, ctx.store, force=False)
     with use_style():
-        paths = ctx.save(_phase_figure(rows, base))
+        paths = ctx.save(_phase_figure(rows, base, len(scan.seeds)))
         paths += ctx.save(_mechanism_figure(mech, scan.mechanism_gammas), suffix="_mechanism")
     return paths
