@@ -46,6 +46,16 @@ STORE_SCHEMA = 1
 STATES = ("absent", "running", "stale", "done", "failed")
 
 
+def _file_mode() -> int:
+    """The mode a plain ``open()`` would give a new file (0o666 less the umask)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_FILE_MODE = _file_mode()  # mkstemp makes 0o600 files; results should be readable like any
+
+
 # ----------------------------------------------------------------------------- atomic writes
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers never see a partial file."""
@@ -57,6 +67,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -1,7 +1,9 @@
 """The run store: keys, reuse, --force, atomicity, crashes and corrupt files (issue 2)."""
 
 import json
+import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -81,6 +83,16 @@ def test_error_is_recorded_and_retried(tmp_path):
     calls = []
     assert store.get_or_run("demo", Cfg(), body_counting(calls)).state == "done"
     assert len(calls) == 1
+
+
+def test_atomic_write_gives_ordinary_permissions(tmp_path):
+    mask = os.umask(0o022)
+    try:
+        target = tmp_path / "f.json"
+        atomic_write_bytes(target, b"{}")
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(target.stat().st_mode) == runs_mod._FILE_MODE
 
 
 def test_atomic_write_keeps_old_bytes_when_crashing_mid_write(tmp_path, monkeypatch):
