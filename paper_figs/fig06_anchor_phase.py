@@ -12,6 +12,8 @@ Source: Zhang et al., NeurIPS 2024, arXiv 2405.05409.
 
 from __future__ import annotations
 
+import logging
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -27,6 +29,7 @@ from smallinit.plotting import use_style
 NUMBER = 6
 TITLE = "Anchor task: inferential vs symmetric solutions over (γ, depth) and (γ, λ)"
 FIT_THRESHOLD = 0.9
+log = logging.getLogger(__name__)
 
 
 def _grid(rows, panel, key, ys):
@@ -130,7 +133,7 @@ def make(ctx):
     base, scan = load_profile(ctx.profile)
     cells = run_scan(base, scan, ctx.store, force=ctx.force)
     rows = scan_table(cells)
-    print(format_table(rows))
+    log.info("anchor scan (%s profile):\n%s", ctx.profile, format_table(rows))
     mech = mechanism_runs(base, scan, ctx.store, force=False)
     with use_style():
         paths = ctx.save(_phase_figure(rows, base, len(scan.seeds)))
