@@ -198,7 +198,16 @@ def load_config(
     overrides: Iterable[str] = (),
     base: C | None = None,
 ) -> C:
-    """Config from (in increasing priority) ``base`` or defaults, a TOML file, overrides."""
+    """Config from (in increasing priority) ``base`` or defaults, a TOML file, overrides.
+
+    Without ``base`` the defaults are those of ``cls()`` itself, so a nested section that is
+    only partly overridden keeps the parent's defaults for the rest (a parent may give its
+    nested config other defaults than the nested class has)."""
+    if base is None:
+        try:
+            base = cls()
+        except TypeError:  # a field without a default: it must come from the file/overrides
+            base = None
     data: dict[str, Any] = config_to_dict(base) if base is not None else {}
     if path is not None:
         data = _merge(data, read_toml(path))

@@ -53,6 +53,16 @@ def test_overrides_take_priority_and_are_typed(tmp_path):
     assert cfg.gated is True and cfg.note == "hello world"
 
 
+@dataclass
+class Parent:
+    model: Model = field(default_factory=lambda: Model(d_model=512, norm="layer"))
+
+
+def test_partial_override_keeps_the_parents_nested_defaults():
+    cfg = load_config(Parent, None, ["model.eps=1e-6"])
+    assert cfg.model == Model(d_model=512, norm="layer", eps=1e-6)
+
+
 def test_parse_overrides_nested():
     assert parse_overrides(["a=1", "b.c=x", "b.d=[1, 2]"]) == {"a": 1, "b": {"c": "x", "d": [1, 2]}}
     with pytest.raises(ConfigError, match="key=value"):
