@@ -117,8 +117,9 @@ def make_optimizer(model: torch.nn.Module, cfg: RunConfig, device) -> torch.opti
     rest = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": t.weight_decay},
               {"params": rest, "weight_decay": 0.0}]
-    extra = {"fused": True} if device.type == "cuda" else {"foreach": True}
-    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), eps=t.adam_eps, **extra)
+    # the fused kernel (CPU and CUDA) is the fastest update; same numbers every run
+    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), eps=t.adam_eps,
+                             fused=device.type in ("cpu", "cuda"))
 
 
 def train_step(model, optimizer, x, y, *, lr: float, clip: float,
