@@ -22,8 +22,23 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Shows defaults next to every option and keeps descriptions' line breaks."""
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps descriptions' line breaks and shows an option's default when it says something
+    (not for flags, unset options, or help text that already names its default)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or isinstance(action, argparse._CountAction)
+            or not (action.option_strings or action.nargs in ("?", "*"))
+        ):
+            return text
+        return text + " (default: %(default)s)"
 
 
 def add_group(subparsers: Any, name: str, *, help: str, description: str) -> Any:

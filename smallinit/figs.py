@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from smallinit.cliutil import add_run_options, profile_arg
+from smallinit.cliutil import HelpFormatter, add_run_options, profile_arg
 from smallinit.errors import ConfigError, check_choice
 from smallinit.runs import RunStore
 
@@ -162,7 +162,7 @@ def register(subparsers) -> None:
             "Render the figures of SPEC §7 from the cached experiments (computing missing "
             "runs first). Figures whose experiment is not built yet are listed as such."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--only", type=_figure_numbers, default=None, metavar="N[,N...]",
                         help="only these figure numbers (default: all)")
