@@ -67,6 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("smallinit: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `smallinit theory schemes | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -93,3 +93,14 @@ def test_console_script_is_installed():
     assert script.exists(), "the smallinit console script is missing from the venv"
     proc = subprocess.run([str(script), "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("smallinit ")
+
+
+def test_closed_pipe_ends_quietly():
+    """`smallinit theory schemes | head -1` must not print a BrokenPipeError traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "smallinit", "theory", "schemes"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr
