@@ -57,7 +57,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         set_quiet(True)
     configure_logging(args.verbose)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below
+        return status
     except (SmallinitError, ValueError) as err:
         # ValueError: theory and kernels raise it for bad input (they import nothing of ours).
         if args.verbose or os.environ.get("SMALLINIT_DEBUG"):
