@@ -32,7 +32,8 @@ def _cmd_scan(args) -> int:
     from smallinit.runs import RunStore
     from smallinit.toy.scan import format_table, run_scan
 
-    result = run_scan(_scan_config(args), RunStore(args.runs_dir), force=args.force)
+    result = run_scan(_scan_config(args), RunStore(args.runs_dir), force=args.force,
+                      engine=args.engine)
     if args.json:
         keys = ("gamma", "gamma_prime", "S_w", "regime", "agree", "delta", "interval",
                 "in_interval", "failed_networks")
@@ -157,6 +158,12 @@ def register(subparsers) -> None:
                    help="step budget per network (default from the profile)")
     p.add_argument("--tol", type=float, default=None,
                    help="loss tolerance that defines t* (default 1e-6, SPEC §2)")
+    p.add_argument("--engine", choices=("jax", "grouped"), default="jax",
+                   help="jax (default: compiled JAX loops, one call per width) or grouped "
+                        "(all widths in one ragged batch through the kernels' grouped "
+                        "two-layer step; the natural choice when the kernels' backend is "
+                        "cupy, slower on CPU). Same algorithm, same S_w to rounding; stored "
+                        "as a separate run")
     p.add_argument("--json", action="store_true",
                    help="print the per-point records as JSON instead of the table")
     add_run_options(p)

@@ -18,8 +18,19 @@ critical point the interval is {0} and |S_w| ≤ ``critical_tol`` counts as insi
 Execution: one compiled call per width (all grid points × seeds vmapped, split over the JAX
 devices); the whole scan is one run of kind ``toy-scan`` in the run store, its per-network
 outcome (status, steps, RD, loss, RD(t)) in ``arrays.npz``, its per-point records in
-``points.json``. A network that diverges or runs out of steps is recorded with its status
-and left out of the fit; only a scan where no network converged fails as a whole.
+``points.json``.
+
+Engines (:data:`ENGINES`): ``jax`` (default, :func:`smallinit.toy.twolayer.train_batch`) or
+``grouped`` (:mod:`smallinit.toy.grouped_engine`: every network of the scan, all widths, in
+one ragged batch, one call of the kernels' grouped two-layer step per step; the natural choice
+when ``smallinit.kernels.backend() == "cupy"``, slower than JAX on CPU). Both run the same
+algorithm and give the same S_w to rounding. The engine is an execution choice, not part of
+:class:`ScanConfig`: a jax scan keeps its run key (version ``VERSION``), a grouped scan is
+stored under version ``VERSION + "-grouped"`` of the same kind, so the two never overwrite
+each other and can be compared.
+
+A network that diverges or runs out of steps is recorded with its status and left out of
+the fit; only a scan where no network converged fails as a whole.
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ log = logging.getLogger(__name__)
 
 KIND = "toy-scan"
 VERSION = "3"
+ENGINES = ("jax", "grouped")
 
 QUICK_GAMMAS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75)
 QUICK_GAMMA_PRIMES = (-0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75)
@@ -125,25 +137,21 @@ def _width_batch(cfg: ScanConfig, m: int):
 
 def simulate(cfg: ScanConfig, *, engine: str = "batched", progress_desc: str = "toy scan"):
     """Train every network of the scan; returns a dict of arrays shaped
-    (n_γ, n_γ', n_widths, seeds[, ...]). ``engine`` = "batched" (one call per width) or
-    "loop" (the same algorithm one network per call; for the benchmark)."""
+    (n_γ, n_γ', n_widths, seeds[, ...]). ``engine`` = "batched" (JAX, one call per width),
+    "loop" (the same algorithm one network per call; for the benchmark) or "grouped" (all
+    widths in one ragged batch through the kernels' grouped step)."""
+    if engine == "grouped":
+        return _simulate_grouped(cfg)
+    if engine not in ("batched", "loop"):
+        raise ValueError(f"engine={engine!r} is not allowed; use batched, loop or grouped")
     from smallinit.kernels.measure import segment_relative_distance
     from smallinit.progress import progress
     from smallinit.toy import twolayer as tl
 
     X, y = tl.reference_data()
     settings = cfg.settings()
-    G, Gp, Wn, S = len(cfg.gammas), len(cfg.gamma_primes), len(cfg.widths), cfg.seeds
-    shape = (G, Gp, Wn, S)
-    out = {
-        "rd": np.full(shape, np.nan),
-        "rd_engine": np.full(shape, np.nan),
-        "loss": np.full(shape, np.nan),
-        "steps": np.zeros(shape, np.int64),
-        "status": np.zeros(shape, np.int64),
-        "hist_rd": np.full(shape + (settings.n_records,), np.nan),
-        "hist_loss": np.full(shape + (settings.n_records,), np.nan),
-    }
+    G, Gp, S = len(cfg.gammas), len(cfg.gamma_primes), cfg.seeds
+    out = _empty_result(cfg, settings.n_records)
     train = tl.train_batch if engine == "batched" else tl.train_loop
     for w, m in enumerate(progress(cfg.widths, desc=progress_desc)):
         a0, W0, k, kp = _width_batch(cfg, m)
@@ -162,6 +170,56 @@ def simulate(cfg: ScanConfig, *, engine: str = "batched", progress_desc: str = "
         out["status"][:, :, w] = res["status"].reshape(G, Gp, S)
         out["hist_rd"][:, :, w] = res["hist_rd"].reshape(G, Gp, S, -1)
         out["hist_loss"][:, :, w] = res["hist_loss"].reshape(G, Gp, S, -1)
+    return out
+
+
+def _empty_result(cfg: ScanConfig, n_records: int) -> dict[str, np.ndarray]:
+    shape = (len(cfg.gammas), len(cfg.gamma_primes), len(cfg.widths), cfg.seeds)
+    return {
+        "rd": np.full(shape, np.nan),
+        "rd_engine": np.full(shape, np.nan),
+        "loss": np.full(shape, np.nan),
+        "steps": np.zeros(shape, np.int64),
+        "status": np.zeros(shape, np.int64),
+        "hist_rd": np.full(shape + (n_records,), np.nan),
+        "hist_loss": np.full(shape + (n_records,), np.nan),
+    }
+
+
+def _simulate_grouped(cfg: ScanConfig) -> dict[str, np.ndarray]:
+    """:func:`simulate` through the grouped engine: the whole scan as one ragged batch."""
+    from smallinit.kernels.measure import segment_relative_distance
+    from smallinit.toy import twolayer as tl
+    from smallinit.toy.grouped_engine import train_grouped
+
+    X, y = tl.reference_data()
+    settings = cfg.settings()
+    a0, W0, k, kp = [], [], [], []
+    for m in cfg.widths:
+        a, W, kk, kkp = _width_batch(cfg, m)
+        a0 += list(a)
+        W0 += list(W)
+        k.append(kk)
+        kp.append(kkp)
+    t0 = time.perf_counter()
+    try:
+        res = train_grouped(a0, W0, np.concatenate(k), np.concatenate(kp), X, y, settings)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    log.info("grouped engine: %d networks, max %d steps, %.1f s", len(a0),
+             int(res["step"].max()), time.perf_counter() - t0)
+    rd = segment_relative_distance(res["W"], np.concatenate(W0), res["offsets"])
+    out = _empty_result(cfg, settings.n_records)
+    G, Gp, Wn, S = out["rd"].shape
+
+    def place(v):  # (widths, γ, γ', seeds[, ...]) → (γ, γ', widths, seeds[, ...])
+        v = np.asarray(v).reshape((Wn, G, Gp, S) + np.shape(v)[1:])
+        return np.moveaxis(v, 0, 2)
+
+    for key, v in (("rd", rd), ("rd_engine", res["rd"]), ("loss", res["loss"]),
+                   ("steps", res["step"]), ("status", res["status"]),
+                   ("hist_rd", res["hist_rd"]), ("hist_loss", res["hist_loss"])):
+        out[key][...] = place(v)
     return out
 
 
@@ -240,16 +298,28 @@ class ScanResult:
         return self.arrays["S_w"]
 
 
-def run_scan(cfg: ScanConfig, store=None, *, force: bool = False) -> ScanResult:
+def run_scan(cfg: ScanConfig, store=None, *, force: bool = False,
+             engine: str = "jax") -> ScanResult:
     """Compute (or reuse) the scan through the run store; raises RunFailed when no network
-    of the scan converged (the run is then stored as failed with that reason)."""
+    of the scan converged (the run is then stored as failed with that reason). ``engine``
+    is one of :data:`ENGINES`; it selects the run version (module docstring), not the
+    config, so jax scans keep their keys."""
     from smallinit.runs import RunStore
 
+    if engine not in ENGINES:
+        raise ConfigError(f"engine={engine!r} is not allowed; use one of {', '.join(ENGINES)}")
+    if engine == "grouped":
+        from smallinit.toy.grouped_engine import check_settings
+
+        try:
+            check_settings(cfg.settings())
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     store = store or RunStore()
 
     def body(run):
         t0 = time.perf_counter()
-        sim = simulate(cfg)
+        sim = simulate(cfg, engine="batched" if engine == "jax" else engine)
         slopes, s_w = fit_slopes(sim["rd"], sim["status"], cfg.widths)
         n_failed = (sim["status"] != 0).sum(axis=(2, 3))
         run.save_arrays(S_w=s_w, slopes=slopes, widths=np.asarray(cfg.widths),
@@ -257,7 +327,8 @@ def run_scan(cfg: ScanConfig, store=None, *, force: bool = False) -> ScanResult:
                         **sim)
         counts = {name: int((sim["status"] == code).sum()) for code, name in
                   enumerate(("converged", "budget", "diverged"))}
-        run.log({"event": "simulated", "seconds": time.perf_counter() - t0, **counts})
+        run.log({"event": "simulated", "engine": engine, "seconds": time.perf_counter() - t0,
+                 **counts})
         if counts["converged"] == 0:
             raise RunFailed(f"no network of the scan converged ({counts}); "
                             "the step rule or budget does not fit this grid")
@@ -267,7 +338,8 @@ def run_scan(cfg: ScanConfig, store=None, *, force: bool = False) -> ScanResult:
         return {"points": len(records), "agree": sum(bool(r["agree"]) for r in graded),
                 "graded": len(graded), **counts}
 
-    run = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
+    version = VERSION if engine == "jax" else f"{VERSION}-{engine}"
+    run = store.get_or_run(KIND, cfg, body, version=version, force=force)
     if run.state == "failed":
         raise RunFailed(f"toy scan {run.path} failed: {run.status().get('reason')}")
     return ScanResult(cfg, run.read_json("points.json"), run.arrays(), str(run.path))

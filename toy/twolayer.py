@@ -57,6 +57,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from smallinit.toy import steprule
 from smallinit.toy.activations import activation, check_activation, derivative
 
 jax.config.update("jax_enable_x64", True)
@@ -206,18 +207,6 @@ def _forward(a, W, kappa, X, y, mask, act, dact):
     return h, S, D, e / n, 0.5 * jnp.mean(e * e, axis=-1)
 
 
-def _top_eigenvalue_bound(K, squarings: int = 4):
-    """Upper bound of λ_max of PSD n×n matrices K (...,n,n): tr(K^p)^{1/p} with
-    p = 2^squarings lies in [λ_max, n^{1/p} λ_max] (1.09 λ_max for n = 4, p = 16). Tiny
-    products instead of an eigendecomposition (slow when batched on CPU); K is normalized by
-    its trace first so the powers neither overflow nor underflow."""
-    tr = jnp.trace(K, axis1=-2, axis2=-1)
-    A = K / jnp.where(tr > 0, tr, 1.0)[..., None, None]
-    for _ in range(squarings):
-        A = _mm(A, A)
-    return tr * jnp.maximum(jnp.trace(A, axis1=-2, axis2=-1), 0.0) ** (1.0 / 2**squarings)
-
-
 def _step(state, const, X, y, settings: TrainSettings):
     """One gradient step of every live network in ``state`` (the same arithmetic whatever
     the leading batch shape). A network that stops at this step keeps its weights and step
@@ -242,15 +231,14 @@ def _step(state, const, X, y, settings: TrainSettings):
         Da = D * a[..., None, :, :]
         SS = _nsum(S[..., :, None, :, :] * S[..., None, :, :, :])
         DD = _nsum(Da[..., :, None, :, :] * Da[..., None, :, :, :])
-        kp = kappa_p[..., None, None]
-        K = (kappa**2 / n)[..., None, None] * (SS / kp + kp * DD * (X @ X.T))
+        K = steprule.tangent_gram(SS, DD, X @ X.T, kappa, kappa_p, n)
         cross = jnp.sqrt(jnp.sum(G * G, axis=-3))
         if settings.activation != "relu":
             D2 = derivative(dact)(h) * mask
             x2 = jnp.sum(X * X, axis=1)
             cross = cross + kappa_p[..., None, None] * jnp.abs(a) * jnp.sum(
                 jnp.abs(D2 * r[..., :, None, None]) * x2[:, None, None], axis=-3)
-        eta = settings.lr_factor / (_top_eigenvalue_bound(K) + kappa * _nmax(cross))
+        eta = steprule.gram_rate(K, _nmax(cross), kappa, settings.lr_factor, jnp, _mm)
     else:
         eta = jnp.full(kappa.shape, settings.lr, a.dtype)
     ga = jnp.sum(r[..., :, None, None] * S, axis=-3)
