@@ -6,6 +6,12 @@ Both run the same algorithm (:mod:`smallinit.toy.twolayer`) on the quick benchma
 single-network call per network, in a Python loop. Reported: wall time of each, the ratio,
 and network-steps per second; S_w must agree to 1e-6. ``SMALLINIT_BENCH_WIDTHS`` (comma
 list) shrinks the widths for a faster look.
+
+Grouped engine (:mod:`smallinit.toy.grouped_engine`, the whole scan as one ragged batch
+through the kernels' grouped step) against the JAX engine: on CPU a small grid (NumPy
+fallback; expected slower than JAX), and, marked ``gpu``, the quick scan grid (7×7 × widths
+250-1000 × 3 seeds) on the cupy backend. Run the GPU one with
+``SMALLINIT_BACKEND=cupy python -m pytest tests/test_bench_toy.py -m "gpu and bench" -s``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ pytest.importorskip("jax")
 
 from smallinit.toy.scan import BENCH_WIDTHS, ScanConfig, fit_slopes, simulate  # noqa: E402
 
+GROUPED_CPU = ScanConfig(gammas=(0.5, 1.0, 1.75), gamma_primes=(-0.5, 0.0, 0.5),
+                         widths=(100, 200, 400), seeds=1)
+
 pytestmark = pytest.mark.bench
 
 
@@ -29,18 +38,24 @@ def _config() -> ScanConfig:
     return ScanConfig(widths=widths, seeds=1)
 
 
-def test_bench_batched_vs_loop(benchmark):
-    cfg = _config()
-    simulate(ScanConfig(gammas=(1.0,), gamma_primes=(0.0,), widths=(4, 6), seeds=1))  # warm-up
+def _time_engines(benchmark, cfg: ScanConfig, engines) -> dict:
+    """{engine: (seconds, simulate result)}, the engines run one after the other once."""
     results = {}
 
-    def both():
-        for engine in ("batched", "loop"):
+    def run_all():
+        for engine in engines:
             t0 = time.perf_counter()
             sim = simulate(cfg, engine=engine)
             results[engine] = (time.perf_counter() - t0, sim)
 
-    benchmark.pedantic(both, rounds=1, iterations=1)
+    benchmark.pedantic(run_all, rounds=1, iterations=1)
+    return results
+
+
+def test_bench_batched_vs_loop(benchmark):
+    cfg = _config()
+    simulate(ScanConfig(gammas=(1.0,), gamma_primes=(0.0,), widths=(4, 6), seeds=1))  # warm-up
+    results = _time_engines(benchmark, cfg, ("batched", "loop"))
     (tb, sb), (tl, sl) = results["batched"], results["loop"]
     steps = int(sb["steps"].sum())
     assert steps == int(sl["steps"].sum())
@@ -59,3 +74,59 @@ def test_bench_batched_vs_loop(benchmark):
     }
     benchmark.extra_info.update(info)
     print("\ntoy scan benchmark:", info)
+
+
+def _grouped_vs_jax(benchmark, cfg: ScanConfig) -> dict:
+    """Both engines on ``cfg``, warm: JAX after one untimed run of ``cfg`` (its compile time
+    is reported apart as ``jax_cold_s``), grouped after a tiny run (kernel compile on cupy).
+    S_w must agree to 1e-6."""
+    t0 = time.perf_counter()
+    simulate(cfg, engine="batched")
+    jax_cold = time.perf_counter() - t0
+    simulate(ScanConfig(gammas=(1.0,), gamma_primes=(0.0,), widths=(4, 6), seeds=1),
+             engine="grouped")
+    results = _time_engines(benchmark, cfg, ("batched", "grouped"))
+    (tj, sj), (tg, sg) = results["batched"], results["grouped"]
+    np.testing.assert_array_equal(sg["status"], sj["status"])
+    assert np.abs(sg["steps"] - sj["steps"]).max() <= 1
+    _, swj = fit_slopes(sj["rd"], sj["status"], cfg.widths)
+    _, swg = fit_slopes(sg["rd"], sg["status"], cfg.widths)
+    np.testing.assert_allclose(swg, swj, atol=1e-6)
+    steps = int(sj["steps"].sum())
+    from smallinit.kernels import backend
+
+    info = {
+        "backend": backend(),
+        "networks": int(sj["steps"].size),
+        "network_steps": steps,
+        "lockstep_steps": int(sj["steps"].max()),
+        "jax_cold_s": round(jax_cold, 2),
+        "jax_s": round(tj, 2),
+        "grouped_s": round(tg, 2),
+        "ratio_jax_over_grouped": round(tj / tg, 3),
+        "jax_network_steps_per_s": round(steps / tj),
+        "grouped_network_steps_per_s": round(steps / tg),
+        "grid": [len(cfg.gammas), len(cfg.gamma_primes)],
+        "widths": list(cfg.widths),
+        "seeds": cfg.seeds,
+    }
+    benchmark.extra_info.update(info)
+    return info
+
+
+def test_bench_grouped_vs_jax_cpu(benchmark):
+    from smallinit.kernels import backend
+
+    if backend() != "cpu":
+        pytest.skip("the CPU comparison needs the cpu backend (SMALLINIT_BACKEND=cpu)")
+    print("\ngrouped (NumPy) vs JAX engine:", _grouped_vs_jax(benchmark, GROUPED_CPU))
+
+
+@pytest.mark.gpu
+def test_bench_grouped_vs_jax_gpu(benchmark):
+    from smallinit.kernels import backend
+
+    if backend() != "cupy":
+        pytest.skip("no usable CUDA device/CuPy: the kernels' backend is cpu")
+    print("\ngrouped (CuPy) vs JAX engine, quick scan grid:",
+          _grouped_vs_jax(benchmark, ScanConfig()))
