@@ -78,25 +78,19 @@ class TracedTrainer(Trainer):
         n = min(PROBE_BATCH, (len(self.corpus.val) - 1) // ctx)
         starts = np.arange(n) * ctx
         self.probe_x, _ = get_batch(self.corpus.val, starts, ctx, self.device)
-        self._run = None
 
-    def probe(self, step: int) -> None:
+    def probe(self, run, step: int) -> None:
         record = {"weights": measure_model(self.model),
                   **collect(self.model, self.probe_x)}
-        self._run.log({"step": step, "probe": record})
+        run.log({"step": step, "probe": record})
 
-    def _resume(self, run) -> int:
-        start = super()._resume(run)
-        self._run = run
-        if start == 0:
-            self.probe(0)
-        return start
+    def on_start(self, run, step: int) -> None:
+        if step == 0 and self.dist.main:
+            self.probe(run, 0)
 
-    def _train_step(self, step: int, ctx) -> torch.Tensor:
-        loss = super()._train_step(step, ctx)
+    def on_step(self, run, step: int) -> None:
         if step in self.probes and self.dist.main:
-            self.probe(step)
-        return loss
+            self.probe(run, step)
 
 
 def train_traced(cfg: RunConfig, *, runs_dir=None, force: bool = False) -> Run:

@@ -236,6 +236,14 @@ class Trainer:
         return train_step(self.step_model, self.optimizer, x, y, lr=lr_at(step, cfg),
                           clip=cfg.train.grad_clip, ctx=ctx)
 
+    # -- extension points (subclasses override these, e.g. llm.dynamics.TracedTrainer)
+    def on_start(self, run, step: int) -> None:
+        """Called once before the first step of this process, with the step it resumes from
+        (0 for a fresh run)."""
+
+    def on_step(self, run, step: int) -> None:
+        """Called after every optimizer step (on every rank)."""
+
     def _mean_over_ranks(self, value: torch.Tensor) -> float:
         if self.dist.world > 1:
             import torch.distributed as tdist
@@ -264,6 +272,7 @@ class Trainer:
     def fit(self, run) -> dict[str, Any]:
         cfg, t, dist = self.cfg, self.cfg.train, self.dist
         start = self._resume(run)
+        self.on_start(run, start)
         ctx = autocast(cfg, self.device)
         tokens_per_step = t.batch_size * cfg.model.context
         self.model.train()
@@ -276,6 +285,7 @@ class Trainer:
         with bar:
             for step in range(start + 1, t.steps + 1):
                 window_sum += self._train_step(step, ctx)
+                self.on_step(run, step)
                 window_n += 1
                 bar.update(1)
                 if step % t.log_every == 0 or step == t.steps:
