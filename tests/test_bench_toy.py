@@ -3,8 +3,9 @@
 Both run the same algorithm (:mod:`smallinit.toy.twolayer`) on the quick benchmark scan,
 7×7 grid × 5 widths (250-4000) × 1 seed: "batched" = one compiled vmapped call per width
 (with compaction of finished networks, split over the JAX devices); "loop" = one compiled
-single-network call per network, in a Python loop. Reported: wall time of each, the ratio,
-and network-steps per second; S_w must agree to 1e-6. ``SMALLINIT_BENCH_WIDTHS`` (comma
+single-network call per network, in a Python loop. Reported: wall time of each, cold (first
+call: compile included) and warm (same scan again), the ratios, and network-steps per second
+(warm); S_w must agree to 1e-6. ``SMALLINIT_BENCH_WIDTHS`` (comma
 list) shrinks the widths for a faster look.
 
 Grouped engine (:mod:`smallinit.toy.grouped_engine`, the whole scan as one ragged batch
@@ -52,19 +53,32 @@ def _time_engines(benchmark, cfg: ScanConfig, engines) -> dict:
     return results
 
 
+def _timed(cfg: ScanConfig, engine: str) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    sim = simulate(cfg, engine=engine)
+    return time.perf_counter() - t0, sim
+
+
 def test_bench_batched_vs_loop(benchmark):
+    """Cold (first call in the process: XLA compiles every batch shape) and warm (the same
+    scan again: compiled code reused), both engines, both reported."""
     cfg = _config()
     simulate(ScanConfig(gammas=(1.0,), gamma_primes=(0.0,), widths=(4, 6), seeds=1))  # warm-up
+    cold = {engine: _timed(cfg, engine) for engine in ("batched", "loop")}
     results = _time_engines(benchmark, cfg, ("batched", "loop"))
     (tb, sb), (tl, sl) = results["batched"], results["loop"]
     steps = int(sb["steps"].sum())
-    assert steps == int(sl["steps"].sum())
+    assert steps == int(sl["steps"].sum()) == int(cold["batched"][1]["steps"].sum())
     _, swb = fit_slopes(sb["rd"], sb["status"], cfg.widths)
     _, swl = fit_slopes(sl["rd"], sl["status"], cfg.widths)
     np.testing.assert_allclose(swb, swl, atol=1e-6)
+    tbc, tlc = cold["batched"][0], cold["loop"][0]
     info = {
         "networks": int(sb["steps"].size),
         "network_steps": steps,
+        "cold_batched_s": round(tbc, 2),
+        "cold_loop_s": round(tlc, 2),
+        "cold_ratio_loop_over_batched": round(tlc / tbc, 2),
         "batched_s": round(tb, 2),
         "loop_s": round(tl, 2),
         "ratio_loop_over_batched": round(tl / tb, 2),
