@@ -78,6 +78,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_json_option(parser: argparse.ArgumentParser,
+                    help: str = "print JSON records instead of a table") -> None:
+    """``--json``: machine-readable output for scripts."""
+    parser.add_argument("--json", action="store_true", help=help)
+
+
 # ----------------------------------------------------------------------------- argument types
 def _typed_list(item: Callable[[str], Any], what: str) -> Callable[[str], list[Any]]:
     def parse(text: str) -> list[Any]:

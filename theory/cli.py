@@ -14,6 +14,7 @@ from typing import Any
 from smallinit.cliutil import (
     add_command,
     add_group,
+    add_json_option,
     float_list,
     positive_float,
     positive_int,
@@ -254,10 +255,6 @@ def cmd_multiplicity(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- register
-def _json_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
-
 def register(subparsers) -> None:
     commands = add_group(
         subparsers,
@@ -277,7 +274,7 @@ def register(subparsers) -> None:
                    help="γ = lim −ln κ / ln m (horizontal axis)")
     p.add_argument("--gamma-prime", type=exact_number, required=True, metavar="G2",
                    help="γ' = lim −ln κ' / ln m (vertical axis)")
-    _json_flag(p)
+    add_json_option(p)
 
     p = add_command(
         commands, "schemes", cmd_schemes,
@@ -289,7 +286,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("--param", type=exact_number, default=None, metavar="V",
                    help="evaluate the one-parameter families at this value (γ, or s)")
-    _json_flag(p)
+    add_json_option(p)
 
     p = add_command(
         commands, "transformer", cmd_transformer,
@@ -327,7 +324,7 @@ def register(subparsers) -> None:
                         "gamma:G[,PART=G...][,depth]")
     p.add_argument("--eps", type=positive_float, default=1e-5, metavar="E",
                    help="RMSNorm ε")
-    _json_flag(p)
+    add_json_option(p)
 
     p = add_command(
         commands, "eps", cmd_eps,
@@ -345,7 +342,7 @@ def register(subparsers) -> None:
                    help="γ values for the saturation table")
     p.add_argument("--match-d-model", type=positive_int, default=None, metavar="D",
                    help="the (larger) width whose saturation at --eps is to be matched")
-    _json_flag(p)
+    add_json_option(p)
 
     p = add_command(
         commands, "multiplicity", cmd_multiplicity,
@@ -353,4 +350,4 @@ def register(subparsers) -> None:
         description="p = min{k ≥ 1: σ^(k)(0) ≠ 0}, from one-sided limits (SPEC §3). With "
         "small init a layer condenses onto at most 2p orientations. ReLU is not covered.",
     )
-    _json_flag(p)
+    add_json_option(p)

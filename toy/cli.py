@@ -7,6 +7,7 @@ import json
 from smallinit.cliutil import (
     add_command,
     add_group,
+    add_json_option,
     add_run_options,
     float_list,
     positive_int,
@@ -185,7 +186,7 @@ def register(subparsers) -> None:
     p.add_argument("--width", type=positive_int, default=None,
                    help="even width m (default 1000)")
     p.add_argument("--seed", type=int, default=None, help="init seed (default 0)")
-    p.add_argument("--json", action="store_true", help="print the records as JSON")
+    add_json_option(p)
     add_run_options(p)
 
     p = add_command(
@@ -200,7 +201,7 @@ def register(subparsers) -> None:
     p.add_argument("--alphas", type=float_list, default=None, metavar="A[,A...]",
                    help="init scales α (default 0.01,0.03,...,10)")
     p.add_argument("--depth", type=positive_int, default=None, help="depth D >= 2 (default 2)")
-    p.add_argument("--json", action="store_true", help="print the records as JSON")
+    add_json_option(p)
     add_run_options(p)
 
     p = add_command(
@@ -212,5 +213,5 @@ def register(subparsers) -> None:
             "(~ln(1/ε)/c for L = 2, ~ε^(2−L)/((L−2)c) for L = 3)."
         ),
     )
-    p.add_argument("--json", action="store_true", help="print the records as JSON")
+    add_json_option(p)
     add_run_options(p)
