@@ -18,15 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from smallinit.errors import ConfigError
 from smallinit.llm import bench_eval
 from smallinit.llm.bench_tasks import Found, Sources, items_digest, subsample, task_spec
+from smallinit.llm.run_eval import TrainedRun, resolve_run
 from smallinit.progress import progress
-from smallinit.runs import Run, RunStore, read_json
+from smallinit.runs import Run, RunStore
 
 log = logging.getLogger(__name__)
 
-TRAIN_KIND = "llm-train"
 KIND = "llm-bench"
 VERSION = "1"
 CHUNK = 128  # items scored between two appends to metrics.jsonl
@@ -46,67 +45,19 @@ class BenchConfig:
 
 
 # ----------------------------------------------------------------------------- trained runs
-@dataclass
-class TrainedRun:
-    path: Path
-    key: str
-    store_root: Path
-
-    @property
-    def name(self) -> str:
-        return f"{TRAIN_KIND}/{self.key}"
-
-
-def resolve_run(ref: str, runs_dir: str | Path | None = None) -> TrainedRun:
-    """A trained run from a directory, ``llm-train/<key>``, a key or a unique key prefix."""
-    path = Path(ref)
-    if (path / "config.json").is_file():
-        meta = read_json(path / "config.json")
-        if meta.get("kind") != TRAIN_KIND:
-            raise ConfigError(f"{path} is a run of kind {meta.get('kind')!r}, not "
-                              f"{TRAIN_KIND!r}; give a trained model's run")
-        root = Path(runs_dir) if runs_dir else (
-            path.resolve().parent.parent if path.resolve().parent.name == TRAIN_KIND
-            else RunStore().root)
-        return TrainedRun(path, str(meta.get("key", path.name)), root)
-    root = RunStore(runs_dir).root
-    key = ref.split("/", 1)[1] if ref.startswith(TRAIN_KIND + "/") else ref
-    base = root / TRAIN_KIND
-    matches = sorted(p for p in base.glob(f"{key}*") if p.is_dir()) if base.is_dir() else []
-    if len(matches) != 1:
-        what = "no" if not matches else f"{len(matches)}"
-        raise ConfigError(f"RUN {ref!r} matches {what} trained runs under {base}; give a run "
-                          "directory, llm-train/<key> or a unique key prefix (see --runs-dir)")
-    return TrainedRun(matches[0], matches[0].name, root)
-
-
 def load_trained(run: TrainedRun, device: str = "cpu"):
     """(model in eval mode, tokenizer, RunConfig, end-of-text id) of a finished run.
 
-    Weights come from the run's ``model.pt`` (written by the trainer when it finishes);
+    Weights come from the run's ``model.pt`` (:func:`smallinit.llm.run_eval.load_trained`);
     the tokenizer from the cached corpus the run was trained on (rebuilt if missing)."""
-    import torch
-
-    from smallinit.config import config_from_dict
-    from smallinit.llm import corpus as corpus_mod
-    from smallinit.llm.config import RunConfig
-    from smallinit.llm.model import Transformer
-    from smallinit.llm.tokenizer import END_OF_TEXT
-
-    store_run = Run(run.path, TRAIN_KIND, run.key, None, "")
-    if store_run.state != "done":
-        raise ConfigError(f"trained run {run.path} is {store_run.state}, not done; train it "
-                          "first (smallinit llm train)")
-    weights = run.path / "model.pt"
-    if not weights.is_file():
-        raise ConfigError(f"{weights} is missing; the run finished without saving weights")
-    cfg = config_from_dict(RunConfig, read_json(run.path / "config.json")["config"],
-                           where="config")
-    model = Transformer(cfg.model)
-    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
-    model.to(device).eval()
     from tokenizers import Tokenizer
 
+    from smallinit.llm import corpus as corpus_mod
+    from smallinit.llm.run_eval import load_trained as load_weights
+    from smallinit.llm.tokenizer import END_OF_TEXT
+
+    cfg, model = load_weights(run.path)
+    model.to(device).eval()
     folder = corpus_mod.prepare(cfg.data, cfg.model.vocab_size)
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
     return model, tok, cfg, tok.token_to_id(END_OF_TEXT)

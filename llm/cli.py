@@ -50,28 +50,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def find_run(text: str, runs_dir: str | None) -> Path:
-    """A run directory given as a path or as (a prefix of) its key under ``llm-train``."""
-    from smallinit.llm.train import KIND
-    from smallinit.runs import RunStore
-
-    path = Path(text)
-    if (path / "config.json").exists():
-        return path
-    base = RunStore(runs_dir).root / KIND
-    matches = sorted(p for p in base.glob(f"{text}*") if (p / "config.json").exists()) \
-        if base.is_dir() else []
-    if len(matches) != 1:
-        what = "no run" if not matches else f"{len(matches)} runs"
-        raise user_error(f"RUN {text!r} matches {what}; give a run directory or a unique key "
-                         f"prefix under {base}")
-    return matches[0]
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
-    from smallinit.llm.run_eval import evaluate_run
+    from smallinit.llm.run_eval import evaluate_run, resolve_run
 
-    metrics = evaluate_run(find_run(args.run, args.runs_dir), n_items=args.items,
+    metrics = evaluate_run(resolve_run(args.run, args.runs_dir).path, n_items=args.items,
                            n_windows=args.windows)
     print(json.dumps(metrics, indent=2, sort_keys=True))
     return 0

@@ -108,12 +108,11 @@ def initial_model(cfg):
 
 
 def trained_model(cfg, run_path):
-    """The final weights ``model.pt`` of a finished training run, in a fresh model."""
-    import torch
+    """The final weights ``model.pt`` of the finished training run of ``cfg``."""
+    from smallinit.errors import StoreError
+    from smallinit.llm.run_eval import load_trained
 
-    from smallinit.llm.model import Transformer
-
-    model = Transformer(cfg.model)
-    state = torch.load(f"{run_path}/model.pt", map_location="cpu", weights_only=True)
-    model.load_state_dict(state)
+    stored_cfg, model = load_trained(run_path)
+    if stored_cfg != cfg:
+        raise StoreError(f"{run_path} holds a run of another config than the one asked for")
     return model
