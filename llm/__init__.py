@@ -11,16 +11,16 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "apply_init": "smallinit.llm.init",
-    "init_table": "smallinit.llm.init",
-    "matrix_specs": "smallinit.llm.init",
-    "Transformer": "smallinit.llm.model",
+    "apply_init": "smallinit.llm.model.init",
+    "init_table": "smallinit.llm.model.init",
+    "matrix_specs": "smallinit.llm.model.init",
+    "Transformer": "smallinit.llm.model.transformer",
     "ModelConfig": "smallinit.llm.config",
     "DataConfig": "smallinit.llm.config",
     "TrainConfig": "smallinit.llm.config",
     "EvalConfig": "smallinit.llm.config",
     "RunConfig": "smallinit.llm.config",
-    "train": "smallinit.llm.train",
+    "train": "smallinit.llm.training.train",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -112,8 +112,8 @@ def draw_theory_layer(ax) -> None:
 
 def measured_records(ctx) -> list[dict]:
     """The comparison table of ``ctx.profile`` (run or reused through ``ctx.store``)."""
-    from smallinit.compare_config import profile_config
-    from smallinit.compare_run import run_compare
+    from smallinit.compare.config import profile_config
+    from smallinit.compare.run import run_compare
 
     return run_compare(profile_config(ctx.profile), ctx.store, force=ctx.force).records
 

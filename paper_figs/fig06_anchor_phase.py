@@ -17,7 +17,7 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit.llm.anchor_train import (
+from smallinit.llm.experiments.anchor import (
     format_table,
     load_profile,
     mechanism_runs,

@@ -16,8 +16,8 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit.llm.critical import reasoning_answer_loss
-from smallinit.llm.sweeps import done_runs, run_experiment
+from smallinit.llm.analysis.critical import reasoning_answer_loss
+from smallinit.llm.experiments.sweeps import done_runs, run_experiment
 from smallinit.plotting import use_style
 
 NUMBER = 7

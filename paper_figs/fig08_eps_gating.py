@@ -23,9 +23,9 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit.llm.critical import reasoning_answer_loss
-from smallinit.llm.dynamics import trajectory
-from smallinit.llm.sweeps import done_runs, run_experiment
+from smallinit.llm.analysis.critical import reasoning_answer_loss
+from smallinit.llm.experiments.sweeps import done_runs, run_experiment
+from smallinit.llm.training.dynamics import trajectory
 from smallinit.plotting import use_style
 from smallinit.theory.transformer import rmsnorm_gamma_threshold
 

@@ -2,12 +2,12 @@
 
 Smallest model of the sweep, γ grid × seeds. (a) final training loss; (b) steps until the
 training loss first reaches θ = 1.2 × the sweep's median final loss
-(:func:`smallinit.llm.critical.plateau_steps`), with theory's escape time from scale
+(:func:`smallinit.llm.analysis.critical.plateau_steps`), with theory's escape time from scale
 ε = d^−γ (``smallinit.theory.escape.escape_time_gamma``, L = 2: ∝ γ ln d; L = 3:
 ∝ d^γ) fitted with one offset and one scale on the small-init side (γ at or above the
 fastest γ); (c) greedy reasoning accuracy and (d) loss on
 reasoning answer tokens (± s.e. over tokens). The critical γ of a seed is the knee
-(:func:`smallinit.llm.critical.knee_gamma`): the smallest γ within one standard error of
+(:func:`smallinit.llm.analysis.critical.knee_gamma`): the smallest γ within one standard error of
 that seed's best reasoning score; shaded: the range over seeds.
 """
 
@@ -18,8 +18,7 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit.llm import corpus as corpus_mod
-from smallinit.llm.critical import (
+from smallinit.llm.analysis.critical import (
     binomial_se,
     escape_fit,
     knee_gamma,
@@ -27,8 +26,9 @@ from smallinit.llm.critical import (
     plateau_steps,
     reasoning_answer_loss,
 )
-from smallinit.llm.sweeps import done_runs, run_experiment
-from smallinit.llm.synthetic import CATEGORIES, REASONING
+from smallinit.llm.data import corpus as corpus_mod
+from smallinit.llm.data.synthetic import CATEGORIES, REASONING
+from smallinit.llm.experiments.sweeps import done_runs, run_experiment
 from smallinit.plotting import use_style
 
 NUMBER = 9

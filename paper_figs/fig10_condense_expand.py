@@ -17,8 +17,8 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit.llm.dynamics import trajectory
-from smallinit.llm.sweeps import done_runs, run_experiment
+from smallinit.llm.experiments.sweeps import done_runs, run_experiment
+from smallinit.llm.training.dynamics import trajectory
 from smallinit.plotting import use_style
 
 NUMBER = 10

@@ -5,7 +5,7 @@ per seed. For each held-out token the gain is ℓ(γ = 0.5) − ℓ(γ = 1) (> 0
 better). Bars: each bucket's share of the total gain, Σ_B g / Σ g, with 95% bootstrap
 intervals over held-out windows (both seeds' pairs pooled); dots: the bucket's share of
 tokens (where the bars would sit if every token gained equally). Buckets
-(:mod:`smallinit.llm.token_analysis`): quartiles of add-½ unigram and bigram loss of the
+(:mod:`smallinit.llm.analysis.tokens`): quartiles of add-½ unigram and bigram loss of the
 target, whether (previous token, target) already occurred in the window (copyable), and the
 synthetic corpus's category of the target with item answers split off.
 """
@@ -17,9 +17,9 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit.llm import corpus as corpus_mod
-from smallinit.llm.sweeps import done_runs, run_experiment
-from smallinit.llm.token_analysis import bucket_families, gain_shares, total_gain_ci
+from smallinit.llm.analysis.tokens import bucket_families, gain_shares, total_gain_ci
+from smallinit.llm.data import corpus as corpus_mod
+from smallinit.llm.experiments.sweeps import done_runs, run_experiment
 from smallinit.plotting import use_style
 
 NUMBER = 11

@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from smallinit.llm.config import ModelConfig, RunConfig
-from smallinit.llm.model import Transformer
-from smallinit.llm.train import make_optimizer, train_step
+from smallinit.llm.model.transformer import Transformer
+from smallinit.llm.training.train import make_optimizer, train_step
 
 pytestmark = pytest.mark.bench
 

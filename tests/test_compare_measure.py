@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from smallinit.compare_measure import ffn_neurons, initial_model, measure_layers
 from smallinit.config import load_config
+from smallinit.llm.analysis.ffn import ffn_neurons, initial_model, measure_layers
 from smallinit.llm.config import ModelConfig, RunConfig
-from smallinit.llm.model import Transformer
+from smallinit.llm.model.transformer import Transformer
 
 
 def model(mlp="gelu", bias=False, seed=0, init="gamma:0.5"):
@@ -88,7 +88,7 @@ def test_condensed_neurons_score_one():
 
 
 def test_initial_model_is_the_trainers_theta0(tmp_path):
-    from smallinit.llm.train import Dist, Trainer
+    from smallinit.llm.training.train import Dist, Trainer
 
     overrides = ["model.vocab_size=320", "model.context=16", "model.d_model=16",
                  "model.n_layers=1", "model.n_heads=2", "model.mlp=gelu", "init=gamma:1.0",

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from smallinit.cli import main
-from smallinit.compare_measure import initial_model, trained_model
 from smallinit.config import config_from_dict
 from smallinit.kernels import relative_distance
+from smallinit.llm.analysis.ffn import initial_model, trained_model
 from smallinit.llm.config import RunConfig
 from smallinit.runs import read_json
 

@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from smallinit.compare_config import CompareConfig
-from smallinit.compare_run import theory_points
-from smallinit.compare_table import (
+from smallinit.compare.config import CompareConfig
+from smallinit.compare.run import theory_points
+from smallinit.compare.table import (
     build_table,
     fit_layer_slopes,
     format_table,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from smallinit.errors import ConfigError
-from smallinit.llm import anchor
-from smallinit.llm.anchor import AnchorTaskConfig, generate
+from smallinit.llm.data import anchor
+from smallinit.llm.data.anchor import AnchorTaskConfig, generate
 
 MAPS = {1: lambda x: x + 5, 2: lambda x: x + 1, 3: lambda x: x - 2, 4: lambda x: x - 8}
 

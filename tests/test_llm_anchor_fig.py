@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from smallinit.figs import FigureContext
-from smallinit.llm import anchor_train
+from smallinit.llm.experiments import anchor as anchor_experiment
 from smallinit.runs import RunStore
 
 SCRIPT = Path(__file__).resolve().parent.parent / "paper_figs" / "fig06_anchor_phase.py"
@@ -27,7 +27,7 @@ def test_fig06_renders_and_hatches_unfit_cells(tmp_path, monkeypatch):
     fig06 = _load_script()
     assert fig06.NUMBER == 6
     monkeypatch.setattr(fig06, "load_profile",
-                        lambda profile: anchor_train.load_profile(profile, TINY))
+                        lambda profile: anchor_experiment.load_profile(profile, TINY))
     store = RunStore(tmp_path / "runs")
     ctx = FigureContext(6, "quick", tmp_path / "out", store)
     paths = fig06.make(ctx)
@@ -37,7 +37,7 @@ def test_fig06_renders_and_hatches_unfit_cells(tmp_path, monkeypatch):
     assert all(p.stat().st_size > 1000 for p in paths)
     # 10 steps fit nothing: every cell is hatched in every panel
     base, scan = fig06.load_profile("quick")
-    rows = anchor_train.scan_table(anchor_train.run_scan(base, scan, store))
+    rows = anchor_experiment.scan_table(anchor_experiment.run_scan(base, scan, store))
     assert all(r["acc_seen_test"] < fig06.FIT_THRESHOLD for r in rows)
     import matplotlib.pyplot as plt
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from smallinit.cliutil import ArgumentParser
+from smallinit.cli.llm_anchor import register_anchor_commands
+from smallinit.cli.util import ArgumentParser
 from smallinit.errors import ConfigError
-from smallinit.llm import anchor
-from smallinit.llm.anchor_cli import register_anchor_commands
-from smallinit.llm.anchor_train import (
+from smallinit.llm.data import anchor
+from smallinit.llm.experiments.anchor import (
     KIND,
     cell_config,
     load_profile,
@@ -57,7 +57,7 @@ def test_scan_cells_cover_both_panels():
 
 def test_mechanism_reads_the_first_layer_query_rows():
     cfg = cell_config(load_profile("quick", TINY)[0], gamma=0.5)
-    from smallinit.llm.model import Transformer
+    from smallinit.llm.model.transformer import Transformer
 
     model = Transformer(cfg.model, cfg.scheme, seed=0)
     d = cfg.model.d_model

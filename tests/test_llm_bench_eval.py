@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from smallinit.llm import bench_eval as be
-from smallinit.llm.bench_tasks import TASKS, Item
+from smallinit.llm.bench import scoring as be
+from smallinit.llm.bench.tasks import TASKS, Item
 
 # ----------------------------------------------------------------------------- fixed logits
 
@@ -112,8 +112,8 @@ def memorized():
     """A 1-layer transformer trained until it reproduces TEXT: its correct choices and
     answers are forced by construction, not by any knowledge."""
     from smallinit.llm.config import ModelConfig
-    from smallinit.llm.model import Transformer
-    from smallinit.llm.tokenizer import END_OF_TEXT, train_bpe
+    from smallinit.llm.data.tokenizer import END_OF_TEXT, train_bpe
+    from smallinit.llm.model.transformer import Transformer
 
     torch.manual_seed(0)
     tok = train_bpe([TEXT] * 20, 300)

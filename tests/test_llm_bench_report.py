@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from smallinit.cliutil import ArgumentParser
+from smallinit.cli.util import ArgumentParser
 from smallinit.errors import ConfigError
-from smallinit.llm import bench_report as br
+from smallinit.llm.bench import report as br
 
 
 def test_groups_default_string_and_toml(tmp_path):
@@ -74,7 +74,7 @@ def test_bootstrap_interval_matches_the_paired_normal_approximation():
 
 # ----------------------------------------------------------------------------- end to end
 def _cli(argv):
-    from smallinit.llm.bench_cli import register_bench_commands
+    from smallinit.cli.llm_bench import register_bench_commands
 
     parser = ArgumentParser(prog="smallinit llm")
     register_bench_commands(parser.add_subparsers(dest="command", required=True))
@@ -85,7 +85,7 @@ def _cli(argv):
 def _train(init, runs):
     from smallinit.config import load_config
     from smallinit.llm.config import RunConfig
-    from smallinit.llm.train import train
+    from smallinit.llm.training.train import train
 
     cfg = load_config(RunConfig, None, [
         f"init={init}", "model.d_model=32", "model.n_layers=1", "model.n_heads=2",
@@ -159,7 +159,7 @@ def test_two_trained_runs_benchmarked_stored_and_compared(tmp_path, monkeypatch,
 
 
 def test_run_references_are_checked(tmp_path):
-    from smallinit.llm.bench_run import resolve_run
+    from smallinit.llm.bench.run import resolve_run
 
     with pytest.raises(ConfigError, match="matches no trained runs"):
         resolve_run("abc", tmp_path)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from smallinit.errors import ConfigError
-from smallinit.llm import bench_tasks as bt
+from smallinit.llm.bench import tasks as bt
 
 
 @pytest.fixture(autouse=True)

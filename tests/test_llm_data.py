@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from smallinit.errors import ConfigError
-from smallinit.llm import corpus, synthetic
 from smallinit.llm.config import DataConfig
-from smallinit.llm.tokenizer import encode_many
+from smallinit.llm.data import corpus, synthetic
+from smallinit.llm.data.tokenizer import encode_many
 
 MIX = (0.25, 0.2, 0.2, 0.35)
 

@@ -10,16 +10,16 @@ import pytest
 import torch
 
 from smallinit.config import load_config
-from smallinit.llm.config import ModelConfig
-from smallinit.llm.diagnostics import (
+from smallinit.llm.analysis.diagnostics import (
     collect,
     max_median_ratio,
     saturation_fraction,
     sink_mass,
     uniform_sink_mass,
 )
-from smallinit.llm.dynamics import measure_model, probe_steps, tracked_matrices
-from smallinit.llm.model import Transformer
+from smallinit.llm.config import ModelConfig
+from smallinit.llm.model.transformer import Transformer
+from smallinit.llm.training.dynamics import measure_model, probe_steps, tracked_matrices
 
 
 def _rows_with_mean_square(ms: list[float], d: int = 16) -> torch.Tensor:

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from smallinit.llm.config import ModelConfig
-from smallinit.llm.init import apply_init, init_table, matrix_specs, truncated_std_factor
-from smallinit.llm.model import Transformer
+from smallinit.llm.model.init import apply_init, init_table, matrix_specs, truncated_std_factor
+from smallinit.llm.model.transformer import Transformer
 from smallinit.theory.init_rules import matrix_std, parse_scheme, truncation
 
 SCHEMES = ["gamma:1.0", "gamma:0.5,qk=1.0,mlp_out=0.8,attn_gate=0.7,depth", "nanogpt",
@@ -108,7 +108,7 @@ HF = ModelConfig(**SIZES)
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_hf_gpt2_matrix_stds_follow_the_rule(scheme):
-    from smallinit.llm.hf import gpt2_from
+    from smallinit.llm.model.hf import gpt2_from
 
     model = apply_init(gpt2_from(HF), scheme, seed=0)
     # wte, wpe, and per layer q, k, v, attn c_proj, c_fc, mlp c_proj (lm_head tied to wte)
@@ -119,7 +119,7 @@ def test_hf_gpt2_matrix_stds_follow_the_rule(scheme):
 def test_hf_gpt2_conv1d_orientation():
     """GPT-2's Conv1D stores (in, out): the FFN down projection is (d_ff, d_model), so
     its fan-in is d_ff, and c_attn's q, k, v are column blocks."""
-    from smallinit.llm.hf import gpt2_from
+    from smallinit.llm.model.hf import gpt2_from
 
     model = apply_init(gpt2_from(HF), "gamma:1.0", seed=0)
     by_name = {s.name: s for s in matrix_specs(model)}
@@ -136,7 +136,7 @@ def test_hf_gpt2_conv1d_orientation():
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("tied", [False, True])
 def test_hf_llama_matrix_stds_follow_the_rule(scheme, tied):
-    from smallinit.llm.hf import llama_from
+    from smallinit.llm.model.hf import llama_from
 
     cfg = ModelConfig(**SIZES, tie_embeddings=tied)
     model = apply_init(llama_from(cfg), scheme, seed=0)

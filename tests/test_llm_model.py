@@ -10,7 +10,7 @@ import torch
 from smallinit.config import load_config
 from smallinit.errors import ConfigError
 from smallinit.llm.config import ModelConfig, RunConfig
-from smallinit.llm.model import Transformer, apply_rope, rope_tables
+from smallinit.llm.model.transformer import Transformer, apply_rope, rope_tables
 
 SMALL = dict(vocab_size=97, context=24, d_model=32, n_layers=2, n_heads=4)
 VARIANTS = {
@@ -163,7 +163,7 @@ def test_default_d_ff_by_mlp_kind():
 def test_bf16_autocast_step_tracks_fp32():
     """The GPU path's bf16 autocast (exercised on CPU): same loss to bf16 precision."""
     from smallinit.llm.config import RunConfig
-    from smallinit.llm.train import autocast
+    from smallinit.llm.training.train import autocast
 
     model = model_of("llama")
     idx, targets = torch.randint(0, 97, (2, 4, 24))

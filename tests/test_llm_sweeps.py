@@ -9,11 +9,11 @@ import pytest
 
 from smallinit.config import load_config
 from smallinit.errors import ConfigError
-from smallinit.llm import sweeps
+from smallinit.llm.analysis.critical import escape_fit, first_below, knee_gamma, plateau_steps
 from smallinit.llm.config import RunConfig
-from smallinit.llm.critical import escape_fit, first_below, knee_gamma, plateau_steps
-from smallinit.llm.dynamics import probe_steps, train_traced, trajectory
-from smallinit.llm.train import train
+from smallinit.llm.experiments import sweeps
+from smallinit.llm.training.dynamics import probe_steps, train_traced, trajectory
+from smallinit.llm.training.train import train
 from smallinit.runs import RunStore
 from smallinit.theory.escape import escape_time_gamma
 from smallinit.theory.transformer import rmsnorm_gamma_threshold

@@ -8,8 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from smallinit.llm.synthetic import CATEGORIES
-from smallinit.llm.token_analysis import (
+from smallinit.llm.analysis.tokens import (
     bucket_families,
     copyable,
     gain_shares,
@@ -17,6 +16,7 @@ from smallinit.llm.token_analysis import (
     quartile_labels,
     total_gain_ci,
 )
+from smallinit.llm.data.synthetic import CATEGORIES
 
 
 def test_ngram_losses_match_hand_counts():

@@ -18,7 +18,7 @@ import pytest
 from smallinit.cli import main
 from smallinit.config import load_config
 from smallinit.llm.config import RunConfig
-from smallinit.llm.train import lr_at, train
+from smallinit.llm.training.train import lr_at, train
 
 TINY = [
     "model.vocab_size=512", "model.context=48", "model.d_model=48", "model.n_layers=2",
@@ -74,7 +74,7 @@ def test_warmup_cosine_schedule():
 KILLER = textwrap.dedent("""
     import os, sys
     from smallinit.config import load_config
-    from smallinit.llm import train as T
+    from smallinit.llm.training import train as T
     from smallinit.llm.config import RunConfig
     original = T.save_checkpoint
     def save_then_die(run, step, model, optimizer):
@@ -96,7 +96,7 @@ def test_killed_run_resumes_to_the_same_numbers(cache, tmp_path):
     killed = subprocess.run([sys.executable, "-c", KILLER, str(tmp_path / "killed"), "20",
                              *args], capture_output=True, text=True, timeout=120)
     assert killed.returncode == 9, killed.stderr
-    from smallinit.llm.train import KIND, VERSION
+    from smallinit.llm.training.train import KIND, VERSION
     from smallinit.runs import RunStore
 
     half = RunStore(tmp_path / "killed").run(KIND, cfg, version=VERSION)
@@ -144,7 +144,7 @@ def test_two_process_ddp_matches_one_process(cache, tmp_path):
             break
         print(f"torchrun attempt {attempt} failed:\n{stderr[-3000:]}")
     assert proc.returncode == 0, stderr[-3000:]
-    from smallinit.llm.train import KIND, VERSION
+    from smallinit.llm.training.train import KIND, VERSION
     from smallinit.runs import RunStore
 
     two = RunStore(tmp_path / "two").run(KIND, tiny(cache, *extra), version=VERSION)

@@ -1,0 +1,107 @@
+"""Critical initialization (fig 9): where small init stops helping and starts costing.
+
+SPEC §4: from scale ε an L-homogeneous model first sits on a plateau of length
+~ ln(1/ε) (L = 2) or ~ ε^{2−L} (L > 2); with ε = d^{−γ} the plateau grows with γ — the
+optimization *cost* of small init. Its *benefit* (SPEC §5) is better reasoning. The
+critical γ is where the two meet. Definitions used here, all on logged training curves:
+
+* :func:`plateau_steps` — steps until the training loss first reaches a threshold θ,
+  linearly interpolated between the two log steps around the crossing (NaN if never);
+* :func:`knee_gamma` — the smallest γ whose reasoning accuracy is within ``tol`` of the
+  best over the grid: beyond it more small init buys no reasoning (within noise). ``tol``
+  is one binomial standard error of the best accuracy, √(p(1−p)/n), by default;
+* :func:`escape_fit` — theory's escape time T(γ) = escape_time_gamma(L, γ, d, c)
+  (``smallinit.theory.escape``) with the rate c fitted by least squares to measured
+  plateau lengths T_meas ≈ a + b·T(γ) (one offset, one scale b ≥ 0; a negative
+  least-squares slope means the data contradict the predicted growth, and the fit falls
+  back to b = 0, R² = 0).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def first_below(steps, loss, threshold: float) -> int | None:
+    """The first logged step whose loss is ≤ ``threshold`` (None if none)."""
+    loss = np.asarray(loss, dtype=float)
+    hit = np.flatnonzero(loss <= threshold)
+    return int(np.asarray(steps)[hit[0]]) if hit.size else None
+
+
+def plateau_steps(steps, loss, threshold: float) -> float:
+    """Interpolated step at which the loss first reaches ``threshold`` (NaN if never)."""
+    steps = np.asarray(steps, dtype=float)
+    loss = np.asarray(loss, dtype=float)
+    hit = np.flatnonzero(loss <= threshold)
+    if not hit.size:
+        return float("nan")
+    i = int(hit[0])
+    if i == 0:
+        return float(steps[0])
+    l0, l1 = loss[i - 1], loss[i]
+    return float(steps[i - 1] + (steps[i] - steps[i - 1]) * (l0 - threshold) / (l0 - l1))
+
+
+def binomial_se(p: float, n: int) -> float:
+    return math.sqrt(max(p * (1 - p), 0.0) / max(n, 1))
+
+
+def knee_gamma(gammas, acc, tol: float) -> float:
+    """Smallest γ with accuracy ≥ max(acc) − tol (the grid sorted by γ first)."""
+    order = np.argsort(gammas)
+    g = np.asarray(gammas, dtype=float)[order]
+    a = np.asarray(acc, dtype=float)[order]
+    best = np.nanmax(a)
+    return float(g[np.flatnonzero(a >= best - tol - 1e-12)[0]])
+
+
+def escape_fit(gammas, measured, d: int, L: float) -> dict:
+    """Fit T_meas ≈ a + b·T_L(γ), T_L = ``escape_time_gamma(L, γ, d)``; returns a, b, R²
+    and the prediction function (NaN measurements are left out)."""
+    from smallinit.theory.escape import escape_time_gamma
+
+    g = np.asarray(gammas, dtype=float)
+    y = np.asarray(measured, dtype=float)
+    ok = np.isfinite(y)
+    x = np.array([escape_time_gamma(L, gi, d) for gi in g])
+    A = np.stack([np.ones(ok.sum()), x[ok]], axis=1)
+    (a, b), *_ = np.linalg.lstsq(A, y[ok], rcond=None)
+    if b < 0:  # theory allows no shorter plateau at smaller init: best scale-free fit
+        a, b = float(y[ok].mean()), 0.0
+    pred = a + b * x[ok]
+    ss_res = float(np.sum((y[ok] - pred) ** 2))
+    ss_tot = float(np.sum((y[ok] - y[ok].mean()) ** 2))
+    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else float("nan")
+
+    def predict(gs):
+        return a + b * np.array([escape_time_gamma(L, gi, d) for gi in np.asarray(gs, float)])
+
+    return {"a": float(a), "b": float(b), "r2": r2, "predict": predict, "L": L}
+
+
+def reasoning_answer_loss(arrays: dict) -> tuple[float, float]:
+    """Mean held-out loss on the *answer* tokens of reasoning items (arith, anchor, logic)
+    and its standard error over tokens — a continuous companion of greedy accuracy, which
+    sits near chance for tiny models. ``arrays``: an ``llm-train`` run's per-token arrays."""
+    from smallinit.llm.data.synthetic import CATEGORIES, REASONING
+
+    tags = np.asarray(arrays["tags"])
+    sel = (np.asarray(arrays["answer"]) == 1) & np.isin(
+        tags, [CATEGORIES.index(c) for c in REASONING])
+    loss = np.asarray(arrays["losses"], dtype=float)[sel]
+    if loss.size == 0:
+        return float("nan"), float("nan")
+    return float(loss.mean()), float(loss.std(ddof=1) / math.sqrt(loss.size))
+
+
+THRESHOLD_FACTOR = 1.2
+
+
+def loss_threshold(final_losses, factor: float = THRESHOLD_FACTOR) -> float:
+    """θ for :func:`plateau_steps`: ``factor`` × the median final training loss of a sweep —
+    a level the typical run reaches well before its end, so the crossing time measures
+    the early phase (plateau plus first descent), not the tail."""
+    return float(factor * np.nanmedian(np.asarray(final_losses, dtype=float)))

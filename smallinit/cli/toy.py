@@ -1,0 +1,217 @@
+"""``smallinit toy ...``: two-layer simulations."""
+
+from __future__ import annotations
+
+import json
+
+from smallinit.cli.util import (
+    add_command,
+    add_group,
+    add_json_option,
+    add_run_options,
+    float_list,
+    positive_int,
+    positive_int_list,
+    profile_arg,
+)
+
+
+def _scan_config(args):
+    from smallinit.config import replace_config
+    from smallinit.toy.scan import profile_config
+
+    cfg = profile_config(args.profile)
+    changes = {}
+    for name in ("gammas", "gamma_primes", "widths", "seeds", "max_steps", "tol"):
+        value = getattr(args, name)
+        if value is not None:
+            changes[name] = value
+    return replace_config(cfg, **changes) if changes else cfg
+
+
+def _cmd_scan(args) -> int:
+    from smallinit.runs import RunStore
+    from smallinit.toy.scan import format_table, run_scan
+
+    result = run_scan(_scan_config(args), RunStore(args.runs_dir), force=args.force,
+                      engine=args.engine)
+    if args.json:
+        keys = ("gamma", "gamma_prime", "S_w", "regime", "agree", "delta", "interval",
+                "in_interval", "failed_networks")
+        print(json.dumps([{k: r[k] for k in keys} for r in result.records], indent=1))
+    else:
+        print(format_table(result.records))
+        print(f"stored in {result.run_path}")
+    return 0
+
+
+def _print_json(obj) -> None:
+    import numpy as np
+
+    def conv(v):
+        if isinstance(v, np.ndarray):
+            return v.tolist()
+        if isinstance(v, np.generic):
+            return v.item()
+        raise TypeError(type(v))
+
+    print(json.dumps(obj, indent=1, default=conv))
+
+
+def _cmd_condense(args) -> int:
+    from smallinit.config import replace_config
+    from smallinit.runs import RunStore
+    from smallinit.toy import condense
+    from smallinit.toy.twolayer import STATUS
+
+    changes = {k: getattr(args, k) for k in ("gammas", "gamma_primes", "width", "seed")
+               if getattr(args, k) is not None}
+    cfg = replace_config(condense.CondenseConfig(), **changes)
+    r = condense.run(cfg, RunStore(args.runs_dir), force=args.force)
+    rows = []
+    for i, g in enumerate(cfg.gammas):
+        for j, gp in enumerate(cfg.gamma_primes):
+            rows.append({"gamma": g, "gamma_prime": gp, "score": float(r["score"][i, j]),
+                         "clusters": int(r["clusters"][i, j]),
+                         "mean_abs_cos": float(r["mean_abs_cos"][i, j]),
+                         "status": STATUS[int(r["status"][i, j])]})
+    if args.json:
+        _print_json({"init_score": r["init_score"], "points": rows})
+        return 0
+    print(f"{'gamma':>6} {'gamma_p':>7} {'score':>6} {'clusters':>8} {'mean|cos|':>9} status")
+    for row in rows:
+        print(f"{row['gamma']:6.2f} {row['gamma_prime']:7.2f} {row['score']:6.3f} "
+              f"{row['clusters']:8d} {row['mean_abs_cos']:9.3f} {row['status']}")
+    print(f"score at init (isotropic baseline): {r['init_score']:.3f}")
+    return 0
+
+
+def _cmd_diagonal(args) -> int:
+    from smallinit.config import replace_config
+    from smallinit.runs import RunStore
+    from smallinit.toy import diagonal
+
+    changes = {k: getattr(args, k) for k in ("alphas", "depth") if getattr(args, k) is not None}
+    cfg = replace_config(diagonal.DiagonalConfig(), **changes)
+    r = diagonal.run(cfg, RunStore(args.runs_dir), force=args.force)
+    rows = [{"alpha": float(a), "rel_err": float(r["rel_err"][i]),
+             "dist_l1": float(r["dist_l1"][i]), "dist_l2": float(r["dist_l2"][i]),
+             "steps": int(r["steps"][i])} for i, a in enumerate(r["alphas"])]
+    if args.json:
+        _print_json({"depth": cfg.depth, "rows": rows})
+        return 0
+    print(f"depth {cfg.depth}: gradient descent from w = alpha vs theory's argmin Q_alpha")
+    print(f"{'alpha':>8} {'rel_err':>9} {'to_l1':>7} {'to_l2':>7} {'steps':>7}")
+    for row in rows:
+        print(f"{row['alpha']:8.3g} {row['rel_err']:9.2e} {row['dist_l1']:7.3f} "
+              f"{row['dist_l2']:7.3f} {row['steps']:7d}")
+    return 0
+
+
+def _cmd_escape(args) -> int:
+    from smallinit.runs import RunStore
+    from smallinit.toy import escape
+
+    cfg = escape.EscapeConfig()
+    r = escape.run(cfg, RunStore(args.runs_dir), force=args.force)
+    if args.json:
+        _print_json({"summary": r["summary"],
+                     "rows": [{"L": L, "eps": float(e), "T": float(t),
+                               "T_minus_ref": float(a), "theory_minus_ref": float(b)}
+                              for L in cfg.orders
+                              for e, t, a, b in zip(r[f"eps_{L}"], r[f"T_{L}"],
+                                                    r[f"T_rel_{L}"], r[f"T_theory_rel_{L}"],
+                                                    strict=True)]})
+    else:
+        print(escape.format_table(r, cfg))
+    return 0
+
+
+def register(subparsers) -> None:
+    commands = add_group(
+        subparsers,
+        "toy",
+        help="two-layer simulations: phase scan, condensation, lazy vs rich",
+        description="Two-layer network simulations in JAX (SPEC §2-§4).",
+    )
+    p = add_command(
+        commands, "scan", _cmd_scan,
+        help="RD slope S_w over a (γ, γ') grid against theory's regimes",
+        description=(
+            "Train ReLU two-layer nets (SPEC §2: 4 points, y = x², ASI, β1 = 1, β2 = m^γ', "
+            "α = β2 m^γ) at every grid point, width and seed until the loss is below tol; fit "
+            "S_w = d ln RD / d ln m (median over seeds) and compare with theory's regime and "
+            "slope interval point by point. Results are cached in the run store."
+        ),
+    )
+    p.add_argument("--profile", type=profile_arg, default="quick",
+                   help="defaults for the grid: quick (7x7 grid, widths 250-1000, 3 seeds) "
+                        "or full (17x17 grid, widths 250-8000, 5 seeds)")
+    p.add_argument("--gammas", type=float_list, default=None, metavar="G[,G...]",
+                   help="γ values (comma-separated; default from the profile)")
+    p.add_argument("--gamma-primes", dest="gamma_primes", type=float_list, default=None,
+                   metavar="G[,G...]", help="γ' values (comma-separated; default from the profile)")
+    p.add_argument("--widths", type=positive_int_list, default=None, metavar="M[,M...]",
+                   help="even widths m, at least two (default from the profile)")
+    p.add_argument("--seeds", type=positive_int, default=None,
+                   help="number of seeds per point (default from the profile)")
+    p.add_argument("--max-steps", dest="max_steps", type=positive_int, default=None,
+                   help="step budget per network (default from the profile)")
+    p.add_argument("--tol", type=float, default=None,
+                   help="loss tolerance that defines t* (default 1e-6, SPEC §2)")
+    p.add_argument("--engine", choices=("jax", "grouped"), default="jax",
+                   help="jax (default: compiled JAX loops, one call per width) or grouped "
+                        "(all widths in one ragged batch through the kernels' grouped "
+                        "two-layer step; the natural choice when the kernels' backend is "
+                        "cupy, slower on CPU). Same algorithm, same S_w to rounding; stored "
+                        "as a separate run")
+    p.add_argument("--json", action="store_true",
+                   help="print the per-point records as JSON instead of the table")
+    add_run_options(p)
+
+    p = add_command(
+        commands, "condense", _cmd_condense,
+        help="condensation score and cluster count over a (γ, γ') grid",
+        description=(
+            "Train one ReLU net per grid point (SPEC §2 setting) to the loss tolerance and "
+            "measure how its amplitude gathers on few orientations: condensation score "
+            "(share of amplitude in the 4 heaviest orientation clusters), cluster count and "
+            "mean |cosine| of the input weights."
+        ),
+    )
+    p.add_argument("--gammas", type=float_list, default=None, metavar="G[,G...]",
+                   help="γ values (default 0.5,1,1.75)")
+    p.add_argument("--gamma-primes", dest="gamma_primes", type=float_list, default=None,
+                   metavar="G[,G...]", help="γ' values (default -0.5,0,0.5)")
+    p.add_argument("--width", type=positive_int, default=None,
+                   help="even width m (default 1000)")
+    p.add_argument("--seed", type=int, default=None, help="init seed (default 0)")
+    add_json_option(p)
+    add_run_options(p)
+
+    p = add_command(
+        commands, "diagonal", _cmd_diagonal,
+        help="diagonal linear net across init scale α against theory's argmin Q_α",
+        description=(
+            "Train β = w+^D − w-^D from w = α (SPEC §4, Woodworth et al. 2020) on theory's "
+            "planted sparse problem and report the relative error to argmin Q_α and the "
+            "distances to the minimum-ℓ1 and minimum-ℓ2 interpolants."
+        ),
+    )
+    p.add_argument("--alphas", type=float_list, default=None, metavar="A[,A...]",
+                   help="init scales α (default 0.01,0.03,...,10)")
+    p.add_argument("--depth", type=positive_int, default=None, help="depth D >= 2 (default 2)")
+    add_json_option(p)
+    add_run_options(p)
+
+    p = add_command(
+        commands, "escape", _cmd_escape,
+        help="plateau length from small init vs ε, L = 2 and 3, against theory",
+        description=(
+            "Train L-homogeneous diagonal nets (L = 2, 3) from scale ε and measure the "
+            "gradient-flow time until the loss halves; compare with theory.escape "
+            "(~ln(1/ε)/c for L = 2, ~ε^(2−L)/((L−2)c) for L = 3)."
+        ),
+    )
+    add_json_option(p)
+    add_run_options(p)

@@ -1,0 +1,2 @@
+"""The toy-to-LLM comparison (``smallinit compare``): its config (:mod:`.config`), the runs
+it makes (:mod:`.run`) and the table it prints (:mod:`.table`)."""

@@ -1,0 +1,160 @@
+"""Run a comparison: theory, the two-layer toy and the transformer at every γ (issue 9).
+
+For each γ of a :class:`~smallinit.compare.config.CompareConfig`:
+
+1. theory: the FFN block's coordinates under the γ rule with proportional widths,
+   (γ, γ') = (2γ, 0), its regime and S_w interval
+   (:func:`smallinit.theory.transformer.ffn_blocks`, width law, SPEC §5);
+2. toy: the two-layer ReLU net of SPEC §2 at those coordinates — one phase scan over all
+   the points (:func:`smallinit.toy.scan.run_scan`, a (γ, γ') grid of one γ' value) for
+   S_w, and one condensation grid (:func:`smallinit.toy.condense.run`) for the score;
+3. transformer: one training run per width (:func:`smallinit.llm.training.train.train`, kind
+   ``llm-train``), then the measurements of :mod:`smallinit.llm.analysis.ffn` between its
+   re-created θ(0) and its final weights.
+
+Every piece goes through the run store, so an interrupted comparison keeps its finished
+training runs; the comparison itself is a run of kind ``compare`` whose directory holds
+``table.json`` (records and config), ``table.csv`` and ``measurements.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Any
+
+from smallinit.compare.config import CompareConfig
+from smallinit.compare.table import build_table, to_csv
+from smallinit.runs import RunStore, atomic_write_text
+
+log = logging.getLogger(__name__)
+
+KIND = "compare"
+VERSION = "2"  # 2: RMS displacement and validation loss in the records
+
+
+def theory_points(cfg: CompareConfig) -> list[dict[str, Any]]:
+    """Theory's FFN point for each γ (proportional widths, width law), as plain data."""
+    from smallinit.theory.init_rules import parse_scheme
+    from smallinit.theory.transformer import TransformerShape, ffn_blocks
+
+    m = cfg.llm.model
+    width = max(cfg.widths)
+    shape = TransformerShape(d_model=width, d_ff=cfg.ffn_ratio * width,
+                             n_heads=cfg.llm_run(cfg.gammas[0], width).model.n_heads,
+                             n_layers=m.n_layers, vocab=m.vocab_size, mlp=m.mlp,
+                             gated_attention=m.gated_attention, tie_embeddings=m.tie_embeddings)
+    out = []
+    for g in cfg.gammas:
+        blocks = ffn_blocks(shape, parse_scheme(f"gamma:{g}"))
+        points = {b["width_law"]["proportional"] for b in blocks}
+        if len(points) != 1:  # the γ rule gives every block the same law
+            raise ValueError(f"FFN blocks at γ={g} lie at different points: {points}")
+        out.append(points.pop().as_dict())
+    return out
+
+
+def toy_points(cfg: CompareConfig, predictions: list[dict], store: RunStore,
+               force: bool) -> list[dict[str, Any]]:
+    """S_w and condensation score of the two-layer net at each predicted (γ, γ')."""
+    from smallinit.toy import condense
+    from smallinit.toy.scan import ScanConfig, run_scan
+
+    coords = [(p["gamma_value"], p["gamma_prime_value"]) for p in predictions]
+    gammas = tuple(sorted({c[0] for c in coords}))
+    gamma_primes = tuple(sorted({c[1] for c in coords}))
+    scan = run_scan(ScanConfig(gammas=gammas, gamma_primes=gamma_primes,
+                               widths=tuple(cfg.toy_widths), seeds=cfg.toy_seeds,
+                               max_steps=cfg.toy_max_steps, critical_tol=cfg.critical_tol),
+                    store, force=force)
+    s_w = {(r["gamma"], r["gamma_prime"]): r["S_w"] for r in scan.records}
+    cond = condense.run(condense.CondenseConfig(
+        gammas=gammas, gamma_primes=gamma_primes, width=cfg.condense_width,
+        max_steps=cfg.toy_max_steps, top_k=cfg.top_k, threshold=cfg.threshold),
+        store, force=force)
+    out = []
+    for g, gp in coords:
+        i, j = gammas.index(g), gamma_primes.index(gp)
+        converged = int(cond["status"][i, j]) == 0
+        out.append({"S_w": s_w[(g, gp)],
+                    "score": float(cond["score"][i, j]) if converged else None,
+                    "score_init": float(cond["init_score"]),
+                    "scan": scan.run_path})
+    return out
+
+
+def llm_point(cfg: CompareConfig, gamma: float, width: int, store: RunStore,
+              force: bool) -> dict[str, Any]:
+    """Train (or reuse) the transformer at (γ, width) and measure it."""
+    from smallinit.llm.analysis.ffn import initial_model, measure_layers, trained_model
+    from smallinit.llm.training.train import train
+
+    run_cfg = cfg.llm_run(gamma, width)
+    run = train(run_cfg, runs_dir=store.root, force=force)
+    entry: dict[str, Any] = {"gamma": gamma, "width": width, "d_ff": cfg.ffn_ratio * width,
+                             "run": str(run.path), "state": run.state}
+    if run.state != "done":
+        entry["reason"] = run.status().get("reason")
+        log.warning("transformer γ=%s d_model=%d: %s (%s)", gamma, width, run.state,
+                    entry["reason"])
+        return entry
+    entry["layers"] = measure_layers(trained_model(run_cfg, run.path), initial_model(run_cfg),
+                                     top_k=cfg.top_k, threshold=cfg.threshold)
+    entry["val_loss"] = run.summary.get("val_loss")
+    log.info("transformer γ=%s d_model=%d: RD_FFN %s, val loss %.3f", gamma, width,
+             [round(lay["rd_ffn"], 4) for lay in entry["layers"]], entry["val_loss"])
+    return entry
+
+
+@dataclasses.dataclass
+class CompareResult:
+    """A finished comparison: its records and where its files are."""
+
+    config: CompareConfig
+    records: list[dict]
+    run_path: Path
+
+    @property
+    def table_csv(self) -> Path:
+        return self.run_path / "table.csv"
+
+    @property
+    def table_json(self) -> Path:
+        return self.run_path / "table.json"
+
+    def measurements(self) -> list[dict]:
+        from smallinit.runs import read_json
+
+        return read_json(self.run_path / "measurements.json")
+
+
+def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
+                force: bool = False) -> CompareResult:
+    """Compute (or reuse) the comparison through the run store (module docstring);
+    ``force`` recomputes it and every run under it."""
+    from smallinit.progress import progress
+
+    store = store or RunStore()
+
+    def body(run):
+        predictions = theory_points(cfg)
+        toy = toy_points(cfg, predictions, store, force)
+        llm = [llm_point(cfg, g, w, store, force)
+               for g, w in progress([(g, w) for g in cfg.gammas for w in cfg.widths],
+                                    desc="compare: transformers")]
+        run.write_json("measurements.json", llm)
+        records = build_table(cfg, predictions, toy, llm)
+        run.write_json("table.json", {"records": records, "theory": predictions, "toy": toy})
+        atomic_write_text(run.path / "table.csv", to_csv(records))
+        graded = [r for r in records if r["agree"] is not None]
+        return {"gammas": len(records), "graded": len(graded),
+                "agree": sum(bool(r["agree"]) for r in graded),
+                "llm_failed": sum(e["state"] != "done" for e in llm)}
+
+    run = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
+    if run.state != "done":
+        from smallinit.errors import RunFailed
+
+        raise RunFailed(f"comparison {run.path} is {run.state}: {run.status().get('reason')}")
+    return CompareResult(cfg, run.read_json("table.json")["records"], run.path)
