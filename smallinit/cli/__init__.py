@@ -7,6 +7,7 @@ inside its handlers, so ``smallinit --help`` stays fast (no torch, jax or sympy)
 
 from __future__ import annotations
 
+import errno
 import importlib
 import logging
 import os
@@ -50,6 +51,23 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+def describe_os_error(err: OSError) -> str:
+    """One line naming the path and what went wrong, e.g. ``cannot use /x/y: Not a
+    directory (a folder is needed there)``."""
+    reason = err.strerror or one_line(err)
+    hints = {
+        "ENOTDIR": "a part of this path is a file, not a folder",
+        "EISDIR": "this is a folder; a file is needed here",
+        "EACCES": "no permission; choose a folder you can write",
+        "EROFS": "read-only file system; choose a writable folder",
+        "ENOENT": "no such file or folder",
+        "ENOSPC": "the disk is full",
+    }
+    hint = hints.get(errno.errorcode.get(err.errno or 0, ""), "")
+    where = f"{err.filename}" if err.filename else "a file"
+    return one_line(f"cannot use {where}: {reason}" + (f" ({hint})" if hint else ""))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command; returns the exit status."""
     parser = build_parser()
@@ -66,6 +84,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verbose or os.environ.get("SMALLINIT_DEBUG"):
             logging.getLogger("smallinit").exception("error")
         print(f"smallinit: error: {one_line(err)}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        # the file system refused something the user pointed at (--runs-dir, --out, --json
+        # FILE, --config, SMALLINIT_RUNS): name the path and the reason, exit 2
+        if args.verbose or os.environ.get("SMALLINIT_DEBUG"):
+            logging.getLogger("smallinit").exception("error")
+        print(f"smallinit: error: {describe_os_error(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("smallinit: interrupted", file=sys.stderr)

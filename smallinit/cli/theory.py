@@ -23,14 +23,32 @@ from smallinit.cli.util import (
 
 
 # ----------------------------------------------------------------------------- helpers
+#: Largest |value| and exponent accepted on the command line: an exact rational with a
+#: million-digit numerator would make sympy's exact arithmetic run for hours.
+EXACT_LIMIT = 10**6
+EXPONENT_LIMIT = 30
+
+
 def exact_number(text: str) -> Fraction:
-    """A number read exactly: ``0.5``, ``1/2``, ``-0.25`` or ``1e-3``."""
+    """A number read exactly: ``0.5``, ``1/2``, ``-0.25`` or ``1e-3``, with
+    |value| <= 1e6 and a decimal exponent of at most 30 digits' scale."""
+    cleaned = text.strip()
+    mantissa, _, exponent = cleaned.lower().partition("e")
     try:
-        return Fraction(text.strip())
+        if exponent and abs(int(exponent)) > EXPONENT_LIMIT:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is out of range; use numbers between -1e6 and 1e6 with "
+                f"exponents of at most {EXPONENT_LIMIT}")
+        value = Fraction(cleaned)
     except (ValueError, ZeroDivisionError):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a number; give e.g. 0.5, 1/2 or 1e-3"
         ) from None
+    if abs(value) > EXACT_LIMIT or value.denominator > 10**EXPONENT_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is out of range; use numbers between -1e6 and 1e6 with at most "
+            f"{EXPONENT_LIMIT} decimal places")
+    return value
 
 
 def override(text: str) -> tuple[str, float]:

@@ -1,0 +1,448 @@
+"""The bad-input battery: every case is something a careless or hostile user may type.
+
+Each case runs in its own process and is *clean* when it
+
+* exits with status 2 (a Python-API case: raises one documented exception type, a subclass
+  of ``smallinit.errors.SmallinitError`` or ``ValueError``),
+* prints exactly one line on stderr (``smallinit: error: ...``, or argparse's
+  ``smallinit GROUP COMMAND: error: ...``; for the API, one message line)
+  and no traceback,
+* finishes within ``TIME_LIMIT`` seconds (else: *hang*),
+* never holds more than ``MEMORY_LIMIT`` bytes resident (else: *blow-up*; the process also
+  runs under an address-space cap so that a real blow-up cannot take the machine down).
+
+``python tests/badinput.py`` runs the whole battery and prints the counts
+(tried / clean / tracebacks / hangs / blow-ups / other); ``tests/test_bad_input.py`` asserts
+that every case is clean.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+TIME_LIMIT = 30.0  # seconds; generous for a 2-core machine running torch imports in parallel
+MEMORY_LIMIT = 2 * 1024**3  # resident bytes
+ADDRESS_CAP = 16 * 1024**3  # RLIMIT_AS of a case (protects the machine; jax reserves a lot)
+
+TINY_TRAIN = [
+    "model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.context=16",
+    "model.vocab_size=300", "train.steps=4", "train.log_every=2", "train.checkpoint_every=0",
+    "train.eval_every=0", "train.warmup=0", "train.batch_size=4", "data.synthetic_items=200",
+    "data.synthetic_val_items=50", "eval.answer_items=4", "eval.token_windows=2",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """A CLI case (``argv`` after ``smallinit``) or a Python-API case (``code``)."""
+
+    name: str
+    argv: tuple[str, ...] = ()
+    code: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def api(self) -> bool:
+        return bool(self.code)
+
+
+def cli(name: str, *argv: str, **env: str) -> Case:
+    return Case(name, argv=tuple(argv), env=tuple(env.items()))
+
+
+def api(name: str, code: str) -> Case:
+    return Case(name, code=code)
+
+
+# ----------------------------------------------------------------------------- the cases
+# Placeholders filled by the fixture: {tmp} scratch folder, {file} a regular file, {dir} an
+# existing folder, {nodir} a path below a regular file (cannot be created), {runs} the store
+# holding one tiny finished run, {run} that run's folder, {cache} its data cache, and damaged
+# copies of the run: {run_badmodel}, {run_mismatch}; {badtok_cache} a cache whose tokenizer
+# is corrupt; {bigjsonl} a benchmark JSONL with one 50 MB line; {notrun} a folder that is
+# not a run.
+CASES: list[Case] = [
+    # -- theory: values out of range, hangs
+    cli("theory classify huge gamma", "theory", "classify", "--gamma", "1e100000000",
+        "--gamma-prime", "0"),
+    cli("theory classify nan", "theory", "classify", "--gamma", "nan", "--gamma-prime", "0"),
+    cli("theory classify inf", "theory", "classify", "--gamma", "inf", "--gamma-prime", "0"),
+    cli("theory classify text", "theory", "classify", "--gamma", "abc", "--gamma-prime", "0"),
+    cli("theory classify missing", "theory", "classify", "--gamma", "1"),
+    cli("theory schemes huge param", "theory", "schemes", "--param", "1e100000000"),
+    cli("theory schemes text param", "theory", "schemes", "--param", "x"),
+    cli("theory transformer gamma 1e308", "theory", "transformer", "--d-model", "64",
+        "--scheme", "gamma:1e308"),
+    cli("theory transformer d_model 0", "theory", "transformer", "--d-model", "0",
+        "--gamma", "1"),
+    cli("theory transformer d_model huge", "theory", "transformer", "--d-model", "10**9",
+        "--gamma", "1"),
+    cli("theory transformer heads not dividing", "theory", "transformer", "--d-model", "64",
+        "--n-heads", "5", "--gamma", "1"),
+    cli("theory transformer unknown scheme", "theory", "transformer", "--d-model", "64",
+        "--scheme", "bogus"),
+    cli("theory transformer bad override", "theory", "transformer", "--d-model", "64",
+        "--gamma", "1", "--override", "nopart=1"),
+    cli("theory transformer negative gamma", "theory", "transformer", "--d-model", "64",
+        "--gamma", "-1e308"),
+    cli("theory eps zero", "theory", "eps", "--d-model", "256", "--eps", "0"),
+    cli("theory eps negative", "theory", "eps", "--d-model", "256", "--eps", "-1"),
+    cli("theory eps d_model 1", "theory", "eps", "--d-model", "1"),
+    cli("theory eps huge gamma", "theory", "eps", "--d-model", "256", "--gamma", "1e308"),
+    # -- toy: sizes, overflows, memory
+    cli("toy scan width 1e9", "toy", "scan", "--gammas", "1", "--gamma-primes", "0",
+        "--widths", "1000000000,2000000000", "--seeds", "1", "--runs-dir", "{runs}"),
+    cli("toy scan seeds 1e9", "toy", "scan", "--gammas", "1", "--gamma-primes", "0",
+        "--widths", "4,8", "--seeds", "1000000000", "--runs-dir", "{runs}"),
+    cli("toy scan odd width", "toy", "scan", "--widths", "5,8", "--runs-dir", "{runs}"),
+    cli("toy scan one width", "toy", "scan", "--widths", "8", "--runs-dir", "{runs}"),
+    cli("toy scan negative tol", "toy", "scan", "--tol", "-1", "--runs-dir", "{runs}"),
+    cli("toy scan nan gamma", "toy", "scan", "--gammas", "nan", "--runs-dir", "{runs}"),
+    cli("toy scan zero steps", "toy", "scan", "--max-steps", "0", "--runs-dir", "{runs}"),
+    cli("toy scan bad profile", "toy", "scan", "--profile", "huge", "--runs-dir", "{runs}"),
+    cli("toy condense width 1e9", "toy", "condense", "--width", "1000000000",
+        "--runs-dir", "{runs}"),
+    cli("toy condense gamma 100", "toy", "condense", "--gammas", "100", "--gamma-primes", "0",
+        "--width", "20", "--runs-dir", "{runs}"),
+    cli("toy condense odd width", "toy", "condense", "--width", "7", "--runs-dir", "{runs}"),
+    cli("toy diagonal alpha overflow", "toy", "diagonal", "--alphas", "1e200",
+        "--runs-dir", "{runs}"),
+    cli("toy diagonal alpha tiny", "toy", "diagonal", "--alphas", "1e-200",
+        "--runs-dir", "{runs}"),
+    cli("toy diagonal alpha zero", "toy", "diagonal", "--alphas", "0", "--runs-dir", "{runs}"),
+    cli("toy diagonal depth 1", "toy", "diagonal", "--depth", "1", "--runs-dir", "{runs}"),
+    cli("toy diagonal depth huge", "toy", "diagonal", "--depth", "100000",
+        "--runs-dir", "{runs}"),
+    # -- store and output locations
+    cli("runs-dir is a file", "toy", "escape", "--runs-dir", "{file}"),
+    cli("runs-dir below a file", "toy", "escape", "--runs-dir", "{nodir}"),
+    cli("SMALLINIT_RUNS is a file", "toy", "escape", SMALLINIT_RUNS="{file}"),
+    cli("SMALLINIT_RUNS below a file", "toy", "escape", SMALLINIT_RUNS="{nodir}"),
+    cli("runs-dir unwritable", "toy", "escape", "--runs-dir", "/proc/smallinit-runs"),
+    cli("llm train runs-dir is a file", "llm", "train", *TINY_TRAIN, "--runs-dir", "{file}"),
+    cli("figs out below a file", "figs", "--only", "1", "--out", "{nodir}",
+        "--runs-dir", "{runs}"),
+    cli("figs out is a file", "figs", "--only", "1", "--out", "{file}", "--runs-dir", "{runs}"),
+    cli("anchor-scan json below a file", "llm", "anchor-scan", "--json", "{nodir}/t.json",
+        "--gammas", "0.5", "--layers", "1", "--weight-decays", "0", "scan.seeds=[0]",
+        "train.steps=1", "--runs-dir", "{runs}"),
+    cli("figs unknown number", "figs", "--only", "99"),
+    cli("figs bad profile", "figs", "--profile", "enormous"),
+    # -- configs
+    cli("llm train config is a folder", "llm", "train", "--config", "{dir}",
+        "--runs-dir", "{runs}"),
+    cli("llm train config missing", "llm", "train", "--config", "{tmp}/none.toml",
+        "--runs-dir", "{runs}"),
+    cli("llm train config not toml", "llm", "train", "--config", "{file}",
+        "--runs-dir", "{runs}"),
+    cli("llm train unknown key", "llm", "train", "model.nope=1", "--runs-dir", "{runs}"),
+    cli("llm train override without =", "llm", "train", "model.d_model",
+        "--runs-dir", "{runs}"),
+    cli("llm train wrong type", "llm", "train", "model.d_model=wide", "--runs-dir", "{runs}"),
+    cli("llm train d_model huge", "llm", "train", "model.d_model=1000000",
+        "--runs-dir", "{runs}"),
+    cli("llm train d_ff huge", "llm", "train", "model.d_ff=1000000000", "--runs-dir", "{runs}"),
+    cli("llm train batch huge", "llm", "train", "train.batch_size=100000000",
+        "--runs-dir", "{runs}"),
+    cli("llm train context 1e7", "llm", "train", "model.context=10000000",
+        "--runs-dir", "{runs}"),
+    cli("llm train layers 1e6", "llm", "train", "model.n_layers=1000000",
+        "--runs-dir", "{runs}"),
+    cli("llm train vocab too big", "llm", "train", "model.vocab_size=70000",
+        "--runs-dir", "{runs}"),
+    cli("llm train heads not dividing", "llm", "train", "model.n_heads=3",
+        "--runs-dir", "{runs}"),
+    cli("llm train init gamma 1e308", "llm", "train", *TINY_TRAIN, "init=gamma:1e308",
+        "--runs-dir", "{runs}"),
+    cli("llm train init gamma no value", "llm", "train", *TINY_TRAIN, "init=gamma",
+        "--runs-dir", "{runs}"),
+    cli("llm train init unknown", "llm", "train", "init=bogus:1", "--runs-dir", "{runs}"),
+    cli("llm train negative lr", "llm", "train", "train.lr=-1", "--runs-dir", "{runs}"),
+    cli("llm train nan lr", "llm", "train", "train.lr=nan", "--runs-dir", "{runs}"),
+    cli("llm train corpus missing file", "llm", "train", *TINY_TRAIN,
+        "data.corpus=text:{tmp}/no-such-file.txt", "--runs-dir", "{runs}"),
+    cli("llm train corpus kind unknown", "llm", "train", "data.corpus=ftp:x",
+        "--runs-dir", "{runs}"),
+    cli("llm train device cuda without cuda", "llm", "train", *TINY_TRAIN,
+        "train.device=cuda", "--runs-dir", "{runs}"),
+    cli("llm init-table d_model 1e6", "llm", "init-table", "model.d_model=1000000",
+        "model.n_heads=1000"),
+    cli("llm init-table unknown init", "llm", "init-table", "--init", "bogus"),
+    cli("llm init-table gamma 1e308", "llm", "init-table", "--init", "gamma:1e308"),
+    cli("llm anchor bad gamma", "llm", "anchor", "--gamma", "-1", "--runs-dir", "{runs}"),
+    cli("llm anchor unknown profile", "llm", "anchor", "--profile", "nope",
+        "--runs-dir", "{runs}"),
+    cli("llm anchor seq longer than context", "llm", "anchor", "model.context=2",
+        "--runs-dir", "{runs}"),
+    cli("llm sweep unknown experiment", "llm", "sweep", "--experiment", "nope",
+        "--runs-dir", "{runs}"),
+    cli("llm sweep zero workers", "llm", "sweep", "--experiment", "gamma-sweep",
+        "--workers", "0", "--runs-dir", "{runs}"),
+    cli("compare one width", "compare", "--widths", "64", "--runs-dir", "{runs}"),
+    cli("compare nan gamma", "compare", "--gammas", "nan", "--runs-dir", "{runs}"),
+    cli("compare widths huge", "compare", "--widths", "1000000,2000000",
+        "--runs-dir", "{runs}"),
+    # -- runs given by reference
+    cli("llm eval not a run", "llm", "eval", "{notrun}", "--runs-dir", "{runs}"),
+    cli("llm eval absolute non-run", "llm", "eval", "/etc", "--runs-dir", "{runs}"),
+    cli("llm eval glob key", "llm", "eval", "*", "--runs-dir", "{runs}"),
+    cli("llm eval dotdot key", "llm", "eval", "../..", "--runs-dir", "{runs}"),
+    cli("llm eval unknown key", "llm", "eval", "ffffffffffff", "--runs-dir", "{runs}"),
+    cli("llm eval corrupt model.pt", "llm", "eval", "{run_badmodel}", "--runs-dir", "{runs}"),
+    cli("llm eval config does not match weights", "llm", "eval", "{run_mismatch}",
+        "--runs-dir", "{runs}"),
+    cli("llm eval corrupt tokenizer", "llm", "eval", "{run}", "--runs-dir", "{runs}",
+        SMALLINIT_CACHE="{badtok_cache}"),
+    cli("llm benchmark absolute non-run", "llm", "benchmark", "/etc", "--no-fetch",
+        "--runs-dir", "{runs}"),
+    cli("llm benchmark device bogus", "llm", "benchmark", "{run}", "--device", "bogus",
+        "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm benchmark device cuda", "llm", "benchmark", "{run}", "--device", "cuda",
+        "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm benchmark unknown task", "llm", "benchmark", "{run}", "--tasks", "nope",
+        "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm benchmark limit 0", "llm", "benchmark", "{run}", "--limit", "0", "--no-fetch",
+        "--runs-dir", "{runs}"),
+    cli("llm benchmark 50 MB line", "llm", "benchmark", "{run}", "--tasks", "arc_easy",
+        "--data-dir", "{bigjsonl}", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm bench-compare non-runs", "llm", "bench-compare", "/etc", "/usr",
+        "--runs-dir", "{runs}"),
+    cli("llm bench-compare bootstrap huge", "llm", "bench-compare", "{run}", "{run}",
+        "--bootstrap", "1000000000000", "--runs-dir", "{runs}"),
+    cli("llm bench-compare bad groups", "llm", "bench-compare", "{run}", "{run}",
+        "--groups", "a==", "--runs-dir", "{runs}"),
+    # -- the Python API
+    api("apply_init None", "from smallinit.llm import apply_init, Transformer, ModelConfig\n"
+        "apply_init(Transformer(ModelConfig(d_model=16, n_heads=2, vocab_size=64,"
+        " context=8, n_layers=1)), None)"),
+    api("apply_init gamma 1e308", "from smallinit.llm import apply_init, Transformer,"
+        " ModelConfig\napply_init(Transformer(ModelConfig(d_model=16, n_heads=2,"
+        " vocab_size=64, context=8, n_layers=1)), 'gamma:1e308')"),
+    api("apply_init unknown model", "import torch\nfrom smallinit.llm import apply_init\n"
+        "apply_init(torch.nn.Conv2d(3, 3, 3), 'gamma:1')"),
+    api("ModelConfig d_model 0", "from smallinit.llm import ModelConfig\n"
+        "ModelConfig(d_model=0)"),
+    api("RunConfig bad init", "from smallinit.llm import RunConfig\nRunConfig(init='x:1')"),
+    api("parse_scheme empty", "from smallinit.theory.init_rules import parse_scheme\n"
+        "parse_scheme('')"),
+    api("classify nan", "from smallinit.theory import phase\n"
+        "phase.classify(float('nan'), 0)"),
+    api("RunStore on a file", "from smallinit.runs import RunStore\n"
+        "RunStore('{file}').get_or_run('k', {'a': 1}, lambda run: {})"),
+    api("load_config unknown key", "from smallinit.config import load_config\n"
+        "from smallinit.llm import RunConfig\nload_config(RunConfig, None, ['zzz=1'])"),
+    api("cosine_gram 3-d of wrong kind", "from smallinit.kernels import cosine_gram\n"
+        "cosine_gram('abc')"),
+    api("relative_distance shape mismatch", "import numpy as np\n"
+        "from smallinit.kernels import relative_distance\n"
+        "relative_distance(np.ones(3), np.ones(4))"),
+]
+
+
+# ----------------------------------------------------------------------------- fixture
+def _run_smallinit(args: list[str], env: dict[str, str]) -> None:
+    subprocess.run([sys.executable, "-m", "smallinit", "-q", *args], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+
+
+def make_fixture(root: Path) -> dict[str, str]:
+    """Build every placeholder's target under ``root``; returns the placeholder map."""
+    root.mkdir(parents=True, exist_ok=True)
+    places = {"tmp": str(root)}
+    regular = root / "regular.txt"
+    regular.write_text("not a folder, not TOML: [[[\n")
+    places["file"] = str(regular)
+    places["nodir"] = str(regular / "below")
+    (root / "folder").mkdir(exist_ok=True)
+    places["dir"] = str(root / "folder")
+    notrun = root / "notrun"
+    notrun.mkdir(exist_ok=True)
+    (notrun / "readme.txt").write_text("hello")
+    places["notrun"] = str(notrun)
+    runs, cache = root / "runs", root / "cache"
+    places["runs"], places["cache"] = str(runs), str(cache)
+    env = {**os.environ, "SMALLINIT_CACHE": str(cache), "SMALLINIT_RUNS": str(runs)}
+    kind_dir = runs / "llm-train"
+    if not kind_dir.is_dir() or not any(kind_dir.iterdir()):
+        _run_smallinit(["llm", "train", *TINY_TRAIN], env)
+    run = sorted(p for p in kind_dir.iterdir() if (p / "model.pt").is_file())[0]
+    places["run"] = str(run)
+    outside = root / "outside"
+    outside.mkdir(exist_ok=True)
+    for tag in ("badmodel", "mismatch"):
+        copy = outside / f"run_{tag}"
+        if copy.exists():
+            shutil.rmtree(copy)
+        shutil.copytree(run, copy)
+        places[f"run_{tag}"] = str(copy)
+    model = Path(places["run_badmodel"]) / "model.pt"
+    model.write_bytes(model.read_bytes()[: model.stat().st_size // 3])
+    cfg_path = Path(places["run_mismatch"]) / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["config"]["model"]["d_model"] = 32
+    cfg_path.write_text(json.dumps(cfg))
+    badtok = root / "badtok-cache"
+    if badtok.exists():
+        shutil.rmtree(badtok)
+    shutil.copytree(cache, badtok)
+    for tok in badtok.rglob("*.json"):
+        if "token" in tok.name:
+            tok.write_text('{"model": ')
+    places["badtok_cache"] = str(badtok)
+    big = root / "bigjsonl"
+    big.mkdir(exist_ok=True)
+    with open(big / "arc_easy.jsonl", "w") as fh:
+        fh.write('{"query": "' + "x" * (50 * 1024**2) + '"}\n')
+    places["bigjsonl"] = str(big)
+    return places
+
+
+# ----------------------------------------------------------------------------- running
+@dataclasses.dataclass
+class Outcome:
+    case: Case
+    status: int | None
+    stderr: str
+    seconds: float
+    max_rss: int
+
+    @property
+    def traceback(self) -> bool:
+        return "Traceback (most recent call last)" in self.stderr
+
+    @property
+    def hang(self) -> bool:
+        return self.status is None
+
+    @property
+    def blowup(self) -> bool:
+        return self.max_rss > MEMORY_LIMIT or "MemoryError" in self.stderr
+
+    @property
+    def lines(self) -> list[str]:
+        return [ln for ln in self.stderr.splitlines() if ln.strip()]
+
+    @property
+    def clean(self) -> bool:
+        if self.hang or self.traceback or self.blowup or len(self.lines) != 1:
+            return False
+        if self.case.api:
+            return self.status == 0 and self.lines[0].startswith("API-ERROR ")
+        line = self.lines[0]
+        return self.status == 2 and line.startswith("smallinit") and ": error: " in line
+
+    @property
+    def verdict(self) -> str:
+        for name in ("hang", "blowup", "traceback"):
+            if getattr(self, name):
+                return name
+        return "clean" if self.clean else "other"
+
+
+API_WRAPPER = """\
+import sys
+from smallinit.errors import SmallinitError
+try:
+{body}
+except (SmallinitError, ValueError) as err:
+    text = str(err)
+    sys.stderr.write("API-ERROR " + type(err).__name__ + ": " + text + "\\n")
+    sys.exit(0)
+sys.stderr.write("API-NO-ERROR\\n")
+sys.exit(1)
+"""
+
+
+def _fill(text: str, places: dict[str, str]) -> str:
+    for key, value in places.items():
+        text = text.replace("{" + key + "}", value)
+    return text
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_CAP, ADDRESS_CAP))
+
+
+def run_case(case: Case, places: dict[str, str]) -> Outcome:
+    env = {**os.environ, "SMALLINIT_CACHE": places["cache"],
+           "SMALLINIT_RUNS": places["runs"], "PYTHONWARNINGS": "ignore",
+           "OMP_NUM_THREADS": "1"}
+    env.pop("SMALLINIT_DEBUG", None)
+    env.update({k: _fill(v, places) for k, v in case.env})
+    if case.api:
+        body = "\n".join("    " + ln for ln in _fill(case.code, places).splitlines())
+        argv = [sys.executable, "-c", API_WRAPPER.format(body=body)]
+    else:
+        argv = [sys.executable, "-m", "smallinit", *(_fill(a, places) for a in case.argv)]
+    with tempfile.TemporaryFile() as err_file:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=err_file, env=env, cwd=places["tmp"],
+                                preexec_fn=_limit_memory, start_new_session=True)
+        status, rss = _wait_with_usage(proc.pid, t0 + TIME_LIMIT)
+        seconds = time.monotonic() - t0
+        proc.returncode = -9 if status is None else status  # reaped here, not by Popen
+        err_file.seek(0)
+        err = err_file.read().decode(errors="replace")
+    return Outcome(case, status, err, seconds, rss)
+
+
+def _wait_with_usage(pid: int, deadline: float) -> tuple[int | None, int]:
+    """Exit status (None: killed at the deadline) and peak resident bytes of child ``pid``."""
+    while True:
+        got, status, usage = os.wait4(pid, os.WNOHANG)
+        if got:
+            return os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024
+        if time.monotonic() > deadline:
+            os.killpg(pid, 9)
+            _, _, usage = os.wait4(pid, 0)
+            return None, usage.ru_maxrss * 1024
+        time.sleep(0.05)
+
+
+def run_battery(places: dict[str, str], cases: list[Case] | None = None,
+                workers: int = 2) -> list[Outcome]:
+    cases = CASES if cases is None else cases
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(lambda c: run_case(c, places), cases))
+
+
+def counts(outcomes: list[Outcome]) -> dict[str, int]:
+    out = {"tried": len(outcomes)}
+    for verdict in ("clean", "traceback", "hang", "blowup", "other"):
+        out[verdict] = sum(o.verdict == verdict for o in outcomes)
+    return out
+
+
+def main() -> int:
+    keep = os.environ.get("BADINPUT_DIR")
+    root = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="smallinit-badinput-"))
+    places = make_fixture(root)
+    outcomes = run_battery(places)
+    for o in outcomes:
+        if o.verdict != "clean":
+            last = o.lines[-1] if o.lines else ""
+            print(f"{o.verdict:<9} {o.case.name:<40} status={o.status} "
+                  f"{o.seconds:5.1f}s rss={o.max_rss / 1e6:6.0f}MB  {last[:150]}")
+    print(json.dumps(counts(outcomes)))
+    records = [{"case": o.case.name, "verdict": o.verdict, "status": o.status,
+                "seconds": round(o.seconds, 2), "max_rss": o.max_rss,
+                "stderr_tail": o.lines[-1][:300] if o.lines else ""} for o in outcomes]
+    (root / "outcomes.json").write_text(json.dumps(records, indent=1))
+    if not keep:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
