@@ -85,6 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             logging.getLogger("smallinit").exception("error")
         print(f"smallinit: error: {one_line(err)}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `smallinit theory schemes | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except OSError as err:
         # the file system refused something the user pointed at (--runs-dir, --out, --json
         # FILE, --config, SMALLINIT_RUNS): name the path and the reason, exit 2
@@ -95,9 +98,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("smallinit: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # e.g. `smallinit theory schemes | head`: stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from smallinit.cli.util import (
     positive_int_list,
 )
 
-
 # ----------------------------------------------------------------------------- helpers
 #: Largest |value| and exponent accepted on the command line: an exact rational with a
 #: million-digit numerator would make sympy's exact arithmetic run for hours.
