@@ -330,7 +330,9 @@ class Outcome:
 
     @property
     def lines(self) -> list[str]:
-        return [ln for ln in self.stderr.splitlines() if ln.strip()]
+        """stderr lines that are not progress log records (``INFO name: ...``)."""
+        return [ln for ln in self.stderr.splitlines()
+                if ln.strip() and not ln.startswith(("INFO ", "DEBUG "))]
 
     @property
     def clean(self) -> bool:
