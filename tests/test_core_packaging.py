@@ -3,6 +3,7 @@
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,3 +37,29 @@ def test_regular_install_has_one_top_level_package(tmp_path):
     out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True,
                          env={"PYTHONPATH": str(target)}, cwd=tmp_path, check=True).stdout
     assert out.strip().startswith(str(pkg))
+
+
+def test_sdist_ships_the_science_document(tmp_path):
+    """The code cites docs/science.md; MANIFEST.in puts docs/*.md into the source
+    distribution, built here with setuptools' own PEP 517 hook (no `build` needed)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in [*SOURCES, "MANIFEST.in", "docs"]:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(path, src / name)
+    out = tmp_path / "dist"
+    hook = "import sys; from setuptools import build_meta; build_meta.build_sdist(sys.argv[1])"
+    subprocess.run([sys.executable, "-c", hook, str(out)], cwd=src, check=True,
+                   capture_output=True)
+    (sdist,) = out.glob("smallinit-*.tar.gz")
+    top = sdist.name.removesuffix(".tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = set(tar.getnames())
+        for doc in ("science.md", "README.md"):
+            assert f"{top}/docs/{doc}" in names, f"docs/{doc} is missing from {sdist.name}"
+        shipped = tar.extractfile(f"{top}/docs/science.md").read()
+    assert shipped == (ROOT / "docs" / "science.md").read_bytes()
+    assert f"{top}/theory/init_rules.py" in names  # the code it documents, too
