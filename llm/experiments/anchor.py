@@ -221,6 +221,8 @@ class AnchorTask:
         self.cfg = cfg
         self.name = f"anchor {cfg.init}"
         self.tokens_per_step = 0  # fixed-length classification: no token throughput
+        self.loss_sum_dtype = torch.float64  # as this task's loop summed before the Trainer
+        self.clip_in_model_order = True
         self.data = anchor.generate(cfg.task)
         self.device = device
         self.x = torch.from_numpy(self.data.train.tokens).to(device)

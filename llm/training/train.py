@@ -132,11 +132,13 @@ def make_optimizer(model: torch.nn.Module, cfg, device) -> torch.optim.AdamW:
                              fused=device.type in ("cpu", "cuda"))
 
 
-def train_step(objective, optimizer, x, y, *, lr: float, clip: float,
-               ctx=None) -> torch.Tensor:
+def train_step(objective, optimizer, x, y, *, lr: float, clip: float, ctx=None,
+               clip_params=None) -> torch.Tensor:
     """One optimizer step on (x, y): forward (``objective(x, y)`` returns ``(logits,
     loss)``), backward, clip to global norm ``clip`` (0: off), AdamW update at learning
-    rate ``lr``; ``ctx`` is the autocast context (None: fp32). Returns the detached loss."""
+    rate ``lr``; ``ctx`` is the autocast context (None: fp32). The global norm sums over
+    ``clip_params`` in that order (default: the optimizer's parameters in its order; the
+    order moves only the last bit). Returns the detached loss."""
     ctx = ctx if ctx is not None else contextlib.nullcontext()
     for group in optimizer.param_groups:
         group["lr"] = lr
@@ -144,8 +146,9 @@ def train_step(objective, optimizer, x, y, *, lr: float, clip: float,
         _, loss = objective(x, y)
     loss.backward()
     if clip > 0:
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        torch.nn.utils.clip_grad_norm_(params, clip)
+        if clip_params is None:
+            clip_params = [p for group in optimizer.param_groups for p in group["params"]]
+        torch.nn.utils.clip_grad_norm_(clip_params, clip)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return loss.detach()
@@ -160,6 +163,9 @@ class Task(Protocol):
 
     name: str  # progress-bar label
     tokens_per_step: int  # > 0: log records carry ``tokens`` and ``tok_per_s``
+    # Rounding only, fixed per task so that stored runs stay reproducible bit for bit:
+    loss_sum_dtype: torch.dtype  # of the running loss sum of a log window
+    clip_in_model_order: bool  # global norm summed in model.parameters() order
 
     def batch(self, step: int, dist: Dist) -> tuple[torch.Tensor, torch.Tensor]:
         """This rank's share of the global batch of ``step`` (a function of seed and step)."""
@@ -204,6 +210,8 @@ class LMTask:
     :func:`~smallinit.llm.training.evaluate.evaluate` (per-token losses, answer accuracy)."""
 
     name = "train"
+    loss_sum_dtype = torch.float32
+    clip_in_model_order = False  # the optimizer's order: decayed matrices, then the rest
 
     def __init__(self, cfg: RunConfig, device: torch.device):
         self.cfg = cfg
@@ -345,7 +353,8 @@ class Trainer:
         self.on_start(run, start)
         ctx = autocast(cfg, self.device)
         self.model.train()
-        window_sum = torch.zeros((), device=self.device)
+        window_sum = torch.zeros((), dtype=task.loss_sum_dtype, device=self.device)
+        clip_params = list(self.model.parameters()) if task.clip_in_model_order else None
         window_n = 0
         clock, clock_step = time.perf_counter(), start
         last_loss = float("nan")
@@ -354,7 +363,8 @@ class Trainer:
             for step in range(start + 1, t.steps + 1):
                 x, y = task.batch(step, dist)
                 window_sum += train_step(self.objective, self.optimizer, x, y,
-                                         lr=lr_at(step, cfg), clip=t.grad_clip, ctx=ctx)
+                                         lr=lr_at(step, cfg), clip=t.grad_clip, ctx=ctx,
+                                         clip_params=clip_params)
                 window_n += 1
                 bar.update(1)
                 record = None
