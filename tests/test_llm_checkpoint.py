@@ -87,3 +87,13 @@ def test_llm_has_exactly_one_training_loop():
     assert len(backward) == 1 and backward[0].startswith("llm/training/train.py:"), backward
     assert len(step) == 1 and step[0].startswith("llm/training/train.py:"), step
     assert "optimizer.step()" in (LLM.parent / step[0].split(":")[0]).read_text()
+
+
+def test_every_torch_load_in_llm_is_weights_only():
+    loads = []
+    for path in sorted(LLM.rglob("*.py")):
+        for number, code in _code_lines(path):
+            if "torch.load(" in code:
+                loads.append((f"{path.relative_to(LLM.parent)}:{number}", code))
+    assert loads  # the checkpoint module's safe_load at least
+    assert all("weights_only=True" in code for _, code in loads), loads

@@ -4,7 +4,7 @@ A checkpoint ``checkpoints/step-<8 digits>.pt`` holds the model and optimizer st
 the 1-based step it was taken after and the torch RNG states (CPU, and CUDA when present),
 all tensors or plain data, so it loads with ``torch.load(..., weights_only=True)``: nothing
 on disk is unpickled as code. A file that does not load that way (truncated by a crash, an
-empty file, or a planted pickle) is *damaged*: :func:`load_latest` logs a warning naming it,
+empty file, or a planted pickle) is *damaged*: :func:`latest_loadable` logs a warning naming it,
 renames it to ``<name>.damaged`` (out of the ``step-*.pt`` pattern, kept for inspection)
 and falls back to the next older checkpoint, or to a fresh start if none is left.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +30,19 @@ PATTERN = "step-*.pt"
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> Path:
-    """``torch.save(obj)`` to ``path`` so that no reader (or crash) sees a partial file."""
+    """``torch.save(obj)`` to ``path`` so that no reader (or crash) sees a partial file.
+
+    The temporary file ``.<name>.<pid>.<random>.tmp`` is created exclusively (O_EXCL), so
+    two writers never share one; it gets the mode a plain ``open`` would (umask)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
-                               dir=path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
             torch.save(obj, fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
