@@ -21,7 +21,8 @@ Step s = 1 … S (``train.steps``):
 Every ``log_every`` steps and at the last one the mean training loss of the steps since
 the previous record (averaged over ranks) is logged with η(s) and the task's own fields;
 a non-finite mean stops the run and records it as failed. The task may log a held-out
-evaluation after any step. Every ``checkpoint_every`` steps (not the last) rank 0 writes a
+evaluation after any step; then :meth:`Trainer.on_step` sees the step and its log record
+(None when it logged nothing). Every ``checkpoint_every`` steps (not the last) rank 0 writes a
 checkpoint (:mod:`smallinit.llm.training.checkpoint`: model, optimizer, step, RNG states);
 a run asked for again after a kill resumes from its newest intact checkpoint, cuts its
 metrics back to it and reproduces the uninterrupted run's numbers exactly on CPU. At the
