@@ -13,6 +13,7 @@ from smallinit.errors import ConfigError
 from smallinit.llm.data import anchor
 from smallinit.llm.experiments.anchor import (
     KIND,
+    VERSION,
     cell_config,
     load_profile,
     mechanism,
@@ -149,3 +150,134 @@ def test_cli_rejects_bad_values():
     with pytest.raises(ConfigError):
         args.func(args)
     assert isinstance(args, argparse.Namespace)
+
+
+# ----------------------------------------------------------------------------- the trainer
+PINNED = [*TINY, "train.steps=30", "train.log_every=5", "train.checkpoint_every=15",
+          "train.warmup=5", "train.lr=0.01"]
+# Measured with train_anchor of commit a9690d4 (its own loop, before the anchor task ran on
+# the core Trainer), config PINNED on CPU; the Trainer reproduces them bit for bit here
+# (the tolerance allows for other CPUs' rounding).
+PINNED_METRICS = [
+    {"loss": 5.249281120300293, "lr": 0.01, "step": 5},
+    {"acc_seen_test": 0.01, "acc_seen_train": 0.01, "loss": 5.065067958831787,
+     "lr": 0.009140576474687266, "share_inferential": 0.02, "share_other": 0.965,
+     "share_symmetric": 0.015, "step": 10},
+    {"loss": 4.891154766082764, "lr": 0.006890576474687264, "step": 15},
+    {"acc_seen_test": 0.01, "acc_seen_train": 0.015, "loss": 4.762645244598389,
+     "lr": 0.004109423525312737, "share_inferential": 0.0, "share_other": 0.98,
+     "share_symmetric": 0.02, "step": 20},
+    {"loss": 4.811127853393555, "lr": 0.0018594235253127371, "step": 25},
+    {"acc_seen_test": 0.015, "acc_seen_train": 0.0135, "loss": 4.739192295074463,
+     "lr": 0.001, "share_inferential": 0.005, "share_other": 0.975, "share_symmetric": 0.02,
+     "step": 30},
+]
+PINNED_SUMMARY = {
+    "acc_seen_test": 0.015, "acc_seen_train": 0.0135, "params": 10464,
+    "share_inferential": 0.005, "share_other": 0.975, "share_symmetric": 0.02, "steps": 30,
+    "wq_clusters": 16, "wq_condensation": 0.29525549342727414,
+    "wq_condensation_baseline": 0.25000001039324826,
+}
+PINNED_HELD_OUT = ([36, 45, 84, 45, 45, 45, 36, 49, 84, 49, 84, 51, 49, 84, 45, 51, 45, 84,
+                    57, 45], 10704)  # first 20 predictions on (4, 3), sum of all 200
+
+
+def test_anchor_numbers_are_pinned_to_the_loop_before_the_trainer(tmp_path):
+    cfg, _ = load_profile("quick", PINNED)
+    run = run_anchor(cfg, RunStore(tmp_path))
+    got = run.metrics()
+    assert [sorted(r) for r in got] == [sorted(r) for r in PINNED_METRICS]
+    for g, w in zip(got, PINNED_METRICS, strict=True):
+        assert g == pytest.approx(w, abs=1e-6, rel=0)
+    assert run.summary == pytest.approx(PINNED_SUMMARY, abs=1e-6, rel=0)
+    held = run.arrays()["pred_held_out"]
+    assert (held[:20].tolist(), int(held.sum())) == PINNED_HELD_OUT
+    assert (run.path / "model.pt").is_file()
+    assert not list((run.path / "checkpoints").glob("step-*.pt"))
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_anchor_run_resumes_from_its_checkpoint_to_the_same_numbers(tmp_path, monkeypatch):
+    from smallinit.llm.training import train as T
+
+    cfg, _ = load_profile("quick", PINNED)
+    straight = run_anchor(cfg, RunStore(tmp_path / "straight"))
+    original = T.save_checkpoint
+
+    def save_then_stop(run, step, model, optimizer):
+        original(run, step, model, optimizer)
+        raise Interrupted(f"stopped after checkpoint {step}")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(T, "save_checkpoint", save_then_stop)
+        with pytest.raises(Interrupted, match="checkpoint 15"):
+            run_anchor(cfg, RunStore(tmp_path / "resumed"))
+    half = RunStore(tmp_path / "resumed").run(KIND, cfg, version=VERSION)
+    assert max(r["step"] for r in half.metrics()) == 15
+    resumed = run_anchor(cfg, RunStore(tmp_path / "resumed"))
+    assert resumed.state == "done"
+    assert resumed.metrics() == straight.metrics()  # exact, not approximate
+    assert resumed.summary == straight.summary
+    a, b = straight.arrays(), resumed.arrays()
+    assert a.keys() == b.keys()
+    assert all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
+    sa = torch.load(straight.path / "model.pt", weights_only=True)
+    sb = torch.load(resumed.path / "model.pt", weights_only=True)
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+DDP_SCRIPT = """
+import sys
+from smallinit.llm.experiments.anchor import load_profile, run_anchor
+from smallinit.runs import RunStore
+run_anchor(load_profile("quick", sys.argv[2:])[0], RunStore(sys.argv[1]))
+"""
+
+
+@pytest.mark.slow
+def test_two_process_ddp_anchor_matches_one_process(tmp_path):
+    """The anchor task gets DDP from the Trainer: two ranks, each half of every global
+    batch, follow the single-process run up to reduction order. (~30 s on 2 cores.)"""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
+    assert torchrun, "torchrun is installed with torch"
+    args = [*TINY, "train.steps=20", "train.log_every=5", "train.checkpoint_every=10",
+            "train.warmup=5", "train.lr=0.01", "train.threads=1"]
+    cfg, _ = load_profile("quick", args)
+    single = run_anchor(cfg, RunStore(tmp_path / "one"))
+    script = tmp_path / "ddp_anchor.py"
+    script.write_text(DDP_SCRIPT)
+    env = dict(os.environ, OMP_NUM_THREADS="1", SMALLINIT_QUIET="1")
+    cmd = [torchrun, "--standalone", "--nproc_per_node", "2", str(script),
+           str(tmp_path / "two"), *args]
+    for attempt in range(2):  # one retry: the free-port rendezvous can race on a busy host
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env, start_new_session=True)
+        try:
+            _, stderr = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its workers, nothing else
+            proc.communicate()
+            raise
+        if proc.returncode == 0:
+            break
+        print(f"torchrun attempt {attempt} failed:\n{stderr[-3000:]}")
+    assert proc.returncode == 0, stderr[-3000:]
+    two = RunStore(tmp_path / "two").run(KIND, cfg, version=VERSION)
+    assert two.state == "done"
+    a = [(r["step"], r["loss"]) for r in single.metrics()]
+    b = [(r["step"], r["loss"]) for r in two.metrics()]
+    assert [s for s, _ in a] == [s for s, _ in b]
+    for (_, la), (_, lb) in zip(a, b, strict=True):
+        assert abs(la - lb) < 1e-4 * la  # same global batches; only reduction order differs
+    assert two.summary["wq_condensation"] == pytest.approx(single.summary["wq_condensation"],
+                                                           rel=1e-3)

@@ -192,3 +192,154 @@ def test_cli_bad_input_exits_2_with_one_line(argv, message, capsys, tmp_path):
                  *argv[2:]]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+# ----------------------------------------------------------------------------- pinned numbers
+PINNED_ARGS = ["train.steps=30", "train.checkpoint_every=15", "train.eval_every=10"]
+# Measured with the trainer of commit a9690d4 (before the Trainer took pluggable tasks),
+# config TINY + PINNED_ARGS on CPU; ``tok_per_s`` (wall-clock) left out.
+PINNED_METRICS = [
+    {"loss": 6.42678689956665, "lr": 0.003, "step": 5, "tokens": 1920},
+    {"loss": 5.523569583892822, "lr": 0.0027421729424061793, "step": 10, "tokens": 3840},
+    {"step": 10, "val_loss": 5.146235227584839},
+    {"loss": 4.926916122436523, "lr": 0.002067172942406179, "step": 15, "tokens": 5760},
+    {"loss": 4.647246360778809, "lr": 0.0012328270575938211, "step": 20, "tokens": 7680},
+    {"step": 20, "val_loss": 4.5278027057647705},
+    {"loss": 4.450949668884277, "lr": 0.0005578270575938211, "step": 25, "tokens": 9600},
+    {"loss": 4.366314888000488, "lr": 0.00030000000000000003, "step": 30, "tokens": 11520},
+    {"step": 30, "val_loss": 4.382968425750732},
+]
+PINNED_SUMMARY = {
+    "acc_anchor": 0.0, "acc_arith": 0.0, "acc_fact": 0.0, "acc_logic": 0.0,
+    "acc_reasoning": 0.0, "answer_loss_anchor": 4.433802604675293,
+    "answer_loss_arith": 4.47044563293457, "answer_loss_fact": 3.8577113151550293,
+    "answer_loss_logic": 2.7542264461517334, "loss": 4.3987717628479,
+    "loss_anchor": 4.536524772644043, "loss_arith": 4.38623046875,
+    "loss_fact": 4.141481399536133, "loss_logic": 4.444734573364258, "params": 104688,
+    "steps": 30, "tokens": 11520, "train_loss": 4.366314888000488,
+    "val_loss": 4.382968425750732,
+}
+
+
+def test_numbers_are_pinned_to_the_trainer_before_tasks(cache, tmp_path):
+    """Same config, same numbers as the pre-refactor trainer (so the run key's VERSION
+    stays): batches, loss, clipping, schedule, checkpoint cadence and final evaluation."""
+    run = train(tiny(cache, *PINNED_ARGS), runs_dir=tmp_path)
+    got = [{k: v for k, v in r.items() if k != "tok_per_s"} for r in run.metrics()]
+    assert [sorted(r) for r in got] == [sorted(r) for r in PINNED_METRICS]
+    for g, w in zip(got, PINNED_METRICS, strict=True):
+        assert g == pytest.approx(w, abs=1e-6, rel=0)
+    summary = {k: v for k, v in run.summary.items() if k != "corpus"}
+    assert summary == pytest.approx(PINNED_SUMMARY, abs=1e-6, rel=0)
+    assert not list((run.path / "checkpoints").glob("step-*.pt"))  # superseded by model.pt
+    assert (run.path / "model.pt").is_file()
+
+
+# ----------------------------------------------------------------------------- damaged files
+class Interrupted(Exception):
+    """Stands for a crash right after a checkpoint (the store records a retryable failure)."""
+
+
+def interrupt_after_checkpoint(monkeypatch, step: int) -> None:
+    """Make the trainer stop with :class:`Interrupted` once checkpoint ``step`` is on disk."""
+    from smallinit.llm.training import train as T
+
+    original = T.save_checkpoint
+
+    def save_then_stop(run, at, model, optimizer):
+        path = original(run, at, model, optimizer)
+        if at == step:
+            raise Interrupted(f"stopped after checkpoint {at}")
+        return path
+
+    monkeypatch.setattr(T, "save_checkpoint", save_then_stop)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty"])
+def test_damaged_newest_checkpoint_falls_back_to_the_older_one(cache, tmp_path, monkeypatch,
+                                                              caplog, damage):
+    extra = ["train.steps=40", "train.checkpoint_every=10", "train.eval_every=15"]
+    cfg = tiny(cache, *extra)
+    straight = train(cfg, runs_dir=tmp_path / "straight")
+    with monkeypatch.context() as patch:
+        interrupt_after_checkpoint(patch, 30)
+        with pytest.raises(Interrupted):
+            train(cfg, runs_dir=tmp_path / "broken")
+    from smallinit.llm.training.train import KIND, VERSION
+    from smallinit.runs import RunStore
+
+    half = RunStore(tmp_path / "broken").run(KIND, cfg, version=VERSION)
+    newest = half.path / "checkpoints" / "step-00000030.pt"
+    assert sorted(p.name for p in newest.parent.glob("step-*.pt")) == [
+        "step-00000020.pt", newest.name]
+    data = newest.read_bytes()
+    newest.write_bytes(data[:len(data) // 2] if damage == "truncated" else b"")
+    with caplog.at_level("WARNING"):
+        resumed = train(cfg, runs_dir=tmp_path / "broken")
+    assert resumed.state == "done"
+    assert any("step-00000030.pt" in r.getMessage() for r in caplog.records)
+    assert (newest.parent / "step-00000030.pt.damaged").is_file()  # set aside, not retried
+    assert losses(resumed) == losses(straight)  # resumed from step 20: exact, not approximate
+    assert [r for r in resumed.metrics() if "val_loss" in r] == \
+        [r for r in straight.metrics() if "val_loss" in r]
+    for key in ("val_loss", "loss", "acc_reasoning", "acc_fact"):
+        assert resumed.summary[key] == straight.summary[key]
+
+
+class _Payload:
+    """A pickle that creates a file when it is unpickled (what a planted file could do)."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_planted_pickle_checkpoint_is_refused_and_never_run(cache, tmp_path, caplog):
+    import torch
+
+    from smallinit.llm.training.train import KIND, VERSION
+    from smallinit.runs import RunStore
+
+    # the payload is live: an unsafe load runs it
+    probe = tmp_path / "probe.pt"
+    torch.save({"step": 10, "model": _Payload(tmp_path / "unsafe-load-ran")}, probe)
+    torch.load(probe, weights_only=False)
+    assert (tmp_path / "unsafe-load-ran").exists()
+
+    extra = ["train.steps=20", "train.checkpoint_every=10", "train.eval_every=0"]
+    cfg = tiny(cache, *extra)
+    straight = train(cfg, runs_dir=tmp_path / "straight")
+    marker = tmp_path / "planted-code-ran"
+    run = RunStore(tmp_path / "planted").run(KIND, cfg, version=VERSION)
+    (run.path / "checkpoints").mkdir(parents=True)
+    torch.save({"step": 10, "model": _Payload(marker)},
+               run.path / "checkpoints" / "step-00000010.pt")
+    with caplog.at_level("WARNING"):
+        planted = train(cfg, runs_dir=tmp_path / "planted")
+    assert not marker.exists()
+    assert any("step-00000010.pt" in r.getMessage() and "unsafe" in r.getMessage()
+               for r in caplog.records)
+    assert planted.state == "done"  # ignored: trained from scratch, same numbers
+    assert losses(planted) == losses(straight)
+    assert planted.summary["val_loss"] == straight.summary["val_loss"]
+
+
+def test_on_step_hook_gets_the_log_record(cache, tmp_path):
+    from smallinit.llm.training.train import KIND, VERSION, Dist, Trainer
+    from smallinit.runs import RunStore
+
+    seen = []
+
+    class Recording(Trainer):
+        def on_step(self, run, step, metrics):
+            seen.append((step, metrics))
+
+    cfg = tiny(cache, "train.steps=12", "train.checkpoint_every=0", "train.eval_every=0")
+    run = RunStore(tmp_path).get_or_run(KIND, cfg, lambda r: Recording(cfg, Dist()).fit(r),
+                                        version=VERSION)
+    assert [s for s, _ in seen] == list(range(1, 13))
+    logged = [r for r in run.metrics() if "loss" in r]
+    assert [m for _, m in seen if m is not None] == logged  # steps 5, 10 and the last, 12
+    assert [s for s, m in seen if m is not None] == [5, 10, 12]

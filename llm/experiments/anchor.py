@@ -3,16 +3,17 @@ and measure the mechanism (Zhang et al., NeurIPS 2024, arXiv 2405.05409).
 
 One run (kind ``llm-anchor``): a :class:`~smallinit.llm.model.transformer.Transformer`
 initialized by ``apply_init`` with the run's scheme (``gamma:γ``: every matrix
-σ = d_in^(−γ), SPEC §1) is trained with AdamW on fixed-length sequences, the loss being the cross-entropy of the
-*last position only*,
+σ = d_in^(−γ), SPEC §1) is trained with AdamW on fixed-length sequences, the loss being
+the cross-entropy of the *last position only*,
 
     L = −(1/B) Σ_i log softmax(W_head h_L(x_i)[T−1])[y_i].
 
-The optimizer and the warmup + cosine schedule are the core trainer's
-(:func:`smallinit.llm.training.train.make_optimizer`,
-:func:`~smallinit.llm.training.train.lr_at`: weight decay on matrices and embeddings
-only). Step s trains on ``batch_size`` training samples drawn with replacement by a generator seeded with (seed, s), so the data depend on the step only
-and a resumed run repeats the uninterrupted one exactly.
+Training is the core :class:`~smallinit.llm.training.train.Trainer` running
+:class:`AnchorTask`: the same AdamW (weight decay on matrices and embeddings only), warmup +
+cosine schedule, clipping, bf16 autocast on GPU, compile, DDP, checkpoints and resume as
+pretraining. Step s trains on ``batch_size`` training samples drawn with replacement by a
+generator seeded with (seed, s), so the data depend on the step only and a resumed run
+repeats the uninterrupted one exactly.
 
 At the end the run stores (``arrays.npz``) the predictions on the three splits, the
 classification of the held-out pair, and the mechanism measurements, all through
@@ -32,7 +33,6 @@ classification of the held-out pair, and the mechanism measurements, all through
 from __future__ import annotations
 
 import logging
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from smallinit.config import config_from_dict, load_config, read_toml, replace_config
-from smallinit.errors import ConfigError, RunFailed, require
+from smallinit.errors import ConfigError, require
 from smallinit.llm.config import ModelConfig, TrainConfig
 from smallinit.llm.data import anchor
 from smallinit.progress import progress
@@ -168,15 +168,11 @@ def cell_config(base: AnchorConfig, *, gamma: float | None = None, layers: int |
 
 
 # ----------------------------------------------------------------------------- training
-def last_logits(model, tokens):
-    """Logits of the last position only (the head is applied to one position)."""
-    hidden, _ = model.hidden(tokens)
-    return model.head(hidden[:, -1])
-
-
 def predict(model, tokens: np.ndarray, batch: int = 1024) -> np.ndarray:
     """Greedy prediction at the last position for every row of ``tokens``."""
     import torch
+
+    from smallinit.llm.training.objectives import last_logits
 
     device = next(model.parameters()).device
     out = []
@@ -209,90 +205,73 @@ def batch_indices(step: int, seed: int, n: int, batch: int) -> np.ndarray:
     return np.random.default_rng([seed, 7919, step]).integers(0, n, size=batch)
 
 
-def _latest_checkpoint(run: Run) -> Path | None:
-    found = sorted((run.path / "checkpoints").glob("step-*.pt")) \
-        if (run.path / "checkpoints").is_dir() else []
-    return found[-1] if found else None
+class AnchorTask:
+    """The anchor task as a task of :class:`smallinit.llm.training.train.Trainer`: the
+    global batch of step s is the training rows :func:`batch_indices` (seed, s) (each
+    rank its slice), the loss the last position's cross-entropy
+    (:class:`~smallinit.llm.training.objectives.LastPositionLoss`), and every
+    ``eval_every`` steps that is also a log step (and at the last step) the log record
+    carries :func:`evaluate`'s accuracies and shares. ``train.eval_batches`` does not apply
+    (the evaluation uses whole splits). At the end: predictions, the held-out
+    classification and the :func:`mechanism` measurements go to ``arrays.npz``."""
 
+    def __init__(self, cfg: AnchorConfig, device):
+        import torch
 
-def train_anchor(cfg: AnchorConfig, run: Run) -> dict[str, Any]:
-    """The run store's body: train, evaluate, measure; returns the summary."""
-    import torch
-    import torch.nn.functional as F
+        self.cfg = cfg
+        self.name = f"anchor {cfg.init}"
+        self.tokens_per_step = 0  # fixed-length classification: no token throughput
+        self.loss_sum_dtype = torch.float64  # as this task's loop summed before the Trainer
+        self.clip_in_model_order = True
+        self.data = anchor.generate(cfg.task)
+        self.device = device
+        self.x = torch.from_numpy(self.data.train.tokens).to(device)
+        self.y = torch.from_numpy(self.data.train.labels).to(device)
 
-    from smallinit.llm.model.transformer import Transformer
-    from smallinit.llm.training.train import load_checkpoint, lr_at, make_optimizer, save_checkpoint
+    def batch(self, step: int, dist):
+        import torch
 
-    t = cfg.train
-    if t.threads:
-        torch.set_num_threads(t.threads)
-    device = torch.device("cuda" if t.device == "cuda" or (
-        t.device == "auto" and torch.cuda.is_available()) else "cpu")
-    data = anchor.generate(cfg.task)
-    torch.manual_seed(cfg.seed)
-    model = Transformer(cfg.model, cfg.scheme, seed=cfg.seed).to(device)
-    optimizer = make_optimizer(model, cfg, device)
-    start = 0
-    ckpt = _latest_checkpoint(run)
-    if ckpt is not None:
-        start = load_checkpoint(ckpt, model, optimizer)
-        run.rewrite_metrics([r for r in run.metrics() if r.get("step", 0) <= start])
-        log.info("resuming %s from step %d", run.path, start)
-    else:
-        run.rewrite_metrics([])
-    x_all = torch.from_numpy(data.train.tokens).to(device)
-    y_all = torch.from_numpy(data.train.labels).to(device)
-    model.train()
-    running, count = 0.0, 0
-    with progress(total=t.steps, initial=start, desc=f"anchor {cfg.init}", unit="step") as bar:
-        for step in range(start + 1, t.steps + 1):
-            rows = torch.from_numpy(batch_indices(step, cfg.seed, len(y_all), t.batch_size))
-            rows = rows.to(device)
-            for group in optimizer.param_groups:
-                group["lr"] = lr_at(step, cfg)
-            loss = F.cross_entropy(last_logits(model, x_all[rows]).float(), y_all[rows])
-            loss.backward()
-            if t.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            running += float(loss.detach())
-            count += 1
-            bar.update(1)
-            if step % t.log_every == 0 or step == t.steps:
-                mean = running / count
-                running, count = 0.0, 0
-                if not math.isfinite(mean):
-                    raise RunFailed(f"non-finite training loss ({mean}) at step {step}")
-                record: dict[str, Any] = {"step": step, "loss": mean, "lr": lr_at(step, cfg)}
-                if t.eval_every and (step % t.eval_every == 0 or step == t.steps):
-                    record.update(evaluate(model, data)[0])
-                run.log(record)
-                bar.set_postfix(loss=f"{mean:.3f}")
-            if t.checkpoint_every and step % t.checkpoint_every == 0 and step != t.steps:
-                save_checkpoint(run, step, model, optimizer)
-    metrics, preds = evaluate(model, data)
-    arrays = {
-        "pred_train": preds["train"], "pred_test_seen": preds["test_seen"],
-        "pred_held_out": preds["test_held_out"],
-        "held_out_x": data.test_held_out.x,
-        "held_out_kind": anchor.classify(preds["test_held_out"], data.test_held_out.x),
-        "pair_acc_test_seen": anchor.pair_accuracy(preds["test_seen"], data.test_seen),
-        **mechanism(model, cfg, data),
-    }
-    run.save_arrays(**arrays)
-    torch.save(model.state_dict(), run.path / "model.pt")
-    for old in (run.path / "checkpoints").glob("step-*.pt"):  # the run is complete
-        old.unlink()
-    summary = {**metrics, "steps": t.steps, "params": model.num_params(),
-               "wq_condensation": float(arrays["wq_condensation"]),
-               "wq_clusters": int(arrays["wq_clusters"]),
-               "wq_condensation_baseline": float(arrays["wq_condensation_baseline"])}
-    log.info("%s L=%d λ=%g: seen train %.3f test %.3f | held-out inferential %.3f "
-             "symmetric %.3f", cfg.init, cfg.model.n_layers, t.weight_decay,
-             metrics["acc_seen_train"], metrics["acc_seen_test"],
-             metrics["share_inferential"], metrics["share_symmetric"])
-    return summary
+        rows = batch_indices(step, self.cfg.seed, len(self.y), self.cfg.train.batch_size)
+        rows = torch.from_numpy(dist.share(rows)).to(self.device)
+        return self.x[rows], self.y[rows]
+
+    def objective(self, model):
+        from smallinit.llm.training.objectives import LastPositionLoss
+
+        return LastPositionLoss(model)
+
+    def log_fields(self, step: int, model, ctx) -> dict[str, Any]:
+        t = self.cfg.train
+        if t.eval_every and (step % t.eval_every == 0 or step == t.steps):
+            with ctx:
+                return evaluate(model, self.data)[0]
+        return {}
+
+    def evaluate(self, step: int, model, ctx) -> None:
+        return None  # the evaluation rides on the log records (log_fields)
+
+    def finish(self, run: Run, model, ctx, train_loss: float) -> dict[str, Any]:
+        cfg, data = self.cfg, self.data
+        with ctx:
+            metrics, preds = evaluate(model, data)
+        arrays = {
+            "pred_train": preds["train"], "pred_test_seen": preds["test_seen"],
+            "pred_held_out": preds["test_held_out"],
+            "held_out_x": data.test_held_out.x,
+            "held_out_kind": anchor.classify(preds["test_held_out"], data.test_held_out.x),
+            "pair_acc_test_seen": anchor.pair_accuracy(preds["test_seen"], data.test_seen),
+            **mechanism(model, cfg, data),
+        }
+        run.save_arrays(**arrays)
+        summary = {**metrics, "steps": cfg.train.steps, "params": model.num_params(),
+                   "wq_condensation": float(arrays["wq_condensation"]),
+                   "wq_clusters": int(arrays["wq_clusters"]),
+                   "wq_condensation_baseline": float(arrays["wq_condensation_baseline"])}
+        log.info("%s L=%d λ=%g: seen train %.3f test %.3f | held-out inferential %.3f "
+                 "symmetric %.3f", cfg.init, cfg.model.n_layers, cfg.train.weight_decay,
+                 metrics["acc_seen_train"], metrics["acc_seen_test"],
+                 metrics["share_inferential"], metrics["share_symmetric"])
+        return summary
 
 
 # ----------------------------------------------------------------------------- mechanism
@@ -345,10 +324,11 @@ def mechanism(model, cfg: AnchorConfig, data: anchor.AnchorData) -> dict[str, np
 
 # ----------------------------------------------------------------------------- entry points
 def run_anchor(cfg: AnchorConfig, store: RunStore | None = None, *, force: bool = False) -> Run:
-    """Train (or reuse) the run for ``cfg``."""
-    store = store or RunStore()
-    return store.get_or_run(KIND, cfg, lambda run: train_anchor(cfg, run), version=VERSION,
-                            force=force)
+    """Train (or resume, or reuse) the run for ``cfg``, alone or under ``torchrun``."""
+    from smallinit.llm.training.train import Trainer, fit_run
+
+    return fit_run(store or RunStore(), KIND, VERSION, cfg,
+                   lambda dist: Trainer(cfg, dist, AnchorTask), force=force)
 
 
 @dataclass

@@ -30,7 +30,8 @@ import torch
 from smallinit.kernels import measure_all
 from smallinit.llm.analysis.diagnostics import collect
 from smallinit.llm.config import RunConfig
-from smallinit.llm.training.train import Dist, Trainer, get_batch
+from smallinit.llm.data import corpus as corpus_mod
+from smallinit.llm.training.train import Dist, Trainer, fit_run, get_batch
 from smallinit.runs import Run, RunStore
 
 log = logging.getLogger(__name__)
@@ -72,12 +73,12 @@ class TracedTrainer(Trainer):
     """:class:`Trainer` that probes the model after the steps of :func:`probe_steps`."""
 
     def __init__(self, cfg: RunConfig, dist: Dist):
-        super().__init__(cfg, dist)
+        super().__init__(cfg, dist)  # the pretraining task (LMTask)
         self.probes = set(probe_steps(cfg.train.steps))
         ctx = cfg.model.context
-        n = min(PROBE_BATCH, (len(self.corpus.val) - 1) // ctx)
-        starts = np.arange(n) * ctx
-        self.probe_x, _ = get_batch(self.corpus.val, starts, ctx, self.device)
+        val = self.task.corpus.val
+        n = min(PROBE_BATCH, (len(val) - 1) // ctx)
+        self.probe_x, _ = get_batch(val, np.arange(n) * ctx, ctx, self.device)
 
     def probe(self, run, step: int) -> None:
         record = {"weights": measure_model(self.model),
@@ -88,18 +89,16 @@ class TracedTrainer(Trainer):
         if step == 0 and self.dist.main:
             self.probe(run, 0)
 
-    def on_step(self, run, step: int) -> None:
+    def on_step(self, run, step: int, metrics=None) -> None:
         if step in self.probes and self.dist.main:
             self.probe(run, step)
 
 
 def train_traced(cfg: RunConfig, *, runs_dir=None, force: bool = False) -> Run:
-    """Train (or resume, or reuse) the traced run of ``cfg`` (single process)."""
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
-    store = RunStore(runs_dir)
-    return store.get_or_run(KIND, cfg, lambda run: TracedTrainer(cfg, Dist()).fit(run),
-                            version=VERSION, force=force)
+    """Train (or resume, or reuse) the traced run of ``cfg``, alone or under ``torchrun``."""
+    return fit_run(RunStore(runs_dir), KIND, VERSION, cfg,
+                   lambda dist: TracedTrainer(cfg, dist), force=force,
+                   prepare=lambda: corpus_mod.prepare(cfg.data, cfg.model.vocab_size))
 
 
 def trajectory(run: Run) -> dict[str, Any]:

@@ -1,17 +1,33 @@
-"""Pretraining loop: AdamW, warmup + cosine, clipping, checkpoints, resume, DDP.
+"""The training loop: the one place in llm/ where a transformer takes an optimizer step.
 
-Optimizer: AdamW (Loshchilov & Hutter 2019) with decoupled weight decay λ on matrices and
-embeddings only (norm gains and biases are not decayed). Learning rate
-η(s) = η·s/warmup for s ≤ warmup, then η_min + ½(η − η_min)(1 + cos(π·(s − warmup)/(S − warmup)))
-with η_min = min_lr_ratio·η. Gradients are clipped to global norm ``grad_clip``.
+A :class:`Trainer` runs any :class:`Task` — what is trained on and how it is judged — with
+the same optimizer, schedule, precision, checkpoints and DDP. The default task,
+:class:`LMTask`, is next-token pretraining on the run's corpus (store kind ``llm-train``);
+the traced runs (:mod:`smallinit.llm.training.dynamics`) subclass the trainer to probe
+the model, and the anchor task (:mod:`smallinit.llm.experiments.anchor`) is another task.
 
-Data: step s (1-based) trains on ``batch_size`` windows whose starts are drawn from a
-generator seeded with (seed, s); under DDP every rank takes its slice of that global batch,
-so a multi-process run sees the same data as a single process and the data position is just
-the step. A checkpoint stores model, optimizer, step and RNG states; a killed run asked for
-again (the store reports it stale) resumes from its last checkpoint and reproduces the
-uninterrupted run's numbers exactly on CPU. A non-finite loss stops the run and records it
-as failed. Under ``torchrun`` only rank 0 writes (metrics, checkpoints, results).
+Step s = 1 … S (``train.steps``):
+
+* learning rate η(s) = η·s/warmup for s ≤ warmup, then
+  η_min + ½(η − η_min)(1 + cos(π·(s − warmup)/(S − warmup))) with η_min = min_lr_ratio·η;
+* the task's *global* batch of step s, a function of (seed, s) only; under ``torchrun``
+  each of the R ranks takes its contiguous 1/R slice, so a multi-process run sees the same
+  data as one process and the data position is just the step;
+* forward through the task's objective (bf16 autocast on GPU, ``precision``), backward,
+  clipping to global norm ``grad_clip`` (0: off), then one AdamW step (Loshchilov &
+  Hutter 2019) with decoupled weight decay λ on matrices and embeddings only (norm gains
+  and biases are not decayed).
+
+Every ``log_every`` steps and at the last one the mean training loss of the steps since
+the previous record (averaged over ranks) is logged with η(s) and the task's own fields;
+a non-finite mean stops the run and records it as failed. The task may log a held-out
+evaluation after any step; then :meth:`Trainer.on_step` sees the step and its log record
+(None when it logged nothing). Every ``checkpoint_every`` steps (not the last) rank 0 writes a
+checkpoint (:mod:`smallinit.llm.training.checkpoint`: model, optimizer, step, RNG states);
+a run asked for again after a kill resumes from its newest intact checkpoint, cuts its
+metrics back to it and reproduces the uninterrupted run's numbers exactly on CPU. At the
+end the task evaluates and saves what it keeps, the trainer writes ``model.pt``
+atomically and deletes the checkpoints. Under ``torchrun`` only rank 0 writes.
 """
 
 from __future__ import annotations
@@ -21,17 +37,26 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from smallinit.errors import RunFailed
+from smallinit.errors import ConfigError, RunFailed
 from smallinit.llm.config import RunConfig
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.model.transformer import Transformer
+from smallinit.llm.training.checkpoint import (
+    atomic_torch_save,
+    checkpoints,
+    latest_loadable,
+    restore,
+    safe_load,
+    save_checkpoint,
+)
 from smallinit.llm.training.evaluate import evaluate
 from smallinit.progress import progress
 from smallinit.runs import Run, RunStore
@@ -39,7 +64,6 @@ from smallinit.runs import Run, RunStore
 log = logging.getLogger(__name__)
 KIND = "llm-train"
 VERSION = "1"
-KEEP_CHECKPOINTS = 2
 
 
 # ----------------------------------------------------------------------------- environment
@@ -60,21 +84,24 @@ class Dist:
     def main(self) -> bool:
         return self.rank == 0
 
+    def share(self, items):
+        """This rank's contiguous slice of a global batch (its length divides evenly)."""
+        n = len(items) // self.world
+        return items[self.rank * n:(self.rank + 1) * n]
 
-def resolve_device(cfg: RunConfig, dist: Dist) -> torch.device:
+
+def resolve_device(cfg, dist: Dist) -> torch.device:
     want = cfg.train.device
     if want == "auto":
         want = "cuda" if torch.cuda.is_available() else "cpu"
     if want == "cuda":
         if not torch.cuda.is_available():
-            from smallinit.errors import ConfigError
-
             raise ConfigError("train.device='cuda' but no CUDA device is available; use cpu")
         return torch.device("cuda", dist.local_rank)
     return torch.device("cpu")
 
 
-def autocast(cfg: RunConfig, device: torch.device):
+def autocast(cfg, device: torch.device):
     """bf16 autocast on GPU (``precision=auto``) or when asked; fp32 otherwise."""
     use_bf16 = cfg.train.precision == "bf16" or (
         cfg.train.precision == "auto" and device.type == "cuda")
@@ -83,7 +110,7 @@ def autocast(cfg: RunConfig, device: torch.device):
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
-def lr_at(step: int, cfg: RunConfig) -> float:
+def lr_at(step: int, cfg) -> float:
     """Warmup then cosine (module docstring); ``step`` is 1-based."""
     t = cfg.train
     if t.warmup and step <= t.warmup:
@@ -92,6 +119,70 @@ def lr_at(step: int, cfg: RunConfig) -> float:
     frac = min(1.0, (step - t.warmup) / span)
     low = t.min_lr_ratio * t.lr
     return low + 0.5 * (t.lr - low) * (1 + math.cos(math.pi * frac))
+
+
+def make_optimizer(model: torch.nn.Module, cfg, device) -> torch.optim.AdamW:
+    """AdamW with weight decay on the ≥ 2-d parameters (matrices, embeddings) only."""
+    t = cfg.train
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": t.weight_decay},
+              {"params": rest, "weight_decay": 0.0}]
+    # the fused kernel (CPU and CUDA) is the fastest update; same numbers every run
+    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), eps=t.adam_eps,
+                             fused=device.type in ("cpu", "cuda"))
+
+
+def train_step(objective, optimizer, x, y, *, lr: float, clip: float, ctx=None,
+               clip_params=None) -> torch.Tensor:
+    """One optimizer step on (x, y): forward (``objective(x, y)`` returns ``(logits,
+    loss)``), backward, clip to global norm ``clip`` (0: off), AdamW update at learning
+    rate ``lr``; ``ctx`` is the autocast context (None: fp32). The global norm sums over
+    ``clip_params`` in that order (default: the optimizer's parameters in its order; the
+    order moves only the last bit). Returns the detached loss."""
+    ctx = ctx if ctx is not None else contextlib.nullcontext()
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    with ctx:
+        _, loss = objective(x, y)
+    loss.backward()
+    if clip > 0:
+        if clip_params is None:
+            clip_params = [p for group in optimizer.param_groups for p in group["params"]]
+        torch.nn.utils.clip_grad_norm_(clip_params, clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
+# ----------------------------------------------------------------------------- tasks
+class Task(Protocol):
+    """What a run trains on and how it is judged; built as ``Task(cfg, device)``.
+
+    ``model`` below is the bare :class:`Transformer` (not the DDP or compiled wrapper)
+    and ``ctx`` the run's autocast context."""
+
+    name: str  # progress-bar label
+    tokens_per_step: int  # > 0: log records carry ``tokens`` and ``tok_per_s``
+    # Rounding only, fixed per task so that stored runs stay reproducible bit for bit:
+    loss_sum_dtype: torch.dtype  # of the running loss sum of a log window
+    clip_in_model_order: bool  # global norm summed in model.parameters() order
+
+    def batch(self, step: int, dist: Dist) -> tuple[torch.Tensor, torch.Tensor]:
+        """This rank's share of the global batch of ``step`` (a function of seed and step)."""
+
+    def objective(self, model: Transformer) -> torch.nn.Module:
+        """The module the trainer steps: ``objective(x, y)`` returns ``(logits, loss)``
+        and its parameters are the model's."""
+
+    def log_fields(self, step: int, model: Transformer, ctx) -> dict[str, Any]:
+        """Extra fields of the log record of ``step``."""
+
+    def evaluate(self, step: int, model: Transformer, ctx) -> dict[str, Any] | None:
+        """A held-out evaluation logged as its own record after ``step``, or None."""
+
+    def finish(self, run: Run, model: Transformer, ctx, train_loss: float) -> dict[str, Any]:
+        """Final evaluation and saved results (rank 0); returns the run's summary."""
 
 
 def batch_starts(step: int, seed: int, n_tokens: int, context: int, batch: int) -> np.ndarray:
@@ -111,62 +202,72 @@ def get_batch(tokens: np.ndarray, starts: np.ndarray, context: int, device):
     return chunk[:, :-1], chunk[:, 1:]
 
 
-def make_optimizer(model: torch.nn.Module, cfg: RunConfig, device) -> torch.optim.AdamW:
-    t = cfg.train
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": t.weight_decay},
-              {"params": rest, "weight_decay": 0.0}]
-    # the fused kernel (CPU and CUDA) is the fastest update; same numbers every run
-    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), eps=t.adam_eps,
-                             fused=device.type in ("cpu", "cuda"))
+class LMTask:
+    """Next-token pretraining (the default task). Step s trains on ``batch_size`` windows
+    of ``context + 1`` tokens of the training split whose starts are drawn uniformly by a
+    generator seeded with (seed, s); the loss is the mean next-token cross-entropy. Every
+    ``eval_every`` steps (not the last) and at the end, ``val_loss`` is the mean loss on
+    ``eval_batches`` fixed held-out batches; the end also runs
+    :func:`~smallinit.llm.training.evaluate.evaluate` (per-token losses, answer accuracy)."""
 
+    name = "train"
+    loss_sum_dtype = torch.float32
+    clip_in_model_order = False  # the optimizer's order: decayed matrices, then the rest
 
-def train_step(model, optimizer, x, y, *, lr: float, clip: float,
-               ctx=None) -> torch.Tensor:
-    """One optimizer step on (x, y): forward, backward, clip to global norm ``clip`` (0:
-    off), AdamW update at learning rate ``lr``; ``ctx`` is the autocast context (None:
-    fp32). Returns the (detached) batch loss."""
-    ctx = ctx if ctx is not None else contextlib.nullcontext()
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    with ctx:
-        _, loss = model(x, y)
-    loss.backward()
-    if clip > 0:
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        torch.nn.utils.clip_grad_norm_(params, clip)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return loss.detach()
+    def __init__(self, cfg: RunConfig, device: torch.device):
+        self.cfg = cfg
+        self.device = device
+        self.corpus = corpus_mod.load(cfg.data, cfg.model.vocab_size)
+        self.tokens_per_step = cfg.train.batch_size * cfg.model.context
 
+    def batch(self, step: int, dist: Dist):
+        cfg = self.cfg
+        starts = batch_starts(step, cfg.seed, len(self.corpus.train), cfg.model.context,
+                              cfg.train.batch_size)
+        return get_batch(self.corpus.train, dist.share(starts), cfg.model.context, self.device)
 
-# ----------------------------------------------------------------------------- checkpoints
-def _checkpoints(run_dir: Path) -> list[Path]:
-    return sorted((run_dir / "checkpoints").glob("step-*.pt"))
+    def objective(self, model: Transformer) -> torch.nn.Module:
+        return model  # Transformer(x, y) is (logits, mean next-token loss)
 
+    def log_fields(self, step: int, model, ctx) -> dict[str, Any]:
+        return {}
 
-def save_checkpoint(run: Run, step: int, model, optimizer) -> Path:
-    state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-             "torch_rng": torch.get_rng_state(),
-             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-    path = run.checkpoint_dir / f"step-{step:08d}.pt"
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-    for old in _checkpoints(run.path)[:-KEEP_CHECKPOINTS]:
-        old.unlink(missing_ok=True)
-    return path
+    def evaluate(self, step: int, model, ctx) -> dict[str, Any] | None:
+        t = self.cfg.train
+        if t.eval_every and step % t.eval_every == 0 and step != t.steps:
+            return {"val_loss": self.val_loss(model, ctx)}
+        return None
 
+    @torch.no_grad()
+    def val_loss(self, model, ctx) -> float:
+        """Mean loss on ``eval_batches`` fixed held-out batches (same every time)."""
+        cfg = self.cfg
+        model.eval()
+        total = 0.0
+        for i in range(cfg.train.eval_batches):
+            starts = batch_starts(i, cfg.seed + 1_000_003, len(self.corpus.val),
+                                  cfg.model.context, cfg.train.batch_size)
+            x, y = get_batch(self.corpus.val, starts, cfg.model.context, self.device)
+            with ctx:
+                total += float(model(x, y)[1])
+        model.train()
+        return total / cfg.train.eval_batches
 
-def load_checkpoint(path: Path, model, optimizer) -> int:
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    torch.set_rng_state(state["torch_rng"])
-    if state.get("cuda_rng") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda_rng"])
-    return int(state["step"])
+    def finish(self, run: Run, model, ctx, train_loss: float) -> dict[str, Any]:
+        """Final held-out loss, per-token losses and answer accuracies."""
+        cfg = self.cfg
+        val = self.val_loss(model, ctx)
+        run.log({"step": cfg.train.steps, "val_loss": val})
+        with ctx:
+            metrics, tokens = evaluate(model, self.corpus, self.device,
+                                       n_windows=cfg.eval.token_windows,
+                                       n_items=cfg.eval.answer_items, context=cfg.model.context)
+        run.save_arrays(**tokens)
+        run.write_json("eval.json", metrics)
+        return {"train_loss": train_loss, "val_loss": val, "steps": cfg.train.steps,
+                "tokens": cfg.train.steps * self.tokens_per_step,
+                "params": model.num_params(), **metrics,
+                "corpus": corpus_mod.corpus_summary(self.corpus)}
 
 
 class _RankView:
@@ -181,68 +282,62 @@ class _RankView:
 
 # ----------------------------------------------------------------------------- the loop
 class Trainer:
-    """One training run's state; :meth:`fit` is the run store's body."""
+    """One training run of ``task`` (module docstring); :meth:`fit` is the run store's body.
 
-    def __init__(self, cfg: RunConfig, dist: Dist):
+    ``cfg`` needs ``seed``, ``model`` (a ModelConfig), ``scheme`` (the init) and ``train``
+    (a TrainConfig); ``make_task(cfg, device)`` builds the task (default: pretraining)."""
+
+    def __init__(self, cfg, dist: Dist, make_task: Callable[..., Task] = LMTask):
         self.cfg = cfg
         self.dist = dist
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
         self.device = resolve_device(cfg, dist)
-        self.corpus = corpus_mod.load(cfg.data, cfg.model.vocab_size)
+        self.task = make_task(cfg, self.device)
         torch.manual_seed(cfg.seed)
         self.model = Transformer(cfg.model, cfg.scheme, seed=cfg.seed).to(self.device)
         self.optimizer = make_optimizer(self.model, cfg, self.device)
-        self.step_model = self.model
+        self.objective = self.task.objective(self.model)
         if dist.world > 1:
             from torch.nn.parallel import DistributedDataParallel
 
             ids = [self.device.index] if self.device.type == "cuda" else None
-            self.step_model = DistributedDataParallel(self.model, device_ids=ids)
+            self.objective = DistributedDataParallel(self.objective, device_ids=ids)
         if cfg.train.compile:
-            self.step_model = torch.compile(self.step_model)
-
-    # -- resume
-    def _resume(self, run) -> int:
-        """Load the last checkpoint (rank 0 decides which) and cut metrics back to it."""
-        step = 0
-        if self.dist.main:
-            found = _checkpoints(run.path)
-            step = int(found[-1].stem.split("-")[1]) if found else 0
-        if self.dist.world > 1:
-            import torch.distributed as tdist
-
-            box = [step]
-            tdist.broadcast_object_list(box, src=0)
-            step = box[0]
-        if step == 0:
-            if self.dist.main:
-                run.rewrite_metrics([])
-            return 0
-        path = run.path / "checkpoints" / f"step-{step:08d}.pt"
-        loaded = load_checkpoint(path, self.model, self.optimizer)
-        if self.dist.main:
-            kept = [r for r in run.metrics() if r.get("step", 0) <= loaded]
-            run.rewrite_metrics(kept)
-            log.info("resuming %s from step %d", run.path, loaded)
-        return loaded
-
-    # -- one optimizer step
-    def _train_step(self, step: int, ctx) -> torch.Tensor:
-        cfg, dist = self.cfg, self.dist
-        starts = batch_starts(step, cfg.seed, len(self.corpus.train), cfg.model.context,
-                              cfg.train.batch_size)
-        per_rank = len(starts) // dist.world
-        mine = starts[dist.rank * per_rank:(dist.rank + 1) * per_rank]
-        x, y = get_batch(self.corpus.train, mine, cfg.model.context, self.device)
-        return train_step(self.step_model, self.optimizer, x, y, lr=lr_at(step, cfg),
-                          clip=cfg.train.grad_clip, ctx=ctx)
+            self.objective = torch.compile(self.objective)
 
     # -- extension points (subclasses override these, e.g. llm.dynamics.TracedTrainer)
     def on_start(self, run, step: int) -> None:
         """Called once before the first step of this process, with the step it resumes from
         (0 for a fresh run)."""
 
-    def on_step(self, run, step: int) -> None:
-        """Called after every optimizer step (on every rank)."""
+    def on_step(self, run, step: int, metrics: dict[str, Any] | None) -> None:
+        """Called after every optimizer step (on every rank) with the step's log record,
+        or None when the step logged nothing."""
+
+    # -- resume
+    def _resume(self, run) -> int:
+        """Restore the newest intact checkpoint (rank 0 decides which) and cut the metrics
+        back to it; returns its step (0: a fresh start)."""
+        step, state = 0, None
+        if self.dist.main:
+            step, state = latest_loadable(run.path)
+        if self.dist.world > 1:
+            import torch.distributed as tdist
+
+            box = [step]
+            tdist.broadcast_object_list(box, src=0)
+            step = box[0]
+            if step and state is None:
+                state = safe_load(run.path / "checkpoints" / f"step-{step:08d}.pt")
+        if state is not None:
+            restore(state, self.model, self.optimizer)
+        if self.dist.main:
+            kept = [r for r in run.metrics() if r.get("step", 0) <= step] if step else []
+            run.rewrite_metrics(kept)
+            if step:
+                log.info("resuming %s from step %d", run.path, step)
+        return step
 
     def _mean_over_ranks(self, value: torch.Tensor) -> float:
         if self.dist.world > 1:
@@ -253,56 +348,48 @@ class Trainer:
             value = value / self.dist.world
         return float(value)
 
-    @torch.no_grad()
-    def val_loss(self, ctx) -> float:
-        """Mean loss on ``eval_batches`` fixed held-out batches (same every time)."""
-        cfg = self.cfg
-        model = self.model
-        model.eval()
-        total = 0.0
-        for i in range(cfg.train.eval_batches):
-            starts = batch_starts(i, cfg.seed + 1_000_003, len(self.corpus.val),
-                                  cfg.model.context, cfg.train.batch_size)
-            x, y = get_batch(self.corpus.val, starts, cfg.model.context, self.device)
-            with ctx:
-                total += float(model(x, y)[1])
-        model.train()
-        return total / cfg.train.eval_batches
-
     def fit(self, run) -> dict[str, Any]:
-        cfg, t, dist = self.cfg, self.cfg.train, self.dist
+        cfg, t, dist, task = self.cfg, self.cfg.train, self.dist, self.task
         start = self._resume(run)
         self.on_start(run, start)
         ctx = autocast(cfg, self.device)
-        tokens_per_step = t.batch_size * cfg.model.context
         self.model.train()
-        window_sum = torch.zeros((), device=self.device)
+        window_sum = torch.zeros((), dtype=task.loss_sum_dtype, device=self.device)
+        clip_params = list(self.model.parameters()) if task.clip_in_model_order else None
         window_n = 0
-        bar = progress(total=t.steps, initial=start, desc="train", unit="step",
-                       disable=True if not dist.main else None)
         clock, clock_step = time.perf_counter(), start
         last_loss = float("nan")
-        with bar:
+        with progress(total=t.steps, initial=start, desc=task.name, unit="step",
+                      disable=True if not dist.main else None) as bar:
             for step in range(start + 1, t.steps + 1):
-                window_sum += self._train_step(step, ctx)
-                self.on_step(run, step)
+                x, y = task.batch(step, dist)
+                window_sum += train_step(self.objective, self.optimizer, x, y,
+                                         lr=lr_at(step, cfg), clip=t.grad_clip, ctx=ctx,
+                                         clip_params=clip_params)
                 window_n += 1
                 bar.update(1)
+                record = None
                 if step % t.log_every == 0 or step == t.steps:
                     last_loss = self._mean_over_ranks(window_sum / window_n)
-                    now = time.perf_counter()
-                    tok_s = (step - clock_step) * tokens_per_step / max(now - clock, 1e-9)
-                    clock, clock_step = now, step
                     window_sum.zero_()
                     window_n = 0
-                    record = {"step": step, "loss": last_loss, "lr": lr_at(step, cfg),
-                              "tokens": step * tokens_per_step, "tok_per_s": tok_s}
-                    run.log(record)
-                    bar.set_postfix(loss=f"{last_loss:.3f}", tok_s=f"{tok_s:,.0f}")
+                    record = {"step": step, "loss": last_loss, "lr": lr_at(step, cfg)}
+                    if task.tokens_per_step:
+                        now = time.perf_counter()
+                        record["tokens"] = step * task.tokens_per_step
+                        record["tok_per_s"] = ((step - clock_step) * task.tokens_per_step
+                                               / max(now - clock, 1e-9))
+                        clock, clock_step = now, step
                     if not math.isfinite(last_loss):
+                        run.log(record)
                         raise RunFailed(f"non-finite training loss ({last_loss}) at step {step}")
-                if t.eval_every and step % t.eval_every == 0 and step != t.steps:
-                    run.log({"step": step, "val_loss": self.val_loss(ctx)})
+                    record.update(task.log_fields(step, self.model, ctx))
+                    run.log(record)
+                    bar.set_postfix(loss=f"{last_loss:.3f}")
+                held_out = task.evaluate(step, self.model, ctx)
+                if held_out:
+                    run.log({"step": step, **held_out})
+                self.on_step(run, step, record)
                 if dist.main and t.checkpoint_every and step % t.checkpoint_every == 0 \
                         and step != t.steps:
                     save_checkpoint(run, step, self.model, self.optimizer)
@@ -311,48 +398,29 @@ class Trainer:
         return self.finish(run, ctx, last_loss)
 
     def finish(self, run: Run, ctx, last_loss: float) -> dict[str, Any]:
-        """Final held-out evaluation, weights and per-token losses (rank 0)."""
-        cfg = self.cfg
-        val = self.val_loss(ctx)
-        run.log({"step": cfg.train.steps, "val_loss": val})
-        with ctx:
-            metrics, tokens = evaluate(self.model, self.corpus, self.device,
-                                       n_windows=cfg.eval.token_windows,
-                                       n_items=cfg.eval.answer_items, context=cfg.model.context)
-        weights = run.path / "model.pt"
-        torch.save(self.model.state_dict(), weights.with_name(".model.pt.tmp"))
-        os.replace(weights.with_name(".model.pt.tmp"), weights)
-        for old in _checkpoints(run.path):  # the final weights supersede them
+        """The task's final evaluation and results, then the final weights (rank 0)."""
+        summary = self.task.finish(run, self.model, ctx, last_loss)
+        atomic_torch_save(self.model.state_dict(), run.path / "model.pt")
+        for old in checkpoints(run.path):  # the final weights supersede them
             old.unlink(missing_ok=True)
-        run.save_arrays(**tokens)
-        run.write_json("eval.json", metrics)
-        return {"train_loss": last_loss, "val_loss": val, "steps": cfg.train.steps,
-                "tokens": cfg.train.steps * cfg.train.batch_size * cfg.model.context,
-                "params": self.model.num_params(), **metrics,
-                "corpus": corpus_mod.corpus_summary(self.corpus)}
+        return summary
 
 
-# ----------------------------------------------------------------------------- entry point
-def train(cfg: RunConfig, *, runs_dir: str | Path | None = None, force: bool = False) -> Run:
-    """Train (or resume, or reuse) the run for ``cfg``; works alone or under ``torchrun``.
+# ----------------------------------------------------------------------------- entry points
+def fit_run(store: RunStore, kind: str, version: str, cfg, build: Callable[[Dist], Trainer],
+            *, force: bool = False, prepare: Callable[[], None] | None = None) -> Run:
+    """Train (or resume, or reuse) the run (kind, cfg, version) with the trainer
+    ``build(dist)``, alone or under ``torchrun``; ``prepare`` runs once on rank 0 before
+    the others start (e.g. building a corpus they then read).
 
     Returns the run (on ranks other than 0 a handle to the same directory)."""
     dist = Dist.from_env()
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
     if cfg.train.batch_size % dist.world:
-        from smallinit.errors import ConfigError
-
         raise ConfigError(f"train.batch_size={cfg.train.batch_size} is not divisible by the "
                           f"{dist.world} processes")
-    store = RunStore(runs_dir)
     if dist.world == 1:
-        return store.get_or_run(KIND, cfg, lambda run: Trainer(cfg, dist).fit(run),
-                                version=VERSION, force=force)
-    return _train_distributed(cfg, dist, store, force)
-
-
-def _train_distributed(cfg: RunConfig, dist: Dist, store: RunStore, force: bool) -> Run:
+        return store.get_or_run(kind, cfg, lambda run: build(dist).fit(run), version=version,
+                                force=force)
     import torch.distributed as tdist
 
     own_group = not tdist.is_initialized()
@@ -360,25 +428,33 @@ def _train_distributed(cfg: RunConfig, dist: Dist, store: RunStore, force: bool)
         backend = "nccl" if cfg.train.device != "cpu" and torch.cuda.is_available() else "gloo"
         tdist.init_process_group(backend)
     try:
-        run = store.run(KIND, cfg, version=VERSION)
+        run = store.run(kind, cfg, version=version)
         if dist.main:
-            corpus_mod.prepare(cfg.data, cfg.model.vocab_size)  # once, before the others read
+            if prepare is not None:
+                prepare()
             state = run.state
             final = state == "failed" and run.status().get("final")
             box = [force or state not in ("done", "running") and not final]
         else:
             box = [None]
         tdist.broadcast_object_list(box, src=0)
-        will_run = box[0]
         if dist.main:
-            return store.get_or_run(KIND, cfg, lambda r: Trainer(cfg, dist).fit(r),
-                                    version=VERSION, force=force)
-        if will_run:
+            return store.get_or_run(kind, cfg, lambda r: build(dist).fit(r), version=version,
+                                    force=force)
+        if box[0]:
             try:
-                Trainer(cfg, dist).fit(_RankView(run))
+                build(dist).fit(_RankView(run))
             except RunFailed:
                 pass  # rank 0 records it
         return run
     finally:
         if own_group:
             tdist.destroy_process_group()
+
+
+def train(cfg: RunConfig, *, runs_dir: str | Path | None = None, force: bool = False) -> Run:
+    """Train (or resume, or reuse) the pretraining run for ``cfg``; works alone or under
+    ``torchrun``."""
+    return fit_run(RunStore(runs_dir), KIND, VERSION, cfg, lambda dist: Trainer(cfg, dist),
+                   force=force,
+                   prepare=lambda: corpus_mod.prepare(cfg.data, cfg.model.vocab_size))

@@ -13,6 +13,7 @@ from smallinit.errors import ConfigError, StoreError
 from smallinit.llm.config import ModelConfig, RunConfig
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.model.transformer import Transformer
+from smallinit.llm.training.checkpoint import safe_load
 from smallinit.llm.training.evaluate import evaluate
 from smallinit.runs import Run, RunStore, read_json
 
@@ -69,7 +70,7 @@ def load_trained(run_dir: str | Path) -> tuple[RunConfig, Transformer]:
     cfg = config_from_dict(RunConfig, read_json(run_dir / "config.json")["config"],
                            where="config")
     model = Transformer(cfg.model)
-    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    model.load_state_dict(safe_load(weights))  # tensors only: no pickled code runs
     return cfg, model
 
 

@@ -1,0 +1,130 @@
+"""Checkpoints and final weights on disk: durable writes, safe reads, damaged files skipped.
+
+A checkpoint ``checkpoints/step-<8 digits>.pt`` holds the model and optimizer state dicts,
+the 1-based step it was taken after and the torch RNG states (CPU, and CUDA when present),
+all tensors or plain data, so it loads with ``torch.load(..., weights_only=True)``: nothing
+on disk is unpickled as code. A file that does not load that way (truncated by a crash, an
+empty file, or a planted pickle) is *damaged*: :func:`latest_loadable` logs a warning naming it,
+renames it to ``<name>.damaged`` (out of the ``step-*.pt`` pattern, kept for inspection)
+and falls back to the next older checkpoint, or to a fresh start if none is left.
+
+Every file is written to a temporary name unique to this writer (pid and a random suffix,
+so two writers never share one), fsynced, renamed over the target, and its directory
+fsynced, so a crash at any moment leaves either the old file or the complete new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+KEEP_CHECKPOINTS = 2  # the newest ones; older checkpoints are deleted after each save
+PATTERN = "step-*.pt"
+
+
+def atomic_torch_save(obj: Any, path: str | Path) -> Path:
+    """``torch.save(obj)`` to ``path`` so that no reader (or crash) sees a partial file.
+
+    The temporary file ``.<name>.<pid>.<random>.tmp`` is created exclusively (O_EXCL), so
+    two writers never share one; it gets the mode a plain ``open`` would (umask)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            torch.save(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def safe_load(path: str | Path) -> Any:
+    """``torch.load`` of tensors and plain data only, onto the CPU."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def checkpoints(run_dir: str | Path) -> list[Path]:
+    """The run's checkpoints, oldest first (the zero-padded step sorts by name)."""
+    return sorted((Path(run_dir) / "checkpoints").glob(PATTERN))
+
+
+def checkpoint_step(path: Path) -> int:
+    return int(path.stem.split("-")[1])
+
+
+def save_checkpoint(run, step: int, model, optimizer) -> Path:
+    """Checkpoint after ``step``, then keep only the newest :data:`KEEP_CHECKPOINTS`."""
+    state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+             "torch_rng": torch.get_rng_state(),
+             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+    path = atomic_torch_save(state, run.checkpoint_dir / f"step-{step:08d}.pt")
+    for old in checkpoints(run.path)[:-KEEP_CHECKPOINTS]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def latest_loadable(run_dir: str | Path, *, set_aside: bool = True) -> tuple[int, dict | None]:
+    """(step, state) of the newest checkpoint that loads safely; (0, None) if none does.
+
+    Damaged files met on the way are warned about and, with ``set_aside``, renamed to
+    ``<name>.damaged`` so that the next resume does not meet them again."""
+    for path in reversed(checkpoints(run_dir)):
+        try:
+            state = safe_load(path)
+            step = int(state["step"])
+            if step != checkpoint_step(path):
+                raise ValueError(f"it holds step {step}")
+        except Exception as err:  # truncated, empty, not weights-only, or inconsistent
+            log.warning("checkpoint %s is damaged or unsafe (%s); falling back to the one "
+                        "before it", path, str(err).splitlines()[0] if str(err) else
+                        type(err).__name__)
+            if set_aside:
+                with contextlib.suppress(OSError):
+                    os.replace(path, path.with_name(path.name + ".damaged"))
+            continue
+        return step, state
+    return 0, None
+
+
+def restore(state: dict, model, optimizer) -> int:
+    """Load a checkpoint's state into ``model`` and ``optimizer``, restore the RNG states;
+    returns its step."""
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["torch_rng"])
+    if state.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    return int(state["step"])
+
+
+def load_checkpoint(path: str | Path, model, optimizer) -> int:
+    """Restore one checkpoint file (weights-only load); returns its step."""
+    return restore(safe_load(path), model, optimizer)
