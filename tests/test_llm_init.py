@@ -167,26 +167,79 @@ def test_unknown_model_is_rejected():
         apply_init(torch.nn.Linear(3, 3), "gamma:1.0")
 
 
-@pytest.mark.parametrize("scheme", ["gamma:1.0,depth", "nanogpt", "mitchell", "mup:32", "xavier"])
-@pytest.mark.parametrize("gated", [False, True])
-def test_model_table_agrees_with_theory_transformer_table(scheme, gated):
-    """The model's matrices and theory's transformer table list the same matrices with
-    the same σ (two readings of SPEC §1 that must not drift apart)."""
-    from smallinit.theory.transformer import TransformerShape, matrices
+# ----------------------------------------------------------------------------- theory agrees
+AGREE_SIZES = [
+    dict(vocab_size=300, context=40, d_model=64, d_ff=192, n_heads=4, n_layers=3),
+    dict(vocab_size=200, context=16, d_model=96, n_heads=2, n_layers=2),  # swiglu default d_ff
+    dict(vocab_size=128, context=24, d_model=48, n_heads=3, n_layers=2, mlp="gelu",
+         norm="layernorm", positions="learned", tie_embeddings=True, bias=True),
+    dict(vocab_size=100, context=16, d_model=64, n_heads=8, n_layers=4, gated_attention=True,
+         gate_kind="headwise"),
+    dict(vocab_size=50, context=12, d_model=32, d_ff=100, n_heads=2, n_layers=2, mlp="gelu",
+         gated_attention=True, tie_embeddings=True, positions="learned"),
+]
+AGREE_SCHEMES = ["gamma:1.0", "gamma:0.25", "gamma:0.75,vo=0.5",
+                 "gamma:0.5,qk=1.0,mlp_out=0.8,attn_gate=0.7,embedding=0.3,head=1.2,depth",
+                 "gamma:1.0,depth", "nanogpt", "fixed:0.05", "megatron:0.02", "mitchell",
+                 "mup:32", "xavier", "kaiming"]
 
-    shape = TransformerShape(d_model=64, d_ff=192, n_heads=4, n_layers=3, vocab=300,
-                             gated_attention=gated)
-    expected, n_expected = {}, {}
-    for row in matrices(shape, parse_scheme(scheme)):
-        for layer in row["layers"] or [0]:
-            key = (row["part"], row["d_in"], row["d_out"], row["residual_out"], layer)
-            expected[key] = float(row["sigma"])
-            n_expected[key] = n_expected.get(key, 0) + 1
-    model = Transformer(ModelConfig(**SIZES, gated_attention=gated))
-    counts: dict = {}
+
+def theory_shape(cfg: ModelConfig):
+    """The theory shape of a model config; n_heads only where a σ depends on it."""
+    from smallinit.theory.transformer import TransformerShape
+
+    headwise = cfg.gated_attention and cfg.gate_kind == "headwise"
+    return TransformerShape(
+        d_model=cfg.d_model, d_ff=cfg.d_ff, n_heads=cfg.n_heads if headwise else None,
+        n_layers=cfg.n_layers, vocab=cfg.vocab_size, mlp=cfg.mlp,
+        gated_attention=cfg.gated_attention, tie_embeddings=cfg.tie_embeddings,
+        gate_kind=cfg.gate_kind, positions=cfg.positions, context=cfg.context)
+
+
+def test_agreement_covers_every_scheme():
+    from smallinit.theory.init_rules import SCHEMES as ALL_SCHEMES
+
+    assert {parse_scheme(s).name for s in AGREE_SCHEMES} == set(ALL_SCHEMES)
+
+
+@pytest.mark.parametrize("sizes", AGREE_SIZES)
+@pytest.mark.parametrize("scheme", AGREE_SCHEMES)
+def test_model_table_agrees_with_theory_transformer_table(sizes, scheme):
+    """Matrix by matrix, the model's declared table and theory's formula table give the same
+    (part, d_in, d_out, σ) for every (kind, layer): two readings of docs/science.md §1 and of
+    the d_ff default that must not drift apart."""
+    from smallinit.theory.transformer import matrices
+
+    cfg = ModelConfig(**sizes)
+    model = Transformer(cfg)
+    for spec in model.matrices():  # the declarations describe the tensors as built
+        assert spec.shape == (spec.d_out, spec.d_in), spec.name
+    ours = {}
     for r in init_table(model, scheme):
-        key = (r["part"], r["d_in"], r["d_out"], r["residual_out"], r["layer"])
-        assert key in expected, key
-        assert r["std"] == pytest.approx(expected[key], rel=1e-12)
-        counts[key] = counts.get(key, 0) + 1
-    assert counts == n_expected
+        assert (r["kind"], r["layer"]) not in ours
+        ours[(r["kind"], r["layer"])] = (r["part"], r["d_in"], r["d_out"], r["std"])
+    theirs = {}
+    for row in matrices(theory_shape(cfg), parse_scheme(scheme)):
+        for layer in row["layers"] or [0]:
+            assert (row["kind"], layer) not in theirs
+            theirs[(row["kind"], layer)] = (row["part"], row["d_in"], row["d_out"],
+                                            float(row["sigma"]))
+    assert ours == theirs
+
+
+def test_reference_values_recorded_before_the_table():
+    """Weights (sha256 of their bytes), init_table rows and the traced / FFN measurements of
+    the code before the matrix table (tests/data/make_matrix_reference.py) are unchanged."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data"
+    spec = importlib.util.spec_from_file_location("make_matrix_reference",
+                                                  data / "make_matrix_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    want = json.loads((data / "matrix_reference.json").read_text())
+    got = json.loads(json.dumps(module.compute(), default=float))
+    for key in want:
+        assert got[key] == want[key], key

@@ -10,8 +10,8 @@ block index and whether it writes into the residual stream — is one
 * this package's :class:`~smallinit.llm.model.transformer.Transformer` declares its own as its
   modules build them (fused Q|K|V rows and fused SwiGLU gate|up rows are separate matrices,
   each with its own part and d_out); this module does not know the model class;
-* Hugging Face models are read here by module name: GPT-2 (``Conv1D`` weights are stored (in, out): d_in is the row count, and
-  ``c_attn`` holds Q|K|V as column blocks);
+* Hugging Face models are read here by module name: GPT-2 (``Conv1D`` weights are stored
+  (in, out): d_in is the row count, and ``c_attn`` holds Q|K|V as column blocks);
 * Hugging Face Llama-family models (``q_proj``/``k_proj``/``v_proj``/``o_proj``,
   ``gate_proj``/``up_proj``/``down_proj``; also Mistral, Qwen2 and others with these names).
 
@@ -47,7 +47,6 @@ from smallinit.theory.init_rules import (
     parse_scheme,
     truncation,
 )
-
 
 # ----------------------------------------------------------------------------- Hugging Face
 _LAYER = re.compile(r"\.(?:h|layers)\.(\d+)\.")

@@ -52,11 +52,17 @@ class MatrixSpec:
     layer: int
     residual_out: bool
     kind: str = ""
+    bias: nn.Parameter | None = None  # the owning module's bias (declared matrices only)
 
     @property
     def weight(self) -> torch.Tensor:
         """The block itself (a view of the parameter; detach before measuring)."""
         return self.param[self.index]
+
+    @property
+    def bias_block(self) -> torch.Tensor | None:
+        """The bias entries of this matrix's output units (its rows), or None."""
+        return None if self.bias is None else self.bias[self.index[0]]
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -95,9 +101,10 @@ def declared_matrices(model: nn.Module) -> list[MatrixSpec]:
         for decl in module.__dict__.get(DECLARED, ()):
             name = f"{prefix}.{decl.attr}" if prefix else decl.attr
             param = getattr(module, decl.attr)
+            bias = getattr(module, "bias", None) if decl.attr == "weight" else None
             out.append(MatrixSpec(name if decl.tag is None else f"{name}[{decl.tag}]", param,
                                   decl.index, decl.part, decl.d_in, decl.d_out, decl.layer,
-                                  decl.residual_out, decl.kind))
+                                  decl.residual_out, decl.kind, bias))
     return out
 
 
