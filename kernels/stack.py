@@ -46,24 +46,44 @@ def _check_stack(shape: tuple[int, ...]) -> None:
         raise ValueError(f"W has shape {shape}; a stack (B, m, d) of matrices is required")
 
 
-def _gpu_stack(W: Any, threshold: float, weights: Any = None):
-    """Device Gram, spectrum and leader labels of a stack (see the module docstring)."""
+def _device() -> tuple[Any, Any, Any]:
+    """(array module, batched cosine Gram, hand-over) of the device path: CuPy, the
+    ``cosine_gram.cu`` kernel and DLPack (the tests substitute NumPy stand-ins)."""
     from . import gpu  # noqa: PLC0415  (cupy backend only)
     from .backend import cp  # noqa: PLC0415
 
-    Wd = cp.ascontiguousarray(to_device(W), dtype=cp.float64)
+    return cp, gpu.cosine_gram, to_device
+
+
+def _gpu_stack(W: Any, threshold: float, weights: Any = None):
+    """Device Gram and leader labels of a stack (see the module docstring)."""
+    cp, gram, hand_over = _device()
+    Wd = cp.ascontiguousarray(hand_over(W), dtype=cp.float64)
     B, m, _ = Wd.shape
-    G = gpu.cosine_gram(Wd)
+    G = gram(Wd)
     norms = cp.linalg.norm(Wd, axis=-1)
-    wt = norms if weights is None else cp.asarray(to_device(weights), dtype=cp.float64)
-    near = cp.packbits(G >= threshold, axis=-1).get()
-    free, wt = (norms > 0).get(), wt.get()
+    wt = norms if weights is None else cp.asarray(hand_over(weights), dtype=cp.float64)
+    bits = cp.asnumpy(cp.packbits(G >= threshold))  # flat, 8 entries a byte
+    near = np.unpackbits(bits, count=B * m * m).astype(bool).reshape(B, m, m)
+    free, wt = cp.asnumpy(norms > 0), cp.asnumpy(wt)
     labels = []
     for b in range(B):  # leaders in decreasing weight, ties by index (as on the CPU)
-        adj = np.unpackbits(near[b], axis=-1, count=m).astype(bool)
+        adj = near[b]
         labels.append(measure._leaders(np.argsort(-wt[b], kind="stable"), free[b],
                                        lambda cand, adj=adj: adj[cand]))
     return Wd, G, labels
+
+
+def _device_singular_values(Wd: Any) -> Any:
+    """Singular values (B, min(m, d)) of a CuPy stack: one batched ``cupy.linalg.svd``
+    where this CuPy batches it, else one call per matrix (still on the device)."""
+    cp = _device()[0]
+    if 0 in Wd.shape:
+        return cp.zeros(Wd.shape[:1] + (min(Wd.shape[1:]),), dtype=Wd.dtype)
+    try:
+        return cp.linalg.svd(Wd, compute_uv=False)
+    except Exception:  # a CuPy without batched SVD
+        return cp.stack([cp.linalg.svd(w, compute_uv=False) for w in Wd])
 
 
 def measure_stack(W: Any, *, threshold: float = DEFAULT_THRESHOLD) -> dict[str, np.ndarray]:
@@ -72,18 +92,18 @@ def measure_stack(W: Any, *, threshold: float = DEFAULT_THRESHOLD) -> dict[str, 
     t = measure._check_threshold(threshold)
     _check_stack(tuple(W.shape))
     if _on_gpu(W):
-        from .backend import cp  # noqa: PLC0415
-
+        cp = _device()[0]
         Wd, G, labels = _gpu_stack(W, t)
         B, m, _ = Wd.shape
-        erank, share = measure.spectrum_measures(cp.linalg.svd(Wd, compute_uv=False), cp)
+        erank, share = measure.spectrum_measures(_device_singular_values(Wd), cp)
         if m < 2:
             mac = np.zeros(B)
         else:
             g = cp.abs(G)
-            mac = ((g.sum((-1, -2)) - cp.trace(g, axis1=-2, axis2=-1)) / (m * (m - 1))).get()
+            diag = cp.diagonal(g, 0, 1, 2).sum(-1)
+            mac = cp.asnumpy((g.sum(axis=(1, 2)) - diag) / (m * (m - 1)))
         clusters = np.array([lab.max() + 1 if lab.size else 0 for lab in labels], float)
-        return {"effective_rank": erank.get(), "top_singular_share": share.get(),
+        return {"effective_rank": cp.asnumpy(erank), "top_singular_share": cp.asnumpy(share),
                 "cluster_count": clusters, "mean_abs_cosine": np.asarray(mac, float)}
     w = measure._np(W, "W")
     s = measure._singular_values(w)
