@@ -58,6 +58,8 @@ def _device() -> tuple[Any, Any, Any]:
 def _gpu_stack(W: Any, threshold: float, weights: Any = None):
     """Device Gram and leader labels of a stack (see the module docstring)."""
     cp, gram, hand_over = _device()
+    if family(W) == "torch" and str(W.dtype) == "torch.bfloat16":  # CuPy has no bf16
+        W = W.float()
     Wd = cp.ascontiguousarray(hand_over(W), dtype=cp.float64)
     B, m, _ = Wd.shape
     G = gram(Wd)
