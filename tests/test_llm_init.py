@@ -8,7 +8,12 @@ import pytest
 import torch
 
 from smallinit.llm.config import ModelConfig
-from smallinit.llm.model.init import apply_init, init_table, matrix_specs, truncated_std_factor
+from smallinit.llm.model.init import (
+    apply_init,
+    init_table,
+    matrix_table,
+    truncated_std_factor,
+)
 from smallinit.llm.model.transformer import Transformer
 from smallinit.theory.init_rules import matrix_std, parse_scheme, truncation
 
@@ -22,7 +27,7 @@ def check_stats(model, scheme_text: str, n_layers: int) -> int:
     (std of a sample std ≈ σ/√(2n)); returns how many matrices were checked."""
     scheme = parse_scheme(scheme_text)
     factor = truncated_std_factor(truncation(scheme))
-    specs = matrix_specs(model)
+    specs = matrix_table(model)
     for spec in specs:
         values = spec.param.detach()[spec.index].double().flatten()
         sigma = matrix_std(scheme, spec.part, spec.d_in, spec.d_out, n_layers=n_layers,
@@ -36,7 +41,7 @@ def check_stats(model, scheme_text: str, n_layers: int) -> int:
 
 
 def check_norms_and_biases(model) -> None:
-    covered = {id(s.param) for s in matrix_specs(model)}
+    covered = {id(s.param) for s in matrix_table(model)}
     for name, p in model.named_parameters():
         if id(p) in covered:
             continue
@@ -61,7 +66,7 @@ def test_own_model_matrix_stds_follow_the_rule(scheme, variant):
 
 def test_parts_and_fan_in_of_our_model():
     model = Transformer(ModelConfig(**SIZES), "gamma:1.0")
-    by_name = {s.name: s for s in matrix_specs(model)}
+    by_name = {s.name: s for s in matrix_table(model)}
     down = by_name["blocks.2.mlp.down.weight"]
     assert (down.part, down.d_in, down.d_out, down.layer, down.residual_out) == \
         ("mlp_out", 192, 64, 2, True)  # true fan-in of the down projection is d_ff
@@ -97,7 +102,7 @@ def test_seeded_and_device_independent_draws():
 def test_tied_head_shares_the_embedding_draw():
     model = Transformer(ModelConfig(**SIZES, tie_embeddings=True), "gamma:1.0")
     assert model.head.weight is model.tok_emb.weight
-    assert "head.weight" not in {s.name for s in matrix_specs(model)}
+    assert "head.weight" not in {s.name for s in matrix_table(model)}
 
 
 # ----------------------------------------------------------------------------- Hugging Face
@@ -122,7 +127,7 @@ def test_hf_gpt2_conv1d_orientation():
     from smallinit.llm.model.hf import gpt2_from
 
     model = apply_init(gpt2_from(HF), "gamma:1.0", seed=0)
-    by_name = {s.name: s for s in matrix_specs(model)}
+    by_name = {s.name: s for s in matrix_table(model)}
     down = by_name["transformer.h.1.mlp.c_proj.weight"]
     assert tuple(down.param.shape) == (192, 64)
     assert (down.part, down.d_in, down.d_out, down.residual_out) == ("mlp_out", 192, 64, True)
@@ -143,6 +148,25 @@ def test_hf_llama_matrix_stds_follow_the_rule(scheme, tied):
     # embed (+ lm_head unless tied), and per layer q, k, v, o, gate, up, down
     assert check_stats(model, scheme, 3) == (1 if tied else 2) + 3 * 7
     check_norms_and_biases(model)
+
+
+@pytest.mark.parametrize("make", ["gpt2_from", "llama_from"])
+def test_hf_records_orient_every_block_as_output_rows(make):
+    """Same record type as our model's: every HF block read as (d_out, d_in) by rows_out
+    (GPT-2's Conv1D blocks are stored transposed), with the roles of theory's table."""
+    from smallinit.llm.model import hf
+
+    model = getattr(hf, make)(ModelConfig(**SIZES))
+    table = matrix_table(model)
+    for spec in table:
+        assert tuple(spec.rows_out.shape) == (spec.d_out, spec.d_in), spec.name
+    kinds = [s.kind for s in table if s.layer == 1]
+    ffn = ["mlp.up", "mlp.down"] if make == "gpt2_from" else ["mlp.gate", "mlp.up", "mlp.down"]
+    assert kinds == ["attn.q", "attn.k", "attn.v", "attn.o", *ffn]
+    if make == "gpt2_from":  # q is the first column block of c_attn
+        q = next(s for s in table if s.kind == "attn.q" and s.layer == 0)
+        w = model.transformer.h[0].attn.c_attn.weight
+        assert torch.equal(q.rows_out, w[:, :SIZES["d_model"]].T)
 
 
 def test_hf_llama_three_lines_and_forward():
@@ -213,7 +237,7 @@ def test_model_table_agrees_with_theory_transformer_table(sizes, scheme):
     cfg = ModelConfig(**sizes)
     model = Transformer(cfg)
     for spec in model.matrices():  # the declarations describe the tensors as built
-        assert spec.shape == (spec.d_out, spec.d_in), spec.name
+        assert tuple(spec.rows_out.shape) == spec.shape == (spec.d_out, spec.d_in), spec.name
     ours = {}
     for r in init_table(model, scheme):
         assert (r["kind"], r["layer"]) not in ours

@@ -65,12 +65,12 @@ def ffn_neurons(model, layer: int, table=None) -> tuple[np.ndarray, np.ndarray]:
 
     table = table if table is not None else _table(model)
     inputs = _of_layer(table, "mlp", layer)
-    parts = [_host(s.weight) for s in inputs]
+    parts = [_host(s.rows_out) for s in inputs]
     biases = [s.bias_block for s in inputs]
     if biases and all(b is not None for b in biases):  # entry k of every input, side by side
         parts.append(np.stack([_host(b) for b in biases], axis=1))
     w_in = np.concatenate(parts, axis=1)
-    w_down = _host(one(table, "mlp.down", layer).weight)
+    w_down = _host(one(table, "mlp.down", layer).rows_out)
     amp = np.linalg.norm(w_down, axis=0) * np.linalg.norm(w_in, axis=1)
     return w_in, amp
 
@@ -97,8 +97,8 @@ def measure_layers(model, model0, *, top_k: int, threshold: float) -> list[dict[
     for j, layer in enumerate(layers):
         (w, amp), (w0, _) = neurons[j], neurons0[j]
         heavy = amp >= 1e-3 * amp.max()
-        qk = [_host(s.weight) for s in _of_layer(now, "qk", layer)]
-        qk0 = [_host(s.weight) for s in _of_layer(start, "qk", layer)]
+        qk = [_host(s.rows_out) for s in _of_layer(now, "qk", layer)]
+        qk0 = [_host(s.rows_out) for s in _of_layer(start, "qk", layer)]
         out.append({
             "layer": layer,
             "rd_ffn": relative_distance(w, w0),

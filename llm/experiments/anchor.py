@@ -311,10 +311,10 @@ def mechanism(model, cfg: AnchorConfig, data: anchor.AnchorData) -> dict[str, np
     from smallinit.llm.model.matrices import one
 
     table = matrix_table(model)
-    emb = one(table, "embedding").weight.detach().float().cpu().numpy()
+    emb = one(table, "embedding").rows_out.detach().float().cpu().numpy()
     values = emb[cfg.task.value_lo:cfg.task.value_hi + 1]
     value_cos = np.asarray(cosine_gram(values))
-    wq = one(table, "attn.q", 0).weight.detach().float().cpu().numpy()  # rows: q neurons
+    wq = one(table, "attn.q", 0).rows_out.detach().float().cpu().numpy()  # rows: q neurons
     wq_cos = np.asarray(cosine_gram(wq))
     wq_order = leading_eigvec_order(wq_cos)
     held = data.test_held_out

@@ -56,7 +56,6 @@ _LLAMA_PARTS = {  # module name → (part, kind, residual_out); nn.Linear weight
     "v_proj": ("vo", "attn.v", False), "o_proj": ("vo", "attn.o", True),
     "gate_proj": ("mlp", "mlp.gate", False), "up_proj": ("mlp", "mlp.up", False),
     "down_proj": ("mlp_out", "mlp.down", True), "lm_head": ("head", "head", False),
-    "embed_tokens": ("embedding", "embedding", False),
 }
 _EMBEDDINGS = {"wte": "embedding", "embed_tokens": "embedding", "wpe": "positions",
                "embed_positions": "positions"}
@@ -82,7 +81,7 @@ def _hf_specs(model: nn.Module) -> list[MatrixSpec]:
         elif module == "c_attn":  # GPT-2 Conv1D (in, out) = (d, 3d): columns q | k | v
             for j, (tag, part) in enumerate((("q", "qk"), ("k", "qk"), ("v", "vo"))):
                 specs.append(MatrixSpec(f"{name}[{tag}]", param, cols(j * d, (j + 1) * d),
-                                        part, d, d, layer, False, f"attn.{tag}"))
+                                        part, d, d, layer, False, f"attn.{tag}", in_out=True))
         elif module in ("c_proj", "c_fc"):  # GPT-2 Conv1D (in, out)
             d_in, d_out = param.shape
             if ".attn." in name:
@@ -91,7 +90,8 @@ def _hf_specs(model: nn.Module) -> list[MatrixSpec]:
                 part, kind, residual = "mlp", "mlp.up", False
             else:
                 part, kind, residual = "mlp_out", "mlp.down", True
-            specs.append(MatrixSpec(name, param, ALL, part, d_in, d_out, layer, residual, kind))
+            specs.append(MatrixSpec(name, param, ALL, part, d_in, d_out, layer, residual, kind,
+                                    in_out=True))
         elif module in _LLAMA_PARTS:
             part, kind, residual = _LLAMA_PARTS[module]
             d_out, d_in = param.shape

@@ -53,11 +53,18 @@ class MatrixSpec:
     residual_out: bool
     kind: str = ""
     bias: nn.Parameter | None = None  # the owning module's bias (declared matrices only)
+    in_out: bool = False  # stored (d_in, d_out), as GPT-2's Conv1D; else (d_out, d_in)
 
     @property
     def weight(self) -> torch.Tensor:
-        """The block itself (a view of the parameter; detach before measuring)."""
+        """The block as stored (a view of the parameter; detach before measuring)."""
         return self.param[self.index]
+
+    @property
+    def rows_out(self) -> torch.Tensor:
+        """The block as (d_out, d_in): one row per output unit (neuron, token, head), the
+        orientation the measurements read (a view)."""
+        return self.weight.T if self.in_out else self.weight
 
     @property
     def bias_block(self) -> torch.Tensor | None:

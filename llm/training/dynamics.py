@@ -58,13 +58,13 @@ def tracked_matrices(model) -> dict[str, torch.Tensor]:
     ``L{i}.ffn_in`` (the FFN's first input matrix: W_gate for SwiGLU, W_up for GELU; rows =
     output units, columns = d_model)."""
     table = matrix_table(model)
-    out = {"emb": one(table, "embedding").weight}
+    out = {"emb": one(table, "embedding").rows_out}
     layers = sorted({s.layer for s in select(table, "attn.q")})
     for i in layers:
-        out[f"L{i}.q"] = one(table, "attn.q", i).weight
-        out[f"L{i}.k"] = one(table, "attn.k", i).weight
+        out[f"L{i}.q"] = one(table, "attn.q", i).rows_out
+        out[f"L{i}.k"] = one(table, "attn.k", i).rows_out
         ffn_in = list(select(table, "mlp.gate", i)) or list(select(table, "mlp.up", i))
-        out[f"L{i}.ffn_in"] = ffn_in[0].weight
+        out[f"L{i}.ffn_in"] = ffn_in[0].rows_out
     return out
 
 
