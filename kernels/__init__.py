@@ -2,14 +2,13 @@
 
 This package imports nothing else of smallinit; toy and llm both call it. The backend
 (``"cpu"`` or ``"cupy"``) is decided once, at import (``SMALLINIT_BACKEND`` overrides).
-Importing it loads NumPy/SciPy only (CuPy is probed unless ``SMALLINIT_BACKEND=cpu``);
-torch wrappers live in :mod:`smallinit.kernels.torch_ops`.
+Importing it loads NumPy/SciPy only (CuPy is probed unless ``SMALLINIT_BACKEND=cpu``).
+Torch tensors are accepted everywhere; CUDA tensors reach the CuPy kernels through DLPack.
 """
 
 from .backend import backend
 from .batched import (
     GroupedStep,
-    bmm,
     cosine_gram,
     grouped_two_layer_step,
     offsets_from_widths,
@@ -28,22 +27,24 @@ from .measure import (
     segment_relative_distance,
     top_singular_share,
 )
+from .stack import condensation_scores, measure_stack
 
 __all__ = [
     "GroupedStep",
     "backend",
-    "bmm",
     "cap_fraction",
     "cluster_count",
     "cluster_labels",
     "condensation_baseline",
     "condensation_score",
+    "condensation_scores",
     "cosine_gram",
     "effective_rank",
     "grouped_two_layer_step",
     "leading_eigvec_order",
     "mean_abs_cosine",
     "measure_all",
+    "measure_stack",
     "offsets_from_widths",
     "relative_distance",
     "segment_relative_distance",

@@ -157,21 +157,6 @@ def like(result: Any, template: Any) -> Any:
     return result
 
 
-def on_device(x: Any) -> bool:
-    """True when ``x`` already lives on a CUDA device (CuPy, CUDA torch, GPU JAX)."""
-    fam = family(x)
-    if fam == "cupy":
-        return True
-    if fam == "torch":
-        return bool(x.is_cuda)
-    if fam == "jax":
-        try:
-            return any(d.platform == "gpu" for d in x.devices())
-        except Exception:
-            return False
-    return False
-
-
 def use_gpu(*arrays: Any) -> bool:
     """Run on the GPU when the backend is CuPy (any input family is accepted)."""
     del arrays

@@ -2,7 +2,7 @@
 
 Every function accepts NumPy, torch, JAX (or CuPy) arrays of float32/float64 (torch bf16 is
 accepted and computed in float32) and returns its arrays in the family of its main input
-(``W`` for :func:`cosine_gram` and :func:`grouped_two_layer_step`, ``a`` for :func:`bmm`).
+(``W`` for :func:`cosine_gram` and :func:`grouped_two_layer_step`).
 On the CPU backend the computation is NumPy; on the CuPy backend it is the CUDA kernels in
 ``*.cu`` (see :mod:`gpu`).
 
@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import activations, cpu
-from .backend import family, like, to_device, to_numpy, use_gpu
+from .backend import family, like, to_numpy, use_gpu
 
 _FLOATS = (np.float32, np.float64)
 
@@ -73,21 +73,6 @@ def cosine_gram(W: Any) -> Any:
     if use_gpu(W):
         return like(_gpu().cosine_gram(W), W)
     return like(cpu.cosine_gram(_host(W, "W")), W)
-
-
-def bmm(a: Any, b: Any) -> Any:
-    """Batched product ``a @ b`` for (..., m, k) and (..., k, n) with equal leading axes."""
-    if family(a) == "other":
-        a = np.asarray(a, dtype=np.float64)
-    if family(b) == "other":
-        b = np.asarray(b, dtype=np.float64)
-    sa, sb = tuple(a.shape), tuple(b.shape)
-    if len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2] or sa[-1] != sb[-2]:
-        raise ValueError(f"bmm shapes {sa} and {sb} do not match; need (..., m, k) @ (..., k, n)")
-    if use_gpu(a, b):
-        return like(_gpu().bmm(a, b), a)
-    ha = _host(a, "a")
-    return like(cpu.bmm(ha, _host(b, "b", ha.dtype)), a)
 
 
 def _check_layout(X, y, a, W, b, offsets, alpha):
@@ -155,7 +140,3 @@ def grouped_two_layer_step(
     out = cpu.grouped_two_layer_step(hX, hy, ha, hW, hb, off, al, activation)
     return GroupedStep(*(None if o is None else like(o, W) for o in out))
 
-
-def as_device(x: Any) -> Any:
-    """Hand an array to the GPU backend (DLPack, zero-copy where possible)."""
-    return to_device(x)

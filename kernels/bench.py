@@ -217,3 +217,31 @@ def gpu_gram_benchmark(
             row["ours_share_of_fp32_peak"] = fl / t_ours / peak["fp32"]
         rows.append(row)
     return rows
+
+
+def gpu_stack_benchmark(shapes=((16, 512, 512), (8, 1536, 512)), repeat: int = 5) -> list[dict]:
+    """:func:`stack.measure_stack` of a CUDA torch stack (one batched Gram and SVD on the
+    device) against the per-matrix ``measure_all`` loop on host copies (what the traced
+    probes did before): the shapes of W_Q/W_K of 8 layers at d = 512 and the FFN inputs."""
+    import cupy as cp  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+
+    from .measure import measure_all  # noqa: PLC0415
+    from .stack import measure_stack  # noqa: PLC0415
+
+    def sync():
+        cp.cuda.Device().synchronize()
+        torch.cuda.synchronize()
+
+    rows = []
+    for batch, m, d in shapes:
+        W = torch.randn(batch, m, d, device="cuda")
+        t_stack = timeit(lambda W=W: measure_stack(W), repeat, sync)
+        t_loop = timeit(lambda W=W: [measure_all(w.cpu().numpy()) for w in W], 1, sync)
+        got, want = measure_stack(W), [measure_all(w.cpu().numpy()) for w in W]
+        err = max(abs(got[k][i] - want[i][k]) / max(abs(want[i][k]), 1e-12)
+                  for i in range(batch) for k in want[i])
+        rows.append({"batch": batch, "m": m, "d": d, "stack_s": t_stack,
+                     "host_loop_s": t_loop, "speedup": t_loop / t_stack,
+                     "max_rel_diff": float(err)})
+    return rows

@@ -32,11 +32,6 @@ def cosine_gram(W: np.ndarray) -> np.ndarray:
     return np.clip(G, -1, 1, out=G)
 
 
-def bmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Batched matrix product over matching leading axes: (..., m, k) @ (..., k, n)."""
-    return np.matmul(a, b)
-
-
 def segment_ids(offsets: np.ndarray) -> np.ndarray:
     """Network index of every neuron for a ragged layout given by ``offsets`` (G+1,)."""
     widths = np.diff(offsets)

@@ -30,7 +30,6 @@ KERNELS = {
     "grouped_step.cu": [
         f"grouped_two_layer_step<{t},{d}>" for t, ds in GS_DMAX.items() for d in ds
     ],
-    "bmm.cu": [f"bmm_tiled<{t}>" for t in ("float", "double", "bf16_t")],
     "cosine_gram.cu": [
         f"{k}<{t}>"
         for k in ("row_inv_norms", "cosine_gram_sym")
@@ -113,33 +112,6 @@ def cosine_gram(W: Any) -> Any:
         e = min(batch, s + MAX_GRID_Z)
         gram((T, T, e - s), (256,), (Wd[s:e], rinv[s:e], out[s:e], np.int32(m), np.int32(d)))
     return out.reshape(*lead, m, m)
-
-
-def bmm(a: Any, b: Any) -> Any:
-    """Batched product with the tiled shared-memory kernel (any m, k, n)."""
-    ad, tname = _device(a)
-    bd, tb = _device(b)
-    if tb != tname:  # mixed dtypes: bf16 widens to float32, float32 × float64 runs in a's
-        ad, bd = widen_bf16(ad), widen_bf16(bd)
-        tname = "double" if ad.dtype == cp.float64 else "float"
-        bd = bd.astype(ad.dtype) if tname == "double" else bd.astype(cp.float32)
-        ad = ad.astype(bd.dtype)
-    *lead, m, k = ad.shape
-    n = bd.shape[-1]
-    batch = int(np.prod(lead)) if lead else 1
-    out = cp.zeros((batch, m, n), dtype=_acc_dtype(tname))
-    if batch * m * n == 0 or k == 0:
-        return out.reshape(*lead, m, n)
-    ad, bd = ad.reshape(batch, m, k), bd.reshape(batch, k, n)
-    f = kernel("bmm.cu", f"bmm_tiled<{tname}>")
-    for s in range(0, batch, MAX_GRID_Z):
-        e = min(batch, s + MAX_GRID_Z)
-        f(
-            (_cdiv(n, TILE), _cdiv(m, TILE), e - s),
-            (256,),
-            (ad[s:e], bd[s:e], out[s:e], np.int32(m), np.int32(k), np.int32(n)),
-        )
-    return out.reshape(*lead, m, n)
 
 
 def grouped_two_layer_step(X, y, a, W, b, offsets, alpha, activation):

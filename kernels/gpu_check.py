@@ -3,7 +3,8 @@
 Usage (on a machine with a CUDA device and CuPy): ``python -m smallinit.kernels.gpu_check
 [OUT_DIR]`` (default ``$OUT`` or ``bench-results``). Writes ``gpu_check.json`` with the
 pytest exit code, the device name, the grouped-step benchmark (against a per-network torch
-loop and padded torch.bmm) and the cosine Gram benchmark (against cupy.matmul/cuBLAS).
+loop and padded torch.bmm), the cosine Gram benchmark (against cupy.matmul/cuBLAS) and the
+batched stack measurements (against the per-matrix host loop).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         for key, fn in (
             ("grouped_step", bench.gpu_grouped_benchmark),
             ("cosine_gram", bench.gpu_gram_benchmark),
+            ("measure_stack", bench.gpu_stack_benchmark),
         ):
             try:
                 result[key] = fn()

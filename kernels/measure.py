@@ -113,6 +113,29 @@ def _check_threshold(threshold: float) -> float:
     return t
 
 
+def _leaders(order: np.ndarray, free: np.ndarray, near) -> np.ndarray:
+    """The greedy leader loop: rows in ``order``; ``near(cand)`` gives the (len(cand), m)
+    boolean rows "cosine ≥ t" of the candidates (blocks of ``_LEADER_BLOCK``)."""
+    labels = np.full(free.shape[0], -1, dtype=np.int64)
+    free = free.copy()
+    c = 0
+    for start in range(0, order.size, _LEADER_BLOCK):
+        cand = order[start : start + _LEADER_BLOCK]
+        cand = cand[free[cand]]
+        if cand.size == 0:
+            continue
+        S = near(cand)
+        for j, k in enumerate(cand):
+            if not free[k]:
+                continue
+            members = free & S[j]
+            members[k] = True
+            labels[members] = c
+            free[members] = False
+            c += 1
+    return labels
+
+
 def cluster_labels(
     W: Any,
     threshold: float = DEFAULT_THRESHOLD,
@@ -134,27 +157,12 @@ def cluster_labels(
     if wt.shape != (m,):
         raise ValueError(f"weights has shape {wt.shape}; ({m},) is required")
     N = row_normalize(w)
-    labels = np.full(m, -1, dtype=np.int64)
-    free = norms > 0
-    order = np.argsort(-wt, kind="stable")
-    c = 0
-    for start in range(0, m, _LEADER_BLOCK):
-        cand = order[start : start + _LEADER_BLOCK]
-        cand = cand[free[cand]]
-        if cand.size == 0:
-            continue
+
+    def near(cand: np.ndarray) -> np.ndarray:
         S = N[cand] @ N.T
-        if sign_invariant:
-            S = np.abs(S)
-        for j, k in enumerate(cand):
-            if not free[k]:
-                continue
-            members = free & (S[j] >= t)
-            members[k] = True
-            labels[members] = c
-            free[members] = False
-            c += 1
-    return labels
+        return (np.abs(S) if sign_invariant else S) >= t
+
+    return _leaders(np.argsort(-wt, kind="stable"), norms > 0, near)
 
 
 def cluster_count(
@@ -258,24 +266,28 @@ def _scalar_or_array(x: np.ndarray) -> float | np.ndarray:
     return float(x) if x.ndim == 0 else x
 
 
+def spectrum_measures(s: Any, xp: Any = np) -> tuple[Any, Any]:
+    """(effective rank, top share) from singular values s (..., k) in decreasing order, with
+    the array module ``xp`` (NumPy, or CuPy for device arrays)."""
+    tot = s.sum(-1, keepdims=True)
+    p = xp.where(tot > 0, s / xp.where(tot > 0, tot, 1), 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -xp.sum(xp.where(p > 0, p * xp.log(xp.where(p > 0, p, 1)), 0), axis=-1)
+    total = tot[..., 0]
+    erank = xp.where(total > 0, xp.exp(h), 0.0)
+    top = s[..., 0] if s.shape[-1] else xp.zeros(s.shape[:-1])
+    share = xp.where(total > 0, top / xp.where(total > 0, total, 1), 0.0)
+    return erank, share
+
+
 def effective_rank(W: Any) -> float | np.ndarray:
     """exp of the Shannon entropy of σ_i/Σσ (Roy & Vetterli 2007); batched over leading axes."""
-    s = _singular_values(W)
-    tot = s.sum(-1, keepdims=True)
-    p = np.where(tot > 0, s / np.where(tot > 0, tot, 1), 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0), axis=-1)
-    er = np.where(tot[..., 0] > 0, np.exp(h), 0.0)
-    return _scalar_or_array(er)
+    return _scalar_or_array(spectrum_measures(_singular_values(W))[0])
 
 
 def top_singular_share(W: Any) -> float | np.ndarray:
     """σ₁ / Σ_i σ_i, batched over leading axes (0.0 for an all-zero matrix)."""
-    s = _singular_values(W)
-    tot = s.sum(-1)
-    top = s[..., 0] if s.shape[-1] else np.zeros(s.shape[:-1])
-    share = np.where(tot > 0, top / np.where(tot > 0, tot, 1), 0.0)
-    return _scalar_or_array(share)
+    return _scalar_or_array(spectrum_measures(_singular_values(W))[1])
 
 
 def measure_all(W: Any, *, threshold: float = DEFAULT_THRESHOLD) -> dict[str, float]:

@@ -61,12 +61,13 @@ class ModelConfig:
 
     @property
     def ffn_dim(self) -> int:
-        """d_ff actually used (the default depends on the MLP kind)."""
+        """d_ff actually used: ``d_ff``, else theory's one default rule
+        (:func:`smallinit.theory.transformer.default_ffn_dim`)."""
         if self.d_ff is not None:
             return self.d_ff
-        if self.mlp == "gelu":
-            return 4 * self.d_model
-        return 64 * -(-(8 * self.d_model) // (3 * 64))
+        from smallinit.theory.transformer import default_ffn_dim
+
+        return default_ffn_dim(self.d_model, self.mlp)
 
 
 @dataclass

@@ -39,7 +39,8 @@ def test_bench_cosine_gram_cpu(benchmark):
 def test_bench_gpu_grouped_and_gram(benchmark):
     res = bench.gpu_grouped_benchmark()
     gram = bench.gpu_gram_benchmark()
-    benchmark.extra_info.update({"grouped": res, "gram": gram})
+    stacks = bench.gpu_stack_benchmark()
+    benchmark.extra_info.update({"grouped": res, "gram": gram, "stack": stacks})
     print(
         f"\ngrouped step GPU: {res['speedup_vs_loop']:.1f}x vs torch loop, "
         f"{res['speedup_vs_padded']:.2f}x vs padded bmm"
@@ -49,6 +50,9 @@ def test_bench_gpu_grouped_and_gram(benchmark):
             f"cosine Gram {row['batch']}x{row['m']}x{row['d']}: "
             f"{row['throughput_ratio']:.2f} of cuBLAS time-throughput"
         )
+    for row in stacks:
+        print(f"measure_stack {row['batch']}x{row['m']}x{row['d']}: "
+              f"{row['speedup']:.1f}x vs per-matrix host loop")
     from smallinit.kernels import gpu
 
     args = bench.phase_scan_batch(dtype=np.float32)

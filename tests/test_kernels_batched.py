@@ -1,4 +1,4 @@
-"""Batched primitives on the CPU backend: grouped two-layer step, bmm, cosine Gram."""
+"""Batched primitives on the CPU backend: grouped two-layer step, cosine Gram."""
 
 import numpy as np
 import pytest
@@ -130,15 +130,6 @@ def test_empty_batch_grouped_step():
         X, np.zeros((0, 3)), np.zeros(0), np.zeros((0, 2)), offsets=[0], alpha=np.ones(0)
     )
     assert got.loss.shape == (0,) and got.grad_W.shape == (0, 2)
-
-
-def test_bmm_against_einsum_and_bad_shapes():
-    r = np.random.default_rng(7)
-    a, b = r.standard_normal((3, 2, 5, 7)), r.standard_normal((3, 2, 7, 1))
-    np.testing.assert_allclose(K.bmm(a, b), np.einsum("...ik,...kj->...ij", a, b), atol=1e-12)
-    assert K.bmm(np.ones((0, 2, 3)), np.ones((0, 3, 4))).shape == (0, 2, 4)
-    with pytest.raises(ValueError, match="bmm shapes"):
-        K.bmm(a, b[..., :6, :])
 
 
 def test_backend_decision_rule():

@@ -115,3 +115,21 @@ def test_probe_steps_log_spaced():
     assert steps[0] == 0 and steps[-1] == 300 and steps == sorted(set(steps))
     ratios = np.diff(np.log(steps[2:]))
     assert np.all(ratios < math.log(3)) and len(steps) >= 10
+
+
+def test_batched_probe_equals_per_matrix_measurements():
+    """measure_model's batched measure_stack calls give exactly measure_all of each tracked
+    matrix (the CPU path), and the tracked matrices are the table's blocks."""
+    from smallinit.kernels import measure_all
+
+    model = Transformer(ModelConfig(vocab_size=61, context=16, d_model=16, n_layers=3,
+                                    n_heads=2, d_ff=40, mlp="gelu"), "gamma:0.75", seed=2)
+    tracked = tracked_matrices(model)
+    got = measure_model(model)
+    assert list(got) == list(tracked)
+    for name, w in tracked.items():
+        assert got[name] == measure_all(w.detach().float().numpy()), name
+    d = model.cfg.d_model
+    torch.testing.assert_close(tracked["L2.k"], model.blocks[2].attn.qkv.weight[d:2 * d],
+                               rtol=0, atol=0)
+    assert tracked["L1.ffn_in"] is not None and tracked["L1.ffn_in"].shape == (40, d)

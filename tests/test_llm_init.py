@@ -8,7 +8,12 @@ import pytest
 import torch
 
 from smallinit.llm.config import ModelConfig
-from smallinit.llm.model.init import apply_init, init_table, matrix_specs, truncated_std_factor
+from smallinit.llm.model.init import (
+    apply_init,
+    init_table,
+    matrix_table,
+    truncated_std_factor,
+)
 from smallinit.llm.model.transformer import Transformer
 from smallinit.theory.init_rules import matrix_std, parse_scheme, truncation
 
@@ -22,7 +27,7 @@ def check_stats(model, scheme_text: str, n_layers: int) -> int:
     (std of a sample std ≈ σ/√(2n)); returns how many matrices were checked."""
     scheme = parse_scheme(scheme_text)
     factor = truncated_std_factor(truncation(scheme))
-    specs = matrix_specs(model)
+    specs = matrix_table(model)
     for spec in specs:
         values = spec.param.detach()[spec.index].double().flatten()
         sigma = matrix_std(scheme, spec.part, spec.d_in, spec.d_out, n_layers=n_layers,
@@ -36,7 +41,7 @@ def check_stats(model, scheme_text: str, n_layers: int) -> int:
 
 
 def check_norms_and_biases(model) -> None:
-    covered = {id(s.param) for s in matrix_specs(model)}
+    covered = {id(s.param) for s in matrix_table(model)}
     for name, p in model.named_parameters():
         if id(p) in covered:
             continue
@@ -61,7 +66,7 @@ def test_own_model_matrix_stds_follow_the_rule(scheme, variant):
 
 def test_parts_and_fan_in_of_our_model():
     model = Transformer(ModelConfig(**SIZES), "gamma:1.0")
-    by_name = {s.name: s for s in matrix_specs(model)}
+    by_name = {s.name: s for s in matrix_table(model)}
     down = by_name["blocks.2.mlp.down.weight"]
     assert (down.part, down.d_in, down.d_out, down.layer, down.residual_out) == \
         ("mlp_out", 192, 64, 2, True)  # true fan-in of the down projection is d_ff
@@ -97,7 +102,7 @@ def test_seeded_and_device_independent_draws():
 def test_tied_head_shares_the_embedding_draw():
     model = Transformer(ModelConfig(**SIZES, tie_embeddings=True), "gamma:1.0")
     assert model.head.weight is model.tok_emb.weight
-    assert "head.weight" not in {s.name for s in matrix_specs(model)}
+    assert "head.weight" not in {s.name for s in matrix_table(model)}
 
 
 # ----------------------------------------------------------------------------- Hugging Face
@@ -122,7 +127,7 @@ def test_hf_gpt2_conv1d_orientation():
     from smallinit.llm.model.hf import gpt2_from
 
     model = apply_init(gpt2_from(HF), "gamma:1.0", seed=0)
-    by_name = {s.name: s for s in matrix_specs(model)}
+    by_name = {s.name: s for s in matrix_table(model)}
     down = by_name["transformer.h.1.mlp.c_proj.weight"]
     assert tuple(down.param.shape) == (192, 64)
     assert (down.part, down.d_in, down.d_out, down.residual_out) == ("mlp_out", 192, 64, True)
@@ -143,6 +148,25 @@ def test_hf_llama_matrix_stds_follow_the_rule(scheme, tied):
     # embed (+ lm_head unless tied), and per layer q, k, v, o, gate, up, down
     assert check_stats(model, scheme, 3) == (1 if tied else 2) + 3 * 7
     check_norms_and_biases(model)
+
+
+@pytest.mark.parametrize("make", ["gpt2_from", "llama_from"])
+def test_hf_records_orient_every_block_as_output_rows(make):
+    """Same record type as our model's: every HF block read as (d_out, d_in) by rows_out
+    (GPT-2's Conv1D blocks are stored transposed), with the roles of theory's table."""
+    from smallinit.llm.model import hf
+
+    model = getattr(hf, make)(ModelConfig(**SIZES))
+    table = matrix_table(model)
+    for spec in table:
+        assert tuple(spec.rows_out.shape) == (spec.d_out, spec.d_in), spec.name
+    kinds = [s.kind for s in table if s.layer == 1]
+    ffn = ["mlp.up", "mlp.down"] if make == "gpt2_from" else ["mlp.gate", "mlp.up", "mlp.down"]
+    assert kinds == ["attn.q", "attn.k", "attn.v", "attn.o", *ffn]
+    if make == "gpt2_from":  # q is the first column block of c_attn
+        q = next(s for s in table if s.kind == "attn.q" and s.layer == 0)
+        w = model.transformer.h[0].attn.c_attn.weight
+        assert torch.equal(q.rows_out, w[:, :SIZES["d_model"]].T)
 
 
 def test_hf_llama_three_lines_and_forward():
@@ -167,26 +191,79 @@ def test_unknown_model_is_rejected():
         apply_init(torch.nn.Linear(3, 3), "gamma:1.0")
 
 
-@pytest.mark.parametrize("scheme", ["gamma:1.0,depth", "nanogpt", "mitchell", "mup:32", "xavier"])
-@pytest.mark.parametrize("gated", [False, True])
-def test_model_table_agrees_with_theory_transformer_table(scheme, gated):
-    """The model's matrices and theory's transformer table list the same matrices with
-    the same σ (two readings of SPEC §1 that must not drift apart)."""
-    from smallinit.theory.transformer import TransformerShape, matrices
+# ----------------------------------------------------------------------------- theory agrees
+AGREE_SIZES = [
+    dict(vocab_size=300, context=40, d_model=64, d_ff=192, n_heads=4, n_layers=3),
+    dict(vocab_size=200, context=16, d_model=96, n_heads=2, n_layers=2),  # swiglu default d_ff
+    dict(vocab_size=128, context=24, d_model=48, n_heads=3, n_layers=2, mlp="gelu",
+         norm="layernorm", positions="learned", tie_embeddings=True, bias=True),
+    dict(vocab_size=100, context=16, d_model=64, n_heads=8, n_layers=4, gated_attention=True,
+         gate_kind="headwise"),
+    dict(vocab_size=50, context=12, d_model=32, d_ff=100, n_heads=2, n_layers=2, mlp="gelu",
+         gated_attention=True, tie_embeddings=True, positions="learned"),
+]
+AGREE_SCHEMES = ["gamma:1.0", "gamma:0.25", "gamma:0.75,vo=0.5",
+                 "gamma:0.5,qk=1.0,mlp_out=0.8,attn_gate=0.7,embedding=0.3,head=1.2,depth",
+                 "gamma:1.0,depth", "nanogpt", "fixed:0.05", "megatron:0.02", "mitchell",
+                 "mup:32", "xavier", "kaiming"]
 
-    shape = TransformerShape(d_model=64, d_ff=192, n_heads=4, n_layers=3, vocab=300,
-                             gated_attention=gated)
-    expected, n_expected = {}, {}
-    for row in matrices(shape, parse_scheme(scheme)):
-        for layer in row["layers"] or [0]:
-            key = (row["part"], row["d_in"], row["d_out"], row["residual_out"], layer)
-            expected[key] = float(row["sigma"])
-            n_expected[key] = n_expected.get(key, 0) + 1
-    model = Transformer(ModelConfig(**SIZES, gated_attention=gated))
-    counts: dict = {}
+
+def theory_shape(cfg: ModelConfig):
+    """The theory shape of a model config; n_heads only where a σ depends on it."""
+    from smallinit.theory.transformer import TransformerShape
+
+    headwise = cfg.gated_attention and cfg.gate_kind == "headwise"
+    return TransformerShape(
+        d_model=cfg.d_model, d_ff=cfg.d_ff, n_heads=cfg.n_heads if headwise else None,
+        n_layers=cfg.n_layers, vocab=cfg.vocab_size, mlp=cfg.mlp,
+        gated_attention=cfg.gated_attention, tie_embeddings=cfg.tie_embeddings,
+        gate_kind=cfg.gate_kind, positions=cfg.positions, context=cfg.context)
+
+
+def test_agreement_covers_every_scheme():
+    from smallinit.theory.init_rules import SCHEMES as ALL_SCHEMES
+
+    assert {parse_scheme(s).name for s in AGREE_SCHEMES} == set(ALL_SCHEMES)
+
+
+@pytest.mark.parametrize("sizes", AGREE_SIZES)
+@pytest.mark.parametrize("scheme", AGREE_SCHEMES)
+def test_model_table_agrees_with_theory_transformer_table(sizes, scheme):
+    """Matrix by matrix, the model's declared table and theory's formula table give the same
+    (part, d_in, d_out, σ) for every (kind, layer): two readings of docs/science.md §1 and of
+    the d_ff default that must not drift apart."""
+    from smallinit.theory.transformer import matrices
+
+    cfg = ModelConfig(**sizes)
+    model = Transformer(cfg)
+    for spec in model.matrices():  # the declarations describe the tensors as built
+        assert tuple(spec.rows_out.shape) == spec.shape == (spec.d_out, spec.d_in), spec.name
+    ours = {}
     for r in init_table(model, scheme):
-        key = (r["part"], r["d_in"], r["d_out"], r["residual_out"], r["layer"])
-        assert key in expected, key
-        assert r["std"] == pytest.approx(expected[key], rel=1e-12)
-        counts[key] = counts.get(key, 0) + 1
-    assert counts == n_expected
+        assert (r["kind"], r["layer"]) not in ours
+        ours[(r["kind"], r["layer"])] = (r["part"], r["d_in"], r["d_out"], r["std"])
+    theirs = {}
+    for row in matrices(theory_shape(cfg), parse_scheme(scheme)):
+        for layer in row["layers"] or [0]:
+            assert (row["kind"], layer) not in theirs
+            theirs[(row["kind"], layer)] = (row["part"], row["d_in"], row["d_out"],
+                                            float(row["sigma"]))
+    assert ours == theirs
+
+
+def test_reference_values_recorded_before_the_table():
+    """Weights (sha256 of their bytes), init_table rows and the traced / FFN measurements of
+    the code before the matrix table (tests/data/make_matrix_reference.py) are unchanged."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data"
+    spec = importlib.util.spec_from_file_location("make_matrix_reference",
+                                                  data / "make_matrix_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    want = json.loads((data / "matrix_reference.json").read_text())
+    got = json.loads(json.dumps(module.compute(), default=float))
+    for key in want:
+        assert got[key] == want[key], key

@@ -175,3 +175,56 @@ def test_bf16_autocast_step_tracks_fp32():
     assert abs(loss_bf16.item() - loss_fp32.item()) < 0.05
     fp32_cfg = load_config(RunConfig, None, ["train.precision=auto", "train.device=cpu"])
     assert not isinstance(autocast(fp32_cfg, torch.device("cpu")), torch.autocast)
+
+
+# ----------------------------------------------------------------------------- matrix table
+def _scaled_output(model, kind: str, factor: float, x: torch.Tensor) -> torch.Tensor:
+    """Block 0's attention or MLP output after scaling the table's ``kind`` block."""
+    from smallinit.llm.model.matrices import one
+
+    with torch.no_grad():
+        one(model.matrices(), kind, 0).weight.mul_(factor)
+        block = model.blocks[0]
+        if kind.startswith("attn."):
+            return block.attn(x, (model.rope_cos, model.rope_sin))[0]
+        return block.mlp(x)
+
+
+@pytest.mark.parametrize("kind,linear", [("attn.v", True), ("attn.o", True),
+                                         ("attn.q", False), ("attn.k", False),
+                                         ("mlp.up", True), ("mlp.down", True),
+                                         ("mlp.gate", False)])
+def test_table_blocks_are_the_matrices_the_forward_pass_uses(kind, linear):
+    """The declared slices of the fused tensors play the roles they are named for: the
+    output is linear in W_V, W_O, W_up (SwiGLU: silu(W_gate x) ⊙ W_up x) and W_down, and not
+    in W_Q, W_K, W_gate (no biases, no gate)."""
+    x = torch.randn(2, 7, SMALL["d_model"], generator=torch.Generator().manual_seed(0))
+    base = _scaled_output(model_of("llama"), kind, 1.0, x)
+    doubled = _scaled_output(model_of("llama"), kind, 2.0, x)
+    assert torch.allclose(doubled, 2 * base, rtol=1e-5, atol=1e-7) == linear
+
+
+def test_table_lists_every_weight_matrix_once_in_module_order():
+    model = model_of("gated")
+    table = model.matrices()
+    names = [s.name for s in table]
+    assert names[:2] == ["tok_emb.weight", "blocks.0.attn.qkv.weight[q]"]
+    assert names[-1] == "head.weight"
+    weights = {id(p) for n, p in model.named_parameters() if p.dim() == 2}
+    assert {id(s.param) for s in table} == weights
+    assert [s.kind for s in table if s.layer == 1] == [
+        "attn.q", "attn.k", "attn.v", "attn.o", "attn.gate", "mlp.gate", "mlp.up", "mlp.down"]
+    tied = model_of("gpt2").matrices()
+    assert [s.kind for s in tied if s.layer == 0][:2] == ["embedding", "positions"]
+    assert "head" not in {s.kind for s in tied}
+
+
+def test_init_does_not_import_the_model():
+    import ast
+    from pathlib import Path
+
+    import smallinit.llm.model.init as init
+
+    tree = ast.parse(Path(init.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "smallinit.llm.model.transformer" not in imported

@@ -117,6 +117,12 @@ def test_rmsnorm_symbolic_threshold_and_matching():
     (lambda: T.TransformerShape(d_model=-4), "d_model=-4"),
     (lambda: T.TransformerShape(d_model=96, n_heads=5), "does not divide"),
     (lambda: T.TransformerShape(d_model=64, mlp="moe"), "mlp='moe'"),
+    (lambda: T.TransformerShape(d_model=64, gated_attention=True, gate_kind="headwise"),
+     "needs n_heads"),
+    (lambda: T.TransformerShape(d_model=64, gate_kind="rowwise"), "gate_kind='rowwise'"),
+    (lambda: T.TransformerShape(d_model=64, positions="learned"), "needs context"),
+    (lambda: T.TransformerShape(d_model=64, positions="alibi"), "positions='alibi'"),
+    (lambda: T.default_ffn_dim(64, "moe"), "mlp='moe'"),
     (lambda: T.rmsnorm_gamma_threshold(256, 0), "eps=0"),
     (lambda: T.rmsnorm_gamma_threshold(256, -1e-5), "eps=-1e-05"),
     (lambda: T.rmsnorm_gamma_threshold(1, 1e-5), "d=1"),
@@ -136,3 +142,27 @@ def test_report_is_plain_data():
     text = json.dumps(rep, allow_nan=False)
     assert rep["ffn"][0]["width_law"]["proportional"]["regime"] == "condensed"
     assert "silu" not in text and rep["assumptions"][1]["holds"] == "no"
+
+
+def test_default_ffn_dim_rule():
+    assert T.default_ffn_dim(256, "swiglu") == 704  # 8/3·256 = 682.7 → next multiple of 64
+    assert T.default_ffn_dim(96, "swiglu") == 256
+    assert T.default_ffn_dim(100, "gelu") == 400 == T.default_ffn_dim(100, "relu")
+    for d in (64, 100, 256, 1000):  # a SwiGLU MLP keeps ≈ the parameters of a 4·d one
+        ff = T.default_ffn_dim(d, "swiglu")
+        assert ff % 64 == 0 and 8 * d / 3 <= ff < 8 * d / 3 + 64
+
+
+def test_heads_are_not_invented_and_matter_only_for_a_headwise_gate():
+    plain = T.report(T.TransformerShape(d_model=128), "gamma:1.0")
+    assert plain["shape"]["n_heads"] is None
+    sigmas = {n: [r["sigma"] for r in T.matrices(T.TransformerShape(d_model=128, n_heads=n),
+                                                  InitScheme("xavier"))] for n in (None, 2, 8)}
+    assert sigmas[None] == sigmas[2] == sigmas[8]
+    head = T.TransformerShape(d_model=128, n_heads=8, gated_attention=True, gate_kind="headwise")
+    (gate,) = [r for r in T.matrices(head, InitScheme("xavier")) if r["kind"] == "attn.gate"]
+    assert (gate["d_in"], gate["d_out"]) == (128, 8)
+    learned = T.TransformerShape(d_model=128, positions="learned", context=64)
+    (pos,) = [r for r in T.matrices(learned, InitScheme("gamma")) if r["kind"] == "positions"]
+    assert (pos["part"], pos["d_in"], pos["d_out"]) == ("embedding", 128, 64)
+

@@ -45,13 +45,31 @@ from .init_rules import (
 )
 
 MLPS = ("swiglu", "gelu", "relu")
+POSITIONS = ("rope", "learned")
+GATE_KINDS = ("elementwise", "headwise")
+
+
+def default_ffn_dim(d_model: int, mlp: str) -> int:
+    """The d_ff used when none is given (the one rule; ``smallinit.llm``'s ModelConfig calls
+    it): 4·d_model for a one-matrix MLP (gelu, relu), and for SwiGLU 8/3·d_model rounded up
+    to a multiple of 64, which keeps the parameter count of a 4·d MLP with two input matrices
+    (Shazeer 2020; the Llama sizes)."""
+    if mlp not in MLPS:
+        raise ValueError(f"mlp={mlp!r} is not allowed; choose one of {', '.join(MLPS)}")
+    if mlp == "swiglu":
+        return 64 * -(-(8 * d_model) // (3 * 64))
+    return 4 * d_model
 
 
 @dataclasses.dataclass(frozen=True)
 class TransformerShape:
-    """The sizes that decide every fan-in. Defaults follow ``smallinit.llm``'s ModelConfig:
-    d_ff = 4·d_model for gelu/relu and 8/3·d_model rounded up to 64 for swiglu;
-    n_heads = d_model/64 (at least 1); untied embeddings; RoPE (no position table)."""
+    """The sizes that decide every fan-in, as in ``smallinit.llm``'s ModelConfig: d_ff by
+    :func:`default_ffn_dim` unless given; untied embeddings; RoPE (no position table) unless
+    ``positions="learned"`` (then a ``context`` × d_model table).
+
+    ``n_heads`` has no default: no σ depends on it except the headwise attention gate's
+    fan-out (d_model → n_heads), so it is required only for ``gate_kind="headwise"`` and
+    otherwise only checked to divide d_model when given (and echoed in the report)."""
 
     d_model: int
     d_ff: int | None = None
@@ -61,6 +79,9 @@ class TransformerShape:
     mlp: str = "swiglu"
     gated_attention: bool = False
     tie_embeddings: bool = False
+    gate_kind: str = "elementwise"
+    positions: str = "rope"
+    context: int | None = None
 
     def __post_init__(self) -> None:
         positive_int(self.d_model, "d_model")
@@ -73,48 +94,67 @@ class TransformerShape:
         positive_int(self.vocab, "vocab")
         if self.n_heads is not None:
             positive_int(self.n_heads, "n_heads")
-        if self.d_model % self.heads:
-            raise ValueError(f"n_heads={self.heads} does not divide d_model={self.d_model}")
+            if self.d_model % self.n_heads:
+                raise ValueError(f"n_heads={self.n_heads} does not divide "
+                                 f"d_model={self.d_model}")
         if self.mlp not in MLPS:
             raise ValueError(f"mlp={self.mlp!r} is not allowed; choose one of {', '.join(MLPS)}")
-
-    @property
-    def heads(self) -> int:
-        return self.n_heads if self.n_heads is not None else max(1, self.d_model // 64)
+        if self.gate_kind not in GATE_KINDS:
+            raise ValueError(f"gate_kind={self.gate_kind!r} is not allowed; choose one of "
+                             f"{', '.join(GATE_KINDS)}")
+        if self.gated_attention and self.gate_kind == "headwise" and self.n_heads is None:
+            raise ValueError("gate_kind='headwise' needs n_heads (the gate's fan-out)")
+        if self.positions not in POSITIONS:
+            raise ValueError(f"positions={self.positions!r} is not allowed; choose one of "
+                             f"{', '.join(POSITIONS)}")
+        if self.positions == "learned" and self.context is None:
+            raise ValueError("positions='learned' needs context (the table's row count)")
+        if self.context is not None:
+            positive_int(self.context, "context")
 
     @property
     def ffn_dim(self) -> int:
-        if self.d_ff is not None:
-            return self.d_ff
-        if self.mlp == "swiglu":
-            return 64 * -(-(8 * self.d_model) // (3 * 64))
-        return 4 * self.d_model
+        return self.d_ff if self.d_ff is not None else default_ffn_dim(self.d_model, self.mlp)
 
 
 @dataclasses.dataclass(frozen=True)
-class _Matrix:
-    key: str  # name with {i} for the block index
+class MatrixKind:
+    """One matrix of every block (``in_blocks``) or of the model, by role ``kind`` (the
+    vocabulary ``smallinit.llm``'s model declares its matrices with)."""
+
+    kind: str
     part: str
     d_in: int
     d_out: int
     residual_out: bool = False
     in_blocks: bool = True
 
+    @property
+    def key(self) -> str:
+        """Display name, with {i} for the block index."""
+        return f"blocks.{{i}}.{self.kind}" if self.in_blocks else self.kind
 
-def _matrix_kinds(shape: TransformerShape) -> list[_Matrix]:
+
+def matrix_kinds(shape: TransformerShape) -> list[MatrixKind]:
+    """Every kind of weight matrix of a pre-norm decoder with these sizes (docs/science.md
+    §1, §5): embeddings, per block W_Q, W_K, W_V, W_O, the attention gate, the MLP's input
+    matrices (SwiGLU: gate and up) and W_down, and an untied head."""
     d, ff = shape.d_model, shape.ffn_dim
-    kinds = [_Matrix("embedding", "embedding", d, shape.vocab, in_blocks=False)]
-    kinds += [_Matrix("blocks.{i}.attn.q", "qk", d, d), _Matrix("blocks.{i}.attn.k", "qk", d, d),
-              _Matrix("blocks.{i}.attn.v", "vo", d, d),
-              _Matrix("blocks.{i}.attn.o", "vo", d, d, residual_out=True)]
+    kinds = [MatrixKind("embedding", "embedding", d, shape.vocab, in_blocks=False)]
+    if shape.positions == "learned":
+        kinds.append(MatrixKind("positions", "embedding", d, shape.context, in_blocks=False))
+    kinds += [MatrixKind("attn.q", "qk", d, d), MatrixKind("attn.k", "qk", d, d),
+              MatrixKind("attn.v", "vo", d, d),
+              MatrixKind("attn.o", "vo", d, d, residual_out=True)]
     if shape.gated_attention:
-        kinds.append(_Matrix("blocks.{i}.attn.gate", "attn_gate", d, d))
+        gate_out = d if shape.gate_kind == "elementwise" else shape.n_heads
+        kinds.append(MatrixKind("attn.gate", "attn_gate", d, gate_out))
     if shape.mlp == "swiglu":
-        kinds.append(_Matrix("blocks.{i}.mlp.gate", "mlp", d, ff))
-    kinds.append(_Matrix("blocks.{i}.mlp.up", "mlp", d, ff))
-    kinds.append(_Matrix("blocks.{i}.mlp.down", "mlp_out", ff, d, residual_out=True))
+        kinds.append(MatrixKind("mlp.gate", "mlp", d, ff))
+    kinds.append(MatrixKind("mlp.up", "mlp", d, ff))
+    kinds.append(MatrixKind("mlp.down", "mlp_out", ff, d, residual_out=True))
     if not shape.tie_embeddings:
-        kinds.append(_Matrix("head", "head", d, shape.vocab, in_blocks=False))
+        kinds.append(MatrixKind("head", "head", d, shape.vocab, in_blocks=False))
     return kinds
 
 
@@ -140,7 +180,7 @@ def matrices(shape: TransformerShape, scheme: InitScheme) -> list[dict[str, Any]
     """Every weight matrix with its part, fan-in d_in, fan-out d_out, σ and γ_eff (exact
     where it is). Blocks whose matrices share σ are listed once (``blocks.*``)."""
     rows = []
-    for kind in _matrix_kinds(shape):
+    for kind in matrix_kinds(shape):
         layers = range(shape.n_layers) if kind.in_blocks else [0]
         sigmas = {i: matrix_std(scheme, kind.part, kind.d_in, kind.d_out,
                                 n_layers=shape.n_layers, layer=i,
@@ -153,7 +193,7 @@ def matrices(shape: TransformerShape, scheme: InitScheme) -> list[dict[str, Any]
             rows.append({
                 "name": _block_name(kind.key, group, shape.n_layers) if kind.in_blocks
                 else kind.key,
-                "part": kind.part, "d_in": kind.d_in, "d_out": kind.d_out,
+                "kind": kind.kind, "part": kind.part, "d_in": kind.d_in, "d_out": kind.d_out,
                 "layers": group if kind.in_blocks else [], "residual_out": kind.residual_out,
                 "sigma": sigma, "gamma_eff": _exact_or_float(g_eff),
             })
@@ -303,7 +343,7 @@ def report(shape: TransformerShape, scheme: InitScheme | str, eps: Any = 1e-5) -
             entry[view] = {s: p.as_dict() for s, p in block[view].items()}
         ffn.append(entry)
     return {
-        "shape": {**dataclasses.asdict(shape), "d_ff": shape.ffn_dim, "n_heads": shape.heads},
+        "shape": {**dataclasses.asdict(shape), "d_ff": shape.ffn_dim},
         "scheme": scheme.describe(),
         "matrices": [{**r, "gamma_eff": show(r["gamma_eff"]),
                       "gamma_eff_value": float(r["gamma_eff"])} for r in rows],

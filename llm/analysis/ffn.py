@@ -33,42 +33,44 @@ returns exactly the trained run's θ(0).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 import numpy as np
 
 
-def _blocks(model) -> dict[tuple[str, int], list[np.ndarray]]:
-    """Weight blocks by (part, layer), in the model's order, as float64 NumPy arrays."""
-    from smallinit.llm.model.init import matrix_specs
-
-    out: dict[tuple[str, int], list[np.ndarray]] = defaultdict(list)
-    for spec in matrix_specs(model):
-        block = spec.param.detach()[spec.index]
-        out[(spec.part, spec.layer)].append(block.cpu().double().numpy())
-    return out
+def _host(t) -> np.ndarray:
+    return t.detach().cpu().double().numpy()
 
 
-def _ffn_bias(model, layer: int) -> np.ndarray | None:
-    bias = model.blocks[layer].mlp.up.bias
-    if bias is None:
-        return None
-    values = bias.detach().cpu().double().numpy()
-    if model.blocks[layer].mlp.swiglu:  # rows gate | up: bias entry k of both, side by side
-        return values.reshape(2, -1).T
-    return values[:, None]
+def _table(model):
+    from smallinit.llm.model.init import matrix_table
+
+    return matrix_table(model)
 
 
-def ffn_neurons(model, layer: int, blocks=None) -> tuple[np.ndarray, np.ndarray]:
-    """(input weights w_k as rows (d_ff, k·d [+ bias]), amplitudes A_k = ‖a_k‖·‖w_k‖)."""
-    blocks = blocks if blocks is not None else _blocks(model)
-    parts = list(blocks[("mlp", layer)])
-    bias = _ffn_bias(model, layer)
-    if bias is not None:
-        parts.append(bias)
+def _of_layer(table, part: str, layer: int) -> list:
+    return [s for s in table if s.part == part and s.layer == layer]
+
+
+def ffn_layers(table) -> list[int]:
+    """The blocks that have an FFN (a ``mlp.down`` matrix), in order."""
+    return sorted({s.layer for s in table if s.kind == "mlp.down"})
+
+
+def ffn_neurons(model, layer: int, table=None) -> tuple[np.ndarray, np.ndarray]:
+    """(input weights w_k as rows (d_ff, k·d [+ bias]), amplitudes A_k = ‖a_k‖·‖w_k‖), read
+    from the model's matrix table: the FFN input matrices (SwiGLU: gate then up) side by
+    side, then their bias entries, and the columns of W_down."""
+    from smallinit.llm.model.matrices import one
+
+    table = table if table is not None else _table(model)
+    inputs = _of_layer(table, "mlp", layer)
+    parts = [_host(s.rows_out) for s in inputs]
+    biases = [s.bias_block for s in inputs]
+    if biases and all(b is not None for b in biases):  # entry k of every input, side by side
+        parts.append(np.stack([_host(b) for b in biases], axis=1))
     w_in = np.concatenate(parts, axis=1)
-    (w_down,) = blocks[("mlp_out", layer)]
+    w_down = _host(one(table, "mlp.down", layer).rows_out)
     amp = np.linalg.norm(w_down, axis=0) * np.linalg.norm(w_in, axis=1)
     return w_in, amp
 
@@ -76,23 +78,34 @@ def ffn_neurons(model, layer: int, blocks=None) -> tuple[np.ndarray, np.ndarray]
 def measure_layers(model, model0, *, top_k: int, threshold: float) -> list[dict[str, Any]]:
     """Per layer: RD of the FFN input weights and of Q/K between ``model0`` (θ(0)) and
     ``model`` (θ(T)), the RMS displacement of the FFN inputs, the FFN condensation score
-    at T and at 0, and the cluster count of the amplitude-carrying neurons at T (module
+    at T and at 0 (one batched :func:`~smallinit.kernels.condensation_scores` call over all
+    layers each), and the cluster count of the amplitude-carrying neurons at T (module
     docstring)."""
-    from smallinit.kernels import cluster_count, condensation_score, relative_distance
+    from smallinit.kernels import cluster_count, condensation_scores, relative_distance
 
-    now, start = _blocks(model), _blocks(model0)
+    now, start = _table(model), _table(model0)
+    layers = ffn_layers(now)
+    neurons = [ffn_neurons(model, i, now) for i in layers]
+    neurons0 = [ffn_neurons(model0, i, start) for i in layers]
+    scores = condensation_scores(np.stack([w for w, _ in neurons]),
+                                 np.stack([a for _, a in neurons]), top_k=top_k,
+                                 threshold=threshold)
+    scores0 = condensation_scores(np.stack([w for w, _ in neurons0]),
+                                  np.stack([a for _, a in neurons0]), top_k=top_k,
+                                  threshold=threshold)
     out = []
-    for layer in range(model.cfg.n_layers):
-        w, amp = ffn_neurons(model, layer, now)
-        w0, amp0 = ffn_neurons(model0, layer, start)
+    for j, layer in enumerate(layers):
+        (w, amp), (w0, _) = neurons[j], neurons0[j]
         heavy = amp >= 1e-3 * amp.max()
+        qk = [_host(s.rows_out) for s in _of_layer(now, "qk", layer)]
+        qk0 = [_host(s.rows_out) for s in _of_layer(start, "qk", layer)]
         out.append({
             "layer": layer,
             "rd_ffn": relative_distance(w, w0),
-            "rd_qk": relative_distance(now[("qk", layer)], start[("qk", layer)]),
+            "rd_qk": relative_distance(qk, qk0),
             "dw_rms": float(np.sqrt(np.mean((w - w0) ** 2))),
-            "score": condensation_score(w, amp, top_k=top_k, threshold=threshold),
-            "score_init": condensation_score(w0, amp0, top_k=top_k, threshold=threshold),
+            "score": float(scores[j]),
+            "score_init": float(scores0[j]),
             "clusters": cluster_count(w[heavy], threshold),
             "m": int(w.shape[0]),
         })

@@ -286,12 +286,14 @@ def mechanism(model, cfg: AnchorConfig, data: anchor.AnchorData) -> dict[str, np
         cosine_gram,
         leading_eigvec_order,
     )
+    from smallinit.llm.model.init import matrix_table
+    from smallinit.llm.model.matrices import one
 
-    d = cfg.model.d_model
-    emb = model.tok_emb.weight.detach().float().cpu().numpy()
+    table = matrix_table(model)
+    emb = one(table, "embedding").rows_out.detach().float().cpu().numpy()
     values = emb[cfg.task.value_lo:cfg.task.value_hi + 1]
     value_cos = np.asarray(cosine_gram(values))
-    wq = model.blocks[0].attn.qkv.weight.detach().float().cpu().numpy()[:d]  # rows: q neurons
+    wq = one(table, "attn.q", 0).rows_out.detach().float().cpu().numpy()  # rows: q neurons
     wq_cos = np.asarray(cosine_gram(wq))
     wq_order = leading_eigvec_order(wq_cos)
     held = data.test_held_out

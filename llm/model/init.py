@@ -3,13 +3,15 @@
 Every weight matrix is drawn from N(0, σ²) with σ from
 :func:`smallinit.theory.init_rules.matrix_std` (the single source of σ; SPEC §1), truncated
 at ±kσ when :func:`~smallinit.theory.init_rules.truncation` says so; norm gains are set to 1
-and biases to 0. What a matrix *is* — its part, true fan-in d_in, fan-out d_out, block
-index and whether it writes into the residual stream — is read off the model here:
+and biases to 0. What a matrix *is* — its part, role, true fan-in d_in, fan-out d_out,
+block index and whether it writes into the residual stream — is one
+:class:`~smallinit.llm.model.matrices.MatrixSpec` per matrix (:func:`matrix_table`):
 
-* this package's :class:`~smallinit.llm.model.transformer.Transformer` (fused Q|K|V rows and fused
-  SwiGLU gate|up rows are separate matrices, each with its own part and d_out);
-* Hugging Face GPT-2 (``Conv1D`` weights are stored (in, out): d_in is the row count, and
-  ``c_attn`` holds Q|K|V as column blocks);
+* this package's :class:`~smallinit.llm.model.transformer.Transformer` declares its own as its
+  modules build them (fused Q|K|V rows and fused SwiGLU gate|up rows are separate matrices,
+  each with its own part and d_out); this module does not know the model class;
+* Hugging Face models are read here by module name: GPT-2 (``Conv1D`` weights are stored
+  (in, out): d_in is the row count, and ``c_attn`` holds Q|K|V as column blocks);
 * Hugging Face Llama-family models (``q_proj``/``k_proj``/``v_proj``/``o_proj``,
   ``gate_proj``/``up_proj``/``down_proj``; also Mistral, Qwen2 and others with these names).
 
@@ -26,12 +28,18 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
+from smallinit.llm.model.matrices import (
+    ALL,
+    MatrixSpec,
+    cols,
+    declared_matrices,
+    has_declarations,
+)
 from smallinit.theory.init_rules import (
     InitScheme,
     effective_gamma,
@@ -40,82 +48,17 @@ from smallinit.theory.init_rules import (
     truncation,
 )
 
-
-@dataclass(frozen=True)
-class MatrixSpec:
-    """One weight matrix: ``param[index]`` is the block drawn with one σ."""
-
-    name: str  # parameter name, plus the block for fused parameters (e.g. "…qkv.weight[q]")
-    param: nn.Parameter
-    index: tuple[slice, ...]
-    part: str
-    d_in: int
-    d_out: int
-    layer: int
-    residual_out: bool
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.param[self.index].shape)
-
-
-def _rows(start: int, stop: int) -> tuple[slice, ...]:
-    return (slice(start, stop), slice(None))
-
-
-def _cols(start: int, stop: int) -> tuple[slice, ...]:
-    return (slice(None), slice(start, stop))
-
-
-ALL = (slice(None), slice(None))
-
-
-# ----------------------------------------------------------------------------- our model
-def _own_specs(model: nn.Module) -> list[MatrixSpec]:
-    cfg = model.cfg
-    d, ff = cfg.d_model, cfg.ffn_dim
-    specs = [MatrixSpec("tok_emb.weight", model.tok_emb.weight, ALL, "embedding", d,
-                        cfg.vocab_size, 0, False)]
-    if model.pos_emb is not None:
-        specs.append(MatrixSpec("pos_emb.weight", model.pos_emb.weight, ALL, "embedding", d,
-                                cfg.context, 0, False))
-    for i, block in enumerate(model.blocks):
-        p = f"blocks.{i}."
-        w = block.attn.qkv.weight  # nn.Linear: (out, in) = (3d, d)
-        for j, (tag, part) in enumerate((("q", "qk"), ("k", "qk"), ("v", "vo"))):
-            specs.append(MatrixSpec(f"{p}attn.qkv.weight[{tag}]", w, _rows(j * d, (j + 1) * d),
-                                    part, d, d, i, False))
-        specs.append(MatrixSpec(f"{p}attn.proj.weight", block.attn.proj.weight, ALL, "vo",
-                                d, d, i, True))
-        if block.attn.gate is not None:
-            g = block.attn.gate.weight
-            specs.append(MatrixSpec(f"{p}attn.gate.weight", g, ALL, "attn_gate", d,
-                                    g.shape[0], i, False))
-        up = block.mlp.up.weight
-        if block.mlp.swiglu:
-            specs.append(MatrixSpec(f"{p}mlp.up.weight[gate]", up, _rows(0, ff), "mlp", d, ff,
-                                    i, False))
-            specs.append(MatrixSpec(f"{p}mlp.up.weight[up]", up, _rows(ff, 2 * ff), "mlp", d,
-                                    ff, i, False))
-        else:
-            specs.append(MatrixSpec(f"{p}mlp.up.weight", up, ALL, "mlp", d, ff, i, False))
-        specs.append(MatrixSpec(f"{p}mlp.down.weight", block.mlp.down.weight, ALL, "mlp_out",
-                                ff, d, i, True))
-    if not cfg.tie_embeddings:
-        specs.append(MatrixSpec("head.weight", model.head.weight, ALL, "head", d,
-                                cfg.vocab_size, 0, False))
-    return specs
-
-
 # ----------------------------------------------------------------------------- Hugging Face
 _LAYER = re.compile(r"\.(?:h|layers)\.(\d+)\.")
 
-_LLAMA_PARTS = {  # module name → (part, residual_out); nn.Linear weights are (out, in)
-    "q_proj": ("qk", False), "k_proj": ("qk", False), "v_proj": ("vo", False),
-    "o_proj": ("vo", True), "gate_proj": ("mlp", False), "up_proj": ("mlp", False),
-    "down_proj": ("mlp_out", True), "lm_head": ("head", False),
-    "embed_tokens": ("embedding", False),
+_LLAMA_PARTS = {  # module name → (part, kind, residual_out); nn.Linear weights are (out, in)
+    "q_proj": ("qk", "attn.q", False), "k_proj": ("qk", "attn.k", False),
+    "v_proj": ("vo", "attn.v", False), "o_proj": ("vo", "attn.o", True),
+    "gate_proj": ("mlp", "mlp.gate", False), "up_proj": ("mlp", "mlp.up", False),
+    "down_proj": ("mlp_out", "mlp.down", True), "lm_head": ("head", "head", False),
 }
+_EMBEDDINGS = {"wte": "embedding", "embed_tokens": "embedding", "wpe": "positions",
+               "embed_positions": "positions"}
 
 
 def _hf_specs(model: nn.Module) -> list[MatrixSpec]:
@@ -132,27 +75,29 @@ def _hf_specs(model: nn.Module) -> list[MatrixSpec]:
         module = name.rsplit(".", 1)[0].rsplit(".", 1)[-1]
         match = _LAYER.search(name)
         layer = int(match.group(1)) if match else 0
-        if module in ("wte", "wpe", "embed_tokens", "embed_positions"):
-            specs.append(MatrixSpec(name, param, ALL, "embedding", d, param.shape[0], 0, False))
+        if module in _EMBEDDINGS:
+            specs.append(MatrixSpec(name, param, ALL, "embedding", d, param.shape[0], 0, False,
+                                    _EMBEDDINGS[module]))
         elif module == "c_attn":  # GPT-2 Conv1D (in, out) = (d, 3d): columns q | k | v
             for j, (tag, part) in enumerate((("q", "qk"), ("k", "qk"), ("v", "vo"))):
-                specs.append(MatrixSpec(f"{name}[{tag}]", param, _cols(j * d, (j + 1) * d),
-                                        part, d, d, layer, False))
+                specs.append(MatrixSpec(f"{name}[{tag}]", param, cols(j * d, (j + 1) * d),
+                                        part, d, d, layer, False, f"attn.{tag}", in_out=True))
         elif module in ("c_proj", "c_fc"):  # GPT-2 Conv1D (in, out)
             d_in, d_out = param.shape
             if ".attn." in name:
-                part, residual = "vo", True
+                part, kind, residual = "vo", "attn.o", True
             elif module == "c_fc":
-                part, residual = "mlp", False
+                part, kind, residual = "mlp", "mlp.up", False
             else:
-                part, residual = "mlp_out", True
-            specs.append(MatrixSpec(name, param, ALL, part, d_in, d_out, layer, residual))
+                part, kind, residual = "mlp_out", "mlp.down", True
+            specs.append(MatrixSpec(name, param, ALL, part, d_in, d_out, layer, residual, kind,
+                                    in_out=True))
         elif module in _LLAMA_PARTS:
-            part, residual = _LLAMA_PARTS[module]
+            part, kind, residual = _LLAMA_PARTS[module]
             d_out, d_in = param.shape
             if part in ("head", "embedding"):
                 d_in, d_out = d, param.shape[0]
-            specs.append(MatrixSpec(name, param, ALL, part, d_in, d_out, layer, residual))
+            specs.append(MatrixSpec(name, param, ALL, part, d_in, d_out, layer, residual, kind))
         else:
             raise ValueError(
                 f"parameter {name} {tuple(param.shape)} of {type(model).__name__} has no known "
@@ -168,16 +113,18 @@ def _n_layers(model: nn.Module) -> int:
     return getattr(config, "num_hidden_layers", None) or config.n_layer
 
 
-def matrix_specs(model: nn.Module) -> list[MatrixSpec]:
-    """Every weight matrix of ``model`` with its part, fan-in, fan-out and layer."""
-    from smallinit.llm.model.transformer import Transformer
-
-    if isinstance(model, Transformer):
-        return _own_specs(model)
+def matrix_table(model: nn.Module) -> list[MatrixSpec]:
+    """Every weight matrix of ``model`` with its part, role, fan-in, fan-out and layer: the
+    model's own declarations when it has them, else the Hugging Face reader."""
+    if has_declarations(model):
+        return declared_matrices(model)
     if hasattr(model, "config") and hasattr(model.config, "hidden_size"):
         return _hf_specs(model)
     raise ValueError(f"apply_init does not know how to read {type(model).__name__}; "
                      "supported: smallinit.llm Transformer, Hugging Face GPT-2 and Llama")
+
+
+matrix_specs = matrix_table  # the earlier name
 
 
 # ----------------------------------------------------------------------------- drawing
@@ -196,7 +143,7 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *, seed: int = 0) -> 
     such as ``"gamma:1.0"``) and return it. Draws come from one CPU generator seeded with
     ``seed``, in parameter order, so the result is the same on every device."""
     scheme = as_scheme(scheme)
-    specs = matrix_specs(model)
+    specs = matrix_table(model)
     n_layers = _n_layers(model)
     k = truncation(scheme)
     gen = torch.Generator().manual_seed(seed)
@@ -233,13 +180,13 @@ def truncated_std_factor(k: float | None) -> float:
 def init_table(model: nn.Module, scheme: InitScheme | str) -> list[dict[str, Any]]:
     """One row per matrix: name, part, shape, d_in, d_out, layer, σ and γ_eff."""
     scheme = as_scheme(scheme)
-    specs = matrix_specs(model)
+    specs = matrix_table(model)
     n_layers = _n_layers(model)
     rows = []
     for spec in specs:
         sigma = spec_std(spec, scheme, n_layers)
         rows.append({
-            "name": spec.name, "part": spec.part, "shape": list(spec.shape),
+            "name": spec.name, "kind": spec.kind, "part": spec.part, "shape": list(spec.shape),
             "d_in": spec.d_in, "d_out": spec.d_out, "layer": spec.layer,
             "residual_out": spec.residual_out, "std": sigma,
             "gamma_eff": effective_gamma(sigma, spec.d_in),

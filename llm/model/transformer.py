@@ -14,8 +14,11 @@ Optional gated attention (Qiu et al., arXiv 2505.06708; SPEC §5): each head's o
 multiplied by sigmoid(X W_g) computed from the (normed) layer input, before W_o —
 elementwise (W_g: d → d) or headwise (W_g: d → n_heads, one scalar per head).
 
-Weights are created with PyTorch's defaults; :func:`smallinit.llm.model.init.apply_init`
-sets them by an init scheme (the model constructor calls it when given one).
+Every module declares the weight matrices it creates (:func:`.matrices.declare`: part,
+role, fan-in, fan-out, block, the rows of a fused tensor); :meth:`Transformer.matrices`
+lists them, and that one table is what the init (:func:`smallinit.llm.model.init.apply_init`)
+and the measurements read. Weights are created with PyTorch's defaults; ``apply_init`` sets
+them by an init scheme (the model constructor calls it when given one).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from smallinit.llm.config import ModelConfig
+from smallinit.llm.model.init import apply_init
+from smallinit.llm.model.matrices import MatrixSpec, declare, declared_matrices, rows
 
 
 def make_norm(cfg: ModelConfig) -> nn.Module:
@@ -55,16 +60,24 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 class Attention(nn.Module):
     """Causal multi-head self-attention with fused Q, K, V projection (rows q | k | v)."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, layer: int = 0):
         super().__init__()
+        d = cfg.d_model
         self.n_heads = cfg.n_heads
         self.head_dim = cfg.head_dim
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.qkv = nn.Linear(d, 3 * d, bias=cfg.bias)
+        for j, (tag, part) in enumerate((("q", "qk"), ("k", "qk"), ("v", "vo"))):
+            declare(self.qkv, part=part, kind=f"attn.{tag}", d_in=d, d_out=d, layer=layer,
+                    tag=tag, index=rows(j * d, (j + 1) * d))
+        self.proj = nn.Linear(d, d, bias=cfg.bias)
+        declare(self.proj, part="vo", kind="attn.o", d_in=d, d_out=d, layer=layer,
+                residual_out=True)
         self.gate = None
         if cfg.gated_attention:
-            out = cfg.d_model if cfg.gate_kind == "elementwise" else cfg.n_heads
-            self.gate = nn.Linear(cfg.d_model, out, bias=False)
+            out = d if cfg.gate_kind == "elementwise" else cfg.n_heads
+            self.gate = nn.Linear(d, out, bias=False)
+            declare(self.gate, part="attn_gate", kind="attn.gate", d_in=d, d_out=out,
+                    layer=layer)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
                 need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -91,12 +104,20 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     """SwiGLU (fused W_gate | W_up rows in ``up``) or GELU feed-forward."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, layer: int = 0):
         super().__init__()
+        d, ff = cfg.d_model, cfg.ffn_dim
         self.swiglu = cfg.mlp == "swiglu"
-        width = cfg.ffn_dim * (2 if self.swiglu else 1)
-        self.up = nn.Linear(cfg.d_model, width, bias=cfg.bias)
-        self.down = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=cfg.bias)
+        self.up = nn.Linear(d, ff * (2 if self.swiglu else 1), bias=cfg.bias)
+        if self.swiglu:
+            for j, tag in enumerate(("gate", "up")):
+                declare(self.up, part="mlp", kind=f"mlp.{tag}", d_in=d, d_out=ff, layer=layer,
+                        tag=tag, index=rows(j * ff, (j + 1) * ff))
+        else:
+            declare(self.up, part="mlp", kind="mlp.up", d_in=d, d_out=ff, layer=layer)
+        self.down = nn.Linear(ff, d, bias=cfg.bias)
+        declare(self.down, part="mlp_out", kind="mlp.down", d_in=ff, d_out=d, layer=layer,
+                residual_out=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.up(x)
@@ -109,12 +130,12 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, layer: int = 0):
         super().__init__()
         self.norm1 = make_norm(cfg)
-        self.attn = Attention(cfg)
+        self.attn = Attention(cfg, layer)
         self.norm2 = make_norm(cfg)
-        self.mlp = MLP(cfg)
+        self.mlp = MLP(cfg, layer)
 
     def forward(self, x, rope, need_weights=False):
         a, weights = self.attn(self.norm1(x), rope, need_weights)
@@ -133,22 +154,31 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig, scheme=None, *, seed: int = 0):
         super().__init__()
         self.cfg = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos_emb = nn.Embedding(cfg.context, cfg.d_model) if cfg.positions == "learned" \
-            else None
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        d = cfg.d_model
+        self.tok_emb = nn.Embedding(cfg.vocab_size, d)  # rows are tokens: fan-in d (§1)
+        declare(self.tok_emb, part="embedding", kind="embedding", d_in=d, d_out=cfg.vocab_size)
+        self.pos_emb = None
+        if cfg.positions == "learned":
+            self.pos_emb = nn.Embedding(cfg.context, d)
+            declare(self.pos_emb, part="embedding", kind="positions", d_in=d,
+                    d_out=cfg.context)
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
         self.norm_f = make_norm(cfg)
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        if cfg.tie_embeddings:
+        self.head = nn.Linear(d, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:  # one matrix, drawn once as the embedding
             self.head.weight = self.tok_emb.weight
+        else:
+            declare(self.head, part="head", kind="head", d_in=d, d_out=cfg.vocab_size)
         if cfg.positions == "rope":
             cos, sin = rope_tables(cfg.context, cfg.head_dim, cfg.rope_base)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
         if scheme is not None:
-            from smallinit.llm.model.init import apply_init
-
             apply_init(self, scheme, seed=seed)
+
+    def matrices(self) -> list[MatrixSpec]:
+        """Every weight matrix as its modules declared it, in module order."""
+        return declared_matrices(self)
 
     def hidden(self, idx: torch.Tensor, need_weights: bool = False):
         """Final normed hidden states (B, T, d) and the list of attention weights."""

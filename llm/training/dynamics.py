@@ -6,7 +6,9 @@ schedule, checkpoints and final evaluation, so its summary equals the ``llm-trai
 the same config — that also *probes* the model at log-spaced steps (:func:`probe_steps`):
 
 * weight geometry (SPEC §5, "condense, then expand"), through the shared kernels'
-  :func:`smallinit.kernels.measure_all`: effective rank exp(H(σ/Σσ)) (Roy & Vetterli 2007),
+  :func:`smallinit.kernels.measure_stack` (one batched call per matrix shape, on the
+  model's device; the values of :func:`smallinit.kernels.measure_all`): effective rank
+  exp(H(σ/Σσ)) (Roy & Vetterli 2007),
   top singular-value share σ₁/Σσ, cosine-cluster count (threshold 0.95) and mean |cos| of
   the rows of the token embedding, each layer's W_Q and W_K, and each layer's FFN input
   W_gate (SwiGLU; W_up for a GELU MLP) — the rows that play the two-layer net's input
@@ -27,10 +29,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from smallinit.kernels import measure_all
+from smallinit.kernels import measure_stack
 from smallinit.llm.analysis.diagnostics import collect
 from smallinit.llm.config import RunConfig
 from smallinit.llm.data import corpus as corpus_mod
+from smallinit.llm.model.init import matrix_table
+from smallinit.llm.model.matrices import one, select
 from smallinit.llm.training.train import Dist, Trainer, fit_run, get_batch
 from smallinit.runs import Run, RunStore
 
@@ -50,23 +54,37 @@ def probe_steps(steps: int, per_decade: int = 4) -> list[int]:
 
 
 def tracked_matrices(model) -> dict[str, torch.Tensor]:
-    """The matrices fig 10 follows, by name: ``emb``, ``L{i}.q``, ``L{i}.k``, ``L{i}.ffn_in``
-    (rows = output units, columns = d_model)."""
-    d = model.cfg.d_model
-    out = {"emb": model.tok_emb.weight}
-    for i, block in enumerate(model.blocks):
-        w = block.attn.qkv.weight
-        out[f"L{i}.q"] = w[:d]
-        out[f"L{i}.k"] = w[d:2 * d]
-        up = block.mlp.up.weight
-        out[f"L{i}.ffn_in"] = up[:model.cfg.ffn_dim] if block.mlp.swiglu else up
+    """The matrices fig 10 follows, by name, read from the model's matrix table
+    (:func:`smallinit.llm.model.init.matrix_table`): ``emb``, ``L{i}.q``, ``L{i}.k``,
+    ``L{i}.ffn_in`` (the FFN's first input matrix: W_gate for SwiGLU, W_up for GELU; rows =
+    output units, columns = d_model)."""
+    table = matrix_table(model)
+    out = {"emb": one(table, "embedding").rows_out}
+    layers = sorted({s.layer for s in select(table, "attn.q")})
+    for i in layers:
+        out[f"L{i}.q"] = one(table, "attn.q", i).rows_out
+        out[f"L{i}.k"] = one(table, "attn.k", i).rows_out
+        ffn_in = list(select(table, "mlp.gate", i)) or list(select(table, "mlp.up", i))
+        out[f"L{i}.ffn_in"] = ffn_in[0].rows_out
     return out
 
 
 def measure_model(model) -> dict[str, dict[str, float]]:
-    """:func:`smallinit.kernels.measure_all` of every tracked matrix."""
-    return {name: measure_all(w.detach().float().cpu().numpy())
-            for name, w in tracked_matrices(model).items()}
+    """:func:`smallinit.kernels.measure_all` of every tracked matrix, taken as one batched
+    :func:`smallinit.kernels.measure_stack` call per shape (W_Q and W_K of all layers
+    together, the FFN inputs of all layers, the embedding) on the model's device."""
+    tracked = tracked_matrices(model)
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for name, w in tracked.items():
+        groups.setdefault(tuple(w.shape), []).append(name)
+    out: dict[str, dict[str, float]] = {}
+    with torch.no_grad():
+        for names in groups.values():
+            stack = torch.stack([tracked[n].detach().float() for n in names])
+            values = measure_stack(stack)
+            for j, name in enumerate(names):
+                out[name] = {k: float(v[j]) for k, v in values.items()}
+    return {name: out[name] for name in tracked}
 
 
 class TracedTrainer(Trainer):

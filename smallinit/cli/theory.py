@@ -187,7 +187,8 @@ def cmd_transformer(args: argparse.Namespace) -> int:
         _print_json(rep)
         return 0
     s = rep["shape"]
-    print(f"transformer d_model={s['d_model']} d_ff={s['d_ff']} n_heads={s['n_heads']} "
+    heads = f" n_heads={s['n_heads']}" if s["n_heads"] is not None else ""
+    print(f"transformer d_model={s['d_model']} d_ff={s['d_ff']}{heads} "
           f"n_layers={s['n_layers']} vocab={s['vocab']} mlp={s['mlp']}; "
           f"init {rep['scheme']}")
     print()
