@@ -32,16 +32,14 @@ def enable_x64() -> None:
         jax.config.update("jax_enable_x64", True)
 
 
-def use_all_cpu_cores() -> int:
-    """Ask for one JAX CPU device per core (module docstring: only before JAX starts, and
-    only if nobody chose a count); returns the number of JAX devices the process has."""
+def use_all_cpu_cores() -> None:
+    """Ask for one JAX CPU device per core (module docstring: it takes effect only before
+    JAX starts, and only if nobody chose a count already)."""
     import jax
 
-    chosen = ("device_count" in os.environ.get("XLA_FLAGS", "")
-              or "JAX_NUM_CPU_DEVICES" in os.environ)
-    if not chosen:
-        try:
-            jax.config.update("jax_num_cpu_devices", max(1, os.cpu_count() or 1))
-        except RuntimeError:  # JAX already running: keep its devices
-            log.debug("JAX backends already initialized; keeping its device count")
-    return jax.device_count()
+    if "device_count" in os.environ.get("XLA_FLAGS", "") or "JAX_NUM_CPU_DEVICES" in os.environ:
+        return
+    try:
+        jax.config.update("jax_num_cpu_devices", max(1, os.cpu_count() or 1))
+    except RuntimeError:  # JAX already running: keep its devices
+        log.debug("JAX backends already initialized; keeping %d device(s)", jax.device_count())
