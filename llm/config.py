@@ -169,7 +169,8 @@ class EvalConfig:
 class RunConfig:
     """One training run. ``init`` is an init scheme as ``smallinit.theory.init_rules``
     parses it: ``gamma:1.0``, ``gamma:0.5,qk=1.0,depth``, ``nanogpt``, ``fixed:0.02``,
-    ``mitchell``, ``mup:128``, ``xavier``, ``kaiming``."""
+    ``mitchell``, ``mup:128``, ``xavier``, ``kaiming``; it is stored in its canonical
+    spelling (``init_rules.canonical_scheme``: ``gamma:1.0`` and ``gamma:1`` are one run)."""
 
     seed: int = 0
     init: str = "gamma:0.5"
@@ -179,10 +180,10 @@ class RunConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
 
     def __post_init__(self) -> None:
-        from smallinit.theory.init_rules import parse_scheme
+        from smallinit.theory.init_rules import canonical_scheme
 
         try:
-            parse_scheme(self.init)
+            self.init = canonical_scheme(self.init)  # one spelling, one run key
         except ValueError as err:
             raise ConfigError(f"init={self.init!r}: {err}") from None
 

@@ -49,12 +49,3 @@ def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
         shown = ", ".join(repr(a) for a in allowed)
         raise ConfigError(f"{name}={value!r} is not allowed; choose one of {shown}")
     return value
-
-
-def check_positive(name: str, value: Any, *, integer: bool = False) -> Any:
-    """Return ``value`` if it is a positive number (an int if ``integer``), else raise."""
-    kind = "a positive integer" if integer else "a positive number"
-    ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
-    if isinstance(value, bool) or not ok_type or not value > 0:
-        raise ConfigError(f"{name}={value!r} is not allowed; it must be {kind}")
-    return value

@@ -24,10 +24,6 @@ def set_quiet(flag: bool) -> None:
     _quiet = bool(flag)
 
 
-def is_quiet() -> bool:
-    return _quiet
-
-
 def progress(iterable: Iterable[T] | None = None, *, desc: str = "", **kwargs: Any) -> tqdm:
     """A tqdm bar that respects ``--quiet`` and stays silent when not on a terminal."""
     kwargs.setdefault("disable", True if _quiet else None)

@@ -55,7 +55,7 @@ def test_tiny_compare_end_to_end(tiny_compare, capsys):
     assert len(meas) == 4 and {e["state"] for e in meas} == {"done"}
     entry = meas[-1]
     cfg = config_from_dict(RunConfig, read_json(f"{entry['run']}/config.json")["config"])
-    assert (cfg.model.d_model, cfg.model.ffn_dim, cfg.init) == (32, 128, "gamma:1.0")
+    assert (cfg.model.d_model, cfg.model.ffn_dim, cfg.init) == (32, 128, "gamma:1")
     w = trained_model(cfg, entry["run"]).blocks[1].mlp.up.weight
     w0 = initial_model(cfg).blocks[1].mlp.up.weight
     assert entry["layers"][1]["rd_ffn"] == pytest.approx(relative_distance(w, w0))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 
 import numpy as np
 import pytest
@@ -16,12 +15,12 @@ from smallinit.compare.table import (
     build_table,
     fit_layer_slopes,
     format_table,
-    in_interval,
-    sign_agrees,
     to_csv,
 )
 from smallinit.errors import ConfigError
 from smallinit.runs import RunStore
+from smallinit.theory.phase import log_allowance, slope_agrees, slope_in_interval
+from smallinit.toy import scan
 
 
 def cfg_for(gammas, widths=(32, 64, 128)) -> CompareConfig:
@@ -85,33 +84,40 @@ def test_slope_fit_recovers_known_power_laws():
     assert np.isnan(fit_layer_slopes(rd, np.array([False, False, True]), widths)).all()
 
 
-@pytest.mark.parametrize("regime,slope,expect", [
-    ("linear", -0.2, True), ("linear", 0.05, False),
-    ("condensed", 0.3, True), ("condensed", -0.01, False),
-    ("critical", 0.1, True), ("critical", -0.14, True), ("critical", 0.2, False),
-    ("linear", None, None), ("condensed", math.nan, None),
-])
-def test_sign_agreement(regime, slope, expect):
-    assert sign_agrees(regime, slope, 0.15) is expect
-
-
-def test_sign_agreement_rejects_unknown_regime():
-    with pytest.raises(ValueError, match="regime='lazy'"):
-        sign_agrees("lazy", 0.1, 0.15)
-
-
-def test_interval_with_log_allowance():
-    widths = [128, 256, 512]
-    allowance = 1 / math.log(128)  # ≈ 0.206
-    # linear at Δ = −0.4: allowed up to −0.4 + 0.206
-    assert in_interval("linear", None, -0.4, -0.4 + allowance - 1e-9, widths, 0.15)
-    assert not in_interval("linear", None, -0.4, -0.4 + allowance + 1e-9, widths, 0.15)
-    # condensed at Δ = 0.5: S_w ≥ 0.25, no allowance
-    assert in_interval("condensed", 0.25, None, 0.25, widths, 0.15)
-    assert not in_interval("condensed", 0.25, None, 0.2, widths, 0.15)
-    assert in_interval("critical", 0.0, 0.0, -0.1, widths, 0.15)
-    assert not in_interval("critical", 0.0, 0.0, 0.16, widths, 0.15)
-    assert in_interval("linear", None, -0.4, None, widths, 0.15) is None
+def test_toy_scan_and_comparison_grade_by_theorys_one_rule():
+    """The same toy slopes graded by the toy scan (scan.compare) and by the comparison
+    (build_table) give the same verdicts, which are theory's slope_agrees /
+    slope_in_interval; the slopes sit on the boundaries of the rule."""
+    cfg = cfg_for([0.3, 0.5, 0.75])  # toy points (0.6, 0) linear Δ = −0.4, (1, 0) critical,
+    points = theory_points(cfg)  # (1.5, 0) condensed Δ = 0.5
+    tol, top = cfg.critical_tol, -0.4 + log_allowance(cfg.toy_widths)
+    cases = [  # (linear, critical, condensed) slopes
+        (0.0, tol, 0.25),  # sign 0 is not "falls"; |S_w| = tol is critical; Δ/2 is inside
+        (top, -tol, 0.25 - 1e-12),  # linear top of the interval (with the log allowance)
+        (top + 1e-9, tol + 1e-9, 0.0),
+        (-1e-12, 0.0, 1e-12),
+        (None, None, None),
+    ]
+    for values in cases:
+        toy = fake_toy([(v, 0.5) for v in values])
+        llm = fake_llm(cfg, {g: [0.0] for g in cfg.gammas})
+        records = build_table(cfg, points, toy, llm)
+        grid = scan.ScanConfig(gammas=(0.6, 1.0, 1.5), gamma_primes=(0.0,),
+                               widths=cfg.toy_widths, critical_tol=tol)
+        s_w = np.array([[np.nan if v is None else v] for v in values])
+        by_scan = scan.compare(grid, s_w, np.zeros((3, 1), int))
+        for r, q, v, p in zip(records, by_scan, values, points, strict=True):
+            assert r["regime"] == q["regime"] == p["regime"]
+            expect = slope_agrees(p["regime"], v, tol)
+            inside = slope_in_interval(p["regime"], p["slope_lo_value"], p["slope_hi_value"],
+                                       v, cfg.toy_widths, tol)
+            assert r["toy_agree"] is q["agree"] is expect, (values, r["regime"])
+            assert r["toy_in_interval"] is q["in_interval"] is inside, (values, r["regime"])
+    # spot checks of the boundary verdicts themselves
+    assert slope_agrees("linear", 0.0, tol) is False
+    assert slope_agrees("critical", tol, tol) is True
+    assert slope_in_interval("linear", None, -0.4, top, cfg.toy_widths, tol) is True
+    assert slope_in_interval("linear", None, -0.4, top + 1e-9, cfg.toy_widths, tol) is False
 
 
 def test_table_from_stored_fake_runs(tmp_path):

@@ -96,7 +96,7 @@ def test_driver_resumes_half_finished_sweep(tmp_path, monkeypatch):
     calls.clear()  # --force recomputes a run shared by two figures once, not twice
     sweeps.run_jobs(jobs[:1], store, force=True)
     sweeps.run_jobs(jobs[:2], store, force=True)
-    assert [c[1]["init"] for c in calls] == ["gamma:0.5", "gamma:1.0"]
+    assert [c[1]["init"] for c in calls] == ["gamma:0.5", "gamma:1"]  # canonical spelling
 
 
 def test_traced_run_equals_plain_run_and_probes_log_steps(tmp_path):

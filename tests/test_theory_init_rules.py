@@ -8,8 +8,10 @@ from smallinit.theory.init_rules import (
     PARTS,
     SCHEMES,
     InitScheme,
+    canonical_scheme,
     effective_gamma,
     matrix_std,
+    number_text,
     parse_scheme,
     truncation,
 )
@@ -106,6 +108,9 @@ def test_parse_scheme_round_trip(text, expected):
         ("fixed:-1", "positive"),
         ("nanogpt,qk=1", "only the gamma scheme"),
         ("gamma:nan", "finite"),
+        ("gamma", "has no γ"),
+        ("gamma:,qk=1", "has no γ"),
+        ("gamma:1,qk=1,qk=0.5", "given twice"),
     ],
 )
 def test_parse_scheme_errors_are_one_line(text, fragment):
@@ -131,3 +136,33 @@ def test_every_scheme_gives_positive_finite_std_for_every_part():
             value = matrix_std(scheme, part, 96, 384, n_layers=3, layer=2,
                                residual_out=part in ("vo", "mlp_out"))
             assert math.isfinite(value) and value > 0
+
+
+def test_number_text_is_exact_and_shortest():
+    assert [number_text(v) for v in (1.0, 0.5, 0.75, 100.0, -0.0, 1e-7, 2.5e16)] == \
+        ["1", "0.5", "0.75", "100", "0", "1e-07", "2.5e+16"]
+    for v in (0.1234567, 1 / 3, 1.0000000000000002, 0.02, 123456789.125):
+        assert float(number_text(v)) == v  # round trip, where :g would round
+    assert f"{0.1234567:g}" != number_text(0.1234567)
+
+
+@pytest.mark.parametrize("texts,canonical", [
+    (("gamma:1", "gamma:1.0", "gamma:1.00", "gamma:1e0", "GAMMA: 1"), "gamma:1"),
+    (("gamma:0.5", "gamma:.5", "gamma:5e-1"), "gamma:0.5"),
+    (("gamma:0.75",), "gamma:0.75"),
+    (("gamma:0.5,mlp=1.0,qk=1,depth", "gamma:0.5, depth, qk=1.00, mlp=1"),
+     "gamma:0.5,qk=1,mlp=1,depth"),
+    (("fixed", "fixed:0.02", "fixed:2e-2"), "fixed:0.02"),
+    (("mup", "mup:128"), "mup:128"),
+    (("nanogpt", " NanoGPT "), "nanogpt"),
+])
+def test_canonical_scheme_one_spelling_per_scheme(texts, canonical):
+    assert {canonical_scheme(t) for t in texts} == {canonical}
+    assert canonical_scheme(canonical) == canonical  # a fixed point
+    assert parse_scheme(canonical) == parse_scheme(texts[0])
+
+
+def test_canonical_scheme_keeps_different_schemes_apart():
+    texts = ["gamma:1", "gamma:1.0000001", "gamma:1,depth", "gamma:1,qk=0.5", "fixed:0.02",
+             "megatron:0.02", "mup:256", "xavier", "kaiming", "mitchell"]
+    assert len({canonical_scheme(t) for t in texts}) == len(texts)

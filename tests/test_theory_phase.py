@@ -1,11 +1,22 @@
 """Two-layer phase diagram (SPEC §2): registry, normalized flow, Δ, bounds, conservation."""
 
+import math
+
 import numpy as np
 import pytest
 import sympy as sp
 
 from smallinit.theory import lazy_rich, phase
-from smallinit.theory.phase import classify, coordinates, delta, m, slope_interval
+from smallinit.theory.phase import (
+    classify,
+    coordinates,
+    delta,
+    log_allowance,
+    m,
+    slope_agrees,
+    slope_in_interval,
+    slope_interval,
+)
 
 R = sp.Rational
 
@@ -177,3 +188,41 @@ def test_chizat_criterion_agrees_with_delta_at_nonpositive_gamma_prime():
     # mκ max(1, 1/κ') ~ m^{−Δ}: lazy exactly when Δ < 0, also for γ' > 0
     assert lazy_rich.generalized_lazy_exponent(R(3, 2), 1) == R(1, 2)
     assert lazy_rich.chizat_lazy(m ** R(3, 2), 1, 1) == "not lazy"
+
+
+@pytest.mark.parametrize("regime,slope,expect", [
+    ("linear", -0.2, True), ("linear", 0.05, False), ("linear", 0.0, False),
+    ("condensed", 0.3, True), ("condensed", -0.01, False), ("condensed", 0.0, False),
+    ("critical", 0.1, True), ("critical", -0.14, True), ("critical", 0.15, True),
+    ("critical", 0.2, False),
+    ("linear", None, None), ("condensed", math.nan, None), ("critical", math.inf, None),
+])
+def test_slope_agreement_by_sign(regime, slope, expect):
+    assert slope_agrees(regime, slope, 0.15) is expect
+
+
+def test_slope_agreement_rejects_unknown_regime():
+    for call in (lambda: slope_agrees("lazy", 0.1, 0.15),
+                 lambda: slope_in_interval("lazy", None, 0.0, 0.1, [8, 16], 0.15)):
+        with pytest.raises(ValueError, match="regime='lazy'") as err:
+            call()
+        assert "\n" not in str(err.value)
+
+
+def test_slope_in_interval_with_log_allowance():
+    widths = [128, 256, 512]
+    allowance = 1 / math.log(128)  # ≈ 0.206: d ln(ln m)/d ln m at the smallest width
+    assert log_allowance(widths) == pytest.approx(allowance, rel=1e-15)
+    # linear at Δ = −0.4: allowed up to −0.4 + 0.206 (open end as None or −∞ alike)
+    for lo in (None, -math.inf, -sp.oo):
+        assert slope_in_interval("linear", lo, -0.4, -0.4 + allowance - 1e-9, widths, 0.15)
+        assert not slope_in_interval("linear", lo, -0.4, -0.4 + allowance + 1e-9, widths, 0.15)
+    # condensed at Δ = 0.5: S_w ≥ 0.25, no allowance; the end itself is inside
+    assert slope_in_interval("condensed", 0.25, None, 0.25, widths, 0.15)
+    assert slope_in_interval("condensed", R(1, 4), sp.oo, 0.25, widths, 0.15)
+    assert not slope_in_interval("condensed", 0.25, None, 0.2, widths, 0.15)
+    assert slope_in_interval("critical", 0.0, 0.0, -0.1, widths, 0.15)
+    assert not slope_in_interval("critical", 0.0, 0.0, 0.16, widths, 0.15)
+    assert slope_in_interval("linear", None, -0.4, None, widths, 0.15) is None
+    with pytest.raises(ValueError, match="must be > 1"):
+        log_allowance([1, 4])

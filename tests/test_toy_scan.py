@@ -12,7 +12,8 @@ pytest.importorskip("jax")
 from smallinit.errors import RunFailed  # noqa: E402
 from smallinit.runs import RunStore  # noqa: E402
 from smallinit.theory import phase  # noqa: E402
-from smallinit.toy.scan import ScanConfig, fit_slopes, log_allowance, run_scan  # noqa: E402
+from smallinit.theory.phase import log_allowance  # noqa: E402
+from smallinit.toy.scan import ScanConfig, fit_slopes, run_scan  # noqa: E402
 
 GRID = ScanConfig(gammas=(0.5, 1.0, 1.75), gamma_primes=(-0.5, 0.0, 0.5),
                   widths=(250, 500, 1000, 2000), seeds=3)

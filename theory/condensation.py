@@ -1,8 +1,10 @@
 """Initial condensation under small initialization (SPEC §3; Zhou et al., NeurIPS 2022).
 
 Multiplicity (Zhou et al. Def. 1): an activation σ has multiplicity p when
-σ^{(k)}(0) = 0 for 1 ≤ k < p and σ^{(p)}(0) ≠ 0 (:func:`multiplicity`). It needs σ smooth
-at 0; ReLU is not, and is reported as not covered.
+σ^{(k)}(0) = 0 for 1 ≤ k < p and σ^{(p)}(0) ≠ 0. The activations and their derived p live
+in :mod:`smallinit.theory.activations` (re-exported here: :func:`multiplicity`,
+:func:`leading_derivative`, :func:`multiplicity_table`). It needs σ smooth at 0; ReLU is not,
+and is reported as not covered.
 
 Early dynamics. With w_k small, σ'(w·x̃) ≈ σ^{(p)}(0) (w·x̃)^{p−1} / (p−1)!, so
 
@@ -21,95 +23,24 @@ a vector field homogeneous of degree p − 1 in w_k. Directions it leaves invari
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import sympy as sp
 
+from .activations import (  # noqa: F401  (the registry, re-exported for old callers)
+    ACTIVATIONS,
+    FORMULAS,
+    activation,
+    leading_derivative,
+    multiplicity,
+    multiplicity_table,
+    x,
+)
 from .exact import to_exact
 
-x = sp.Symbol("x", real=True)
 t = sp.Symbol("t", real=True)
-
-#: Named activations as sympy expressions in :data:`x`.
-ACTIVATIONS: dict[str, sp.Expr] = {
-    "tanh": sp.tanh(x),
-    "sigmoid": 1 / (1 + sp.exp(-x)),
-    "softplus": sp.log(1 + sp.exp(x)),
-    "xtanh": x * sp.tanh(x),
-    "x2tanh": x**2 * sp.tanh(x),
-    "gelu": x * (1 + sp.erf(x / sp.sqrt(2))) / 2,
-    "silu": x / (1 + sp.exp(-x)),
-    "relu": sp.Max(0, x),
-}
-
-#: Activation -> its formula, for tables.
-FORMULAS = {
-    "tanh": "tanh x", "sigmoid": "1/(1+e^-x)", "softplus": "log(1+e^x)",
-    "xtanh": "x tanh x", "x2tanh": "x^2 tanh x", "gelu": "x Φ(x)", "silu": "x sigmoid(x)",
-    "relu": "max(0, x)",
-}
-
-
-def activation(name_or_expr: Any) -> sp.Expr:
-    """A named activation, or a sympy expression in :data:`x` as given."""
-    if isinstance(name_or_expr, sp.Basic):
-        return name_or_expr
-    try:
-        return ACTIVATIONS[name_or_expr]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"activation={name_or_expr!r} is not known; choose one of {', '.join(ACTIVATIONS)} "
-            "or pass a sympy expression in x"
-        ) from None
-
-
-@functools.lru_cache(maxsize=64)
-def _multiplicity(expr: sp.Expr, max_order: int) -> tuple[int, sp.Expr]:
-    deriv = expr
-    for k in range(1, max_order + 1):
-        deriv = sp.diff(deriv, x)
-        left = sp.limit(deriv, x, 0, "-")
-        right = sp.limit(deriv, x, 0, "+")
-        if left != right or not left.is_finite:
-            raise ValueError(
-                f"activation {expr} is not covered: its derivative of order {k} is not "
-                f"continuous at 0 (left {left}, right {right}); multiplicity needs σ smooth at 0"
-            )
-        if left != 0:
-            return k, sp.nsimplify(left)
-    raise ValueError(f"activation {expr} has σ^(k)(0) = 0 for every k ≤ {max_order}")
-
-
-def multiplicity(name_or_expr: Any, max_order: int = 12) -> int:
-    """p = min{k ≥ 1: σ^{(k)}(0) ≠ 0} (Zhou et al. Def. 1), from one-sided limits.
-
-    tanh, sigmoid, softplus, gelu, silu: 1; x·tanh x: 2; x²·tanh x: 3. A σ whose derivatives
-    jump at 0 (ReLU) raises ValueError saying it is not covered.
-    """
-    return _multiplicity(activation(name_or_expr), max_order)[0]
-
-
-def leading_derivative(name_or_expr: Any, max_order: int = 12) -> sp.Expr:
-    """σ^{(p)}(0), the coefficient of the leading term of the early dynamics."""
-    return _multiplicity(activation(name_or_expr), max_order)[1]
-
-
-def multiplicity_table() -> list[dict[str, Any]]:
-    """Every named activation with its p and σ^{(p)}(0), or why it is not covered."""
-    rows = []
-    for name in ACTIVATIONS:
-        try:
-            p, lead = _multiplicity(ACTIVATIONS[name], 12)
-            rows.append({"activation": name, "formula": FORMULAS[name], "p": p,
-                         "leading": str(lead), "covered": True, "note": ""})
-        except ValueError:
-            rows.append({"activation": name, "formula": FORMULAS[name], "p": None,
-                         "leading": None, "covered": False,
-                         "note": "not covered: not differentiable at 0"})
-    return rows
 
 
 def _with_bias(X: np.ndarray, bias: bool) -> np.ndarray:

@@ -86,17 +86,41 @@ class InitScheme:
         return dict(self.overrides).get(part, self.gamma)
 
     def describe(self) -> str:
-        """The scheme as :func:`parse_scheme` reads it back."""
+        """The scheme's canonical text, which :func:`parse_scheme` reads back exactly: every
+        knob the rule uses written out (``fixed:0.02``, ``mup:128``), numbers in
+        :func:`number_text` form, per-part overrides in :data:`PARTS` order, ``depth`` last.
+        """
         if self.name == "gamma":
-            bits = [f"gamma:{self.gamma:g}"]
-            bits += [f"{p}={g:g}" for p, g in self.overrides]
+            bits = [f"gamma:{number_text(self.gamma)}"]
+            order = {part: i for i, part in enumerate(PARTS)}
+            bits += [f"{p}={number_text(g)}"
+                     for p, g in sorted(self.overrides, key=lambda pg: order[pg[0]])]
             bits += ["depth"] if self.depth_scaling else []
             return ",".join(bits)
         if self.name in ("fixed", "megatron"):
-            return f"{self.name}:{self.std:g}"
+            return f"{self.name}:{number_text(self.std)}"
         if self.name == "mup":
             return f"mup:{self.base_width}"
         return self.name
+
+
+def number_text(value: float) -> str:
+    """The shortest text that reads back as exactly this float (Python's ``repr``), without
+    a trailing ``.0``: 1.0 → ``1``, 0.5 → ``0.5``, 1e-05 → ``1e-05``, −0.0 → ``0``.
+    Unlike ``:g`` it never rounds (``:g`` keeps 6 digits: 0.1234567 → 0.123457)."""
+    text = repr(float(value) + 0.0)  # + 0.0 turns −0.0 into 0.0
+    return text[:-2] if text.endswith(".0") else text
+
+
+def canonical_scheme(text: str) -> str:
+    """One spelling per scheme, for run keys: ``parse_scheme(text).describe()``.
+
+    ``gamma:1``, ``gamma:1.0``, ``gamma:1.00`` and ``gamma:1e0`` all give ``gamma:1``;
+    ``GAMMA:0.5, qk=1`` gives ``gamma:0.5,qk=1``; ``fixed`` gives ``fixed:0.02``. Two texts
+    get the same canonical form exactly when they parse to the same :class:`InitScheme`.
+    ValueError (one line) for a text :func:`parse_scheme` rejects.
+    """
+    return parse_scheme(text).describe()
 
 
 def _check_finite(name: str, value: float) -> None:
@@ -224,7 +248,9 @@ def parse_scheme(text: str) -> InitScheme:
 
     ``gamma:1.0``; ``gamma:0.5,qk=1.0,mlp_out=0.8,depth``; ``fixed:0.02``;
     ``megatron:0.02``; ``mup:256`` (base width); ``nanogpt``; ``mitchell``; ``xavier``;
-    ``kaiming``.
+    ``kaiming``. The γ rule needs its γ (a bare ``gamma`` is an error, not γ = 1); ``fixed``
+    and ``megatron`` default to std 0.02, ``mup`` to base width 128. Each part may be
+    overridden once; overrides are kept in :data:`PARTS` order.
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"init scheme {text!r} is empty; e.g. gamma:1.0, nanogpt, fixed:0.02")
@@ -245,7 +271,9 @@ def parse_scheme(text: str) -> InitScheme:
         return value
 
     if name == "gamma":
-        gamma = number(arg, "gamma") if arg else 1.0
+        if not arg:
+            raise ValueError(f"init scheme {text!r} has no γ; write gamma:G, e.g. gamma:0.5")
+        gamma = number(arg, "gamma")
         overrides, depth = [], False
         for piece in rest:
             if piece == "depth":
@@ -257,7 +285,10 @@ def parse_scheme(text: str) -> InitScheme:
                     f"override {piece!r} in {text!r} is not allowed; write PART=GAMMA with "
                     f"PART one of {', '.join(PARTS)}, or 'depth'"
                 )
+            if part in dict(overrides):
+                raise ValueError(f"override of {part!r} is given twice in {text!r}; give it once")
             overrides.append((part, number(value, f"gamma of {part}")))
+        overrides.sort(key=lambda pg: PARTS.index(pg[0]))
         return InitScheme("gamma", gamma=gamma, overrides=tuple(overrides), depth_scaling=depth)
     if name in ("fixed", "megatron"):
         return InitScheme(name, std=number(arg, "std") if arg else 0.02)

@@ -19,8 +19,9 @@ regime is decided by Δ(γ, γ') = γ − 1 − max(γ', 0) (:func:`classify`):
 
 Slope of the relative distance RD of the input weights against width (SPEC §2, no minus
 sign): RD ≲ m^Δ log m in the linear regime (S_w ≤ Δ), RD ≳ m^{Δ/2} in the condensed regime
-(S_w ≥ Δ/2) (:func:`slope_interval`). Per neuron, a_k² − ‖w_k‖² (bias included) is conserved
-by the gradient flow (:func:`conservation_residuals`).
+(S_w ≥ Δ/2) (:func:`slope_interval`); whether a measured S_w agrees with them is decided
+here, once (:func:`slope_agrees`, :func:`slope_in_interval`). Per neuron, a_k² − ‖w_k‖²
+(bias included) is conserved by the gradient flow (:func:`conservation_residuals`).
 
 Width scalings: ``"fixed"`` keeps the input dimension d constant as m → ∞ (Luo et al.'s
 setting); ``"proportional"`` sets d = m/r with a fixed ratio r (a transformer FFN with
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Any, Literal
 
 import numpy as np
@@ -262,6 +264,62 @@ def slope_interval(gamma: Any, gamma_prime: Any) -> tuple[sp.Expr, sp.Expr]:
     if sign > 0:
         return dl / 2, sp.oo
     return sp.Integer(0), sp.Integer(0)
+
+
+def log_allowance(widths: Any) -> float:
+    """Largest slope the log m factor of the linear bound RD ≲ m^Δ log m can add over
+    ``widths``: d ln(ln m)/d ln m = 1/ln m, largest at the smallest width (needs m > 1)."""
+    m_min = min(widths)
+    if not m_min > 1:
+        raise ValueError(f"widths={list(widths)} is not allowed; every width must be > 1")
+    return 1.0 / math.log(m_min)
+
+
+def _measured(s_w: Any) -> float | None:
+    if s_w is None:
+        return None
+    s = float(s_w)
+    return s if math.isfinite(s) else None
+
+
+def slope_agrees(regime: str, s_w: Any, critical_tol: float) -> bool | None:
+    """Does a measured slope S_w agree with theory's regime? (docs/science.md §2)
+
+    The sign decides: linear S_w < 0, condensed S_w > 0, critical |S_w| ≤ ``critical_tol``.
+    None when there is no slope (None or not finite). The one rule the toy scan and the
+    toy-to-transformer comparison grade by.
+    """
+    s = _measured(s_w)
+    if regime not in REGIMES:
+        raise ValueError(f"regime={regime!r} is not one of {', '.join(REGIMES)}")
+    if s is None:
+        return None
+    if regime == "linear":
+        return s < 0
+    if regime == "condensed":
+        return s > 0
+    return abs(s) <= critical_tol
+
+
+def slope_in_interval(regime: str, lo: Any, hi: Any, s_w: Any, widths: Any,
+                      critical_tol: float) -> bool | None:
+    """Is a measured S_w inside theory's interval [lo, hi] (:func:`slope_interval`; None or
+    ±∞ for an open end)? The linear upper end gets :func:`log_allowance` over ``widths``
+    (the log m factor of RD ≲ m^Δ log m); at a critical point the interval is {0} and
+    |S_w| ≤ ``critical_tol`` counts as inside. None when there is no slope.
+    """
+    s = _measured(s_w)
+    if regime not in REGIMES:
+        raise ValueError(f"regime={regime!r} is not one of {', '.join(REGIMES)}")
+    if s is None:
+        return None
+    if regime == "critical":
+        return abs(s) <= critical_tol
+    low = -math.inf if lo is None else float(lo)
+    high = math.inf if hi is None else float(hi)
+    if regime == "linear":
+        high += log_allowance(widths)
+    return low <= s <= high
 
 
 def critical_rays() -> list[tuple[tuple[int, int], tuple[int, int]]]:

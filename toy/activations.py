@@ -1,9 +1,10 @@
-"""Activation functions by name, in JAX, with their multiplicity (SPEC §3).
+"""Activation functions by name, in JAX (docs/science.md §3).
 
-The multiplicity p of σ is the order of the first non-vanishing derivative at 0 beyond the
-value itself: σ^{(k)}(0) = 0 for 1 ≤ k < p and σ^{(p)}(0) ≠ 0 (Zhou et al., NeurIPS 2022).
-tanh, sigmoid, softplus and gelu have p = 1; x·tanh x has p = 2; x²·tanh x has p = 3.
-ReLU is not differentiable at 0 and has no multiplicity in this sense (``None``).
+The names and what each activation is come from theory's registry
+(:mod:`smallinit.theory.activations`): this module only gives a JAX form of each registered
+activation the toy runs (``tests/test_theory_activations.py`` checks every form, value and
+derivative, against theory's expression). The multiplicity p of an activation is derived in
+theory from its expression (:func:`multiplicity`); ReLU has none (None here).
 
 Derivatives are taken by forward-mode autodiff (``jax.jvp`` with a unit tangent), which for
 an elementwise function gives σ' (and, nested, σ'') elementwise.
@@ -14,6 +15,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from smallinit.theory import activations as _theory
+
+#: JAX forms of the registered activations the toy runs (theory's names).
 ACTIVATIONS = {
     "relu": jax.nn.relu,
     "tanh": jnp.tanh,
@@ -24,24 +28,20 @@ ACTIVATIONS = {
     "gelu": lambda z: jax.nn.gelu(z, approximate=False),
 }
 
-MULTIPLICITY = {
-    "relu": None,
-    "tanh": 1,
-    "sigmoid": 1,
-    "softplus": 1,
-    "gelu": 1,
-    "xtanh": 2,
-    "x2tanh": 3,
-}
-
 
 def check_activation(name: str) -> str:
-    """Return ``name`` if it is a known activation, else raise ValueError listing them."""
+    """Return ``name`` if the toy runs it, else raise ValueError listing them."""
     if name not in ACTIVATIONS:
         raise ValueError(
             f"activation {name!r} is not allowed; choose one of {', '.join(ACTIVATIONS)}"
         )
     return name
+
+
+def multiplicity(name: str) -> int | None:
+    """p of ``name`` as theory derives it (None where theory finds none: ReLU)."""
+    check_activation(name)
+    return _theory.multiplicities()[name]
 
 
 def activation(name: str):

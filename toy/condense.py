@@ -65,10 +65,12 @@ def run(cfg: CondenseConfig, store=None, *, force: bool = False) -> dict:
     """Train the grid (one batched call) and measure every point; cached in the store."""
     from smallinit.runs import RunStore
     from smallinit.toy import twolayer as tl
+    from smallinit.toy.jaxsetup import use_all_cpu_cores
 
     store = store or RunStore()
 
     def body(run):
+        use_all_cpu_cores()  # the engine starts here: one JAX CPU device per core (jaxsetup)
         X, y = tl.reference_data()
         a0, W0 = tl.init_asi(cfg.seed, cfg.width, 2)
         pts = [(g, gp) for g in cfg.gammas for gp in cfg.gamma_primes]

@@ -24,6 +24,7 @@ import functools
 import numpy as np
 
 from smallinit.errors import require
+from smallinit.toy.jaxsetup import enable_x64
 
 KIND = "toy-diagonal"
 VERSION = "1"
@@ -56,8 +57,6 @@ def _solver(depth: int, tol: float, max_steps: int, lr_factor: float):
     import jax
     import jax.numpy as jnp
 
-    from smallinit.toy import twolayer  # noqa: F401  (float64 on)
-
     def one(alpha, X, y):
         n = X.shape[0]
         lam = jnp.linalg.eigvalsh(X.T @ X / n)[-1]
@@ -89,7 +88,9 @@ def _solver(depth: int, tol: float, max_steps: int, lr_factor: float):
 
 
 def train(cfg: DiagonalConfig, X: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
-    """β at the end of training for every α (rows), steps taken and final relative residual."""
+    """β at the end of training for every α (rows), steps taken and final relative residual
+    (float64)."""
+    enable_x64()
     fn = _solver(cfg.depth, cfg.tol, cfg.max_steps, cfg.lr_factor)
     beta, steps, res = fn(np.asarray(cfg.alphas, float), np.asarray(X, float),
                           np.asarray(y, float))

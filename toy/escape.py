@@ -33,6 +33,7 @@ import functools
 import numpy as np
 
 from smallinit.errors import require
+from smallinit.toy.jaxsetup import enable_x64
 
 KIND = "toy-escape"
 VERSION = "1"
@@ -73,8 +74,6 @@ def _solver(L: int, h: float, frac: float, max_steps: int):
     import jax
     import jax.numpy as jnp
 
-    from smallinit.toy import twolayer  # noqa: F401  (float64 on)
-
     def one(eps, X, y):
         n = X.shape[0]
         lam = jnp.linalg.eigvalsh(X.T @ X / n)[-1]
@@ -112,7 +111,8 @@ def growth_rate(L: int, X: np.ndarray, y: np.ndarray) -> float:
 
 
 def plateau_times(cfg: EscapeConfig, L: int, X, y) -> dict[str, np.ndarray]:
-    """Measured T(ε), steps and final loss ratio for every ε of order L."""
+    """Measured T(ε), steps and final loss ratio for every ε of order L (float64)."""
+    enable_x64()
     T, steps, ratio = _solver(L, cfg.h, cfg.frac, cfg.max_steps)(
         np.asarray(cfg.eps(L)), np.asarray(X, float), np.asarray(y, float))
     return {"T": np.asarray(T), "steps": np.asarray(steps), "ratio": np.asarray(ratio)}

@@ -26,6 +26,7 @@ from typing import Literal
 import numpy as np
 
 from smallinit.errors import ConfigError, require
+from smallinit.toy.jaxsetup import enable_x64
 
 KIND = "toy-initial-condensation"
 VERSION = "1"
@@ -48,11 +49,11 @@ class InitialCondensationConfig:
     optimizer: Literal["adam", "gd"] = "adam"
 
     def __post_init__(self):
-        from smallinit.toy.activations import MULTIPLICITY
+        from smallinit.toy.activations import ACTIVATIONS, multiplicity
 
-        require(MULTIPLICITY.get(self.activation) is not None,
+        require(self.activation in ACTIVATIONS and multiplicity(self.activation) is not None,
                 f"activation={self.activation!r} is not allowed; choose one with a multiplicity: "
-                + ", ".join(k for k, v in MULTIPLICITY.items() if v))
+                + ", ".join(k for k in ACTIVATIONS if multiplicity(k) is not None))
         for name in ("width", "dim", "n_points", "steps"):
             require(getattr(self, name) >= 1, f"{name}={getattr(self, name)} must be >= 1")
         for name in ("init_std", "lr"):
@@ -73,7 +74,6 @@ def _trainer(activation: str, steps: int, lr: float, optimizer: str):
     import jax
     import jax.numpy as jnp
 
-    from smallinit.toy import twolayer  # noqa: F401  (float64 on)
     from smallinit.toy.activations import activation as act_fn
 
     act = act_fn(activation)
@@ -109,11 +109,10 @@ def _trainer(activation: str, steps: int, lr: float, optimizer: str):
 
 
 def simulate(cfg: InitialCondensationConfig) -> dict[str, np.ndarray]:
-    """Train once; returns a0, W0, a, W (bias as last column of W), losses, X̃, y."""
+    """Train once (float64); returns a0, W0, a, W (bias as last column of W), losses, X̃, y."""
     import jax
 
-    from smallinit.toy import twolayer  # noqa: F401  (switches float64 on)
-
+    enable_x64()
     X, y = spec_data(cfg.seed, cfg.n_points, cfg.dim)
     Xt = np.hstack([X, np.ones((X.shape[0], 1))])
     ka, kw = jax.random.split(jax.random.PRNGKey(cfg.seed))

@@ -22,8 +22,3 @@ def slope_interval(gamma: float, gamma_prime: float) -> tuple[float, float]:
     """Theory's interval for the RD slope S_w (linear: (−∞, Δ]; condensed: [Δ/2, ∞))."""
     lo, hi = _phase.slope_interval(gamma, gamma_prime)
     return float(lo), float(hi)  # sympy's ±oo become ±inf
-
-
-def conserved(a, W):
-    """Per-neuron a_k² − ‖w_k‖² (original variables, bias included), from theory."""
-    return _phase.conserved_quantities(a, W)

@@ -8,12 +8,14 @@ RD = ‖θ_w(t*) − θ_w(0)‖/‖θ_w(0)‖ over input weights and biases at t
 S_w = d ln RD / d ln m is the least-squares slope of ln RD against ln m over the widths at
 which that seed converged; the point's S_w is the median over seeds.
 
-Agreement (per point): the measured sign must match the predicted regime (linear S_w < 0,
-condensed S_w > 0, critical |S_w| ≤ ``critical_tol``); the table also says whether S_w lies
-in theory's slope interval. The linear bound is RD ≲ m^Δ log m, whose log factor adds
-d ln(ln m)/d ln m = 1/ln m to the slope, so there the upper end is taken as
-Δ + 1/ln(m_min) (:func:`log_allowance`); the condensed lower end Δ/2 is used as is; at a
-critical point the interval is {0} and |S_w| ≤ ``critical_tol`` counts as inside.
+Agreement (per point), theory's rule (:func:`smallinit.theory.phase.slope_agrees` and
+``slope_in_interval``, shared with the toy-to-transformer comparison): the measured sign
+must match the predicted regime (linear S_w < 0, condensed S_w > 0, critical
+|S_w| ≤ ``critical_tol``); the table also says whether S_w lies in theory's slope interval.
+The linear bound is RD ≲ m^Δ log m, whose log factor adds d ln(ln m)/d ln m = 1/ln m to the
+slope, so there the upper end is taken as Δ + 1/ln(m_min) (theory's ``log_allowance``); the
+condensed lower end Δ/2 is used as is; at a critical point the interval is {0} and
+|S_w| ≤ ``critical_tol`` counts as inside.
 
 Execution: one compiled call per width (all grid points × seeds vmapped, split over the JAX
 devices); the whole scan is one run of kind ``toy-scan`` in the run store, its per-network
@@ -147,7 +149,9 @@ def simulate(cfg: ScanConfig, *, engine: str = "batched", progress_desc: str = "
     from smallinit.kernels.measure import segment_relative_distance
     from smallinit.progress import progress
     from smallinit.toy import twolayer as tl
+    from smallinit.toy.jaxsetup import use_all_cpu_cores
 
+    use_all_cpu_cores()  # the engine starts here: one JAX CPU device per core (jaxsetup)
     X, y = tl.reference_data()
     settings = cfg.settings()
     G, Gp, S = len(cfg.gammas), len(cfg.gamma_primes), cfg.seeds
@@ -244,14 +248,10 @@ def fit_slopes(rd: np.ndarray, status: np.ndarray, widths) -> tuple[np.ndarray, 
     return slope, med
 
 
-def log_allowance(widths) -> float:
-    """Largest slope the log m factor of the linear bound RD ≲ m^Δ log m can add over
-    these widths: d ln(ln m)/d ln m = 1/ln m, largest at the smallest width."""
-    return 1.0 / math.log(min(widths))
-
-
 def compare(cfg: ScanConfig, s_w: np.ndarray, n_failed: np.ndarray) -> list[dict]:
-    """Point-by-point records: measured S_w against theory's regime and slope interval."""
+    """Point-by-point records: measured S_w against theory's regime and slope interval
+    (theory's rule: :func:`smallinit.theory.phase.slope_agrees`, ``slope_in_interval``)."""
+    from smallinit.theory.phase import slope_agrees, slope_in_interval
     from smallinit.toy import predictions
 
     records = []
@@ -261,21 +261,8 @@ def compare(cfg: ScanConfig, s_w: np.ndarray, n_failed: np.ndarray) -> list[dict
             d = predictions.delta(g, gp)
             lo, hi = predictions.slope_interval(g, gp)
             s = float(s_w[i, j])
-            if not math.isfinite(s):
-                agree = None
-                in_interval = None
-            else:
-                if regime == "linear":
-                    agree = s < 0
-                elif regime == "condensed":
-                    agree = s > 0
-                else:
-                    agree = abs(s) <= cfg.critical_tol
-                if regime == "critical":
-                    in_interval = abs(s) <= cfg.critical_tol
-                else:
-                    top = hi + log_allowance(cfg.widths) if regime == "linear" else hi
-                    in_interval = lo <= s <= top
+            agree = slope_agrees(regime, s, cfg.critical_tol)
+            in_interval = slope_in_interval(regime, lo, hi, s, cfg.widths, cfg.critical_tol)
             records.append({
                 "gamma": g, "gamma_prime": gp, "delta": d, "regime": regime,
                 "interval": [None if math.isinf(lo) else lo, None if math.isinf(hi) else hi],
@@ -293,9 +280,6 @@ class ScanResult:
     records: list[dict]
     arrays: dict[str, np.ndarray]
     run_path: str
-
-    def s_w(self) -> np.ndarray:
-        return self.arrays["S_w"]
 
 
 def run_scan(cfg: ScanConfig, store=None, *, force: bool = False,

@@ -41,16 +41,18 @@ Batching: :func:`train_batch` vmaps one network's ``lax.while_loop`` over a batc
 device runs its own loop, no synchronization per step). All networks of a batch share the
 width m; a scan groups its networks by width (see :mod:`smallinit.toy.scan`).
 
-Float64 is switched on (``jax_enable_x64``) because ``tol`` = 1e-6 on a loss that starts at
+Float64: every public function that computes with JAX (:func:`init_asi`, :func:`gradients`,
+:func:`train_loop`, :func:`train_batch`) first calls
+:func:`smallinit.toy.jaxsetup.enable_x64`, because ``tol`` = 1e-6 on a loss that starts at
 ≈ 1e-2 and reaches 1e-7 needs relative precision well below float32's near convergence.
+Importing this module changes no JAX setting; the CPU device count is set where a scan
+starts (:func:`smallinit.toy.jaxsetup.use_all_cpu_cores`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
-import os
 from typing import Literal
 
 import jax
@@ -59,25 +61,7 @@ import numpy as np
 
 from smallinit.toy import steprule
 from smallinit.toy.activations import activation, check_activation, derivative
-
-jax.config.update("jax_enable_x64", True)
-log = logging.getLogger(__name__)
-
-
-def _use_all_cpu_cores() -> None:
-    """One JAX CPU device per core, so :func:`train_batch` can split a batch over all cores
-    (XLA runs each device's loop on its own thread; one device would use one core). Only
-    before JAX has started its backends, and only if nobody chose a count already
-    (``XLA_FLAGS=--xla_force_host_platform_device_count=N`` or ``JAX_NUM_CPU_DEVICES``)."""
-    if "device_count" in os.environ.get("XLA_FLAGS", "") or "JAX_NUM_CPU_DEVICES" in os.environ:
-        return
-    try:
-        jax.config.update("jax_num_cpu_devices", max(1, os.cpu_count() or 1))
-    except RuntimeError:  # JAX already running: keep its devices
-        log.debug("JAX backends already initialized; keeping %d device(s)", jax.device_count())
-
-
-_use_all_cpu_cores()
+from smallinit.toy.jaxsetup import enable_x64
 
 STATUS = ("converged", "budget", "diverged")
 MAX_POINTS = 16
@@ -146,6 +130,7 @@ def init_asi(seed: int, m: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     numbers across a scan). ``m`` must be even."""
     if m < 2 or m % 2:
         raise ValueError(f"width m={m} is not allowed; ASI needs an even width >= 2")
+    enable_x64()
     key = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), m), d)
     ka, kw = jax.random.split(key)
     a = jax.random.normal(ka, (m // 2,), dtype=jnp.float64)
@@ -262,6 +247,7 @@ def _step(state, const, X, y, settings: TrainSettings):
 def gradients(a, W, kappa, X, y, act_name: str):
     """(R, ∇_ā R, ∇_w̄ R) in rescaled variables for one network (a (m,), W (m, d)), closed
     form: ∇_ā R = κ Sᵀ r,  ∇_w̄_k R = κ ā_k Σ_i r_i σ'(h_ik) x̃_i."""
+    enable_x64()
     act = activation(act_name)
     h = jnp.asarray(X) @ W.T
     f = kappa * (act(h) @ a)
@@ -339,6 +325,7 @@ def train_loop(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
     """The same algorithm one network at a time (a Python loop over a compiled
     single-network ``while_loop`` that stops exactly at the network's stop): the reference
     the batched engine is benchmarked and checked against."""
+    enable_x64()
     state, const, mask = _setup(a0, W0, kappa, kappa_p, X, y, settings)
     m = np.shape(a0)[-1]
     X, y = jnp.asarray(X, jnp.float64), jnp.asarray(y, jnp.float64)
@@ -418,6 +405,7 @@ def train_batch(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings, *, chunk:
     chunking: a network's steps are the same whatever its batch, and a stopped network is
     frozen (its later steps are computed and discarded).
     """
+    enable_x64()
     m = np.shape(a0)[-1]
     state, const, mask = _setup(a0, W0, kappa, kappa_p, X, y, settings)
     X = jnp.asarray(X, jnp.float64)

@@ -75,8 +75,10 @@ class AnchorConfig:
     train: TrainConfig = field(default_factory=_train_default)
 
     def __post_init__(self) -> None:
+        from smallinit.theory.init_rules import canonical_scheme
+
         try:
-            self.scheme  # noqa: B018  (parses the init string)
+            self.init = canonical_scheme(self.init)  # one spelling, one run key
         except ValueError as err:
             raise ConfigError(f"init={self.init!r}: {err}") from None
         require(self.model.vocab_size > self.task.max_label,

@@ -3,8 +3,9 @@
 For every γ the transformer is trained at each width d_model with d_ff = r·d_model (``ffn_ratio``
 r, proportional widths, so theory's FFN map gives (γ, γ') = (2γ, 0), SPEC §5), the same
 number of layers, context, steps and batch (a fixed token budget: steps·batch·context tokens
-at every width), and the init ``gamma:<γ>``. Attention heads keep ``head_dim`` as the width
-grows (n_heads = d_model / head_dim, at least 1).
+at every width), and the init ``gamma:<γ>`` in its canonical spelling (``gamma:1``, not
+``gamma:1.0``). Attention heads keep ``head_dim`` as the width grows (n_heads =
+d_model / head_dim, at least 1).
 
 Profiles: ``quick`` is sized for a few CPU minutes on 2 cores (measured: one training step
 at d_model = 32/64/128/256/512, 2 layers, context 64, batch 16, one thread takes about
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 
 from smallinit.errors import ConfigError, require
 from smallinit.llm.config import DataConfig, EvalConfig, ModelConfig, RunConfig, TrainConfig
+from smallinit.theory.init_rules import canonical_scheme
 
 QUICK_GAMMAS = (0.3, 0.5, 0.75, 1.0, 1.25)
 QUICK_WIDTHS = (32, 64, 128)
@@ -111,7 +113,8 @@ class CompareConfig:
         model = dataclasses.replace(base.model, d_model=width, d_ff=self.ffn_ratio * width,
                                     n_heads=n_heads(width, self.head_dim))
         try:
-            return dataclasses.replace(base, model=model, init=f"gamma:{gamma}")
+            init = canonical_scheme(f"gamma:{float(gamma)!r}")
+            return dataclasses.replace(base, model=model, init=init)
         except ValueError as err:
             raise ConfigError(f"transformer at γ={gamma}, d_model={width}: {err}") from None
 

@@ -6,11 +6,13 @@ ln m over the widths whose training run finished (m = d_ff = r·d_model; with r 
 slope against ln d_model is the same). It is fitted by the toy's own
 :func:`smallinit.toy.scan.fit_slopes`, so toy and transformer slopes are one computation.
 
-Agreement (the toy scan's rule, SPEC §2): a measured slope agrees with the predicted regime
-when its sign does — linear S_w < 0, condensed S_w > 0, critical |S_w| ≤ ``critical_tol``.
-"In interval" also asks for theory's bound: linear S_w ≤ Δ + 1/ln(m_min) (the log m factor
-of RD ≲ m^Δ log m, :func:`smallinit.toy.scan.log_allowance`), condensed S_w ≥ Δ/2, critical
-|S_w| ≤ ``critical_tol``. A row's ``agree`` is yes when the FFN slope of every layer agrees.
+Agreement: theory's one rule, the one the toy scan grades by
+(:func:`smallinit.theory.phase.slope_agrees`, docs/science.md §2): a measured slope agrees
+with the predicted regime when its sign does — linear S_w < 0, condensed S_w > 0, critical
+|S_w| ≤ ``critical_tol``. "In interval" (:func:`smallinit.theory.phase.slope_in_interval`)
+also asks for theory's bound: linear S_w ≤ Δ + 1/ln(m_min) (the log m factor of
+RD ≲ m^Δ log m, ``log_allowance``), condensed S_w ≥ Δ/2, critical |S_w| ≤ ``critical_tol``.
+A row's ``agree`` is yes when the FFN slope of every layer agrees.
 """
 
 from __future__ import annotations
@@ -22,35 +24,7 @@ from typing import Any
 
 import numpy as np
 
-
-def sign_agrees(regime: str, slope: float | None, critical_tol: float) -> bool | None:
-    """Does the sign of ``slope`` match ``regime``? None when there is no slope."""
-    if slope is None or not math.isfinite(slope):
-        return None
-    if regime == "linear":
-        return slope < 0
-    if regime == "condensed":
-        return slope > 0
-    if regime == "critical":
-        return abs(slope) <= critical_tol
-    raise ValueError(f"regime={regime!r} is not one of linear, critical, condensed")
-
-
-def in_interval(regime: str, lo: float | None, hi: float | None, slope: float | None,
-                widths, critical_tol: float) -> bool | None:
-    """Is ``slope`` inside theory's interval [lo, hi] (None: open end), with the linear
-    regime's log allowance over ``widths`` and the critical tolerance?"""
-    from smallinit.toy.scan import log_allowance
-
-    if slope is None or not math.isfinite(slope):
-        return None
-    if regime == "critical":
-        return abs(slope) <= critical_tol
-    low = -math.inf if lo is None else lo
-    high = math.inf if hi is None else hi
-    if regime == "linear":
-        high += log_allowance(widths)
-    return low <= slope <= high
+from smallinit.theory.phase import slope_agrees, slope_in_interval
 
 
 def fit_layer_slopes(rd: np.ndarray, ok: np.ndarray, widths) -> np.ndarray:
@@ -101,7 +75,7 @@ def build_table(cfg, predictions: list[dict], toy: list[dict],
         s_qk = fit_layer_slopes(rd_qk, ok, m_widths)
         regime = pred["regime"]
         lo, hi = pred["slope_lo_value"], pred["slope_hi_value"]
-        llm_agree = [sign_agrees(regime, _finite(s), cfg.critical_tol) for s in s_ffn]
+        llm_agree = [slope_agrees(regime, _finite(s), cfg.critical_tol) for s in s_ffn]
         top = max((j for j in range(len(cfg.widths)) if ok[j]), default=None)
         score = per_layer("score")[:, top] if top is not None else np.full(n_layers, np.nan)
         score0 = per_layer("score_init")[:, top] if top is not None else \
@@ -112,14 +86,14 @@ def build_table(cfg, predictions: list[dict], toy: list[dict],
             "gamma_toy": pred["gamma_value"], "gamma_prime": pred["gamma_prime_value"],
             "delta": pred["delta_value"], "regime": regime, "interval": [lo, hi],
             "toy_S_w": toy_s,
-            "toy_agree": sign_agrees(regime, toy_s, cfg.critical_tol),
-            "toy_in_interval": in_interval(regime, lo, hi, toy_s, cfg.toy_widths,
+            "toy_agree": slope_agrees(regime, toy_s, cfg.critical_tol),
+            "toy_in_interval": slope_in_interval(regime, lo, hi, toy_s, cfg.toy_widths,
                                            cfg.critical_tol),
             "toy_score": _finite(t["score"]), "toy_score_init": _finite(t["score_init"]),
             "llm_S_w": [_finite(s) for s in s_ffn],
             "llm_S_w_qk": [_finite(s) for s in s_qk],
             "llm_agree": llm_agree,
-            "llm_in_interval": [in_interval(regime, lo, hi, _finite(s), m_widths,
+            "llm_in_interval": [slope_in_interval(regime, lo, hi, _finite(s), m_widths,
                                             cfg.critical_tol) for s in s_ffn],
             "llm_score": [_finite(s) for s in score],
             "llm_score_init": [_finite(s) for s in score0],
