@@ -34,7 +34,7 @@ from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.training.evaluate import evaluate
 from smallinit.progress import progress
-from smallinit.runs import Run, RunStore
+from smallinit.runs import Run, RunStore, temp_path
 
 log = logging.getLogger(__name__)
 KIND = "llm-train"
@@ -151,7 +151,7 @@ def save_checkpoint(run: Run, step: int, model, optimizer) -> Path:
              "torch_rng": torch.get_rng_state(),
              "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
     path = run.checkpoint_dir / f"step-{step:08d}.pt"
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = temp_path(path)
     torch.save(state, tmp)
     os.replace(tmp, path)
     for old in _checkpoints(run.path)[:-KEEP_CHECKPOINTS]:
@@ -320,8 +320,9 @@ class Trainer:
                                        n_windows=cfg.eval.token_windows,
                                        n_items=cfg.eval.answer_items, context=cfg.model.context)
         weights = run.path / "model.pt"
-        torch.save(self.model.state_dict(), weights.with_name(".model.pt.tmp"))
-        os.replace(weights.with_name(".model.pt.tmp"), weights)
+        tmp = temp_path(weights)
+        torch.save(self.model.state_dict(), tmp)
+        os.replace(tmp, weights)
         for old in _checkpoints(run.path):  # the final weights supersede them
             old.unlink(missing_ok=True)
         run.save_arrays(**tokens)
