@@ -17,7 +17,7 @@ finished, and is recomputed (or resumed from its own checkpoints) the next time 
 for.
 
 One writer per run. The process computing a run holds an exclusive ``flock`` on
-``<root>/<kind>/.<key>.lock`` (the kernel drops it when the process dies, however it dies)
+``<root>/.locks/<kind>/<key>.lock`` (the kernel drops it when the process dies, however it dies)
 *and* a lease in ``status.json``: host, pid, kernel boot id, a random token and the time it
 was last renewed; a heartbeat thread renews it every ``HEARTBEAT_S`` seconds and it expires
 ``LEASE_S`` seconds after the last renewal. A ``running`` run is stale when
@@ -359,9 +359,9 @@ class Run:
 
     @property
     def lock_path(self) -> Path:
-        """The lock file of the one writer (beside the run directory, so that clearing the
-        directory keeps it)."""
-        return self.path.parent / f".{self.path.name}.lock"
+        """The lock file of the one writer, ``<root>/.locks/<kind>/<key>.lock`` (outside the
+        run directory, so that clearing the directory keeps it, and out of kind listings)."""
+        return self.path.parent.parent / ".locks" / self.path.parent.name / f"{self.path.name}.lock"
 
     @property
     def checkpoint_dir(self) -> Path:
