@@ -50,7 +50,7 @@ def _foreign_copy(store, tmp_path, edit=None):
                                  "ABC", "0123456789abcdef0"])
 def test_key_references_are_hex_prefixes_never_patterns(store, ref):
     base, _ = store
-    with pytest.raises(ConfigError, match="neither a run directory nor a run key"):
+    with pytest.raises(ConfigError, match="matches no run: it is neither a run directory"):
         tr.resolve_run(ref, base / "runs")
 
 

@@ -62,8 +62,9 @@ def resolve_run(ref: str, runs_dir: str | Path | None = None) -> TrainedRun:
         return TrainedRun(path, key, root, in_store=path.resolve().parent == base)
     key = ref.split("/", 1)[1] if ref.startswith(TRAIN_KIND + "/") else ref
     if not KEY_PREFIX.fullmatch(key):
-        raise ConfigError(f"RUN {ref!r} is neither a run directory nor a run key (1 to 16 "
-                          "lowercase hex digits, optionally after llm-train/)")
+        raise ConfigError(f"RUN {ref!r} matches no run: it is neither a run directory (with "
+                          "a config.json) nor a run key (1 to 16 lowercase hex digits, "
+                          "optionally after llm-train/)")
     base = root / TRAIN_KIND
     matches = sorted(p for p in base.iterdir() if p.name.startswith(key) and p.is_dir()
                      and KEY_PREFIX.fullmatch(p.name)) if base.is_dir() else []
