@@ -295,3 +295,29 @@ def test_concurrent_writers_of_one_file_never_collide(tmp_path):
     assert errors == []
     assert target.read_bytes() in payloads  # one whole payload, never a mix
     assert [p.name for p in tmp_path.iterdir()] == ["status.json"]
+
+
+@pytest.mark.slow
+def test_two_llm_train_commands_on_one_config_train_once(tmp_path):
+    """The audit's case end to end: two `smallinit llm train` at once on one tiny config."""
+    overrides = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2",
+                 "model.vocab_size=320", "model.context=32", "train.steps=40",
+                 "train.batch_size=4", "train.log_every=1", "train.eval_every=10",
+                 "train.checkpoint_every=5", "data.synthetic_items=100",
+                 "data.synthetic_val_items=20", "eval.answer_items=4", "eval.token_windows=2"]
+    env = {**os.environ, "SMALLINIT_CACHE": str(tmp_path / "cache"), "SMALLINIT_QUIET": "1"}
+    for trial in range(3):
+        runs = tmp_path / f"runs-{trial}"
+        argv = [sys.executable, "-m", "smallinit", "llm", "train", "--runs-dir", str(runs),
+                *overrides]
+        procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        outs = [p.communicate(timeout=300)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outs
+        assert outs[0] == outs[1]  # the same run and summary
+        (run_dir,) = (runs / "llm-train").iterdir()
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        records = [json.loads(line) for line in lines]
+        keys = [(r["step"], tuple(sorted(r))) for r in records]
+        assert len(keys) == len(set(keys))  # no step recorded twice
+        assert sorted({r["step"] for r in records if "loss" in r}) == list(range(1, 41))
