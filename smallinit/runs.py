@@ -189,10 +189,6 @@ class RunLock:
         self.path = path
         self._file: io.BufferedRandom | None = None  # closed (lock dropped) if garbage
 
-    @property
-    def held(self) -> bool:
-        return self._file is not None
-
     def acquire(self, *, block: bool) -> bool:
         """Take the lock (waiting for it if ``block``); False if another process holds it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -242,7 +238,6 @@ class _Lease:
         self.lock = lock
         self.thread = threading.get_ident()
         self.token = secrets.token_hex(8)
-        self.lost: dict[str, Any] | None = None  # the status of whoever took the run over
         self._mutex = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -274,7 +269,6 @@ class _Lease:
             try:
                 status = self.run.status()
                 if status.get("token") != self.token or status["state"] != "running":
-                    self.lost = status
                     log.error("run %s was taken over by pid %s on %s; this process no longer "
                               "owns it", self.run.path, status.get("pid"), status.get("host"))
                     return False
@@ -418,6 +412,14 @@ class Run:
                                  f"({self._holder()}); wait for it or stop it")
         self._lease = _Lease(self, lock)
         _WRITER_THREADS[self.lock_path] = self._lease.thread
+        try:
+            self._write_start()
+        except BaseException:
+            self._abandon()
+            raise
+        self._lease.start_heartbeat()
+
+    def _write_start(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_json(
             self.path / "config.json",
@@ -430,7 +432,6 @@ class Run:
             },
         )
         atomic_write_json(self.status_path, self._lease.status())
-        self._lease.start_heartbeat()
 
     def _abandon(self) -> None:
         """Stop renewing the lease and drop the lock without a final status, as if this
