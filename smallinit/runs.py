@@ -626,11 +626,11 @@ class RunStore:
         try:
             status = _await_remote_writer(run, force=force)
             finished_meanwhile = status != before and status["state"] in ("done", "failed")
-            if force and not (finished_meanwhile and _reusable(run, status)):
-                if status["state"] != "absent":
-                    run.clear()
-            elif _reusable(run, status):
+            if (finished_meanwhile or not force) and _reusable(run, status):
+                lock.release()
                 return run
+            if force and status["state"] != "absent":
+                run.clear()
             run.start(lock)
         except BaseException:
             lock.release()
