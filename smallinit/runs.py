@@ -9,11 +9,30 @@ whenever its numbers would change. A run lives in ``<root>/<kind>/<key>/``::
     metrics.jsonl  one JSON record per line, appended as the run goes
     arrays.npz     named NumPy arrays (the run's large results)
 
-Every file except the append-only ``metrics.jsonl`` is written atomically (temporary file
-in the same directory, fsync, ``os.replace``), so a reader sees either the old or the new
-bytes. ``status.json`` says ``done`` only after everything else is in place: a run killed
-at any moment reads as ``running`` by a dead process (*stale*), never as finished, and is
-recomputed (or resumed from its own checkpoints) the next time it is asked for.
+Every file except the append-only ``metrics.jsonl`` is written atomically (a temporary file
+with a unique name in the same directory, fsync, ``os.replace``), so a reader sees either
+the old or the new bytes. ``status.json`` says ``done`` only after everything else is in
+place: a run killed at any moment reads as ``running`` by a dead writer (*stale*), never as
+finished, and is recomputed (or resumed from its own checkpoints) the next time it is asked
+for.
+
+One writer per run. The process computing a run holds an exclusive ``flock`` on
+``<root>/.locks/<kind>/<key>.lock`` (the kernel drops it when the process dies, however it dies)
+*and* a lease in ``status.json``: host, pid, kernel boot id, a random token and the time it
+was last renewed; a heartbeat thread renews it every ``HEARTBEAT_S`` seconds and it expires
+``LEASE_S`` seconds after the last renewal. A ``running`` run is stale when
+
+* its writer ran on this kernel (same boot id; other containers of this machine included):
+  the lock is free and the writer's pid is gone or its lease expired;
+* its writer ran on another kernel (another host, VM or a rebooted machine): its lease
+  expired (so clocks of hosts sharing a store must agree to well within ``LEASE_S``).
+
+A second process asking :meth:`RunStore.get_or_run` for a run that another process is
+computing logs that it waits, waits for that writer to finish (or for its lease to lapse)
+and then reuses the result; with ``force`` it also waits, and takes the other writer's
+result when that writer finished while it waited (a fresh result), else it recomputes.
+Exclusion between hosts relies on the file system honouring ``flock`` across hosts (NFSv4
+and Lustre with ``flock`` do); the lease only detects writers that died.
 
 The root is ``$SMALLINIT_RUNS`` when set, else ``./runs``.
 """
@@ -22,15 +41,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import io
 import json
 import logging
 import os
+import secrets
 import shutil
 import socket
 import tempfile
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +67,9 @@ log = logging.getLogger(__name__)
 
 STORE_SCHEMA = 1
 STATES = ("absent", "running", "stale", "done", "failed")
+LEASE_S = 60.0  # a writer that has not renewed its lease for this long is presumed dead
+HEARTBEAT_S = 5.0  # how often a live writer renews its lease
+POLL_S = 1.0  # how often a waiting process looks at a writer on another host
 
 
 def _file_mode() -> int:
@@ -61,7 +87,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers never see a partial file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                               dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -73,6 +100,14 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def temp_path(path: str | Path) -> Path:
+    """A temporary name next to ``path``, unique to this process and call (pid and 64 random
+    bits), for writers that need a path rather than bytes (``torch.save``); ``os.replace``
+    it onto ``path`` when complete."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -133,6 +168,161 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
+def _boot_id() -> str:
+    """Which running kernel this is: processes with the same boot id see each other's
+    ``flock`` locks and pids (containers of one machine included)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "host:" + socket.gethostname()
+
+
+BOOT_ID = _boot_id()
+_WRITER_THREADS: dict[Path, int] = {}  # lock file -> thread of this process writing that run
+
+
+# ----------------------------------------------------------------------------- one writer
+class RunLock:
+    """An exclusive ``flock`` on a run's lock file, held by the process computing it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._file: io.BufferedRandom | None = None  # closed (lock dropped) if garbage
+
+    def acquire(self, *, block: bool) -> bool:
+        """Take the lock (waiting for it if ``block``); False if another process holds it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, _FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except BaseException:
+            os.close(fd)
+            raise
+        self._file = os.fdopen(fd, "r+b")
+        return True
+
+    def release(self) -> None:
+        if self._file is not None:
+            file, self._file = self._file, None
+            file.close()  # closing the only descriptor drops the flock
+
+    @staticmethod
+    def is_free(path: Path) -> bool | None:
+        """Whether no process holds the lock at ``path`` (None: cannot tell)."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return None
+        finally:
+            os.close(fd)  # also drops the shared lock if it was taken
+        return True
+
+
+class _Lease:
+    """This process's claim on a run: its lock, token and the heartbeat renewing the
+    ``renewed`` time in ``status.json``."""
+
+    def __init__(self, run: Run, lock: RunLock):
+        self.run = run
+        self.lock = lock
+        self.thread = threading.get_ident()
+        self.token = secrets.token_hex(8)
+        self._mutex = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def status(self) -> dict[str, Any]:
+        return {"state": "running", "pid": os.getpid(), "host": socket.gethostname(),
+                "boot": BOOT_ID, "token": self.token, "started": _now(),
+                "renewed": time.time(), "lease_s": LEASE_S}
+
+    def start_heartbeat(self) -> None:
+        ref = weakref.ref(self)
+        stop = self._stop
+
+        def beat() -> None:
+            while not stop.wait(HEARTBEAT_S):
+                lease = ref()
+                if lease is None or not lease.renew():
+                    return
+                del lease
+
+        self._thread = threading.Thread(target=beat, name=f"lease-{self.run.key}", daemon=True)
+        self._thread.start()
+
+    def renew(self) -> bool:
+        """Push the lease's expiry forward; False (and stop) once it is no longer ours."""
+        with self._mutex:
+            if self._stop.is_set():
+                return False
+            try:
+                status = self.run.status()
+                if status.get("token") != self.token or status["state"] != "running":
+                    log.error("run %s was taken over by pid %s on %s; this process no longer "
+                              "owns it", self.run.path, status.get("pid"), status.get("host"))
+                    return False
+                status["renewed"] = time.time()
+                atomic_write_json(self.run.status_path, status)
+            except (OSError, StoreError) as err:
+                log.warning("could not renew the lease on %s: %s", self.run.path, one_line(err))
+            return True
+
+    def end(self) -> None:
+        """Stop the heartbeat (waiting for a renewal in flight) and keep the lock."""
+        if _WRITER_THREADS.get(self.run.lock_path) == self.thread:
+            del _WRITER_THREADS[self.run.lock_path]
+        with self._mutex:
+            self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def check_owned(self) -> None:
+        """Raise :class:`StoreError` when another writer took the run over meanwhile."""
+        status = self.run.status() if self.run.status_path.exists() else {}
+        if status.get("token") != self.token:
+            raise StoreError(
+                f"run {self.run.path} was taken over by pid {status.get('pid')} on "
+                f"{status.get('host')} after this process's lease lapsed (was it suspended "
+                f"for more than {LEASE_S:g} s?); this process's result is not recorded"
+            )
+
+
+def _liveness(status: dict[str, Any], status_path: Path, lock_free: bool | None) -> str:
+    """``running`` or ``stale`` for a status that says ``running`` (see the module doc)."""
+    renewed = status.get("renewed")
+    if not isinstance(renewed, int | float):
+        try:  # a status written before leases existed: its mtime is its last sign of life
+            renewed = status_path.stat().st_mtime
+        except OSError:
+            renewed = 0.0
+    lease_s = status.get("lease_s")
+    lease_s = lease_s if isinstance(lease_s, int | float) and lease_s > 0 else LEASE_S
+    expired = time.time() - renewed > lease_s
+    pid = status.get("pid")
+    boot = status.get("boot")
+    if boot is None:  # written before leases: same host and pid, else the lease rule
+        if status.get("host") == socket.gethostname() and isinstance(pid, int):
+            return "running" if _pid_alive(pid) else "stale"
+        return "stale" if expired else "running"
+    if boot != BOOT_ID:
+        return "stale" if expired else "running"
+    if lock_free is False:
+        return "running"
+    pid_alive = isinstance(pid, int) and _pid_alive(pid)
+    return "stale" if expired or not pid_alive else "running"
+
+
 # ----------------------------------------------------------------------------- one run
 class Run:
     """One run directory. Create it through :meth:`RunStore.run`."""
@@ -143,6 +333,7 @@ class Run:
         self.key = key
         self.config = config
         self.version = version
+        self._lease: _Lease | None = None
 
     def __repr__(self) -> str:
         return f"Run({self.kind}/{self.key}, {self.state})"
@@ -159,6 +350,12 @@ class Run:
     @property
     def arrays_path(self) -> Path:
         return self.path / "arrays.npz"
+
+    @property
+    def lock_path(self) -> Path:
+        """The lock file of the one writer, ``<root>/.locks/<kind>/<key>.lock`` (outside the
+        run directory, so that clearing the directory keeps it, and out of kind listings)."""
+        return self.path.parent.parent / ".locks" / self.path.parent.name / f"{self.path.name}.lock"
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -182,24 +379,47 @@ class Run:
 
     @property
     def state(self) -> str:
-        """``absent``, ``running`` (a live process owns it), ``stale`` (its process died),
-        ``done`` or ``failed``."""
-        status = self.status()
+        """``absent``, ``running`` (a live writer holds it), ``stale`` (its writer died or
+        its lease lapsed; see the module doc), ``done`` or ``failed``."""
+        return self._state_of(self.status())
+
+    def _state_of(self, status: dict[str, Any], *, lock_free: bool | None = None) -> str:
         if status["state"] != "running":
             return status["state"]
-        same_host = status.get("host") == socket.gethostname()
-        pid = status.get("pid")
-        if same_host and isinstance(pid, int) and not _pid_alive(pid):
-            return "stale"
-        return "running"
+        if self._lease is not None and status.get("token") == self._lease.token:
+            return "running"  # this very object is the writer
+        if lock_free is None and status.get("boot") == BOOT_ID:
+            lock_free = RunLock.is_free(self.lock_path)
+        return _liveness(status, self.status_path, lock_free)
 
     @property
     def done(self) -> bool:
         return self.state == "done"
 
     # -- lifecycle
-    def start(self) -> None:
-        """Mark the run as running in this process; writes ``config.json`` first."""
+    def start(self, lock: RunLock | None = None) -> None:
+        """Claim the run for this process and mark it running; writes ``config.json`` first.
+
+        Takes the run's lock (``lock`` if the caller already holds it) and starts the
+        heartbeat that renews the lease; :meth:`finish` or :meth:`fail` end both. Raises
+        :class:`StoreError` if another process holds the lock."""
+        if self._lease is not None:
+            raise StoreError(f"run {self.path} is already started by this process")
+        if lock is None:
+            lock = RunLock(self.lock_path)
+            if not lock.acquire(block=False):
+                raise StoreError(f"run {self.path} is being computed by another process "
+                                 f"({self._holder()}); wait for it or stop it")
+        self._lease = _Lease(self, lock)
+        _WRITER_THREADS[self.lock_path] = self._lease.thread
+        try:
+            self._write_start()
+        except BaseException:
+            self._abandon()
+            raise
+        self._lease.start_heartbeat()
+
+    def _write_start(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_json(
             self.path / "config.json",
@@ -211,30 +431,52 @@ class Run:
                 "config_class": _class_path(self.config),
             },
         )
-        atomic_write_json(
-            self.status_path,
-            {"state": "running", "pid": os.getpid(), "host": socket.gethostname(),
-             "started": _now()},
-        )
+        atomic_write_json(self.status_path, self._lease.status())
+
+    def _abandon(self) -> None:
+        """Stop renewing the lease and drop the lock without a final status, as if this
+        process had been killed (for tests of crash recovery)."""
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.end()
+            lease.lock.release()
+
+    def _holder(self) -> str:
+        """Who holds the run, in words (for messages)."""
+        try:
+            status = self.status()
+        except StoreError:
+            return "unknown writer"
+        return f"pid {status.get('pid')} on host {status.get('host')}"
+
+    def _end(self, status: dict[str, Any]) -> None:
+        """Write the final ``status`` (if the run is still ours) and let go of it."""
+        lease, self._lease = self._lease, None
+        try:
+            if lease is not None:
+                lease.end()
+                lease.check_owned()
+                status["token"] = lease.token
+            atomic_write_json(self.status_path, status)
+        finally:
+            if lease is not None:
+                lease.lock.release()
 
     def finish(self, summary: dict[str, Any] | None = None) -> None:
         """Mark the run done: the last write of a successful run."""
         status = self.status()
-        atomic_write_json(
-            self.status_path,
-            {"state": "done", "started": status.get("started"), "finished": _now(),
-             "summary": summary or {}},
-        )
+        self._end({"state": "done", "started": status.get("started"), "finished": _now(),
+                   "summary": summary or {}})
 
     def fail(self, reason: str, *, final: bool = True) -> None:
         """Record the run as failed. ``final`` failures (divergence) are kept as the
         outcome; others (errors, interruptions) are retried the next time."""
-        status = self.status() if self.status_path.exists() else {}
-        atomic_write_json(
-            self.status_path,
-            {"state": "failed", "reason": one_line(reason), "final": final,
-             "started": status.get("started"), "finished": _now()},
-        )
+        try:
+            status = self.status() if self.status_path.exists() else {}
+        except StoreError:
+            status = {}
+        self._end({"state": "failed", "reason": one_line(reason), "final": final,
+                   "started": status.get("started"), "finished": _now()})
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -308,7 +550,7 @@ class Run:
     def clear(self) -> None:
         """Delete everything in the run directory (what ``--force`` does before a rerun)."""
         if self.path.exists():
-            trash = self.path.with_name(f".{self.path.name}.trash-{os.getpid()}")
+            trash = temp_path(self.path).with_suffix(".trash")
             os.replace(self.path, trash)
             shutil.rmtree(trash, ignore_errors=True)
 
@@ -364,26 +606,35 @@ class RunStore:
         ``body`` again with its files kept, so a body that checkpoints can resume.
         :class:`RunFailed` inside ``body`` records a final failure and returns the run;
         any other exception records a retryable failure and propagates.
+
+        Only one process computes a run: a caller finding another writer at work logs that
+        it waits, waits, then reuses that writer's result (with ``force`` too, when the
+        result was finished while it waited; see the module doc).
         """
         run = self.run(kind, config, version=version)
-        state = run.state
-        if force and state != "absent":
-            if state == "running":
-                raise StoreError(f"run {run.path} is in use by a live process; stop it first")
-            run.clear()
-            state = "absent"
-        if state == "done":
-            log.info("reusing %s/%s", kind, run.key)
+        before = _status_or_corrupt(run) if force else run.status()
+        if not force and _reusable(run, before):
             return run
-        if state == "failed" and run.status().get("final"):
-            log.info("reusing failed %s/%s: %s", kind, run.key, run.status().get("reason"))
-            return run
-        if state == "running":
-            raise StoreError(
-                f"run {run.path} is being computed by pid {run.status().get('pid')}; "
-                "wait for it or stop it"
-            )
-        run.start()
+        lock = RunLock(run.lock_path)
+        if not lock.acquire(block=False):
+            if _WRITER_THREADS.get(run.lock_path) == threading.get_ident():
+                raise StoreError(f"run {run.path} is being computed by pid {os.getpid()} "
+                                 "(this very process); it cannot wait for itself")
+            log.warning("waiting for %s, which is computing %s/%s", run._holder(), kind,
+                        run.key)
+            lock.acquire(block=True)
+        try:
+            status = _await_remote_writer(run, force=force)
+            finished_meanwhile = status != before and status["state"] in ("done", "failed")
+            if (finished_meanwhile or not force) and _reusable(run, status):
+                lock.release()
+                return run
+            if force and status["state"] != "absent":
+                run.clear()
+            run.start(lock)
+        except BaseException:
+            lock.release()
+            raise
         try:
             summary = body(run)
         except RunFailed as err:
@@ -393,8 +644,48 @@ class RunStore:
         except KeyboardInterrupt:
             run.fail("interrupted", final=False)
             raise
-        except Exception as err:
+        except BaseException as err:
             run.fail(f"{type(err).__name__}: {err}", final=False)
             raise
         run.finish(summary)
         return run
+
+
+def _status_or_corrupt(run: Run) -> dict[str, Any]:
+    """The run's status, ``{"state": "corrupt"}`` for a damaged one (``--force`` clears it)."""
+    try:
+        return run.status()
+    except StoreError:
+        return {"state": "corrupt"}
+
+
+def _reusable(run: Run, status: dict[str, Any]) -> bool:
+    """Whether ``status`` is an outcome to return as is (done, or a final failure)."""
+    if status["state"] == "done":
+        log.info("reusing %s/%s", run.kind, run.key)
+        return True
+    if status["state"] == "failed" and status.get("final"):
+        log.info("reusing failed %s/%s: %s", run.kind, run.key, status.get("reason"))
+        return True
+    return False
+
+
+def _await_remote_writer(run: Run, *, force: bool) -> dict[str, Any]:
+    """With the run's lock held: wait while a writer on another kernel (which the lock does
+    not see) holds a live lease; returns the status found after it."""
+    waited = False
+    while True:
+        status = _status_or_corrupt(run) if force else run.status()
+        if status["state"] != "running":
+            return status
+        if run._state_of(status, lock_free=True) == "stale":
+            if waited:
+                log.warning("the lease of %s on %s/%s lapsed; taking the run over",
+                            run._holder(), run.kind, run.key)
+            return status
+        if not waited:
+            log.warning("waiting for %s, which holds the lease on %s/%s (it lapses %g s after "
+                        "its last renewal)", run._holder(), run.kind, run.key,
+                        status.get("lease_s", LEASE_S))
+            waited = True
+        time.sleep(POLL_S)

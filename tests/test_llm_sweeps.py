@@ -80,6 +80,7 @@ def test_driver_resumes_half_finished_sweep(tmp_path, monkeypatch):
     # a third run killed mid-way: running, by a process that no longer exists
     half = store.run("llm-train", jobs[2].cfg, version="1")
     half.start()
+    half._abandon()  # its writer is killed: lock and heartbeat gone
     status = half.status()
     status["pid"] = _dead_pid()
     import json

@@ -8,7 +8,10 @@ the last finished chunk; its summary (and ``summary.json``) holds the accuracy, 
 standard error, the data source and the license the source states.
 
 A trained run is named by its directory (``runs/llm-train/<key>``), by ``llm-train/<key>``,
-by its key, or by a unique prefix of the key, looked up below the run store root.
+by its key, or by a unique prefix of the key, looked up below the run store root
+(:func:`smallinit.llm.training.trained.resolve_run`). The ``llm-bench`` runs always go to the
+run store, also for a run directory outside it; such a run's corpus (whose tokenizer is
+needed) is only read under the trust rule of :func:`smallinit.llm.training.trained.data_config`.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ class BenchConfig:
 
 
 # ----------------------------------------------------------------------------- trained runs
-def load_trained(run: TrainedRun, device: str = "cpu"):
+def load_trained(run: TrainedRun, device: str = "cpu", *, trust_data: bool = False):
     """(model in eval mode, tokenizer, RunConfig, end-of-text id) of a finished run.
 
     Weights come from the run's ``model.pt`` (:func:`smallinit.llm.training.trained.load_trained`);
@@ -54,11 +57,13 @@ def load_trained(run: TrainedRun, device: str = "cpu"):
 
     from smallinit.llm.data import corpus as corpus_mod
     from smallinit.llm.data.tokenizer import END_OF_TEXT
+    from smallinit.llm.training.trained import data_config
     from smallinit.llm.training.trained import load_trained as load_weights
 
     cfg, model = load_weights(run.path)
     model.to(device).eval()
-    folder = corpus_mod.prepare(cfg.data, cfg.model.vocab_size)
+    folder = corpus_mod.prepare(data_config(run, cfg, trust_data=trust_data),
+                                cfg.model.vocab_size)
     tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
     return model, tok, cfg, tok.token_to_id(END_OF_TEXT)
 
@@ -100,12 +105,12 @@ def _body(lm, found: Found, items, cfg: BenchConfig):
 def benchmark(ref: str, tasks: list[str], *, limit: int | None = None,
               runs_dir: str | Path | None = None, data_dir: str | Path | None = None,
               fetch: bool = True, batch_size: int = 16, max_new_tokens: int | None = None,
-              device: str = "cpu", force: bool = False) -> list[Run]:
+              device: str = "cpu", force: bool = False, trust_data: bool = False) -> list[Run]:
     """Evaluate trained run ``ref`` on ``tasks``; returns the ``llm-bench`` runs."""
     trained = resolve_run(ref, runs_dir)
     sources = Sources(data_dir, fetch=fetch)
     found = {t: sources.find(t) for t in tasks}  # fail on missing data before loading
-    model, tok, _, eot = load_trained(trained, device)
+    model, tok, _, eot = load_trained(trained, device, trust_data=trust_data)
     lm = scoring.TorchLM(model, tok, device=device, batch_size=batch_size, eot_id=eot)
     store = RunStore(trained.store_root)
     runs = []

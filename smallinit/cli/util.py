@@ -68,7 +68,8 @@ def add_command(
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """``--force`` and ``--runs-dir``, for every command that computes through the store."""
     parser.add_argument(
-        "--force", action="store_true", help="recompute runs even if finished results exist"
+        "--force", action="store_true", help="recompute runs even if finished results exist "
+        "(a run another process is computing is waited for, and the result it finishes kept)"
     )
     parser.add_argument(
         "--runs-dir",
