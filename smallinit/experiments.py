@@ -219,6 +219,20 @@ def results(name: str, profile: str, store: RunStore | None = None, *, force: bo
                     workers=workers or experiment.workers(profile), desc=name)
 
 
+def single(results: Results) -> Run:
+    """The one run of a one-run experiment; a run that did not finish raises RunFailed
+    with its recorded reason."""
+    from smallinit.errors import RunFailed
+
+    if len(results.runs) != 1:
+        raise ValueError(f"expected one run, got {len(results.runs)}")
+    run = results.runs[0]
+    if not run.done:
+        raise RunFailed(f"{run.kind} run {run.path} is {run.state}: "
+                        f"{run.status().get('reason')}")
+    return run
+
+
 def outputs(run: Run) -> dict[str, Any]:
     """A finished toy run's summary and arrays in one dict (what its module returns)."""
     return {**run.summary, **run.arrays()}

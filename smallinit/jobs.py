@@ -253,7 +253,7 @@ def _run_in_workers(todo: list[Job], store: RunStore, to_force: set, workers: in
                     log.error("run %s failed: %s", job.tags, message[1])
                 bar.update(1)
     finally:
-        for job, proc, conn in running.values():
+        for _job, proc, conn in running.values():
             proc.kill()
             proc.join()
             conn.close()

@@ -44,10 +44,10 @@ import numpy as np
 from smallinit import profiles
 from smallinit.config import config_from_dict, load_config, read_toml, replace_config
 from smallinit.errors import ConfigError, RunFailed, require
+from smallinit.jobs import Job, Results, run_jobs
 from smallinit.llm.config import ModelConfig, TrainConfig
 from smallinit.llm.data import anchor
 from smallinit.progress import progress
-from smallinit.jobs import Job, Results, run_jobs
 from smallinit.runs import Run, RunStore
 
 log = logging.getLogger(__name__)
