@@ -84,8 +84,10 @@ class Results:
     def __len__(self) -> int:
         return len(self.jobs)
 
-    def __getitem__(self, i: int) -> tuple[Job, Run]:
-        return self.jobs[i], self.runs[i]
+    def __getitem__(self, i):
+        """Pair ``i`` (a list of pairs for a slice)."""
+        pairs = list(self)
+        return pairs[i]
 
     def done(self) -> list[tuple[Job, Run]]:
         """The pairs whose run finished (the others are logged and left out)."""
@@ -206,6 +208,16 @@ def _worker(job: Job, root: str, force: bool, parent: int, conn) -> None:
         conn.close()
 
 
+def _receive(conn) -> tuple[str, str] | None:
+    """The worker's report, or None when it died before sending one."""
+    try:
+        return conn.recv() if conn.poll() else None
+    except (EOFError, OSError):
+        return None
+    finally:
+        conn.close()
+
+
 def _death_reason(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         with contextlib.suppress(ValueError):
@@ -239,8 +251,7 @@ def _run_in_workers(todo: list[Job], store: RunStore, to_force: set, workers: in
             for sentinel in wait(list(running)):
                 job, proc, conn = running.pop(sentinel)
                 proc.join()
-                message = conn.recv() if conn.poll() else None
-                conn.close()
+                message = _receive(conn)
                 if message is None:
                     reason = _death_reason(proc.exitcode)
                     run = job.run_of(store)
