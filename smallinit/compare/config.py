@@ -9,7 +9,8 @@ grows (n_heads = d_model / head_dim, at least 1).
 Profiles: ``quick`` is sized for a few CPU minutes on 2 cores (measured: one training step
 at d_model = 32/64/128/256/512, 2 layers, context 64, batch 16, one thread takes about
 0.04/0.06/0.15/0.4/1.4 s on a loaded machine, so widths up to 512 at a few hundred steps
-take most of an hour; the quick widths stop at 128). ``full`` is GPU scale.
+take most of an hour; the quick widths stop at 128). ``full`` is GPU scale. Both are the
+``[compare]`` table of ``smallinit/profiles/<profile>.toml``.
 """
 
 from __future__ import annotations
