@@ -68,3 +68,18 @@ def test_cli_plan_lists_runs_without_computing(tmp_path, capsys):
     assert sum(" llm-anchor " in line for line in out) == 38
     assert out[-1].endswith("at profile quick")
     assert not any(tmp_path.iterdir())  # nothing ran
+
+
+@pytest.mark.parametrize("profile, key", [("quick", "89ae4f937b5f4a16"),
+                                          ("full", "bb6c624a80cecd43")])
+def test_llm_train_config_names_read_the_profiles_unchanged(profile, key):
+    """``smallinit llm train --config quick|full`` trains the run the old
+    llm/configs/<name>.toml gave (same key)."""
+    import argparse
+
+    from smallinit.cli.llm import load_run_config
+    from smallinit.llm.training import train
+    from smallinit.runs import config_key
+
+    cfg = load_run_config(argparse.Namespace(config=profile, overrides=[]))
+    assert config_key(train.KIND, cfg, train.VERSION) == key
