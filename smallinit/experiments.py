@@ -36,6 +36,8 @@ class Experiment:
     about: str
     jobs: Callable[[str], list[Job]]
     workers: Callable[[str], int] = lambda profile: 1
+    #: runs that its jobs compute inside themselves (listed by :func:`plan` only)
+    inner: Callable[[str], list[Job]] = lambda profile: []
 
 
 # ----------------------------------------------------------------------------- toy
@@ -134,6 +136,13 @@ def _compare_jobs(profile: str) -> list[Job]:
     return [_toy_job(KIND, VERSION, profile_config(profile), "run_compare")]
 
 
+def _compare_inner(profile: str) -> list[Job]:
+    from smallinit.compare.config import profile_config
+    from smallinit.compare.run import llm_jobs
+
+    return llm_jobs(profile_config(profile))
+
+
 def run_compare(cfg, store: RunStore, force: bool):
     from smallinit.compare.run import run_compare as run
 
@@ -175,7 +184,7 @@ _LIST = [
     Experiment("diagonal", (4,), "diagonal linear net trained from init scale α",
                _diagonal_jobs),
     Experiment("compare", (5,), "toy-to-transformer comparison (smallinit compare)",
-               _compare_jobs),
+               _compare_jobs, inner=_compare_inner),
     Experiment("anchor-scan", (6,), "anchor task: (γ, depth) and (γ, λ) grids and the two "
                "mechanism models", _anchor_jobs),
     Experiment("gamma-sweep", (7,), "LLM: γ grid × sizes + baselines",
@@ -251,13 +260,17 @@ def summary(job: Job) -> str:
 
 def plan(profile: str, figures: list[int] | None = None) -> list[dict[str, Any]]:
     """Every run of the chosen figures at ``profile``: one row per (figure, experiment,
-    job) with kind, key and a config summary. Nothing is computed."""
+    job) with kind, key and a config summary; runs that a job computes inside itself
+    (compare's transformers) follow it with ``inner`` set. Nothing is computed."""
     from smallinit.figs import FIGURES
 
     rows = []
     for number in sorted(figures or FIGURES):
         for experiment in of_figure(number):
-            for job in jobs(experiment.name, profile):
+            listed = [(job, False) for job in jobs(experiment.name, profile)]
+            listed += [(job, True) for job in experiment.inner(profile)]
+            for job, inner in listed:
                 rows.append({"figure": number, "experiment": experiment.name,
-                             "kind": job.kind, "key": job.key, "summary": summary(job)})
+                             "kind": job.kind, "key": job.key, "summary": summary(job),
+                             "inner": inner})
     return rows

@@ -17,16 +17,9 @@ DATA = Path(__file__).resolve().parent / "data"
 
 
 def _keys_by_figure(profile: str) -> dict[str, list[list[str]]]:
-    from smallinit.compare.config import profile_config
-    from smallinit.llm.training import train
-    from smallinit.runs import config_key
-
     out: dict[str, set] = {}
-    for row in experiments.plan(profile):
+    for row in experiments.plan(profile):  # fig 5: compare and its transformers
         out.setdefault(str(row["figure"]), set()).add((row["kind"], row["key"]))
-    cfg = profile_config(profile)  # compare's own transformer runs (inside its run)
-    out["5"] |= {(train.KIND, config_key(train.KIND, cfg.llm_run(g, w), train.VERSION))
-                 for g in cfg.gammas for w in cfg.widths}
     return {f: sorted([list(k) for k in v]) for f, v in out.items()}
 
 

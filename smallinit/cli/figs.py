@@ -34,6 +34,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     seen = set()
     for r in rows:
         again = " (shared)" if (r["kind"], r["key"]) in seen else ""
+        again += f" (inside {r['experiment']})" if r["inner"] else ""
         seen.add((r["kind"], r["key"]))
         print(f"fig {r['figure']:2d} {r['experiment']:<20} {r['kind']:<24} {r['key']}  "
               f"{r['summary']}{again}")
