@@ -37,12 +37,12 @@ def draw_theory_layer(ax) -> None:
 
 def draw_simulation_layer(ax, ctx):
     """The toy phase scan's S_w (median over seeds) as a heatmap over the theory layer, its
-    zero level (where the measured slope changes sign) as a black line; through the run
-    store at the context's profile."""
-    from smallinit.toy.scan import profile_config, run_scan
+    zero level (where the measured slope changes sign) as a black line; the profile's
+    ``toy-scan`` experiment."""
+    from smallinit.experiments import single
 
-    res = run_scan(profile_config(ctx.profile), ctx.store, force=ctx.force)
-    g, gp, s_w = res.arrays["gammas"], res.arrays["gamma_primes"], res.arrays["S_w"]
+    arrays = single(ctx.results("toy-scan")).arrays()
+    g, gp, s_w = arrays["gammas"], arrays["gamma_primes"], arrays["S_w"]
     lim = float(np.nanmax(np.abs(s_w)))
     mesh = ax.pcolormesh(g, gp, s_w.T, shading="nearest", cmap="RdBu_r", vmin=-lim, vmax=lim,
                          alpha=0.55, zorder=1.5)

@@ -10,15 +10,14 @@ TITLE = "RD vs width at γ' = 0"
 def make(ctx):
     import numpy as np
 
+    from smallinit.experiments import single
     from smallinit.plotting import use_style
     from smallinit.theory import phase
-    from smallinit.toy.scan import FULL_WIDTHS, QUICK_WIDTHS, ScanConfig, run_scan
 
-    widths = QUICK_WIDTHS + (2000,) if ctx.profile == "quick" else FULL_WIDTHS
-    cfg = ScanConfig(gammas=(0.5, 1.0, 1.75), gamma_primes=(0.0,), widths=widths,
-                     seeds=3 if ctx.profile == "quick" else 5)
-    res = run_scan(cfg, ctx.store, force=ctx.force)
-    rd, slopes = res.arrays["rd"][:, 0], res.arrays["S_w"][:, 0]
+    results = ctx.results("rd-vs-width")
+    cfg, arrays = results.jobs[0].config, single(results).arrays()
+    widths = cfg.widths
+    rd, slopes = arrays["rd"][:, 0], arrays["S_w"][:, 0]
     import matplotlib.pyplot as plt
 
     with use_style():

@@ -10,15 +10,13 @@ TITLE = "Condensation maps and initial condensation"
 def make(ctx):
     import matplotlib.pyplot as plt
 
+    from smallinit.experiments import outputs, single
     from smallinit.plotting import use_style
     from smallinit.toy import condense
-    from smallinit.toy import initial_condensation as ic
 
-    width = 1000 if ctx.profile == "quick" else 4000
-    cmap = condense.run(condense.CondenseConfig(width=width), ctx.store, force=ctx.force)
-    cfg = condense.CondenseConfig(width=width)
-    inits = [ic.run(ic.InitialCondensationConfig(activation=a), ctx.store, force=ctx.force)
-             for a in ("tanh", "xtanh", "x2tanh")]
+    maps = ctx.results("condense")
+    cfg, cmap = maps.jobs[0].config, outputs(single(maps))
+    inits = [outputs(run) for run in ctx.results("initial-condensation").runs]
     with use_style():
         G, Gp = len(cfg.gammas), len(cfg.gamma_primes)
         fig = plt.figure(figsize=(10, 6.5), layout="constrained")

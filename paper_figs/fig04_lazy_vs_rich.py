@@ -68,14 +68,16 @@ def draw_theory_layer(ax) -> None:
 def draw_simulation_layer(ax, ctx) -> None:
     """Gradient descent on the diagonal net from init α (toy, on PROBLEM) as points on the
     theory curves: its distance to the ℓ1 and ℓ2 interpolants, depth 2 and 3, every 4th α
-    of ALPHAS at the quick profile (all at full)."""
-    from smallinit.toy import diagonal
+    of ALPHAS at the quick profile (all at full): the profile's ``diagonal`` experiment."""
+    from smallinit.errors import ConfigError
+    from smallinit.experiments import outputs
 
-    alphas = ALPHAS[::4] if ctx.profile == "quick" else ALPHAS
-    for depth, marker in ((2, "o"), (3, "s")):
-        cfg = diagonal.DiagonalConfig(alphas=tuple(float(a) for a in alphas), depth=depth,
-                                      **PROBLEM)
-        r = diagonal.run(cfg, ctx.store, force=ctx.force)
+    for (job, run), marker in zip(ctx.results("diagonal"), ("o", "s", "^", "v"), strict=False):
+        cfg, depth = job.config, job.config.depth
+        if {k: getattr(cfg, k) for k in PROBLEM} != PROBLEM:
+            raise ConfigError(f"the profile's diagonal problem {cfg} is not the theory "
+                              f"layer's {PROBLEM}")
+        r = outputs(run)
         ok = r["residual"] <= cfg.tol * 1.0001  # interpolates: its solution is comparable
         ax.plot(r["alphas"][ok], r["dist_l1"][ok], marker, color="#D55E00", mfc="none", ms=5,
                 label=f"trained net, D = {depth}")

@@ -112,10 +112,9 @@ def draw_theory_layer(ax) -> None:
 
 def measured_records(ctx) -> list[dict]:
     """The comparison table of ``ctx.profile`` (run or reused through ``ctx.store``)."""
-    from smallinit.compare.config import profile_config
-    from smallinit.compare.run import run_compare
+    from smallinit.experiments import single
 
-    return run_compare(profile_config(ctx.profile), ctx.store, force=ctx.force).records
+    return single(ctx.results("compare")).read_json("table.json")["records"]
 
 
 def draw_measured_layer(ax, records: list[dict]) -> None:

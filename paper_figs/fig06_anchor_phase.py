@@ -17,13 +17,7 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit.llm.experiments.anchor import (
-    format_table,
-    load_profile,
-    mechanism_runs,
-    run_scan,
-    scan_table,
-)
+from smallinit.llm.experiments.anchor import format_table, scan_table
 from smallinit.plotting import use_style
 
 NUMBER = 6
@@ -130,12 +124,15 @@ def _mechanism_figure(runs, gammas):
 
 
 def make(ctx):
-    base, scan = load_profile(ctx.profile)
-    cells = run_scan(base, scan, ctx.store, force=ctx.force)
-    rows = scan_table(cells)
+    results = ctx.results("anchor-scan")
+    rows = scan_table(results)
     log.info("anchor scan (%s profile):\n%s", ctx.profile, format_table(rows))
-    mech = mechanism_runs(base, scan, ctx.store, force=False)
+    mech = [(job, run) for job, run in results if job.tags["panel"] == "mechanism"]
+    base = mech[0][0].config  # the profile's run config at its first seed
+    seeds = {job.tags["seed"] for job, _ in results if job.tags["panel"] != "mechanism"}
     with use_style():
-        paths = ctx.save(_phase_figure(rows, base, len(scan.seeds)))
-        paths += ctx.save(_mechanism_figure(mech, scan.mechanism_gammas), suffix="_mechanism")
+        paths = ctx.save(_phase_figure(rows, base, len(seeds)))
+        paths += ctx.save(_mechanism_figure([r for _, r in mech],
+                                            [j.tags["gamma"] for j, _ in mech]),
+                          suffix="_mechanism")
     return paths

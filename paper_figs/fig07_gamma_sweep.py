@@ -17,7 +17,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from smallinit.llm.analysis.critical import reasoning_answer_loss
-from smallinit.llm.experiments.sweeps import done_runs, run_experiment
 from smallinit.plotting import use_style
 
 NUMBER = 7
@@ -40,7 +39,7 @@ def best_gamma(gammas, losses) -> float:
 
 def collect(pairs):
     rows = []
-    for job, run in done_runs(pairs):
+    for job, run in pairs.done():
         s = run.summary
         ans, ans_se = reasoning_answer_loss(run.arrays())
         d = job.tags["size"]
@@ -62,7 +61,7 @@ def _series(rows, size, key, seed=None):
 
 
 def make(ctx):
-    pairs = run_experiment("gamma-sweep", ctx.profile, ctx.store, force=ctx.force)
+    pairs = ctx.results("gamma-sweep")
     rows = collect(pairs)
     sizes = sorted({r["size"] for r in rows})
     colors = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(sizes)))

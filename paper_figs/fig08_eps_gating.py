@@ -24,7 +24,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from smallinit.llm.analysis.critical import reasoning_answer_loss
-from smallinit.llm.experiments.sweeps import done_runs, run_experiment
 from smallinit.llm.training.dynamics import trajectory
 from smallinit.plotting import use_style
 from smallinit.theory.transformer import rmsnorm_gamma_threshold
@@ -62,9 +61,9 @@ def gap_mean(g, key, what):
 
 
 def make(ctx):
-    pairs = run_experiment("eps-gating", ctx.profile, ctx.store, force=ctx.force)
+    pairs = ctx.results("eps-gating")
     rows = []
-    for job, run in done_runs(pairs):
+    for job, run in pairs.done():
         ans, se = reasoning_answer_loss(run.arrays())
         rows.append({**job.tags, "val_loss": run.summary["val_loss"], "ans": ans, "ans_se": se,
                      "acc": run.summary.get("acc_reasoning", np.nan), "trace": trajectory(run)})

@@ -28,7 +28,6 @@ from smallinit.llm.analysis.critical import (
 )
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.data.synthetic import CATEGORIES, REASONING
-from smallinit.llm.experiments.sweeps import done_runs, run_experiment
 from smallinit.plotting import use_style
 
 NUMBER = 9
@@ -46,7 +45,7 @@ def n_reasoning_items(cfg) -> int:
 
 def collect(pairs):
     rows = []
-    for job, run in done_runs(pairs):
+    for job, run in pairs.done():
         curve = [(m["step"], m["loss"]) for m in run.metrics() if "loss" in m]
         ans, se = reasoning_answer_loss(run.arrays())
         rows.append({"gamma": job.tags["gamma"], "seed": job.tags["seed"],
@@ -72,7 +71,7 @@ def knees(rows, n_items):
 
 
 def make(ctx):
-    pairs = run_experiment("critical-init", ctx.profile, ctx.store, force=ctx.force)
+    pairs = ctx.results("critical-init")
     rows = collect(pairs)
     cfg = pairs[0][0].cfg
     d = cfg.model.d_model

@@ -17,7 +17,6 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit.llm.experiments.sweeps import done_runs, run_experiment
 from smallinit.llm.training.dynamics import trajectory
 from smallinit.plotting import use_style
 
@@ -47,8 +46,8 @@ def summarize(tr) -> dict:
 
 
 def make(ctx):
-    pairs = run_experiment("condense-expand", ctx.profile, ctx.store, force=ctx.force)
-    runs = [(job, trajectory(run)) for job, run in done_runs(pairs)]
+    pairs = ctx.results("condense-expand")
+    runs = [(job, trajectory(run)) for job, run in pairs.done()]
     colors = {0.5: "tab:blue", 1.0: "tab:red"}
     styles = ["-", "--", ":", "-."]
     with use_style():

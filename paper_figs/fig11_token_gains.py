@@ -19,7 +19,6 @@ import numpy as np
 
 from smallinit.llm.analysis.tokens import bucket_families, gain_shares, total_gain_ci
 from smallinit.llm.data import corpus as corpus_mod
-from smallinit.llm.experiments.sweeps import done_runs, run_experiment
 from smallinit.plotting import use_style
 
 NUMBER = 11
@@ -31,7 +30,7 @@ FAMILIES = [("unigram", "unigram loss quartile"), ("bigram", "bigram loss quarti
 
 def matched_gains(pairs):
     """(gain (W, T) stacked over seeds, token arrays stacked the same way, per-seed totals)."""
-    by = {(j.tags["seed"], j.tags["gamma"]): r for j, r in done_runs(pairs)}
+    by = {(j.tags["seed"], j.tags["gamma"]): r for j, r in pairs.done()}
     gains, toks, per_seed = [], [], {}
     for seed in sorted({s for s, _ in by}):
         if (seed, 0.5) not in by or (seed, 1.0) not in by:
@@ -50,7 +49,7 @@ def matched_gains(pairs):
 
 
 def make(ctx):
-    pairs = run_experiment("token-gains", ctx.profile, ctx.store, force=ctx.force)
+    pairs = ctx.results("token-gains")
     gain, tokens, per_seed = matched_gains(pairs)
     cfg = pairs[0][0].cfg
     train = np.asarray(corpus_mod.load(cfg.data, cfg.model.vocab_size).train)

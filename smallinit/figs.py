@@ -1,15 +1,21 @@
 """The figure pipeline behind ``smallinit figs`` and ``make figs``.
 
-``paper_figs/`` holds one script per figure of SPEC §7, named ``figNN_name.py``. A script
-defines ``NUMBER``, ``TITLE`` and ``make(ctx: FigureContext) -> list[Path]``: it gets (or
-computes, through the run store, so a second call is fast) its experiment's results for
-``ctx.profile`` and saves the drawing with ``ctx.save(fig)``. A figure whose script does
-not exist yet is listed as not yet available; nothing is drawn in its place.
+The figure scripts belong to the package: ``paper_figs/`` is installed as
+:mod:`smallinit.paper_figs`, one module per figure of SPEC §7 named ``figNN_name``. A
+module defines ``NUMBER``, ``TITLE`` and ``make(ctx: FigureContext) -> list[Path]``: it
+asks ``ctx.results(experiment)`` for its experiments' runs at ``ctx.profile`` (the registry
+:mod:`smallinit.experiments` computes missing runs through the job driver, so a second
+call only draws) and saves the drawing with ``ctx.save(fig)``. Scripts are imported as
+modules of the package, never executed from a user folder; where the figures are
+*written* is a separate choice (``--out``, ``$SMALLINIT_FIGS_OUT``, else the checkout's
+``paper_figs/out``). A figure whose module does not exist yet is listed as not yet
+available; nothing is drawn in its place.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import importlib.util
 import logging
 import os
@@ -17,6 +23,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
+from smallinit import profiles
 from smallinit.errors import ConfigError, check_choice
 from smallinit.runs import RunStore
 
@@ -36,7 +43,7 @@ FIGURES: dict[int, str] = {
     10: "condense_expand",
     11: "token_gains",
 }
-PROFILES = ("quick", "full")
+PACKAGE = "smallinit.paper_figs"
 
 
 @dataclasses.dataclass
@@ -59,36 +66,45 @@ class FigureContext:
 
         return save_figure(fig, self.out_dir, self.stem + suffix)
 
+    def results(self, experiment: str):
+        """The runs of ``experiment`` at this profile (computed when missing)."""
+        from smallinit import experiments
 
-def figures_dir() -> Path:
-    """``$SMALLINIT_FIGS_DIR``, else the checkout's ``paper_figs/``, else ``./paper_figs``."""
-    env = os.environ.get("SMALLINIT_FIGS_DIR")
-    if env:
-        return Path(env)
-    beside_package = Path(__file__).resolve().parent.parent / "paper_figs"
-    if beside_package.is_dir():
-        return beside_package
-    return Path.cwd() / "paper_figs"
+        return experiments.results(experiment, self.profile, self.store, force=self.force)
 
 
-def figure_scripts(folder: Path | None = None) -> dict[int, Path]:
-    """Existing figure scripts by number."""
-    folder = folder or figures_dir()
+def module_name(number: int) -> str:
+    return f"{PACKAGE}.fig{number:02d}_{FIGURES[number]}"
+
+
+def figure_modules() -> dict[int, str]:
+    """Module names of the figure scripts that exist, by number."""
     found = {}
-    for number, name in FIGURES.items():
-        path = folder / f"fig{number:02d}_{name}.py"
-        if path.is_file():
-            found[number] = path
+    for number in FIGURES:
+        if importlib.util.find_spec(module_name(number)) is not None:
+            found[number] = module_name(number)
     return found
 
 
-def load_script(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"smallinit_paper_figs.{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def load_figure(number: int) -> ModuleType:
+    """Import figure ``number``'s module from the package."""
+    check_choice("figure number", number, FIGURES)
+    module = importlib.import_module(module_name(number))
     if not callable(getattr(module, "make", None)):
-        raise ConfigError(f"figure script {path} has no make(ctx) function")
+        raise ConfigError(f"figure module {module.__name__} has no make(ctx) function")
     return module
+
+
+def default_out_dir() -> Path:
+    """``$SMALLINIT_FIGS_OUT``, else ``paper_figs/out`` of the checkout the package runs
+    from, else ``./paper_figs_out``."""
+    env = os.environ.get("SMALLINIT_FIGS_OUT")
+    if env:
+        return Path(env)
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "paper_figs").is_dir():
+        return root / "paper_figs" / "out"
+    return Path.cwd() / "paper_figs_out"
 
 
 def make_figures(
@@ -99,23 +115,19 @@ def make_figures(
     force: bool = False,
 ) -> dict[int, list[Path] | None]:
     """Render the chosen figures; value ``None`` marks a figure not yet available."""
-    check_choice("profile", profile, PROFILES)
+    check_choice("profile", profile, profiles.names())
     for n in only or []:
         check_choice("figure number", n, FIGURES)
-    folder = figures_dir()
-    if not folder.is_dir():
-        raise ConfigError(f"figure scripts folder {folder} does not exist; run from a checkout "
-                          "or set SMALLINIT_FIGS_DIR")
-    out_dir = Path(out_dir) if out_dir else folder / "out"
+    out_dir = Path(out_dir) if out_dir else default_out_dir()
     store = store or RunStore()
-    scripts = figure_scripts(folder)
+    available = figure_modules()
     results: dict[int, list[Path] | None] = {}
     for number in sorted(only or FIGURES):
-        if number not in scripts:
+        if number not in available:
             results[number] = None
             continue
         ctx = FigureContext(number, profile, out_dir, store, force)
         t0 = time.perf_counter()
-        results[number] = list(load_script(scripts[number]).make(ctx))
+        results[number] = list(load_figure(number).make(ctx))
         log.info("fig %02d done in %.1f s", number, time.perf_counter() - t0)
     return results

@@ -67,17 +67,12 @@ def test_tiny_compare_end_to_end(tiny_compare, capsys):
 
 
 def test_fig5_measured_layer_draws_the_slopes(tiny_compare):
-    import importlib.util
-
     import matplotlib.pyplot as plt
 
-    from smallinit.figs import figure_scripts
+    from smallinit.figs import load_figure
 
     root, _ = tiny_compare
-    path = figure_scripts()[5]
-    spec = importlib.util.spec_from_file_location("fig05_under_test", path)
-    fig05 = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fig05)
+    fig05 = load_figure(5)
     records = [{"gamma": 0.5, "toy_S_w": -0.1, "llm_S_w": [0.3, 0.4],
                 "llm_S_w_qk": [0.5, None]},
                {"gamma": 1.0, "toy_S_w": 0.6, "llm_S_w": [2.5, 0.9],

@@ -75,16 +75,12 @@ def test_bad_arguments_exit_2_with_one_line(args, fragment):
 
 
 def test_user_error_inside_a_command_exits_2_without_traceback(tmp_path):
-    figs_dir = tmp_path / "figs"
-    figs_dir.mkdir()
-    (figs_dir / "fig01_phase_diagram.py").write_text("NUMBER = 1\n")  # no make(ctx)
-    env = dict(os.environ, SMALLINIT_FIGS_DIR=str(figs_dir))
-    proc = subprocess.run([sys.executable, "-m", "smallinit", "figs", "--only", "1"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "smallinit", "llm", "train", "--config",
+                           "nope"], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
-        f"smallinit: error: figure script {figs_dir / 'fig01_phase_diagram.py'} has no "
-        "make(ctx) function"
+        "smallinit: error: config 'nope' is neither a file nor a packaged config "
+        "(quick, full)"
     )
 
 

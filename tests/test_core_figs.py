@@ -3,6 +3,7 @@
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -74,11 +75,20 @@ SCRIPT = textwrap.dedent(
 
 @pytest.fixture
 def figs_dir(tmp_path, monkeypatch):
-    folder = tmp_path / "paper_figs"
+    """A stand-in figure package holding only figure 1 (the driver imports figures as
+    modules of ``smallinit.figs.PACKAGE``)."""
+    import smallinit.figs as figs_mod
+
+    folder = tmp_path / "fake_paper_figs"
     folder.mkdir()
+    (folder / "__init__.py").write_text("")
     (folder / "fig01_phase_diagram.py").write_text(SCRIPT)
-    monkeypatch.setenv("SMALLINIT_FIGS_DIR", str(folder))
-    return folder
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(figs_mod, "PACKAGE", "fake_paper_figs")
+    monkeypatch.setenv("SMALLINIT_FIGS_OUT", str(tmp_path / "out"))
+    yield tmp_path
+    for name in [m for m in sys.modules if m.startswith("fake_paper_figs")]:
+        del sys.modules[name]
 
 
 def test_driver_renders_existing_and_lists_missing(figs_dir, tmp_path):
@@ -87,12 +97,14 @@ def test_driver_renders_existing_and_lists_missing(figs_dir, tmp_path):
     assert set(results) == set(FIGURES)
     assert [p.name for p in results[1]] == ["fig01_phase_diagram.png", "fig01_phase_diagram.pdf"]
     assert all(results[n] is None for n in FIGURES if n != 1)
-    first = (figs_dir / "out" / "fig01_phase_diagram.png").read_bytes()
+    first = (tmp_path / "out" / "fig01_phase_diagram.png").read_bytes()
     make_figures(only=[1], store=store)  # second call reuses the stored run
     assert (tmp_path / "runs" / "calls.txt").read_text() == "x"
-    assert (figs_dir / "out" / "fig01_phase_diagram.png").read_bytes() == first
+    assert (tmp_path / "out" / "fig01_phase_diagram.png").read_bytes() == first
     make_figures(only=[1], store=store, force=True)
     assert (tmp_path / "runs" / "calls.txt").read_text() == "xx"
+    other = make_figures(only=[1], store=store, out_dir=tmp_path / "elsewhere")
+    assert other[1][0] == tmp_path / "elsewhere" / "fig01_phase_diagram.png"
 
 
 def test_driver_rejects_bad_profile_and_number(figs_dir):
@@ -102,13 +114,41 @@ def test_driver_rejects_bad_profile_and_number(figs_dir):
         make_figures(only=[12])
 
 
-def test_cli_lists_unavailable_figures(figs_dir, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "smallinit", "figs", "--only", "2,1", "--runs-dir",
-         str(tmp_path / "runs")],
-        capture_output=True, text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+def test_cli_lists_unavailable_figures(figs_dir, tmp_path, capsys):
+    from smallinit.cli import main
+
+    assert main(["figs", "--only", "2,1", "--runs-dir", str(tmp_path / "runs")]) == 0
+    lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("fig  1 phase_diagram") and "fig01_phase_diagram.png" in lines[0]
     assert lines[1] == "fig  2 rd_vs_width        not yet available (its experiment is not built)"
+
+
+def test_figure_scripts_come_from_the_package_not_the_environment(tmp_path, monkeypatch):
+    """SMALLINIT_FIGS_DIR (the old output/scripts variable) can no longer make the driver
+    execute code from a user folder: scripts are the package's modules."""
+    import smallinit.figs as figs_mod
+    import smallinit.paper_figs
+
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    marker = tmp_path / "executed"
+    (evil / "fig01_phase_diagram.py").write_text(
+        f"open({str(marker)!r}, 'w').write('pwned')\nNUMBER = 1\ndef make(ctx):\n    return []\n")
+    monkeypatch.setenv("SMALLINIT_FIGS_DIR", str(evil))
+    package = Path(smallinit.paper_figs.__file__).resolve().parent
+    assert set(figs_mod.figure_modules()) == set(FIGURES)
+    for number in FIGURES:
+        module = figs_mod.load_figure(number)
+        assert Path(module.__file__).resolve().parent == package
+        assert module.NUMBER == number
+    assert not marker.exists()
+
+
+def test_output_folder_is_its_own_choice(tmp_path, monkeypatch):
+    import smallinit.figs as figs_mod
+
+    monkeypatch.setenv("SMALLINIT_FIGS_OUT", str(tmp_path / "figs"))
+    assert figs_mod.default_out_dir() == tmp_path / "figs"
+    monkeypatch.delenv("SMALLINIT_FIGS_OUT")
+    # in a checkout: paper_figs/out beside the package (what `make figs` writes)
+    assert figs_mod.default_out_dir().parts[-2:] == ("paper_figs", "out")

@@ -7,7 +7,8 @@ import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ["pyproject.toml", "README.md", "smallinit", "theory", "toy", "llm", "kernels"]
+SOURCES = ["pyproject.toml", "README.md", "smallinit", "theory", "toy", "llm", "kernels",
+           "paper_figs"]
 
 
 def test_regular_install_has_one_top_level_package(tmp_path):
@@ -32,6 +33,9 @@ def test_regular_install_has_one_top_level_package(tmp_path):
     for component in ("theory", "toy", "llm", "kernels"):
         assert (pkg / component / "__init__.py").is_file()
     assert (pkg / "style" / "smallinit.mplstyle").is_file()
+    # the figure scripts and the profiles ship inside the package
+    assert (pkg / "paper_figs" / "fig01_phase_diagram.py").is_file()
+    assert {p.name for p in (pkg / "profiles").glob("*.toml")} >= {"quick.toml", "full.toml"}
     # the installed copy imports on its own (no site: only the target directory is on the path)
     probe = "import smallinit.theory.init_rules as r; print(r.__file__)"
     out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True,

@@ -1,33 +1,23 @@
 """Fig 6 (anchor phase diagram) renders from the run store; hatching marks unfit cells."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 
-from smallinit.figs import FigureContext
+from smallinit.figs import FigureContext, load_figure
 from smallinit.llm.experiments import anchor as anchor_experiment
 from smallinit.runs import RunStore
 
-SCRIPT = Path(__file__).resolve().parent.parent / "paper_figs" / "fig06_anchor_phase.py"
 TINY = ["task.n_train=2000", "task.n_test=200", "model.d_model=16", "model.n_layers=1",
         "model.n_heads=2", "train.steps=10", "train.batch_size=32", "train.log_every=5",
         "train.eval_every=0", "scan.gammas=[0.5,1.0]", "scan.layers=[1]",
         "scan.weight_decays=[0.01]", "scan.mechanism_gammas=[0.5,1.0]"]
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("fig06_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_fig06_renders_and_hatches_unfit_cells(tmp_path, monkeypatch):
-    fig06 = _load_script()
+    fig06 = load_figure(6)
     assert fig06.NUMBER == 6
-    monkeypatch.setattr(fig06, "load_profile",
-                        lambda profile: anchor_experiment.load_profile(profile, TINY))
+    real = anchor_experiment.load_profile
+    monkeypatch.setattr(anchor_experiment, "load_profile",
+                        lambda profile: real(profile, TINY))
     store = RunStore(tmp_path / "runs")
     ctx = FigureContext(6, "quick", tmp_path / "out", store)
     paths = fig06.make(ctx)
@@ -36,7 +26,7 @@ def test_fig06_renders_and_hatches_unfit_cells(tmp_path, monkeypatch):
                      "fig06_anchor_phase_mechanism.pdf", "fig06_anchor_phase_mechanism.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
     # 10 steps fit nothing: every cell is hatched in every panel
-    base, scan = fig06.load_profile("quick")
+    base, scan = anchor_experiment.load_profile("quick")
     rows = anchor_experiment.scan_table(anchor_experiment.run_scan(base, scan, store))
     assert all(r["acc_seen_test"] < fig06.FIT_THRESHOLD for r in rows)
     import matplotlib.pyplot as plt

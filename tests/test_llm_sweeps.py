@@ -9,6 +9,7 @@ import pytest
 
 from smallinit.config import load_config
 from smallinit.errors import ConfigError
+from smallinit.jobs import run_jobs
 from smallinit.llm.analysis.critical import escape_fit, first_below, knee_gamma, plateau_steps
 from smallinit.llm.config import RunConfig
 from smallinit.llm.experiments import sweeps
@@ -38,7 +39,7 @@ def test_small_eps_matches_large_models_threshold():
 
 
 def test_quick_plan_meets_the_issue():
-    plan = sweeps.PLANS["quick"]
+    plan = sweeps.plan("quick")
     assert len(plan.sizes) >= 3
     g = np.array(sorted(plan.gammas))
     assert g[0] <= 0.3 and g[-1] >= 1.3
@@ -58,7 +59,7 @@ def test_quick_plan_meets_the_issue():
     assert {(j.tags["eps_setting"], j.tags["gated"]) for j in eight} == {
         ("standard", False), ("standard", True), ("relaxed", False), ("relaxed", True)}
     ten = sweeps.experiment_jobs("condense-expand", "quick")
-    assert {j.how for j in ten} == {"traced"} and {j.tags["gamma"] for j in ten} == {0.5, 1.0}
+    assert {j.kind for j in ten} == {"llm-traced"} and {j.tags["gamma"] for j in ten} == {0.5, 1.0}
     assert all(j.cfg.model.norm_eps == eight_eps["standard"] and not j.tags["gated"]
                for j in ten)
     with pytest.raises(ConfigError):
@@ -73,10 +74,10 @@ def _dead_pid() -> int:
 
 def test_driver_resumes_half_finished_sweep(tmp_path, monkeypatch):
     store = RunStore(tmp_path / "runs")
-    jobs = [sweeps.Job("train", tiny(tmp_path, f"init=gamma:{g}"), {"gamma": g})
+    jobs = [sweeps.llm_job("train", tiny(tmp_path, f"init=gamma:{g}"), {"gamma": g})
             for g in (0.5, 1.0, 0.75)]
-    sweeps.run_jobs(jobs[:2], store)
-    first = [r.status_path.read_text() for _, r in sweeps.run_jobs(jobs[:2], store)]
+    run_jobs(jobs[:2], store)
+    first = [r.status_path.read_text() for _, r in run_jobs(jobs[:2], store)]
     # a third run killed mid-way: running, by a process that no longer exists
     half = store.run("llm-train", jobs[2].cfg, version="1")
     half.start()
@@ -88,16 +89,16 @@ def test_driver_resumes_half_finished_sweep(tmp_path, monkeypatch):
     half.status_path.write_text(json.dumps(status))
     assert half.state == "stale"
     calls = []
-    real = sweeps._execute
-    monkeypatch.setattr(sweeps, "_execute", lambda *a: calls.append(a) or real(*a))
-    pairs = sweeps.run_jobs(jobs + jobs[:1], store)  # a duplicate is run once
-    assert len(calls) == 1 and calls[0][1]["init"] == "gamma:0.75"
+    real = sweeps.train_job
+    monkeypatch.setattr(sweeps, "train_job", lambda *a: calls.append(a) or real(*a))
+    pairs = run_jobs(jobs + jobs[:1], store)  # a duplicate is run once
+    assert len(calls) == 1 and calls[0][0].init == "gamma:0.75"
     assert [r.status_path.read_text() for _, r in pairs[:2]] == first  # not rerun
     assert all(r.done for _, r in pairs) and pairs[3][1].path == pairs[0][1].path
     calls.clear()  # --force recomputes a run shared by two figures once, not twice
-    sweeps.run_jobs(jobs[:1], store, force=True)
-    sweeps.run_jobs(jobs[:2], store, force=True)
-    assert [c[1]["init"] for c in calls] == ["gamma:0.5", "gamma:1"]  # canonical spelling
+    run_jobs(jobs[:1], store, force=True)
+    run_jobs(jobs[:2], store, force=True)
+    assert [c[0].init for c in calls] == ["gamma:0.5", "gamma:1"]  # canonical spelling
 
 
 def test_traced_run_equals_plain_run_and_probes_log_steps(tmp_path):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from smallinit.figs import figure_scripts, load_script
+from smallinit.figs import load_figure
 from smallinit.theory import diagram
 
 
@@ -14,7 +14,7 @@ def test_theory_layers_render(number, tmp_path):
 
     from smallinit.plotting import save_figure, use_style
 
-    module = load_script(figure_scripts()[number])
+    module = load_figure(number)
     with use_style():
         fig, ax = plt.subplots()
         module.draw_theory_layer(ax)
@@ -26,7 +26,7 @@ def test_theory_layers_render(number, tmp_path):
 
 @pytest.mark.parametrize("number", [1, 4, 5])
 def test_theory_layer_is_a_separate_function(number):
-    module = load_script(figure_scripts()[number])
+    module = load_figure(number)
     assert callable(module.draw_theory_layer) and callable(module.make)
 
 

@@ -104,3 +104,37 @@ def test_cli_scan_json(tmp_path, capsys):
     assert [r["regime"] for r in records] == ["linear", "condensed"]
     assert [r["agree"] for r in records] == [True, True]
     assert main(["toy", "scan", "--widths", "100", "--runs-dir", str(tmp_path)]) == 2
+
+
+def test_an_interrupted_scan_resumes_from_its_finished_widths(tmp_path, monkeypatch):
+    """Issue 14.8: a scan killed after its first width keeps that width (partial/ in the
+    run dir) and the resumed result equals an uninterrupted scan's, array for array."""
+    from smallinit.toy import twolayer
+
+    cfg = ScanConfig(gammas=(0.5, 1.5), gamma_primes=(0.0,), widths=(20, 40, 80), seeds=2,
+                     max_steps=3000)
+    whole = run_scan(cfg, RunStore(tmp_path / "a"))
+    real = twolayer.train_batch
+    calls, armed = [], [True]
+
+    def failing(*args, **kw):
+        calls.append(args[0].shape)
+        if armed[0] and len(calls) == 2:
+            raise RuntimeError("killed after the first width")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(twolayer, "train_batch", failing)
+    store = RunStore(tmp_path / "b")
+    with pytest.raises(RuntimeError, match="killed"):
+        run_scan(cfg, store)
+    run = store.run("toy-scan", cfg, version="3")
+    assert run.state == "failed" and (run.path / "partial" / "width-20.npz").is_file()
+    calls.clear()
+    armed[0] = False
+    resumed = run_scan(cfg, store)
+    assert len(calls) == 2  # widths 40 and 80 only; width 20 came from its file
+    assert set(resumed.arrays) == set(whole.arrays)
+    for key, value in whole.arrays.items():
+        np.testing.assert_array_equal(resumed.arrays[key], value, err_msg=key)
+    assert resumed.records == whole.records
+    assert not (run.path / "partial").exists()  # folded into arrays.npz

@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import shutil
 import time
 from typing import Literal
 
@@ -53,22 +54,25 @@ KIND = "toy-scan"
 VERSION = "3"
 ENGINES = ("jax", "grouped")
 
-QUICK_GAMMAS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75)
-QUICK_GAMMA_PRIMES = (-0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75)
-QUICK_WIDTHS = (250, 500, 1000)
 BENCH_WIDTHS = (250, 500, 1000, 2000, 4000)
-FULL_GAMMAS = tuple(float(g) for g in np.round(np.arange(0.0, 2.01, 0.125), 3))
-FULL_GAMMA_PRIMES = tuple(float(g) for g in np.round(np.arange(-1.0, 1.01, 0.125), 3))
-FULL_WIDTHS = (250, 500, 1000, 2000, 4000, 8000)
+SECTION = "toy-scan"  # the profiles' table of the phase scan (smallinit/profiles/*.toml)
+
+
+def _quick(name: str):
+    """A grid field's default: the quick profile's value."""
+    from smallinit import profiles
+
+    return tuple(profiles.section("quick", SECTION)[name])
 
 
 @dataclasses.dataclass
 class ScanConfig:
     """One phase scan (SPEC §2 reference setting)."""
 
-    gammas: tuple[float, ...] = QUICK_GAMMAS
-    gamma_primes: tuple[float, ...] = QUICK_GAMMA_PRIMES
-    widths: tuple[int, ...] = QUICK_WIDTHS
+    gammas: tuple[float, ...] = dataclasses.field(default_factory=lambda: _quick("gammas"))
+    gamma_primes: tuple[float, ...] = dataclasses.field(
+        default_factory=lambda: _quick("gamma_primes"))
+    widths: tuple[int, ...] = dataclasses.field(default_factory=lambda: _quick("widths"))
     seeds: int = 3
     activation: str = "relu"
     tol: float = 1e-6
@@ -109,14 +113,13 @@ class ScanConfig:
         )
 
 
-def profile_config(profile: str) -> ScanConfig:
-    """``quick`` (7×7 grid, 3 widths, 3 seeds: about a minute on 2 cores) or ``full``."""
-    if profile == "quick":
-        return ScanConfig()
-    if profile == "full":
-        return ScanConfig(gammas=FULL_GAMMAS, gamma_primes=FULL_GAMMA_PRIMES,
-                          widths=FULL_WIDTHS, seeds=5, max_steps=100000)
-    raise ConfigError(f"profile {profile!r} is not allowed; use quick or full")
+def profile_config(profile: str, table: str = SECTION) -> ScanConfig:
+    """The scan of a profile's ``[toy-scan]`` table (or another table of the same form,
+    e.g. fig 2's ``[rd-vs-width]``); fields it leaves out keep the defaults."""
+    from smallinit import profiles
+
+    return profiles.merged(ScanConfig(), profiles.section(profile, table),
+                           where=f"{profile}.{table}")
 
 
 # ----------------------------------------------------------------------------- simulation
@@ -137,11 +140,18 @@ def _width_batch(cfg: ScanConfig, m: int):
     return np.stack(a0), np.stack(W0), np.array(k), np.array(kp)
 
 
-def simulate(cfg: ScanConfig, *, engine: str = "batched", progress_desc: str = "toy scan"):
+def simulate(cfg: ScanConfig, *, engine: str = "batched", progress_desc: str = "toy scan",
+             partial_dir=None):
     """Train every network of the scan; returns a dict of arrays shaped
     (n_γ, n_γ', n_widths, seeds[, ...]). ``engine`` = "batched" (JAX, one call per width),
     "loop" (the same algorithm one network per call; for the benchmark) or "grouped" (all
-    widths in one ragged batch through the kernels' grouped step)."""
+    widths in one ragged batch through the kernels' grouped step).
+
+    With ``partial_dir`` (batched and loop engines) each finished width is saved there as
+    ``width-<m>.npz`` (atomically) and a width already saved is loaded instead of trained,
+    so a scan killed after some widths resumes from them. A width's networks depend only
+    on the config and the width (seeded inits, deterministic steps), so the resumed arrays
+    equal the uninterrupted ones."""
     if engine == "grouped":
         return _simulate_grouped(cfg)
     if engine not in ("batched", "loop"):
@@ -158,6 +168,12 @@ def simulate(cfg: ScanConfig, *, engine: str = "batched", progress_desc: str = "
     out = _empty_result(cfg, settings.n_records)
     train = tl.train_batch if engine == "batched" else tl.train_loop
     for w, m in enumerate(progress(cfg.widths, desc=progress_desc)):
+        saved = _load_width(partial_dir, m)
+        if saved is not None:
+            for key, v in saved.items():
+                out[key][:, :, w] = v
+            log.info("width %d: loaded from %s", m, partial_dir)
+            continue
         a0, W0, k, kp = _width_batch(cfg, m)
         t0 = time.perf_counter()
         res = train(a0, W0, k, kp, X, y, settings)
@@ -174,7 +190,34 @@ def simulate(cfg: ScanConfig, *, engine: str = "batched", progress_desc: str = "
         out["status"][:, :, w] = res["status"].reshape(G, Gp, S)
         out["hist_rd"][:, :, w] = res["hist_rd"].reshape(G, Gp, S, -1)
         out["hist_loss"][:, :, w] = res["hist_loss"].reshape(G, Gp, S, -1)
+        _save_width(partial_dir, m, {key: out[key][:, :, w] for key in out})
     return out
+
+
+def _width_file(partial_dir, m: int):
+    from pathlib import Path
+
+    return Path(partial_dir) / f"width-{m}.npz"
+
+
+def _load_width(partial_dir, m: int) -> dict[str, np.ndarray] | None:
+    """A width's saved slices, or None (no folder, not saved yet, or unreadable)."""
+    if partial_dir is None or not _width_file(partial_dir, m).is_file():
+        return None
+    try:
+        with np.load(_width_file(partial_dir, m), allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except Exception as err:  # a damaged partial file is recomputed, not trusted
+        log.warning("ignoring unreadable %s: %s", _width_file(partial_dir, m), err)
+        return None
+
+
+def _save_width(partial_dir, m: int, arrays: dict[str, np.ndarray]) -> None:
+    if partial_dir is None:
+        return
+    from smallinit.runs import atomic_save_npz
+
+    atomic_save_npz(_width_file(partial_dir, m), arrays)
 
 
 def _empty_result(cfg: ScanConfig, n_records: int) -> dict[str, np.ndarray]:
@@ -303,12 +346,16 @@ def run_scan(cfg: ScanConfig, store=None, *, force: bool = False,
 
     def body(run):
         t0 = time.perf_counter()
-        sim = simulate(cfg, engine="batched" if engine == "jax" else engine)
+        partial = run.path / "partial" if engine == "jax" else None
+        sim = simulate(cfg, engine="batched" if engine == "jax" else engine,
+                       partial_dir=partial)
         slopes, s_w = fit_slopes(sim["rd"], sim["status"], cfg.widths)
         n_failed = (sim["status"] != 0).sum(axis=(2, 3))
         run.save_arrays(S_w=s_w, slopes=slopes, widths=np.asarray(cfg.widths),
                         gammas=np.asarray(cfg.gammas), gamma_primes=np.asarray(cfg.gamma_primes),
                         **sim)
+        if partial is not None:  # the whole grid is in arrays.npz now
+            shutil.rmtree(partial, ignore_errors=True)
         counts = {name: int((sim["status"] == code).sum()) for code, name in
                   enumerate(("converged", "budget", "diverged"))}
         run.log({"event": "simulated", "engine": engine, "seconds": time.perf_counter() - t0,

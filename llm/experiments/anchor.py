@@ -41,17 +41,18 @@ from typing import Any
 
 import numpy as np
 
+from smallinit import profiles
 from smallinit.config import config_from_dict, load_config, read_toml, replace_config
 from smallinit.errors import ConfigError, require
+from smallinit.jobs import Job, Results, run_jobs
 from smallinit.llm.config import ModelConfig, TrainConfig
 from smallinit.llm.data import anchor
-from smallinit.progress import progress
 from smallinit.runs import Run, RunStore
 
 log = logging.getLogger(__name__)
 KIND = "llm-anchor"
 VERSION = "2"  # 2: attention-on-triple indexing fixed; training accuracy on 2048 rows
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+SECTION = "anchor"  # the profiles' table of this experiment (smallinit/profiles/*.toml)
 
 
 def _model_default() -> ModelConfig:
@@ -122,18 +123,19 @@ class AnchorScan:
 
 # ----------------------------------------------------------------------------- profiles
 def profile_path(profile: str) -> Path:
-    """``llm/configs/anchor_<profile>.toml`` (``quick`` or ``full``)."""
-    path = CONFIG_DIR / f"anchor_{profile}.toml"
-    if not path.is_file():
-        raise ConfigError(f"anchor profile {profile!r} does not exist; use quick or full")
-    return path
+    """The profile file whose ``[anchor]`` table holds the run config and ``[anchor.scan]``
+    the grid (:mod:`smallinit.profiles`)."""
+    return profiles.path(profile)
 
 
 def load_profile(source: str | Path = "quick", overrides=()) -> tuple[AnchorConfig, AnchorScan]:
-    """Run config and scan grid from a profile name or TOML path, plus ``key=value``
-    overrides (``scan.*`` keys go to the grid, all others to the run config)."""
-    path = profile_path(str(source)) if str(source) in ("quick", "full") else Path(source)
-    data = read_toml(path)
+    """Run config and scan grid from a profile name (its ``[anchor]`` table) or a TOML
+    path (run config at the top, grid in ``[scan]``), plus ``key=value`` overrides
+    (``scan.*`` keys go to the grid, all others to the run config)."""
+    if str(source) in profiles.names():
+        data = profiles.section(str(source), SECTION)
+    else:
+        data = read_toml(Path(source))
     scan_data = data.pop("scan", {})
     overrides = list(overrides)
     run_over = [o for o in overrides if not o.strip().startswith("scan.")]
@@ -352,6 +354,14 @@ class Cell:
         return self.run.summary if self.ok else {}
 
 
+ENTRY = "smallinit.llm.experiments.anchor:anchor_job"
+
+
+def anchor_job(cfg: AnchorConfig, store: RunStore, force: bool) -> Run:
+    """The job driver's entry for one anchor run (:func:`run_anchor`)."""
+    return run_anchor(cfg, store, force=force)
+
+
 def scan_cells(base: AnchorConfig, scan: AnchorScan) -> list[tuple[str, AnchorConfig]]:
     """Every (panel, config) of the grid; a config shared by both panels appears twice but
     trains once (same run key)."""
@@ -367,35 +377,57 @@ def scan_cells(base: AnchorConfig, scan: AnchorScan) -> list[tuple[str, AnchorCo
     return cells
 
 
+def _job(cfg: AnchorConfig, **tags: Any) -> Job:
+    return Job(KIND, VERSION, cfg, ENTRY, {"gamma": init_gamma(cfg.init),
+                                           "layers": cfg.model.n_layers,
+                                           "weight_decay": cfg.train.weight_decay,
+                                           "seed": cfg.seed, **tags})
+
+
+def scan_jobs(base: AnchorConfig, scan: AnchorScan) -> list[Job]:
+    """The grid's cells as jobs for the driver (tag ``panel``: depth or wd)."""
+    return [_job(cfg, panel=panel) for panel, cfg in scan_cells(base, scan)]
+
+
+def mechanism_jobs(base: AnchorConfig, scan: AnchorScan) -> list[Job]:
+    """The two contrasting models of the mechanism view (base depth and weight decay,
+    first seed), tagged ``panel=mechanism``."""
+    return [_job(cell_config(base, gamma=g, seed=scan.seeds[0]), panel="mechanism")
+            for g in scan.mechanism_gammas]
+
+
 def run_scan(base: AnchorConfig, scan: AnchorScan, store: RunStore | None = None, *,
-             force: bool = False) -> list[Cell]:
-    """Train every cell of the grid (reusing finished runs) and return them."""
-    store = store or RunStore()
-    out, done_keys = [], set()
-    todo = scan_cells(base, scan)
-    for panel, cfg in progress(todo, desc="anchor scan", unit="cell"):
-        key = store.run(KIND, cfg, version=VERSION).key
-        run = run_anchor(cfg, store, force=force and key not in done_keys)
-        done_keys.add(key)
-        if not run.done:
-            log.warning("cell %s L=%d λ=%g failed: %s", cfg.init, cfg.model.n_layers,
-                        cfg.train.weight_decay, run.status().get("reason"))
-        out.append(Cell(panel, init_gamma(cfg.init), cfg.model.n_layers,
-                        cfg.train.weight_decay, cfg.seed, run))
-    return out
+             force: bool = False, workers: int = 1) -> Results:
+    """Train every cell of the grid through the job driver (reusing finished runs)."""
+    return run_jobs(scan_jobs(base, scan), store, force=force, workers=workers,
+                    desc="anchor scan")
 
 
 def mechanism_runs(base: AnchorConfig, scan: AnchorScan, store: RunStore | None = None, *,
                    force: bool = False) -> list[Run]:
-    """The two contrasting models of the mechanism view (base depth and weight decay)."""
-    return [run_anchor(cell_config(base, gamma=g, seed=scan.seeds[0]), store, force=force)
-            for g in scan.mechanism_gammas]
+    """The runs of :func:`mechanism_jobs` (computed when missing)."""
+    return run_jobs(mechanism_jobs(base, scan), store, force=force).runs
 
 
-def scan_table(cells: list[Cell]) -> list[dict[str, Any]]:
+def cells(results: Results) -> list[Cell]:
+    """The grid cells of a scan's results (mechanism-only jobs left out)."""
+    out = []
+    for job, run in results:
+        t = job.tags
+        if t.get("panel") not in ("depth", "wd"):
+            continue
+        if not run.done:
+            log.warning("cell %s L=%d λ=%g failed: %s", job.config.init, t["layers"],
+                        t["weight_decay"], run.status().get("reason"))
+        out.append(Cell(t["panel"], t["gamma"], t["layers"], t["weight_decay"], t["seed"],
+                        run))
+    return out
+
+
+def scan_table(scan: Results | list[Cell]) -> list[dict[str, Any]]:
     """One row per cell (means over seeds): the numbers behind fig 6."""
     groups: dict[tuple, list[Cell]] = {}
-    for c in cells:
+    for c in (cells(scan) if isinstance(scan, Results) else scan):
         groups.setdefault((c.panel, c.gamma, c.layers, c.weight_decay), []).append(c)
     rows = []
     keys = ("acc_seen_train", "acc_seen_test", "share_inferential", "share_symmetric",

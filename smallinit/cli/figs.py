@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from smallinit.cli.util import HelpFormatter, add_run_options, profile_arg
@@ -23,7 +24,27 @@ def _figure_numbers(text: str) -> list[int]:
     return numbers
 
 
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from smallinit.experiments import plan
+
+    rows = plan(args.profile, args.only)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    seen = set()
+    for r in rows:
+        again = " (shared)" if (r["kind"], r["key"]) in seen else ""
+        again += f" (inside {r['experiment']})" if r["inner"] else ""
+        seen.add((r["kind"], r["key"]))
+        print(f"fig {r['figure']:2d} {r['experiment']:<20} {r['kind']:<24} {r['key']}  "
+              f"{r['summary']}{again}")
+    print(f"{len(seen)} distinct runs in {len(rows)} rows at profile {args.profile}")
+    return 0
+
+
 def _cmd_figs(args: argparse.Namespace) -> int:
+    if args.plan:
+        return _cmd_plan(args)
     results = make_figures(
         only=args.only,
         profile=args.profile,
@@ -43,7 +64,7 @@ def _cmd_figs(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "figs",
-        help="render the paper figures into paper_figs/out/",
+        help="render the paper figures (or list their runs with --plan)",
         description=(
             "Render the figures of SPEC §7 from the cached experiments (computing missing "
             "runs first). Figures whose experiment is not built yet are listed as such."
@@ -55,6 +76,12 @@ def register(subparsers) -> None:
     parser.add_argument("--profile", type=profile_arg, default="quick",
                         help="quick (CPU minutes) or full (GPU scale)")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="output folder (default: paper_figs/out)")
+                        help="where the PNG/PDF files go (default: $SMALLINIT_FIGS_OUT, else "
+                             "paper_figs/out of the checkout, else ./paper_figs_out); the "
+                             "figure scripts themselves always come from the package")
+    parser.add_argument("--plan", action="store_true",
+                        help="list every run of the chosen figures (figure, experiment, kind, "
+                             "run key, config summary) without computing anything")
+    parser.add_argument("--json", action="store_true", help="with --plan: print JSON rows")
     add_run_options(parser)
     parser.set_defaults(func=_cmd_figs)

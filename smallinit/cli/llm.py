@@ -6,7 +6,6 @@ import argparse
 import json
 from pathlib import Path
 
-import smallinit.llm
 from smallinit.cli.llm_bench import add_trust_option
 from smallinit.cli.util import add_command, add_group, add_run_options, positive_int, user_error
 
@@ -14,29 +13,34 @@ CONFIG_HELP = ("a TOML config file, or the name of a packaged one: quick (CPU mi
                "(GPU scale)")
 
 
-LLM_CONFIGS = Path(smallinit.llm.__file__).parent / "configs"
-
-
 def config_path(name: str | None) -> Path | None:
-    """A TOML path, or a packaged config by name (``quick``, ``full``)."""
+    """A TOML file given by path (None for a packaged profile name or no config)."""
     if name is None:
         return None
     path = Path(name)
     if path.exists() or path.suffix == ".toml":
         return path
-    packaged = LLM_CONFIGS / f"{name}.toml"
-    if packaged.exists():
-        return packaged
-    known = sorted(p.stem for p in LLM_CONFIGS.glob("*.toml"))
+    from smallinit import profiles
+
+    if name in profiles.names():
+        return None
     raise user_error(f"config {name!r} is neither a file nor a packaged config "
-                     f"({', '.join(known)})")
+                     f"({', '.join(profiles.names())})")
 
 
 def load_run_config(args):
+    """The run config: a TOML file, or the ``[llm-train]`` table of a packaged profile
+    (smallinit/profiles/<name>.toml), then the ``key=value`` overrides."""
+    from smallinit import profiles
     from smallinit.config import load_config
     from smallinit.llm.config import RunConfig
 
-    return load_config(RunConfig, config_path(args.config), args.overrides)
+    path = config_path(args.config)
+    base = None
+    if args.config is not None and path is None:
+        base = profiles.merged(RunConfig(), profiles.section(args.config, "llm-train"),
+                               where=f"{args.config}.llm-train")
+    return load_config(RunConfig, path, args.overrides, base=base)
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from smallinit.cli.util import (
     add_run_options,
     finite_float,
     float_list,
+    positive_int,
     positive_int_list,
     profile_arg,
 )
@@ -94,8 +95,9 @@ def cmd_anchor_scan(args: argparse.Namespace) -> int:
                      + "]")
     args.overrides = list(args.overrides) + extra
     base, scan = _load(args)
-    cells = run_scan(base, scan, RunStore(args.runs_dir), force=args.force)
-    rows = scan_table(cells)
+    results = run_scan(base, scan, RunStore(args.runs_dir), force=args.force,
+                       workers=args.workers)
+    rows = scan_table(results)
     print(format_table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
@@ -125,6 +127,9 @@ def register_anchor_commands(commands) -> None:
                    help="depths of the (γ, depth) panel; unset: the profile's scan.layers")
     s.add_argument("--weight-decays", type=float_list, default=None, metavar="L[,L...]",
                    help="weight decays of the (γ, λ) panel; unset: scan.weight_decays")
+    s.add_argument("--workers", type=positive_int, default=1,
+                   help="processes training cells side by side (a worker that dies fails "
+                        "its cell only; workers exit with this process)")
     s.add_argument("--json", default=None, metavar="FILE",
                    help="also write the per-cell table as JSON to FILE")
     _common(s)

@@ -23,12 +23,14 @@ size), condense-expand (10: traced γ = 0.5 and 1 runs of fig 8), token-gains (1
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from smallinit.llm.experiments.sweeps import PLANS, experiment_jobs, run_jobs
+    from smallinit.jobs import run_jobs
+    from smallinit.llm.experiments.sweeps import experiment_jobs, plan
     from smallinit.runs import RunStore
 
     jobs = experiment_jobs(args.experiment, args.profile)
-    workers = args.workers or PLANS[args.profile].workers
-    pairs = run_jobs(jobs, RunStore(args.runs_dir), force=args.force, workers=workers)
+    workers = args.workers or plan(args.profile).workers
+    pairs = run_jobs(jobs, RunStore(args.runs_dir), force=args.force, workers=workers,
+                     desc=args.experiment)
     failed = 0
     for job, run in pairs:
         label = " ".join(f"{k}={v}" for k, v in job.tags.items() if k in
@@ -41,7 +43,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"{label}: val_loss {s['val_loss']:.4f} train_loss {s['train_loss']:.4f} "
               f"acc_reasoning {s.get('acc_reasoning', float('nan')):.3f} "
               f"acc_fact {s.get('acc_fact', float('nan')):.3f}  [{run.kind}/{run.key}]")
-    print(f"{len(pairs) - failed} of {len(pairs)} runs finished")
+    print(f"{len(pairs) - failed} of {len(pairs)} runs finished"
+          + (f", {failed} failed (reasons above; rerun to retry)" if failed else ""))
     return 1 if failed else 0
 
 

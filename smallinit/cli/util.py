@@ -139,9 +139,13 @@ positive_int_list = _typed_list(positive_int, "a positive integer")
 
 
 def profile_arg(text: str) -> str:
-    """``quick`` (CPU minutes) or ``full`` (GPU scale)."""
-    if text not in ("quick", "full"):
-        raise argparse.ArgumentTypeError(f"profile {text!r} is not allowed; use quick or full")
+    """A packaged profile: ``quick`` (CPU minutes), ``full`` (GPU scale) or another file of
+    smallinit/profiles/."""
+    from smallinit import profiles
+
+    if text not in profiles.names():
+        raise argparse.ArgumentTypeError(f"profile {text!r} is not allowed; use "
+                                         f"{' or '.join(profiles.names())}")
     return text
 
 

@@ -10,7 +10,8 @@ d_model / head_dim, at least 1).
 Profiles: ``quick`` is sized for a few CPU minutes on 2 cores (measured: one training step
 at d_model = 32/64/128/256/512, 2 layers, context 64, batch 16, one thread takes about
 0.04/0.06/0.15/0.4/1.4 s on a loaded machine, so widths up to 512 at a few hundred steps
-take most of an hour; the quick widths stop at 128). ``full`` is GPU scale.
+take most of an hour; the quick widths stop at 128). ``full`` is GPU scale. Both are the
+``[compare]`` table of ``smallinit/profiles/<profile>.toml``.
 """
 
 from __future__ import annotations
@@ -19,54 +20,31 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from smallinit import profiles
 from smallinit.errors import ConfigError, require
-from smallinit.llm.config import DataConfig, EvalConfig, ModelConfig, RunConfig, TrainConfig
+from smallinit.llm.config import RunConfig
 from smallinit.theory.init_rules import canonical_scheme
 
-QUICK_GAMMAS = (0.3, 0.5, 0.75, 1.0, 1.25)
-QUICK_WIDTHS = (32, 64, 128)
-FULL_WIDTHS = (128, 256, 512, 1024)
+SECTION = "compare"  # the profiles' table of the comparison (smallinit/profiles/*.toml)
 
 
-def quick_llm_base() -> RunConfig:
-    """The base transformer run of the quick profile (d_model, d_ff, n_heads and init are
-    set per point): 2 layers, GELU FFN, context 64, 240 AdamW steps of 16 sequences
-    (245,760 tokens), synthetic corpus, one thread, held-out loss at the end only."""
-    return RunConfig(
-        seed=0,
-        model=ModelConfig(vocab_size=512, context=64, d_model=64, n_layers=2, n_heads=2,
-                          mlp="gelu"),
-        data=DataConfig(synthetic_items=10000, synthetic_val_items=500, synthetic_facts=100),
-        train=TrainConfig(steps=240, batch_size=16, lr=3e-3, warmup=24, weight_decay=0.1,
-                          threads=1, log_every=20, eval_every=0, eval_batches=4,
-                          checkpoint_every=80),
-        eval=EvalConfig(answer_items=0, token_windows=4),
-    )
-
-
-def full_llm_base() -> RunConfig:
-    """The base run of the full profile: 4 layers, context 256, 4000 steps of 64 sequences
-    (65.5M tokens), GPU (bf16 autocast), checkpoints every 500 steps."""
-    return RunConfig(
-        seed=0,
-        model=ModelConfig(vocab_size=4096, context=256, d_model=256, n_layers=4, n_heads=4,
-                          mlp="gelu"),
-        data=DataConfig(synthetic_items=200000, synthetic_val_items=5000, synthetic_facts=1000),
-        train=TrainConfig(steps=4000, batch_size=64, lr=1e-3, warmup=200, weight_decay=0.1,
-                          log_every=50, eval_every=500, eval_batches=16, checkpoint_every=500),
-        eval=EvalConfig(answer_items=200, token_windows=32),
-    )
+def _quick(name: str):
+    """A field's default: the quick profile's value (tuples for lists, a RunConfig for
+    ``llm``)."""
+    if name == "llm":
+        return profile_config("quick").llm
+    return tuple(profiles.section("quick", SECTION)[name])
 
 
 @dataclass
 class CompareConfig:
     """One comparison: theory, toy and transformer at every γ (module docstring)."""
 
-    gammas: tuple[float, ...] = QUICK_GAMMAS
-    widths: tuple[int, ...] = QUICK_WIDTHS  # transformer d_model
+    gammas: tuple[float, ...] = field(default_factory=lambda: _quick("gammas"))
+    widths: tuple[int, ...] = field(default_factory=lambda: _quick("widths"))  # d_model
     ffn_ratio: int = 4  # d_ff = ffn_ratio · d_model
     head_dim: int = 32
-    llm: RunConfig = field(default_factory=quick_llm_base)
+    llm: RunConfig = field(default_factory=lambda: _quick("llm"))
     toy_widths: tuple[int, ...] = (250, 500, 1000)
     toy_seeds: int = 3
     toy_max_steps: int = 20000
@@ -125,12 +103,11 @@ def n_heads(width: int, head_dim: int) -> int:
 
 
 def profile_config(profile: str) -> CompareConfig:
-    """``quick`` (CPU minutes) or ``full`` (GPU scale: widths 128…1024, 4 layers, 4000
-    steps; toy widths 250…4000, 5 seeds)."""
-    if profile == "quick":
-        return CompareConfig()
-    if profile == "full":
-        return CompareConfig(widths=FULL_WIDTHS, head_dim=64, llm=full_llm_base(),
-                             toy_widths=(250, 500, 1000, 2000, 4000), toy_seeds=5,
-                             toy_max_steps=100000, condense_width=2000)
-    raise ConfigError(f"profile {profile!r} is not allowed; use quick or full")
+    """The comparison of a profile's ``[compare]`` table (``quick``: CPU minutes; ``full``:
+    GPU scale). Its ``[compare.llm]`` run is laid over the plain RunConfig defaults."""
+    table = profiles.section(profile, SECTION)
+    table.setdefault("gammas", list(_quick("gammas")))
+    table.setdefault("widths", list(_quick("widths")))
+    neutral = CompareConfig(gammas=tuple(table["gammas"]), widths=tuple(table["widths"]),
+                            llm=RunConfig())
+    return profiles.merged(neutral, table, where=f"{profile}.{SECTION}")

@@ -9,8 +9,9 @@ For each γ of a :class:`~smallinit.compare.config.CompareConfig`:
    the points (:func:`smallinit.toy.scan.run_scan`, a (γ, γ') grid of one γ' value) for
    S_w, and one condensation grid (:func:`smallinit.toy.condense.run`) for the score;
 3. transformer: one training run per width (:func:`smallinit.llm.training.train.train`, kind
-   ``llm-train``), then the measurements of :mod:`smallinit.llm.analysis.ffn` between its
-   re-created θ(0) and its final weights.
+   ``llm-train``, all through the job driver :func:`smallinit.jobs.run_jobs`), then the
+   measurements of :mod:`smallinit.llm.analysis.ffn` between its re-created θ(0) and its
+   final weights.
 
 Every piece goes through the run store, so an interrupted comparison keeps its finished
 training runs; the comparison itself is a run of kind ``compare`` whose directory holds
@@ -84,14 +85,19 @@ def toy_points(cfg: CompareConfig, predictions: list[dict], store: RunStore,
     return out
 
 
-def llm_point(cfg: CompareConfig, gamma: float, width: int, store: RunStore,
-              force: bool) -> dict[str, Any]:
-    """Train (or reuse) the transformer at (γ, width) and measure it."""
+def llm_jobs(cfg: CompareConfig):
+    """One transformer training job per (γ, width), for the job driver."""
+    from smallinit.llm.experiments.sweeps import llm_job
+
+    return [llm_job("train", cfg.llm_run(g, w), {"gamma": g, "width": w})
+            for g in cfg.gammas for w in cfg.widths]
+
+
+def llm_point(cfg: CompareConfig, gamma: float, width: int, run) -> dict[str, Any]:
+    """Measure the trained transformer at (γ, width) (its run from the job driver)."""
     from smallinit.llm.analysis.ffn import initial_model, measure_layers, trained_model
-    from smallinit.llm.training.train import train
 
     run_cfg = cfg.llm_run(gamma, width)
-    run = train(run_cfg, runs_dir=store.root, force=force)
     entry: dict[str, Any] = {"gamma": gamma, "width": width, "d_ff": cfg.ffn_ratio * width,
                              "run": str(run.path), "state": run.state}
     if run.state != "done":
@@ -133,16 +139,15 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
                 force: bool = False) -> CompareResult:
     """Compute (or reuse) the comparison through the run store (module docstring);
     ``force`` recomputes it and every run under it."""
-    from smallinit.progress import progress
+    from smallinit.jobs import run_jobs
 
     store = store or RunStore()
 
     def body(run):
         predictions = theory_points(cfg)
         toy = toy_points(cfg, predictions, store, force)
-        llm = [llm_point(cfg, g, w, store, force)
-               for g, w in progress([(g, w) for g in cfg.gammas for w in cfg.widths],
-                                    desc="compare: transformers")]
+        trained = run_jobs(llm_jobs(cfg), store, force=force, desc="compare: transformers")
+        llm = [llm_point(cfg, job.tags["gamma"], job.tags["width"], r) for job, r in trained]
         run.write_json("measurements.json", llm)
         records = build_table(cfg, predictions, toy, llm)
         run.write_json("table.json", {"records": records, "theory": predictions, "toy": toy})

@@ -1,0 +1,1 @@
+"""The paper figures, one module per figure (smallinit.figs runs them)."""

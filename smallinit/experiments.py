@@ -1,0 +1,276 @@
+"""The experiment registry: every experiment behind the paper figures, by name.
+
+An :class:`Experiment` turns a profile (:mod:`smallinit.profiles`, one TOML table per
+experiment) into its list of :class:`~smallinit.jobs.Job` without running anything;
+:func:`results` hands that list to the one job driver (:func:`smallinit.jobs.run_jobs`),
+which computes the missing runs through the run store and returns a
+:class:`~smallinit.jobs.Results`. Figure scripts ask :func:`results` for their experiments
+at ``ctx.profile`` and only draw; :func:`plan` lists every run of a profile
+(``smallinit figs --plan``).
+
+The toy phase scan keeps its own engine (one run computes the whole grid); its grid comes
+from the profile like every other experiment's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from smallinit import profiles
+from smallinit.config import canonical_json, config_to_dict
+from smallinit.errors import ConfigError
+from smallinit.jobs import Job, Results, run_jobs
+from smallinit.runs import Run, RunStore
+
+HERE = "smallinit.experiments"
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """One experiment: what it is, which figures draw it, how a profile makes its jobs."""
+
+    name: str
+    figures: tuple[int, ...]
+    about: str
+    jobs: Callable[[str], list[Job]]
+    workers: Callable[[str], int] = lambda profile: 1
+    #: runs that its jobs compute inside themselves (listed by :func:`plan` only)
+    inner: Callable[[str], list[Job]] = lambda profile: []
+
+
+# ----------------------------------------------------------------------------- toy
+def _toy_job(kind: str, version: str, config: Any, entry: str, **tags: Any) -> Job:
+    return Job(kind, version, config, f"{HERE}:{entry}", tags)
+
+
+def scan_config(profile: str, table: str = "toy-scan"):
+    """A :class:`~smallinit.toy.scan.ScanConfig` from a profile table."""
+    from smallinit.toy.scan import profile_config
+
+    return profile_config(profile, table)
+
+
+def _toy_scan_jobs(table: str) -> Callable[[str], list[Job]]:
+    def jobs(profile: str) -> list[Job]:
+        from smallinit.toy import scan
+
+        return [_toy_job(scan.KIND, scan.VERSION, scan_config(profile, table), "run_toy_scan")]
+
+    return jobs
+
+
+def run_toy_scan(cfg, store: RunStore, force: bool):
+    from smallinit.toy.scan import run_scan
+
+    return run_scan(cfg, store, force=force)
+
+
+def _condense_jobs(profile: str) -> list[Job]:
+    from smallinit.toy import condense
+
+    cfg = profiles.merged(condense.CondenseConfig(), profiles.section(profile, "condense"),
+                          where=f"{profile}.condense")
+    return [_toy_job(condense.KIND, condense.VERSION, cfg, "run_condense")]
+
+
+def run_condense(cfg, store: RunStore, force: bool):
+    from smallinit.toy import condense
+
+    return condense.run(cfg, store, force=force)
+
+
+def _initial_condensation_jobs(profile: str) -> list[Job]:
+    from smallinit.toy import initial_condensation as ic
+
+    table = profiles.section(profile, "initial-condensation")
+    activations = table.pop("activations", ["tanh"])
+    return [_toy_job(ic.KIND, ic.VERSION,
+                     profiles.merged(ic.InitialCondensationConfig(), {**table, "activation": a},
+                                     where=f"{profile}.initial-condensation"),
+                     "run_initial_condensation", activation=a) for a in activations]
+
+
+def run_initial_condensation(cfg, store: RunStore, force: bool):
+    from smallinit.toy import initial_condensation as ic
+
+    return ic.run(cfg, store, force=force)
+
+
+def diagonal_alphas(profile: str) -> tuple[float, ...]:
+    """The α grid of the diagonal net: ``np.logspace(start, stop, num)[::every]``."""
+    import numpy as np
+
+    grid = profiles.section(profile, "diagonal")["alpha_grid"]
+    alphas = np.logspace(grid["start"], grid["stop"], int(grid["num"]))[::int(grid.get("every",
+                                                                                         1))]
+    return tuple(float(a) for a in alphas)
+
+
+def _diagonal_jobs(profile: str) -> list[Job]:
+    from smallinit.toy import diagonal
+
+    table = profiles.section(profile, "diagonal")
+    jobs = []
+    for depth in table["depths"]:
+        cfg = profiles.merged(diagonal.DiagonalConfig(), {
+            "alphas": list(diagonal_alphas(profile)), "depth": depth, **table["problem"]},
+            where=f"{profile}.diagonal")
+        jobs.append(_toy_job(diagonal.KIND, diagonal.VERSION, cfg, "run_diagonal",
+                             depth=depth))
+    return jobs
+
+
+def run_diagonal(cfg, store: RunStore, force: bool):
+    from smallinit.toy import diagonal
+
+    return diagonal.run(cfg, store, force=force)
+
+
+# ----------------------------------------------------------------------------- compare
+def _compare_jobs(profile: str) -> list[Job]:
+    from smallinit.compare.config import profile_config
+    from smallinit.compare.run import KIND, VERSION
+
+    return [_toy_job(KIND, VERSION, profile_config(profile), "run_compare")]
+
+
+def _compare_inner(profile: str) -> list[Job]:
+    from smallinit.compare.config import profile_config
+    from smallinit.compare.run import llm_jobs
+
+    return llm_jobs(profile_config(profile))
+
+
+def run_compare(cfg, store: RunStore, force: bool):
+    from smallinit.compare.run import run_compare as run
+
+    return run(cfg, store, force=force)
+
+
+# ----------------------------------------------------------------------------- llm
+def _anchor_jobs(profile: str) -> list[Job]:
+    from smallinit.llm.experiments import anchor
+
+    base, scan = anchor.load_profile(profile)
+    return anchor.scan_jobs(base, scan) + anchor.mechanism_jobs(base, scan)
+
+
+def _sweep_jobs(name: str) -> Callable[[str], list[Job]]:
+    def jobs(profile: str) -> list[Job]:
+        from smallinit.llm.experiments.sweeps import experiment_jobs
+
+        return experiment_jobs(name, profile)
+
+    return jobs
+
+
+def _sweep_workers(profile: str) -> int:
+    from smallinit.llm.experiments.sweeps import plan
+
+    return plan(profile).workers
+
+
+_LIST = [
+    Experiment("toy-scan", (1,), "two-layer ReLU net: S_w over the (γ, γ') grid",
+               _toy_scan_jobs("toy-scan")),
+    Experiment("rd-vs-width", (2,), "two-layer ReLU net: RD against width at γ' = 0",
+               _toy_scan_jobs("rd-vs-width")),
+    Experiment("condense", (3,), "two-layer ReLU net: condensation maps over (γ, γ')",
+               _condense_jobs),
+    Experiment("initial-condensation", (3,), "initial condensation per activation",
+               _initial_condensation_jobs),
+    Experiment("diagonal", (4,), "diagonal linear net trained from init scale α",
+               _diagonal_jobs),
+    Experiment("compare", (5,), "toy-to-transformer comparison (smallinit compare)",
+               _compare_jobs, inner=_compare_inner),
+    Experiment("anchor-scan", (6,), "anchor task: (γ, depth) and (γ, λ) grids and the two "
+               "mechanism models", _anchor_jobs),
+    Experiment("gamma-sweep", (7,), "LLM: γ grid × sizes + baselines",
+               _sweep_jobs("gamma-sweep"), _sweep_workers),
+    Experiment("eps-gating", (8,), "LLM: RMSNorm ε × gated attention, traced",
+               _sweep_jobs("eps-gating"), _sweep_workers),
+    Experiment("critical-init", (9,), "LLM: γ grid × seeds at the smallest size",
+               _sweep_jobs("critical-init"), _sweep_workers),
+    Experiment("condense-expand", (10,), "LLM: traced γ = 0.5 and 1 runs over training",
+               _sweep_jobs("condense-expand"), _sweep_workers),
+    Experiment("token-gains", (11,), "LLM: matched γ = 0.5 / γ = 1 models per seed",
+               _sweep_jobs("token-gains"), _sweep_workers),
+]
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in _LIST}
+
+
+def get(name: str) -> Experiment:
+    if name not in EXPERIMENTS:
+        raise ConfigError(f"experiment {name!r} does not exist; choose from "
+                          f"{', '.join(EXPERIMENTS)}")
+    return EXPERIMENTS[name]
+
+
+def of_figure(number: int) -> list[Experiment]:
+    """The experiments figure ``number`` draws (none for a theory-only figure)."""
+    return [e for e in _LIST if number in e.figures]
+
+
+def jobs(name: str, profile: str) -> list[Job]:
+    """Experiment ``name``'s jobs at ``profile``, without running anything."""
+    profiles.path(profile)
+    return get(name).jobs(profile)
+
+
+def results(name: str, profile: str, store: RunStore | None = None, *, force: bool = False,
+            workers: int | None = None) -> Results:
+    """Experiment ``name`` at ``profile``: missing runs computed by the job driver."""
+    experiment = get(name)
+    the_jobs = jobs(name, profile)
+    return run_jobs(the_jobs, store, force=force,
+                    workers=workers or experiment.workers(profile), desc=name)
+
+
+def single(results: Results) -> Run:
+    """The one run of a one-run experiment; a run that did not finish raises RunFailed
+    with its recorded reason."""
+    from smallinit.errors import RunFailed
+
+    if len(results.runs) != 1:
+        raise ValueError(f"expected one run, got {len(results.runs)}")
+    run = results.runs[0]
+    if not run.done:
+        raise RunFailed(f"{run.kind} run {run.path} is {run.state}: "
+                        f"{run.status().get('reason')}")
+    return run
+
+
+def outputs(run: Run) -> dict[str, Any]:
+    """A finished toy run's summary and arrays in one dict (what its module returns)."""
+    return {**run.summary, **run.arrays()}
+
+
+# ----------------------------------------------------------------------------- plan
+def summary(job: Job) -> str:
+    """A short description of a job's config for listings."""
+    if job.tags:
+        return " ".join(f"{k}={v}" for k, v in job.tags.items())
+    data = config_to_dict(job.config)
+    short = {k: v for k, v in data.items() if not isinstance(v, dict)}
+    text = canonical_json(short)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def plan(profile: str, figures: list[int] | None = None) -> list[dict[str, Any]]:
+    """Every run of the chosen figures at ``profile``: one row per (figure, experiment,
+    job) with kind, key and a config summary; runs that a job computes inside itself
+    (compare's transformers) follow it with ``inner`` set. Nothing is computed."""
+    from smallinit.figs import FIGURES
+
+    rows = []
+    for number in sorted(figures or FIGURES):
+        for experiment in of_figure(number):
+            listed = [(job, False) for job in jobs(experiment.name, profile)]
+            listed += [(job, True) for job in experiment.inner(profile)]
+            for job, inner in listed:
+                rows.append({"figure": number, "experiment": experiment.name,
+                             "kind": job.kind, "key": job.key, "summary": summary(job),
+                             "inner": inner})
+    return rows
