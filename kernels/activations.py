@@ -1,6 +1,6 @@
 """Activations by name, with their derivatives, for the two-layer step (NumPy).
 
-Multiplicities (SPEC §3): relu, tanh, sigmoid, softplus, gelu have p = 1 at 0 (in the
+Multiplicities (docs/science.md §3): relu, tanh, sigmoid, softplus, gelu have p = 1 at 0 (in the
 sense σ'(0) ≠ 0; relu/sigmoid/softplus/gelu are not odd), xtanh = x·tanh x has p = 2 and
 x2tanh = x²·tanh x has p = 3. gelu is the exact form x·Φ(x) with Φ the normal CDF.
 The integer code of each name is the switch value the CUDA kernel uses (grouped_step.cu).

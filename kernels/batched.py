@@ -117,7 +117,7 @@ def grouped_two_layer_step(
     alpha: Any = 1.0,
     activation: str = "relu",
 ) -> GroupedStep:
-    """Loss and gradients of a ragged batch of two-layer networks in one call (SPEC §2).
+    """Loss and gradients of a ragged batch of two-layer networks in one call (docs/science.md §2).
 
     Network g: f_g(x) = (1/α_g) Σ_{k∈g} a_k σ(w_k·x + b_k), R_g = (1/2n) Σ_i (f_g(x_i) − y_i)².
     Returns :class:`GroupedStep` (loss per network, ∂R_g/∂a, ∂R_g/∂W, ∂R_g/∂b or None when

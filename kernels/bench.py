@@ -1,7 +1,7 @@
 """Benchmark workloads and baselines, shared by the pytest-benchmark suite and gpu_check.
 
 Phase-scan batch (the toy's hot loop): G networks of widths spread over 128…4096
-(log-spaced, repeated), 1-d inputs with a bias, n = 4 points (SPEC §2 reference setting).
+(log-spaced, repeated), 1-d inputs with a bias, n = 4 points (docs/science.md §2 reference setting).
 Baselines: CPU — the per-network NumPy loop; GPU — a per-network torch loop with autograd and
 one padded ``torch.bmm`` over the batch (widths padded to the largest, autograd).
 """

@@ -3,7 +3,7 @@
 These are the ground truth the CUDA kernels are tested against and the code the CPU
 backend runs. Inputs are NumPy arrays already validated by :mod:`batched`.
 
-Grouped two-layer step (SPEC §2 model, one network g per segment of neurons):
+Grouped two-layer step (docs/science.md §2 model, one network g per segment of neurons):
 
     z_ik = w_k·x_i + b_k,   f_g(x_i) = (1/α_g) Σ_{k∈g} a_k σ(z_ik),
     e_gi = f_g(x_i) − y_gi,  R_g = (1/2n) Σ_i e_gi²,

@@ -1,5 +1,5 @@
 // Grouped two-layer step: loss and gradients of G independent two-layer networks of
-// different widths (a ragged batch) in one launch. Model and loss (SPEC §2):
+// different widths (a ragged batch) in one launch. Model and loss (docs/science.md §2):
 //   z_ik = w_k·x_i + b_k,  f_g(x_i) = (1/α_g) Σ_{k∈g} a_k σ(z_ik),
 //   e_gi = f_g(x_i) − y_gi,  R_g = (1/2n) Σ_i e_gi²,
 //   ∂R/∂a_k = c Σ_i e_i σ(z_ik),  ∂R/∂w_k = c a_k Σ_i e_i σ'(z_ik) x_i,

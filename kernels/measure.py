@@ -1,4 +1,4 @@
-"""The shared measurements (SPEC §2, §3, §5): one implementation, called by toy and llm.
+"""The shared measurements (docs/science.md §2, §3, §5): one implementation, called by toy and llm.
 
 Inputs may be NumPy, torch, JAX or CuPy arrays; results are Python floats or NumPy arrays.
 
@@ -98,7 +98,7 @@ def leading_eigvec_order(G: Any) -> np.ndarray:
 
 
 def mean_abs_cosine(W: Any) -> float:
-    """Mean |cos| over distinct pairs of rows of W (m, d) (SPEC §3); 0.0 when m < 2."""
+    """Mean |cos| over distinct pairs of rows of W (m, d) (docs/science.md §3); 0.0 when m < 2."""
     g = np.abs(_np(cosine_gram(_np(W, "W")), "G"))
     m = g.shape[0]
     if m < 2:
@@ -186,7 +186,7 @@ def condensation_score(
     Rows of W (m, d) are orientations; ``amplitude`` (m,) ≥ 0 defaults to the row norms (the
     toy passes |a_k|·‖w_k‖). Clusters are the leader clusters of :func:`cluster_labels`, led
     by the heaviest amplitudes. Defaults: top_k = 4 (condensation onto at most 2p ≤ 4 lines
-    for p ≤ 2, SPEC §3; ReLU nets condense onto a few orientations), threshold = 0.95
+    for p ≤ 2, docs/science.md §3; ReLU nets condense onto a few orientations), threshold = 0.95
     (cos, ≈ 18°). The score is ≈ 1 when neurons condense onto ≤ top_k orientations.
 
     Baseline for random isotropic rows (see :func:`condensation_baseline`): a leader's cap
@@ -291,7 +291,7 @@ def top_singular_share(W: Any) -> float | np.ndarray:
 
 
 def measure_all(W: Any, *, threshold: float = DEFAULT_THRESHOLD) -> dict[str, float]:
-    """The per-matrix checkpoint summary llm tracks (SPEC §5): rank, share, clusters."""
+    """The per-matrix checkpoint summary llm tracks (docs/science.md §5): rank, share, clusters."""
     return {
         "effective_rank": float(effective_rank(W)),
         "top_singular_share": float(top_singular_share(W)),

@@ -1,4 +1,4 @@
-"""smallinit.llm: transformer, γ-initialization, training and analysis (SPEC §1, §5, §6).
+"""smallinit.llm: transformer, γ-initialization, training and analysis (docs/science.md §1, §5, §6).
 
 Importing this package is light (no torch); the names below load their module on first use::
 

@@ -1,4 +1,4 @@
-"""Figure 1: the two-layer ReLU phase diagram (SPEC §2, §7.1).
+"""Figure 1: the two-layer ReLU phase diagram (docs/science.md §2, §7.1).
 
 Theory layer (this file): the linear and condensed regions, the critical rays Δ = 0 and the
 named initializations, all computed by :mod:`smallinit.theory` (γ horizontal, γ' vertical).

@@ -1,5 +1,5 @@
 """Figure 2: RD of the input weights versus width at γ' = 0 for γ ∈ {0.5, 1, 1.75}
-(SPEC §7.2), fitted slopes S_w in the legend, theory's interval alongside."""
+(docs/science.md §7.2), fitted slopes S_w in the legend, theory's interval alongside."""
 
 from __future__ import annotations
 

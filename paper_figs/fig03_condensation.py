@@ -1,5 +1,6 @@
 """Figure 3: condensation maps (orientation θ_k vs amplitude A_k) across a (γ, γ') grid, and
-initial-condensation cosine heatmaps for activations of multiplicity p = 1, 2, 3 (SPEC §7.3)."""
+initial-condensation cosine heatmaps for activations of multiplicity p = 1, 2, 3 (docs/science.md
+§7.3)."""
 
 from __future__ import annotations
 

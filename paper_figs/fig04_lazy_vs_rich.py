@@ -1,4 +1,4 @@
-"""Figure 4: lazy versus rich in the diagonal linear network (SPEC §4, §7.4).
+"""Figure 4: lazy versus rich in the diagonal linear network (docs/science.md §4, §7.4).
 
 Theory layer (this file): (a) the shape of Q_α for one coordinate, from |β| (α → 0, ℓ1)
 to β² (α → ∞, ℓ2); (b) the distance of argmin Q_α s.t. Xβ = y to the minimum-ℓ1 and

@@ -1,4 +1,4 @@
-"""Figure 5: the transformer's FFN blocks on the phase diagram (SPEC §5, §7.5).
+"""Figure 5: the transformer's FFN blocks on the phase diagram (docs/science.md §5, §7.5).
 
 Theory layer (this file): (a) FFN phase coordinates under the γ rule and named schemes,
 with d_model fixed and with proportional widths (the schemes at their effective γ for a
@@ -33,7 +33,7 @@ COLORS = dict(zip(SCHEMES, ("#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2
 def _shape(width: int):
     from smallinit.theory.transformer import TransformerShape
 
-    # The plain FFN x ↦ W_down σ(W_up x) of SPEC §5 (d_ff = 4·d_model).
+    # The plain FFN x ↦ W_down σ(W_up x) of docs/science.md §5 (d_ff = 4·d_model).
     return TransformerShape(d_model=width, n_layers=N_LAYERS, mlp="gelu")
 
 

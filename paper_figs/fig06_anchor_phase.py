@@ -1,4 +1,4 @@
-"""Fig 6: the anchor-task phase diagram over (γ, depth) and (γ, weight decay) (SPEC §6).
+"""Fig 6: the anchor-task phase diagram over (γ, depth) and (γ, weight decay) (docs/science.md §6).
 
 First file: share of the unseen pair (4, 3) answered inferentially (x − 10), symmetrically
 (x − 6) and otherwise, per cell (mean over the profile's seeds); hatched cells reached less

@@ -1,9 +1,10 @@
-"""Fig 7: held-out loss, reasoning and memorization versus γ across model sizes (SPEC §5).
+"""Fig 7: held-out loss, reasoning and memorization versus γ across model sizes (docs/science.md
+§5).
 
 Every size trains for the same steps × batch × context tokens. Top: held-out loss against
 γ (σ = d_in^−γ) per size, with the ``nanogpt`` and ``fixed:0.02`` baselines drawn at their
-effective γ, γ_eff = −ln 0.02 / ln d (SPEC §1); the best γ per size (minimum of a parabola
-through the grid minimum and its neighbours) against size. Bottom: greedy answer accuracy
+effective γ, γ_eff = −ln 0.02 / ln d (docs/science.md §1); the best γ per size (minimum of a
+parabola through the grid minimum and its neighbours) against size. Bottom: greedy answer accuracy
 on held-out reasoning items (arith, anchor, logic pooled; logic is yes/no, so chance is
 ≈ 1/6 of the pool), the loss on reasoning answer tokens, and fact (memorization) accuracy.
 """

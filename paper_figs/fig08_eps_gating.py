@@ -1,4 +1,4 @@
-"""Fig 8: the two restraining settings, RMSNorm ε and attention sinks (SPEC §5).
+"""Fig 8: the two restraining settings, RMSNorm ε and attention sinks (docs/science.md §5).
 
 A 2 × 2 of RMSNorm ε (standard, relaxed) × gated attention (off, on), each at γ = 0.5,
 1 and 2 (beyond both settings' γ_ε), smallest model of the sweep, traced runs. ε is chosen

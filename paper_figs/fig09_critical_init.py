@@ -1,4 +1,4 @@
-"""Fig 9: critical initialization — what small init costs and what it buys (SPEC §4, §5).
+"""Fig 9: critical initialization — what small init costs and what it buys (docs/science.md §4, §5).
 
 Smallest model of the sweep, γ grid × seeds. (a) final training loss; (b) steps until the
 training loss first reaches θ = 1.2 × the sweep's median final loss

@@ -1,5 +1,5 @@
 """Fig 10: condense, then expand — weight geometry over training at γ = 0.5 and γ = 1
-(SPEC §5).
+(docs/science.md §5).
 
 Traced runs (fig 8's standard-ε, ungated cell, smallest model): at log-spaced steps,
 through ``smallinit.kernels.measure_all``, the effective rank exp(H(σ/Σσ)) (Roy & Vetterli

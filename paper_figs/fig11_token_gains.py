@@ -1,4 +1,4 @@
-"""Fig 11: where small init's gains land, token by token (SPEC §5).
+"""Fig 11: where small init's gains land, token by token (docs/science.md §5).
 
 Matched models (smallest size, same seed, data and steps; γ = 1 against γ = 0.5), one pair
 per seed. For each held-out token the gain is ℓ(γ = 0.5) − ℓ(γ = 1) (> 0: small init

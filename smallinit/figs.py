@@ -1,7 +1,7 @@
 """The figure pipeline behind ``smallinit figs`` and ``make figs``.
 
 The figure scripts belong to the package: ``paper_figs/`` is installed as
-:mod:`smallinit.paper_figs`, one module per figure of SPEC §7 named ``figNN_name``. A
+:mod:`smallinit.paper_figs`, one module per figure of docs/science.md §7 named ``figNN_name``. A
 module defines ``NUMBER``, ``TITLE`` and ``make(ctx: FigureContext) -> list[Path]``: it
 asks ``ctx.results(experiment)`` for its experiments' runs at ``ctx.profile`` (the registry
 :mod:`smallinit.experiments` computes missing runs through the job driver, so a second
@@ -29,7 +29,7 @@ from smallinit.runs import RunStore
 
 log = logging.getLogger(__name__)
 
-#: SPEC §7: figure number -> file stem suffix (``figNN_<name>``).
+#: docs/science.md §7: figure number -> file stem suffix (``figNN_<name>``).
 FIGURES: dict[int, str] = {
     1: "phase_diagram",
     2: "rd_vs_width",

@@ -1,4 +1,5 @@
-"""Anchor-function task (issue 7, SPEC §6): generator, splits and the solution classifier.
+"""Anchor-function task (issue 7, docs/science.md §6): generator, splits and the solution
+classifier.
 
 Every label is recomputed here from the tokens alone, with the maps written out again, so a
 slip in the generator's table or in the placement of the triple cannot pass.

@@ -98,7 +98,8 @@ def test_gated_attention_off_builds_the_plain_model():
 @pytest.mark.parametrize("norm", ["rmsnorm", "layernorm"])
 def test_norm_eps_knob_reaches_every_norm(norm):
     """With inputs of scale 1e-4, mean(x²) = 1e-8: ε = 1e-5 dominates the denominator
-    (output ≈ x/√ε, far below unit scale) while ε = 1e-12 normalizes to unit scale (SPEC §5)."""
+    (output ≈ x/√ε, far below unit scale) while ε = 1e-12 normalizes to unit scale (docs/science.md
+    §5)."""
     for eps in (1e-5, 1e-12):
         model = Transformer(ModelConfig(**SMALL, norm=norm, norm_eps=eps))
         norms = [m for m in model.modules() if isinstance(m, torch.nn.RMSNorm | torch.nn.LayerNorm)]

@@ -35,7 +35,8 @@ def test_small_eps_matches_large_models_threshold():
         small = sweeps.small_eps(d, big, eps)
         assert rmsnorm_gamma_threshold(d, small) == pytest.approx(
             rmsnorm_gamma_threshold(big, eps), rel=1e-3)
-    assert rmsnorm_gamma_threshold(2048, 1e-5) == pytest.approx(0.76, abs=0.01)  # SPEC §5: ≈ 0.76
+    # docs/science.md §5: ≈ 0.76
+    assert rmsnorm_gamma_threshold(2048, 1e-5) == pytest.approx(0.76, abs=0.01)
 
 
 def test_quick_plan_meets_the_issue():

@@ -1,4 +1,4 @@
-"""``smallinit theory ...``: tables, JSON, one-line errors with exit 2 (SPEC §2-§5)."""
+"""``smallinit theory ...``: tables, JSON, one-line errors with exit 2 (docs/science.md §2-§5)."""
 
 import json
 import subprocess

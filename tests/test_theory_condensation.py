@@ -1,4 +1,4 @@
-"""Initial condensation (SPEC §3): multiplicity, p = 1 direction, the 1-d polynomial."""
+"""Initial condensation (docs/science.md §3): multiplicity, p = 1 direction, the 1-d polynomial."""
 
 from fractions import Fraction
 
@@ -37,7 +37,7 @@ def test_relu_is_reported_not_covered():
 
 
 def test_p1_direction_on_the_reference_data():
-    # SPEC §2's 1-d data: x = linspace(−1/2, 1/2, 4), y = x²; Σ y x = 0, so the p = 1
+    # docs/science.md §2's 1-d data: x = linspace(−1/2, 1/2, 4), y = x²; Σ y x = 0, so the p = 1
     # orientation is the pure bias direction ±(0, 1).
     x = np.linspace(-0.5, 0.5, 4)
     assert np.allclose(C.condensed_direction_p1(x, x**2), [0.0, 1.0])

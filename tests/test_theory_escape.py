@@ -1,4 +1,4 @@
-"""Escape from small initialization (SPEC §4): plateau length of L-homogeneous models."""
+"""Escape from small initialization (docs/science.md §4): plateau length of L-homogeneous models."""
 
 import math
 

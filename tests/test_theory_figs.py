@@ -1,4 +1,4 @@
-"""Figures 1, 4 and 5 render their theory layers (SPEC §7)."""
+"""Figures 1, 4 and 5 render their theory layers (docs/science.md §7)."""
 
 import pytest
 

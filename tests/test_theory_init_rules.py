@@ -1,4 +1,4 @@
-"""σ per matrix under every init scheme (SPEC §1)."""
+"""σ per matrix under every init scheme (docs/science.md §1)."""
 
 import math
 
@@ -43,7 +43,7 @@ def test_effective_gamma_inverts_the_rule_and_spec_examples():
     for g in (0.3, 0.5, 1.0, 1.3):
         for d in (64, 768, 4096):
             assert effective_gamma(d ** (-g), d) == pytest.approx(g)
-    # SPEC §1: std 0.02 is γ_eff ≈ 0.59 at d = 768 and ≈ 0.81 at d = 128
+    # docs/science.md §1: std 0.02 is γ_eff ≈ 0.59 at d = 768 and ≈ 0.81 at d = 128
     assert effective_gamma(0.02, 768) == pytest.approx(0.59, abs=0.005)
     assert effective_gamma(0.02, 128) == pytest.approx(0.81, abs=0.005)
 

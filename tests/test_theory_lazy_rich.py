@@ -1,4 +1,4 @@
-"""Lazy versus rich (SPEC §4): q, Q_α, both limits, the solver, depth D."""
+"""Lazy versus rich (docs/science.md §4): q, Q_α, both limits, the solver, depth D."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,5 @@
-"""Two-layer phase diagram (SPEC §2): registry, normalized flow, Δ, bounds, conservation."""
+"""Two-layer phase diagram (docs/science.md §2): registry, normalized flow, Δ, bounds,
+conservation."""
 
 import math
 
@@ -20,7 +21,7 @@ from smallinit.theory.phase import (
 
 R = sp.Rational
 
-# SPEC §2 lists these (α, β1, β2 → (γ, γ')); the registry's coordinates are derived with
+# docs/science.md §2 lists these (α, β1, β2 → (γ, γ')); the registry's coordinates are derived with
 # coordinates() and must land here, with the regime Δ decides.
 SPEC_POINTS = {
     "lecun": ((R(1, 2), R(1, 2)), "linear"),
@@ -141,7 +142,7 @@ def test_conservation_law_symbolic():
 
 
 def _descend(lr: float, horizon: float = 4.0):
-    """Gradient descent on the ReLU net of SPEC §2's 1-d setting up to time ``horizon``;
+    """Gradient descent on the ReLU net of docs/science.md §2's 1-d setting up to time ``horizon``;
     returns (max drift of a² − ‖w‖², max change of a²) over neurons."""
     rng = np.random.default_rng(0)
     x = np.linspace(-0.5, 0.5, 4)

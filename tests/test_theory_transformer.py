@@ -1,4 +1,4 @@
-"""Transformer mapping (SPEC §5): per-matrix σ and γ_eff, FFN coordinates, RMSNorm."""
+"""Transformer mapping (docs/science.md §5): per-matrix σ and γ_eff, FFN coordinates, RMSNorm."""
 
 import math
 
@@ -56,7 +56,7 @@ def test_named_scheme_width_laws():
 def test_matrices_table():
     shape = T.TransformerShape(d_model=768, d_ff=3072, n_layers=12, mlp="gelu")
     rows = {r["name"]: r for r in T.matrices(shape, InitScheme("gamma", gamma=1.0))}
-    assert rows["blocks.*.mlp.down"]["d_in"] == 3072  # the true fan-in (SPEC §1)
+    assert rows["blocks.*.mlp.down"]["d_in"] == 3072  # the true fan-in (docs/science.md §1)
     assert rows["embedding"]["d_in"] == 768 and rows["head"]["d_in"] == 768
     assert rows["blocks.*.mlp.down"]["sigma"] == pytest.approx(1 / 3072)
     assert all(r["gamma_eff"] == 1 for r in rows.values())
@@ -95,7 +95,7 @@ def test_exact_sigma_rule_agrees_with_the_float_rule():
 def test_rmsnorm_threshold_spec_values(d, spec, exact):
     value = T.rmsnorm_gamma_threshold(d, 1e-5)
     assert value == pytest.approx(exact, abs=1e-6)  # ln(1e5) / (2 ln d)
-    # SPEC §5 quotes these to two decimals (0.754984 appears there as 0.76)
+    # docs/science.md §5 quotes these to two decimals (0.754984 appears there as 0.76)
     assert value == pytest.approx(spec, abs=0.0051)
 
 

@@ -1,4 +1,5 @@
-"""Condensation (SPEC §2, §3) and lazy-vs-rich (SPEC §4) in the toy simulations."""
+"""Condensation (docs/science.md §2, §3) and lazy-vs-rich (docs/science.md §4) in the toy
+simulations."""
 
 from __future__ import annotations
 

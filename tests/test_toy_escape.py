@@ -1,4 +1,4 @@
-"""Escape time from small init (SPEC §4): plateau length of L-homogeneous diagonal nets
+"""Escape time from small init (docs/science.md §4): plateau length of L-homogeneous diagonal nets
 against theory.escape's scaling ~ln(1/ε) (L = 2) and ~ε^{2−L} (L = 3)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Phase scan: S_w against theory's regimes and slope intervals (SPEC §2), failures, CLI."""
+"""Phase scan: S_w against theory's regimes and slope intervals (docs/science.md §2), failures,
+CLI."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Initial condensation under small initialization (SPEC §3; Zhou et al., NeurIPS 2022).
+"""Initial condensation under small initialization (docs/science.md §3; Zhou et al., NeurIPS 2022).
 
 Multiplicity (Zhou et al. Def. 1): an activation σ has multiplicity p when
 σ^{(k)}(0) = 0 for 1 ≤ k < p and σ^{(p)}(0) ≠ 0. The activations and their derived p live
@@ -52,7 +52,7 @@ def _with_bias(X: np.ndarray, bias: bool) -> np.ndarray:
 
 def condensed_direction_p1(X: Any, y: Any, residual: Any = None, bias: bool = True):
     """Unit vector of Σ_i y_i x̃_i (or −Σ_i e_i x̃_i given ``residual`` e): the p = 1
-    orientation. Neurons align with ± this vector (SPEC §3; Zhou et al. §4.1)."""
+    orientation. Neurons align with ± this vector (docs/science.md §3; Zhou et al. §4.1)."""
     Xt = _with_bias(X, bias)
     weights = -np.asarray(residual, dtype=float) if residual is not None else np.asarray(
         y, dtype=float)
@@ -66,7 +66,7 @@ def condensed_direction_p1(X: Any, y: Any, residual: Any = None, bias: bool = Tr
 
 
 def direction_polynomial(xs: Sequence[Any], es: Sequence[Any], p: int) -> sp.Poly:
-    """P(t) = Σ_i e_i (t x_i + 1)^{p−1} (x_i − t), exact for exact data (1-d, SPEC §3).
+    """P(t) = Σ_i e_i (t x_i + 1)^{p−1} (x_i − t), exact for exact data (1-d, docs/science.md §3).
 
     Its real roots t give the invariant orientations w ∝ (t, 1) of the early flow; ``es``
     is the residual (at the start −y; its sign and scale do not move the roots).

@@ -1,8 +1,9 @@
-"""Drawing the phase diagram's theory: regions, boundary rays and named points (SPEC §2, §7).
+"""Drawing the phase diagram's theory: regions, boundary rays and named points (docs/science.md §2,
+§7).
 
 Everything drawn is computed by :mod:`.phase`: the regions are the half-planes of Δ's sign
 clipped to the axes box, the boundary is :func:`phase.critical_rays`, the points are the
-registry's coordinates. γ is horizontal and γ' vertical (SPEC §2). matplotlib is imported
+registry's coordinates. γ is horizontal and γ' vertical (docs/science.md §2). matplotlib is imported
 by the functions that draw, so importing this module costs nothing.
 """
 
@@ -39,7 +40,7 @@ def _clip(poly: list[tuple[float, float]], a: float, b: float, c: float):
 
 
 def condensed_polygon(xlim: Sequence[float], ylim: Sequence[float]):
-    """The condensed region {γ ≥ 1, γ' ≤ γ − 1} (Δ ≥ 0, SPEC §2) inside the box."""
+    """The condensed region {γ ≥ 1, γ' ≤ γ − 1} (Δ ≥ 0, docs/science.md §2) inside the box."""
     box = [(xlim[0], ylim[0]), (xlim[1], ylim[0]), (xlim[1], ylim[1]), (xlim[0], ylim[1])]
     poly = _clip(box, -1.0, 0.0, -1.0)  # γ ≥ 1
     return _clip(poly, -1.0, 1.0, -1.0)  # γ' − γ ≤ −1

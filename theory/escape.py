@@ -1,4 +1,4 @@
-"""Escape from small initialization: the plateau of an L-homogeneous model (SPEC §4).
+"""Escape from small initialization: the plateau of an L-homogeneous model (docs/science.md §4).
 
 For a model that is L-homogeneous in its parameters θ started at scale ‖θ(0)‖ = ε, the
 gradient near θ = 0 is (L−1)-homogeneous, so early on the norm obeys
@@ -9,7 +9,7 @@ d‖θ‖/dt = c ‖θ‖^{L−1} (c > 0 the growth rate of the best direction).
     L ≠ 2:  T = (ε^{2−L} − ρ^{2−L}) / ((L−2) c)  ~ ε^{2−L}/((L−2)c) for L > 2,
                                                   → ρ^{2−L}/((2−L)c), finite, for L < 2.
 
-With ε = d^{−γ} (the γ rule, SPEC §1) the plateau grows like γ ln d for L = 2 and like
+With ε = d^{−γ} (the γ rule, docs/science.md §1) the plateau grows like γ ln d for L = 2 and like
 d^{γ(L−2)} for L > 2: the training cost of small initialization (:func:`escape_time_gamma`).
 """
 

@@ -6,14 +6,14 @@ with it and the theory's transformer table reports it. A matrix is described by 
 (0-based) and whether it writes into the residual stream (``residual_out``: the attention
 output projection and the FFN down projection).
 
-Parts (SPEC §1): ``embedding`` (token and learned position tables; d_in = d_model),
+Parts (docs/science.md §1): ``embedding`` (token and learned position tables; d_in = d_model),
 ``qk`` (query/key), ``vo`` (value and attention output), ``attn_gate`` (the gated-attention
 gate W_g, Qiu et al. arXiv 2505.06708), ``mlp`` (up and SwiGLU gate), ``mlp_out`` (down;
 d_in = d_ff) and ``head`` (the LM head; d_in = d_model).
 
 Schemes:
 
-* ``gamma`` — the γ rule, σ = d_in^(−γ_part) (SPEC §1), with γ_part from ``overrides``
+* ``gamma`` — the γ rule, σ = d_in^(−γ_part) (docs/science.md §1), with γ_part from ``overrides``
   or the global ``gamma``; ``depth_scaling`` multiplies residual outputs by 1/√(2·n_layers).
 * ``nanogpt`` — σ = 0.02, residual outputs 0.02/√(2·n_layers) (GPT-2 paper §2.3 as
   implemented in nanoGPT).
@@ -30,8 +30,8 @@ Schemes:
 * ``xavier`` — σ = √(2/(d_in + d_out)) (Glorot & Bengio 2010).
 * ``kaiming`` — σ = √(2/d_in) (He et al. 2015, ReLU gain).
 
-The effective rate of any σ is γ_eff = −ln σ / ln d_in (SPEC §1): std 0.02 is γ_eff ≈ 0.59
-at d = 768 but ≈ 0.81 at d = 128.
+The effective rate of any σ is γ_eff = −ln σ / ln d_in (docs/science.md §1): std 0.02 is γ_eff ≈
+0.59 at d = 768 but ≈ 0.81 at d = 128.
 
 One rule table (``_sigma``) serves both forms: :func:`matrix_std` gives floats (what llm
 draws with), :func:`matrix_std_expr` the same σ as an exact sympy expression, also with
@@ -220,7 +220,7 @@ def truncation(scheme: InitScheme) -> float | None:
 
 
 def effective_gamma(std: float, d_in: int) -> float:
-    """γ_eff = −ln σ / ln d_in, the γ that would give this σ at this fan-in (SPEC §1)."""
+    """γ_eff = −ln σ / ln d_in, the γ that would give this σ at this fan-in (docs/science.md §1)."""
     _check_dim("d_in", d_in)
     if d_in == 1:
         raise ValueError("d_in=1 is not allowed for an effective γ: ln 1 = 0")

@@ -1,4 +1,4 @@
-"""Lazy versus rich: the diagonal linear network's implicit bias (SPEC §4).
+"""Lazy versus rich: the diagonal linear network's implicit bias (docs/science.md §4).
 
 Woodworth et al. (COLT 2020, arXiv 2002.09277), depth 2: β = w₊² − w₋², init w₊ = w₋ = α·1.
 Gradient flow on ‖Xβ − y‖² gives w₊ = α e^{−2s}, w₋ = α e^{2s} with s = Xᵀ∫r ∈ range(Xᵀ),
@@ -341,7 +341,7 @@ def chizat_quantity(alpha_: Any, beta1: Any, beta2: Any) -> sp.Expr:
 
 def chizat_lazy(alpha_: Any, beta1: Any, beta2: Any, scaling: str = "fixed") -> str:
     """``"lazy"`` when m κ → ∞, ``"not lazy"`` when m κ → 0, ``"borderline"`` otherwise
-    (SPEC §4: at γ' = 0 this is γ < 1, the linear regime of the diagram)."""
+    (docs/science.md §4: at γ' = 0 this is γ < 1, the linear regime of the diagram)."""
     limit = sp.limit(phase._width_law(chizat_quantity(alpha_, beta1, beta2), scaling),
                      phase.m, sp.oo)
     if limit == sp.oo:

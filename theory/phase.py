@@ -1,4 +1,4 @@
-"""The two-layer ReLU phase diagram (SPEC §2; Luo, Xu, Ma, Zhang, JMLR 22(71), 2021).
+"""The two-layer ReLU phase diagram (docs/science.md §2; Luo, Xu, Ma, Zhang, JMLR 22(71), 2021).
 
 Model (Luo et al. eq. 1): f(x) = (1/α) Σ_{k=1..m} a_k σ(w_k·x̃), σ = ReLU, x̃ = (x, 1), with
 a_k ~ N(0, β1²), w_k ~ N(0, β2² I), loss R = (1/2n) Σ_i (f(x_i) − y_i)², gradient flow.
@@ -17,7 +17,7 @@ regime is decided by Δ(γ, γ') = γ − 1 − max(γ', 0) (:func:`classify`):
     critical  Δ = 0   (rays {γ = 1, γ' ≤ 0} and {γ' = γ − 1, γ' ≥ 0})
     condensed Δ > 0   (γ > 1 and γ' < γ − 1)    relative change → ∞
 
-Slope of the relative distance RD of the input weights against width (SPEC §2, no minus
+Slope of the relative distance RD of the input weights against width (docs/science.md §2, no minus
 sign): RD ≲ m^Δ log m in the linear regime (S_w ≤ Δ), RD ≳ m^{Δ/2} in the condensed regime
 (S_w ≥ Δ/2) (:func:`slope_interval`); whether a measured S_w agrees with them is decided
 here, once (:func:`slope_agrees`, :func:`slope_in_interval`). Per neuron, a_k² − ‖w_k‖²
@@ -25,7 +25,7 @@ here, once (:func:`slope_agrees`, :func:`slope_in_interval`). Per neuron, a_k² 
 
 Width scalings: ``"fixed"`` keeps the input dimension d constant as m → ∞ (Luo et al.'s
 setting); ``"proportional"`` sets d = m/r with a fixed ratio r (a transformer FFN with
-d_ff = r·d_model, SPEC §5).
+d_ff = r·d_model, docs/science.md §5).
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def rescaled_flow_residuals(m_neurons: int = 2, d_in: int = 2, n_points: int = 2
     Takes the original flow ȧ = −∂R/∂a, ẇ = −∇_w R of f = (1/α) Σ a_k σ(w_k·x̃), substitutes
     a = β1 ā, w = β2 w̄, t = β1β2 t̄ (so dā/dt̄ = β2 ȧ and dw̄/dt̄ = β1 ẇ) and subtracts the
     normalized flow dā/dt̄ = −(1/κ') ∂R̄/∂ā, dw̄/dt̄ = −κ' ∇_w̄ R̄ of the model
-    f̄ = κ Σ ā_k σ(w̄_k·x̃) (SPEC §2). Every entry is sympy 0 when the identity holds. The
+    f̄ = κ Σ ā_k σ(w̄_k·x̃) (docs/science.md §2). Every entry is sympy 0 when the identity holds. The
     data, targets and parameters are generic symbols; the sizes only set how many.
     """
     a, W, X, y = _instance(m_neurons, d_in, n_points)
@@ -161,7 +161,7 @@ def conservation_residuals(m_neurons: int = 2, d_in: int = 2, n_points: int = 2)
     """d/dt (a_k² − ‖w_k‖²) along the original flow, one per neuron; all are 0.
 
     d/dt (a_k² − ‖w_k‖²) = −2 a_k ∂R/∂a_k + 2 w_k·∇_{w_k} R, and w_k·∇_{w_k} R = a_k ∂R/∂a_k
-    by Euler's relation z σ'(z) = σ(z) (SPEC §2; Du, Hu, Lee 2018, Thm 2.1). The bias is
+    by Euler's relation z σ'(z) = σ(z) (docs/science.md §2; Du, Hu, Lee 2018, Thm 2.1). The bias is
     the last entry of w_k, so it is part of the conserved norm.
     """
     a, W, X, y = _instance(m_neurons, d_in, n_points)
@@ -212,7 +212,8 @@ def _coordinates_cached(alpha: sp.Expr, beta1: sp.Expr, beta2: sp.Expr, scaling:
 
 
 def coordinates(alpha: Any, beta1: Any, beta2: Any, scaling: Scaling = "fixed"):
-    """Exact (γ, γ') = (lim −ln κ/ln m, lim −ln κ'/ln m) as m → ∞ (SPEC §2, Luo et al. eq. 7).
+    """Exact (γ, γ') = (lim −ln κ/ln m, lim −ln κ'/ln m) as m → ∞ (docs/science.md §2, Luo et al.
+    eq. 7).
 
     α, β1, β2 are sympy expressions in :data:`m` and :data:`d` (and possibly a parameter).
     ``scaling="fixed"`` keeps d constant; ``"proportional"`` puts d = m/r first.
@@ -223,7 +224,7 @@ def coordinates(alpha: Any, beta1: Any, beta2: Any, scaling: Scaling = "fixed"):
 
 
 def delta(gamma: Any, gamma_prime: Any) -> sp.Expr:
-    """Δ(γ, γ') = γ − 1 − max(γ', 0) (SPEC §2; its sign decides the regime)."""
+    """Δ(γ, γ') = γ − 1 − max(γ', 0) (docs/science.md §2; its sign decides the regime)."""
     g = to_exact(gamma, "gamma")
     gp = to_exact(gamma_prime, "gamma_prime")
     return g - 1 - sp.Max(gp, 0)
@@ -251,7 +252,7 @@ def classify(gamma: Any, gamma_prime: Any) -> str:
 
 
 def slope_interval(gamma: Any, gamma_prime: Any) -> tuple[sp.Expr, sp.Expr]:
-    """Predicted interval (lo, hi) of the width slope S_w = d ln RD / d ln m (SPEC §2).
+    """Predicted interval (lo, hi) of the width slope S_w = d ln RD / d ln m (docs/science.md §2).
 
     Linear regime: RD ≲ m^Δ log m, so S_w ≤ Δ (up to the log factor): (−∞, Δ].
     Condensed regime: RD ≳ m^{Δ/2}, so S_w ≥ Δ/2: [Δ/2, +∞).
@@ -327,7 +328,7 @@ def critical_rays() -> list[tuple[tuple[int, int], tuple[int, int]]]:
 
     On γ' ≤ 0 the max is 0 and Δ = γ − 1, so Δ = 0 is {γ = 1, γ' ≤ 0}: start (1, 0),
     direction (0, −1). On γ' ≥ 0, Δ = γ − 1 − γ', so Δ = 0 is {γ' = γ − 1, γ' ≥ 0}: start
-    (1, 0), direction (1, 1) (SPEC §2). The tests check Δ = 0 along both symbolically.
+    (1, 0), direction (1, 1) (docs/science.md §2). The tests check Δ = 0 along both symbolically.
     """
     return [((1, 0), (0, -1)), ((1, 0), (1, 1))]
 
@@ -431,7 +432,7 @@ s_param = sp.Symbol("s", real=True)
 
 @dataclasses.dataclass(frozen=True)
 class Scheme:
-    """A named initialization of the two-layer model: (α, β1, β2) in m, d (SPEC §2)."""
+    """A named initialization of the two-layer model: (α, β1, β2) in m, d (docs/science.md §2)."""
 
     name: str
     label: str
@@ -486,10 +487,10 @@ SCHEMES: dict[str, Scheme] = {
         Scheme("e_diagonal", "E et al. (1, β, 1), β = m^-s", sp.Integer(1), m**-s_param,
                sp.Integer(1), param=s_param, source="E, Ma, Wu 2020; Luo et al. Table 1"),
         Scheme("gamma_ffn_fixed", "γ-rule FFN, d fixed", sp.Integer(1), m**-gamma_param,
-               d**-gamma_param, param=gamma_param, source="SPEC §5"),
+               d**-gamma_param, param=gamma_param, source="docs/science.md §5"),
         Scheme("gamma_ffn_proportional", "γ-rule FFN, d = m/r", sp.Integer(1),
                m**-gamma_param, d**-gamma_param, scaling="proportional", param=gamma_param,
-               source="SPEC §5"),
+               source="docs/science.md §5"),
     )
 }
 

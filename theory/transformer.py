@@ -1,7 +1,7 @@
 """From the toy to the transformer: every matrix's σ and γ_eff, the FFN blocks on the phase
-diagram, and RMSNorm saturation (SPEC §5).
+diagram, and RMSNorm saturation (docs/science.md §5).
 
-FFN as a two-layer net (SPEC §5): x ↦ W_down σ(W_up x) has m = d_ff hidden units, input
+FFN as a two-layer net (docs/science.md §5): x ↦ W_down σ(W_up x) has m = d_ff hidden units, input
 weights W_up (fan-in d = d_model, std β2) and output weights W_down (fan-in d_ff, std β1),
 α = 1. Under the γ rule β1 = d_ff^{−γ}, β2 = d_model^{−γ}, and :func:`phase.coordinates` gives
 
@@ -17,8 +17,8 @@ With separate rates g_down (W_down) and g_up (W_up) the general map is (g_down, 
 * at this size: the exponents γ_eff = −ln σ / ln d_in of the model at hand used as the
   rates (what a γ-rule model with the same σ at this size would be).
 
-RMSNorm (SPEC §5): y = x/√(mean(x²) + ε). Embeddings at std d^{−γ} give mean(x²) ≈ d^{−2γ},
-and the norm stops normalizing once d^{−2γ} ≲ ε, i.e. γ ≳ γ_ε = ln(1/ε)/(2 ln d)
+RMSNorm (docs/science.md §5): y = x/√(mean(x²) + ε). Embeddings at std d^{−γ} give mean(x²) ≈
+d^{−2γ}, and the norm stops normalizing once d^{−2γ} ≲ ε, i.e. γ ≳ γ_ε = ln(1/ε)/(2 ln d)
 (:func:`rmsnorm_gamma_threshold`; ε = 1e-5: 1.04 at d = 256, 0.92 at 512, 0.76 at 2048).
 A small model (d_s) reproduces a large one's (d_l, ε_l) saturation by matching d^{−2γ}/ε:
 ε_s = ε_l (d_l/d_s)^{2γ} (:func:`matching_eps`).
@@ -258,13 +258,13 @@ def ffn_blocks(shape: TransformerShape, scheme: InitScheme) -> list[dict[str, An
 
 
 def luo_assumptions(shape: TransformerShape) -> list[dict[str, str]]:
-    """Which hypotheses of Luo et al.'s phase diagram hold for this FFN (SPEC §5)."""
+    """Which hypotheses of Luo et al.'s phase diagram hold for this FFN (docs/science.md §5)."""
     act = {"swiglu": "silu", "gelu": "gelu", "relu": "relu"}[shape.mlp]
     if act == "relu":
         act_note = "ReLU, as in the theorem"
     else:
         act_note = (f"{act} is not 1-homogeneous (multiplicity p = {multiplicity(act)}, "
-                    "SPEC §3); the diagram is used as an approximation")
+                    "docs/science.md §3); the diagram is used as an approximation")
     return [
         {"assumption": "two-layer form x ↦ W_down σ(W_up x) with m = d_ff",
          "holds": "no" if shape.mlp == "swiglu" else "yes",
@@ -286,7 +286,7 @@ def luo_assumptions(shape: TransformerShape) -> list[dict[str, str]]:
 
 # ----------------------------------------------------------------------------- RMSNorm
 def gamma_eps_expr() -> sp.Expr:
-    """γ_ε solved from d^{−2γ} = ε: ln(1/ε)/(2 ln d) (SPEC §5)."""
+    """γ_ε solved from d^{−2γ} = ε: ln(1/ε)/(2 ln d) (docs/science.md §5)."""
     g, dd, eps = sp.symbols("gamma d epsilon", positive=True)
     # Take logarithms: −2γ ln d = ln ε, linear in γ.
     (sol,) = sp.solve(sp.expand_log(sp.log(dd ** (-2 * g)) - sp.log(eps), force=True), g)

@@ -1,1 +1,1 @@
-"""smallinit.toy: two-layer and small-model simulations in JAX (SPEC §2-§4)."""
+"""smallinit.toy: two-layer and small-model simulations in JAX (docs/science.md §2-§4)."""

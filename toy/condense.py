@@ -1,6 +1,7 @@
-"""Condensation across the phase diagram: orientation/amplitude of every neuron (SPEC §2).
+"""Condensation across the phase diagram: orientation/amplitude of every neuron (docs/science.md
+§2).
 
-For each (γ, γ') of a grid, one ReLU network of width m in the SPEC §2 setting is trained
+For each (γ, γ') of a grid, one ReLU network of width m in the docs/science.md §2 setting is trained
 to the loss tolerance (engine: :mod:`smallinit.toy.twolayer`, one batched call). Per neuron
 k (1-d input, w̄_k = (u_k, b_k)): orientation θ_k = atan2(b_k, u_k) and amplitude
 A_k = |ā_k|·‖w̄_k‖ (the rescaled A_k differ from |a_k|‖w_k‖ by the common factor β1β2, so

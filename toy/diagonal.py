@@ -1,4 +1,4 @@
-"""Lazy versus rich in a diagonal linear network (SPEC §4; Woodworth et al., COLT 2020).
+"""Lazy versus rich in a diagonal linear network (docs/science.md §4; Woodworth et al., COLT 2020).
 
 Model: β = w₊^D − w₋^D (depth D ≥ 2), init w₊ = w₋ = α·1 (so β = 0), loss
 L = (1/2n)‖Xβ − y‖² on an underdetermined problem (n < dim). Gradient flow converges to

@@ -1,4 +1,4 @@
-"""Escape from small initialization: plateau length versus init scale ε (SPEC §4).
+"""Escape from small initialization: plateau length versus init scale ε (docs/science.md §4).
 
 Toy: the depth-L diagonal linear network β = w₊^L − w₋^L on theory's planted sparse
 regression (:func:`smallinit.theory.lazy_rich.planted_sparse_problem`), loss

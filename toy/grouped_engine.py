@@ -1,7 +1,7 @@
 """The grouped toy engine: a ragged batch of two-layer nets of different widths, one kernel
 call per step, on the kernels' backend (NumPy on CPU, CuPy on a GPU).
 
-Same algorithm as the JAX engine of :mod:`smallinit.toy.twolayer` (SPEC §2, Luo, Xu, Ma,
+Same algorithm as the JAX engine of :mod:`smallinit.toy.twolayer` (docs/science.md §2, Luo, Xu, Ma,
 Zhang, JMLR 2021): rescaled variables ā = a/β1, w̄ = w/β2 with f = κ Σ_k ā_k σ(w̄_k·x̃),
 preconditioned gradient descent
 

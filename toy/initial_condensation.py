@@ -1,6 +1,6 @@
-"""Initial condensation under small initialization (SPEC §3; Zhou et al., NeurIPS 2022).
+"""Initial condensation under small initialization (docs/science.md §3; Zhou et al., NeurIPS 2022).
 
-Setting (SPEC §3): two-layer net f(x) = Σ_k a_k σ(w_k·x + b_k), m = 50 neurons, d = 5,
+Setting (docs/science.md §3): two-layer net f(x) = Σ_k a_k σ(w_k·x + b_k), m = 50 neurons, d = 5,
 n = 80 points x ~ U[−4, 2]^5, y = Σ_j 3.5 sin(5 x_j + 1), every parameter drawn from
 N(0, std²) with std = 0.005, trained with Adam (lr 1e-3) for ~100 steps on
 R = (1/2n) Σ_i (f(x_i) − y_i)². With an activation of multiplicity p the input weights
@@ -12,9 +12,10 @@ reordered by its leading eigenvector, the number of orientation clusters at a co
 threshold that carry at least ``min_share`` of the amplitude |a_k|·‖w_k‖ (the condensed
 directions; also counted without signs, as lines), the mean |cosine|; for p = 1 also
 |cos| between every neuron and theory's direction. Theory's direction and the 2p bound are
-statements about gradient flow: ``optimizer="gd"`` follows it; the SPEC setting uses Adam,
-whose coordinate-wise normalization bends the early direction (≈ sign pattern of the
-gradient), so under Adam the p = 1 alignment is weaker (|cos| ≈ 0.9 instead of ≈ 0.99).
+statements about gradient flow: ``optimizer="gd"`` follows it; the reference setting
+(docs/science.md §3) uses Adam, whose coordinate-wise normalization bends the early direction (≈
+sign pattern of the gradient), so under Adam the p = 1 alignment is weaker (|cos| ≈ 0.9 instead of
+≈ 0.99).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ VERSION = "1"
 
 @dataclasses.dataclass
 class InitialCondensationConfig:
-    """SPEC §3 setting, one activation."""
+    """docs/science.md §3 setting, one activation."""
 
     activation: str = "tanh"
     width: int = 50
@@ -63,7 +64,7 @@ class InitialCondensationConfig:
 
 
 def spec_data(seed: int, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """x ~ U[−4, 2]^d, y = Σ_j 3.5 sin(5 x_j + 1) (SPEC §3)."""
+    """x ~ U[−4, 2]^d, y = Σ_j 3.5 sin(5 x_j + 1) (docs/science.md §3)."""
     rng = np.random.default_rng(seed)
     X = rng.uniform(-4.0, 2.0, size=(n, d))
     return X, np.sum(3.5 * np.sin(5 * X + 1), axis=1)

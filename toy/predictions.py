@@ -9,7 +9,7 @@ from smallinit.theory import phase as _phase
 
 
 def regime(gamma: float, gamma_prime: float) -> str:
-    """Theory's regime: "linear", "critical" or "condensed" (SPEC §2)."""
+    """Theory's regime: "linear", "critical" or "condensed" (docs/science.md §2)."""
     return _phase.classify(gamma, gamma_prime)
 
 

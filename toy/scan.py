@@ -1,6 +1,6 @@
 """Phase scan: RD slope S_w over a (γ, γ') grid, compared with theory point by point.
 
-Setting (SPEC §2): 4 points x = linspace(−1/2, 1/2, 4), y = x², ReLU with bias, ASI,
+Setting (docs/science.md §2): 4 points x = linspace(−1/2, 1/2, 4), y = x², ReLU with bias, ASI,
 family β1 = 1, β2 = m^{γ'}, α = β1β2 m^γ; every network trained by the engine of
 :mod:`smallinit.toy.twolayer` until its loss is below ``tol``. For each network,
 RD = ‖θ_w(t*) − θ_w(0)‖/‖θ_w(0)‖ over input weights and biases at the stop t*
@@ -67,7 +67,7 @@ def _quick(name: str):
 
 @dataclasses.dataclass
 class ScanConfig:
-    """One phase scan (SPEC §2 reference setting)."""
+    """One phase scan (docs/science.md §2 reference setting)."""
 
     gammas: tuple[float, ...] = dataclasses.field(default_factory=lambda: _quick("gammas"))
     gamma_primes: tuple[float, ...] = dataclasses.field(

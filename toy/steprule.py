@@ -3,7 +3,7 @@
 Both toy engines (JAX in :mod:`smallinit.toy.twolayer`, NumPy/CuPy in
 :mod:`smallinit.toy.grouped_engine`) call these functions with their own array module
 ``xp`` (``jax.numpy``, ``numpy`` or ``cupy``), so the step rule is the same arithmetic in
-both. Setting (SPEC §2, Luo et al. 2021, rescaled variables with P = diag(1/κ', κ' I)):
+both. Setting (docs/science.md §2, Luo et al. 2021, rescaled variables with P = diag(1/κ', κ' I)):
 
     K = (κ²/n) (SS/κ' + κ' DD ∘ X̃X̃ᵀ),   SS_ij = Σ_k σ(h_ik)σ(h_jk),
                                           DD_ij = Σ_k ā_k² σ'(h_ik)σ'(h_jk),

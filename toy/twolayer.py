@@ -1,7 +1,7 @@
 """The two-layer engine: many networks trained by full-batch gradient flow at once, in JAX.
 
-Model (SPEC §2, Luo, Xu, Ma, Zhang, JMLR 2021, eqs. 2-4), one network of width m on inputs
-x̃ = (x, 1) (each input weight vector carries its bias as last entry):
+Model (docs/science.md §2, Luo, Xu, Ma, Zhang, JMLR 2021, eqs. 2-4), one network of width m on
+inputs x̃ = (x, 1) (each input weight vector carries its bias as last entry):
 
     f(x) = (1/α) Σ_k a_k σ(w_k·x̃),  a_k ~ N(0, β1²),  w_k ~ N(0, β2² I),
     R = (1/2n) Σ_i (f(x_i) − y_i)².
@@ -23,8 +23,8 @@ preconditioned loss Hessian P^{1/2} ∇²R P^{1/2}, P = diag(1/κ', κ' I):
 
 with K = J P Jᵀ / n the n×n tangent Gram matrix (J the Jacobian of the outputs) and
 r = (f − y)/n. The first term is the Gauss-Newton part; the second bounds the per-neuron
-a–w and w–w blocks of Σ_i r_i ∇²f(x_i) (triangle inequality). SPEC §2 explains why a fixed
-step fails: the stable step scales like 1/(mκ²), many orders of magnitude apart across a
+a–w and w–w blocks of Σ_i r_i ∇²f(x_i) (triangle inequality). docs/science.md §2 explains why a
+fixed step fails: the stable step scales like 1/(mκ²), many orders of magnitude apart across a
 phase-diagram scan. Because η̄ only reparametrizes time along (a discretization of) the
 gradient-flow path, RD at the first time the loss falls below ``tol`` does not depend on
 it. The Gram part alone is not enough in the condensed regime at small init, where
@@ -102,7 +102,7 @@ class TrainSettings:
 
 # ----------------------------------------------------------------------------- family and data
 def luo_family(gamma: float, gamma_prime: float, m: int) -> tuple[float, float, float]:
-    """SPEC §2 reference family: β1 = 1, β2 = m^{γ'}, α = β1 β2 m^γ; returns (α, β1, β2).
+    """docs/science.md §2 reference family: β1 = 1, β2 = m^{γ'}, α = β1 β2 m^γ; returns (α, β1, β2).
 
     Then κ = β1β2/α = m^{−γ} and κ' = β1/β2 = m^{−γ'} exactly, so (γ, γ') are the point's
     phase-diagram coordinates at every width.
@@ -114,12 +114,12 @@ def luo_family(gamma: float, gamma_prime: float, m: int) -> tuple[float, float, 
 
 
 def kappas(alpha: float, beta1: float, beta2: float) -> tuple[float, float]:
-    """(κ, κ') = (β1β2/α, β1/β2) (SPEC §2 rescaling)."""
+    """(κ, κ') = (β1β2/α, β1/β2) (docs/science.md §2 rescaling)."""
     return beta1 * beta2 / alpha, beta1 / beta2
 
 
 def reference_data(n: int = 4) -> tuple[np.ndarray, np.ndarray]:
-    """SPEC §2 1-d setting: x = linspace(−1/2, 1/2, n), y = x²; returns (x̃ (n, 2), y)."""
+    """docs/science.md §2 1-d setting: x = linspace(−1/2, 1/2, n), y = x²; returns (x̃ (n, 2), y)."""
     x = np.linspace(-0.5, 0.5, n)
     return np.stack([x, np.ones_like(x)], axis=1), x**2
 

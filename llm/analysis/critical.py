@@ -1,8 +1,8 @@
 """Critical initialization (fig 9): where small init stops helping and starts costing.
 
-SPEC §4: from scale ε an L-homogeneous model first sits on a plateau of length
+docs/science.md §4: from scale ε an L-homogeneous model first sits on a plateau of length
 ~ ln(1/ε) (L = 2) or ~ ε^{2−L} (L > 2); with ε = d^{−γ} the plateau grows with γ — the
-optimization *cost* of small init. Its *benefit* (SPEC §5) is better reasoning. The
+optimization *cost* of small init. Its *benefit* (docs/science.md §5) is better reasoning. The
 critical γ is where the two meet. Definitions used here, all on logged training curves:
 
 * :func:`plateau_steps` — steps until the training loss first reaches a threshold θ,

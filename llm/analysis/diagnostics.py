@@ -1,4 +1,4 @@
-"""Forward-pass diagnostics of the two settings that hide small init's benefit (SPEC §5).
+"""Forward-pass diagnostics of the two settings that hide small init's benefit (docs/science.md §5).
 
 * **RMSNorm saturation.** RMSNorm computes y = g ⊙ x / √(mean(x²) + ε). When
   mean(x²) < ε the denominator is dominated by ε and the layer stops normalizing (its
@@ -6,14 +6,15 @@
   vectors (one per token and norm call) with mean(x²) < ε. With embeddings at std d^{−γ}
   this happens once γ ≳ γ_ε = ln(1/ε)/(2 ln d) (``smallinit.theory.transformer``).
 * **Attention sink.** :func:`sink_mass` is the mean attention weight that queries at
-  positions ≥ ``skip`` put on key position 0 (SPEC §5: "queries past the first few"),
+  positions ≥ ``skip`` put on key position 0 (docs/science.md §5: "queries past the first few"),
   averaged over batch, heads and queries. A uniform causal head gives 1/(t+1) at query t.
 * **Massive activations.** :func:`max_median_ratio` is max |h| / median |h| over the
   entries of a residual-stream tensor h; sink heads come with a few huge residual entries.
 
 :func:`collect` runs one diagnostic forward pass of a
 :class:`~smallinit.llm.model.transformer.Transformer` with forward hooks on every RMSNorm
-(its input) and every block (its residual output) and the model's explicit attention path (which returns the weights).
+(its input) and every block (its residual output) and the model's explicit attention path (which
+returns the weights).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The toy's measurements, taken on a transformer: RD of FFN input weights and of Q/K, and
-the condensation score of FFN neurons (SPEC §2, §5).
+the condensation score of FFN neurons (docs/science.md §2, §5).
 
 A transformer FFN x ↦ W_down σ(W_up x) is a two-layer net with m = d_ff hidden units
-(SPEC §5). Neuron k of layer ℓ has
+(docs/science.md §5). Neuron k of layer ℓ has
 
 * input weights w_k = W_up[k, :] (SwiGLU: the concatenation (W_gate[k, :], W_up[k, :]),
   both read the block input), plus the bias entry b_up[k] when the model has biases — the

@@ -1,6 +1,6 @@
 """Token-level gains of small init, bucketed by how much a token depends on context (fig 11).
 
-SPEC §5: compare per-token held-out losses of two matched models (same data, seed, size,
+docs/science.md §5: compare per-token held-out losses of two matched models (same data, seed, size,
 steps; γ = 1 against γ = 0.5) and ask where the difference comes from. For held-out token
 i with losses ℓ_i(γ) the *gain* is g_i = ℓ_i(0.5) − ℓ_i(1) (> 0: small init is better).
 A bucket B's share of the total gain is

@@ -1,5 +1,5 @@
-"""The anchor-function composite task (SPEC §6; Zhang et al., NeurIPS 2024, arXiv 2405.05409):
-data generator and solution classifier.
+"""The anchor-function composite task (docs/science.md §6; Zhang et al., NeurIPS 2024, arXiv
+2405.05409): data generator and solution classifier.
 
 Tokens: pad 0, anchors 1–4, values 20–99 (``value_lo``..``value_hi``). Each anchor is a map
 

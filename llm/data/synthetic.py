@@ -7,7 +7,7 @@ Categories (``CATEGORIES``; token tags in the corpus arrays):
 * ``arith`` — multi-step arithmetic written out with intermediate steps:
   ``calc 7 + 12 - 5 : 7 + 12 = 19 ; 19 - 5 = 14`` (prompt up to ``:``). The answer follows
   from the context by applying each operation in turn.
-* ``anchor`` — anchor-function composites in the style of SPEC §6 (Zhang et al., arXiv
+* ``anchor`` — anchor-function composites in the style of docs/science.md §6 (Zhang et al., arXiv
   2405.05409): anchors 1–4 act as x ↦ x+5, x+1, x−2, x−8 and ``anchor 37 3 4 :`` asks for
   g₃(g₄(37)) = 27. One (x, a1, a2) in eight is reserved for held-out items.
 * ``logic`` — short implication chains: ``rules k>m m>q q>z a>b . given k . z ?`` →

@@ -1,9 +1,9 @@
-"""Train this package's transformer on the anchor task (SPEC §6), scan (γ, depth) and (γ, λ),
-and measure the mechanism (Zhang et al., NeurIPS 2024, arXiv 2405.05409).
+"""Train this package's transformer on the anchor task (docs/science.md §6), scan (γ, depth) and
+(γ, λ), and measure the mechanism (Zhang et al., NeurIPS 2024, arXiv 2405.05409).
 
 One run (kind ``llm-anchor``): a :class:`~smallinit.llm.model.transformer.Transformer`
 initialized by ``apply_init`` with the run's scheme (``gamma:γ``: every matrix
-σ = d_in^(−γ), SPEC §1) is trained with AdamW on fixed-length sequences, the loss being
+σ = d_in^(−γ), docs/science.md §1) is trained with AdamW on fixed-length sequences, the loss being
 the cross-entropy of the *last position only*,
 
     L = −(1/B) Σ_i log softmax(W_head h_L(x_i)[T−1])[y_i].

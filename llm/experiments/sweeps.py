@@ -13,8 +13,8 @@ smallest model's γ = 0.5 and γ = 1 runs serve figs 7, 9 and 11.
 finished runs are reused, stale ones resumed, so a half-finished sweep picks up where it
 stopped. It can spread the missing runs over worker processes (one torch thread each).
 
-Fig 8's ε follows SPEC §5: a width-d model sits on the same side of RMSNorm saturation as a
-width-D model with ε_D when both have the same threshold γ_ε = ln(1/ε)/(2 ln d), i.e.
+Fig 8's ε follows docs/science.md §5: a width-d model sits on the same side of RMSNorm saturation
+as a width-D model with ε_D when both have the same threshold γ_ε = ln(1/ε)/(2 ln d), i.e.
 ε_d = d^{−2 γ_ε(D, ε_D)} (``theory.transformer.matching_eps`` at γ = γ_ε(D, ε_D)).
 """
 

@@ -1,9 +1,9 @@
 """Apply an init scheme to a transformer: this package's model or a Hugging Face one.
 
 Every weight matrix is drawn from N(0, σ²) with σ from
-:func:`smallinit.theory.init_rules.matrix_std` (the single source of σ; SPEC §1), truncated
-at ±kσ when :func:`~smallinit.theory.init_rules.truncation` says so; norm gains are set to 1
-and biases to 0. What a matrix *is* — its part, role, true fan-in d_in, fan-out d_out,
+:func:`smallinit.theory.init_rules.matrix_std` (the single source of σ; docs/science.md §1),
+truncated at ±kσ when :func:`~smallinit.theory.init_rules.truncation` says so; norm gains are set
+to 1 and biases to 0. What a matrix *is* — its part, role, true fan-in d_in, fan-out d_out,
 block index and whether it writes into the residual stream — is one
 :class:`~smallinit.llm.model.matrices.MatrixSpec` per matrix (:func:`matrix_table`):
 

@@ -10,7 +10,7 @@ Attn causal multi-head attention softmax(QKᵀ/√d_head + M)V through
 positions by RoPE (Su et al. 2021; rotate-half form) or a learned table, and MLP either
 SwiGLU, W_down(silu(W_gate x) ⊙ W_up x) (Shazeer 2020), or W_down GELU(W_up x).
 
-Optional gated attention (Qiu et al., arXiv 2505.06708; SPEC §5): each head's output is
+Optional gated attention (Qiu et al., arXiv 2505.06708; docs/science.md §5): each head's output is
 multiplied by sigmoid(X W_g) computed from the (normed) layer input, before W_o —
 elementwise (W_g: d → d) or headwise (W_g: d → n_heads, one scalar per head).
 

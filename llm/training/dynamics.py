@@ -5,14 +5,14 @@ The trainer of :mod:`smallinit.llm.training.train` stores only the final model. 
 schedule, checkpoints and final evaluation, so its summary equals the ``llm-train`` run of
 the same config — that also *probes* the model at log-spaced steps (:func:`probe_steps`):
 
-* weight geometry (SPEC §5, "condense, then expand"), through the shared kernels'
+* weight geometry (docs/science.md §5, "condense, then expand"), through the shared kernels'
   :func:`smallinit.kernels.measure_stack` (one batched call per matrix shape, on the
   model's device; the values of :func:`smallinit.kernels.measure_all`): effective rank
   exp(H(σ/Σσ)) (Roy & Vetterli 2007),
   top singular-value share σ₁/Σσ, cosine-cluster count (threshold 0.95) and mean |cos| of
   the rows of the token embedding, each layer's W_Q and W_K, and each layer's FFN input
   W_gate (SwiGLU; W_up for a GELU MLP) — the rows that play the two-layer net's input
-  weights (SPEC §5);
+  weights (docs/science.md §5);
 * activation diagnostics (:func:`smallinit.llm.analysis.diagnostics.collect`) on a fixed held-out
   batch: RMSNorm saturation, attention-sink mass, max/median residual activation.
 

@@ -8,7 +8,7 @@
   prefix), so it is computed in one batched forward pass. Answers are compared in the
   tokenizer's canonical tokenization.
 * Per-token losses (with token ids, targets, tags, answer flags) for the token-level
-  analysis of SPEC §5.
+  analysis of docs/science.md §5.
 """
 
 from __future__ import annotations

@@ -66,8 +66,8 @@ def register(subparsers) -> None:
         "figs",
         help="render the paper figures (or list their runs with --plan)",
         description=(
-            "Render the figures of SPEC §7 from the cached experiments (computing missing "
-            "runs first). Figures whose experiment is not built yet are listed as such."
+            "Render the figures of docs/science.md §7 from the cached experiments (computing "
+            "missing runs first). Figures whose experiment is not built yet are listed as such."
         ),
         formatter_class=HelpFormatter,
     )

@@ -112,7 +112,7 @@ def register(subparsers) -> None:
         "llm",
         help="transformer pretraining with the γ-initialization rule",
         description="Decoder-only transformers, init schemes, training and analysis "
-        "(SPEC §1, §5, §6).",
+        "(docs/science.md §1, §5, §6).",
     )
     p = add_command(
         commands, "train", cmd_train, help="train (or resume, or reuse) a language model",
@@ -141,7 +141,7 @@ def register(subparsers) -> None:
     p = add_command(commands, "init-table", cmd_init_table,
                     help="print every matrix's σ and effective γ under an init scheme",
                     description="σ of every weight matrix (from smallinit.theory.init_rules) "
-                    "and its effective rate γ_eff = −ln σ / ln d_in (SPEC §1).")
+                    "and its effective rate γ_eff = −ln σ / ln d_in (docs/science.md §1).")
     _config_args(p, required=False)
     p.add_argument("--init", default=None, metavar="SCHEME",
                    help="init scheme (overrides the config's init), e.g. gamma:1.0, "

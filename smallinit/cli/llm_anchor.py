@@ -1,4 +1,4 @@
-"""``smallinit llm anchor`` and ``smallinit llm anchor-scan``: the anchor task (SPEC §6).
+"""``smallinit llm anchor`` and ``smallinit llm anchor-scan``: the anchor task (docs/science.md §6).
 
 ``llm/cli.py`` calls :func:`register_anchor_commands` with its command subparsers.
 """
@@ -21,7 +21,7 @@ from smallinit.cli.util import (
 
 DESCRIPTION_ONE = """\
 Train the transformer on the anchor-function composite task (Zhang et al., NeurIPS 2024,
-arXiv 2405.05409; SPEC §6) and classify its answers on the unseen pair (4, 3):
+arXiv 2405.05409; docs/science.md §6) and classify its answers on the unseen pair (4, 3):
 inferential (x − 10, composing the single maps), symmetric (x − 6, copying the seen
 exception (3, 4)) or other. Seen-pair accuracy is reported on the training samples and on
 the residue-held-out (x, position) combinations. One run per (γ, depth) combination given;
@@ -107,7 +107,8 @@ def cmd_anchor_scan(args: argparse.Namespace) -> int:
 def register_anchor_commands(commands) -> None:
     """Add ``anchor`` and ``anchor-scan`` to the ``llm`` group's command subparsers."""
     p = add_command(commands, "anchor", cmd_anchor,
-                    help="train on the anchor task and classify the unseen pair (SPEC §6)",
+                    help="train on the anchor task and classify the unseen pair "
+                     "(docs/science.md §6)",
                     description=DESCRIPTION_ONE)
     p.add_argument("--gamma", type=float_list, default=None, metavar="G[,G...]",
                    help="initialization rate(s) γ (σ = d_in^-γ); unset: the config's init")

@@ -278,14 +278,15 @@ def register(subparsers) -> None:
         subparsers,
         "theory",
         help="exact phase diagram, closed forms and the transformer mapping",
-        description="Exact results derived with sympy (SPEC §2-§5). Numbers are read exactly "
-        "(0.1 is 1/10; 1/2 is allowed). A negative value needs '=': --gamma-prime=-1/2.",
+        description="Exact results derived with sympy (docs/science.md §2-§5). Numbers are "
+        "read exactly (0.1 is 1/10; 1/2 is allowed). A negative value needs '=': "
+        "--gamma-prime=-1/2.",
     )
     p = add_command(
         commands, "classify", cmd_classify,
         help="regime and predicted S_w interval of a point (γ, γ')",
         description="Δ(γ, γ') = γ − 1 − max(γ', 0) decides the regime of the two-layer ReLU "
-        "net (SPEC §2): linear Δ < 0, critical Δ = 0, condensed Δ > 0. The predicted RD "
+        "net (docs/science.md §2): linear Δ < 0, critical Δ = 0, condensed Δ > 0. The predicted RD "
         "slope is S_w ≤ Δ (linear), S_w ≥ Δ/2 (condensed), 0 (critical).",
     )
     p.add_argument("--gamma", type=exact_number, required=True, metavar="G",
@@ -299,8 +300,8 @@ def register(subparsers) -> None:
         help="the named initializations on the phase diagram",
         description="LeCun, He, Xavier, NTK, mean field, the E et al. diagonal family and "
         "the γ rule for an FFN (d fixed, d ∝ m): (α, β1, β2) in m and d, and the coordinates "
-        "derived from them as m → ∞ (SPEC §2, §5). Families are shown with the regime as a "
-        "function of their parameter unless --param is given.",
+        "derived from them as m → ∞ (docs/science.md §2, §5). Families are shown with the regime "
+        "as a function of their parameter unless --param is given.",
     )
     p.add_argument("--param", type=exact_number, default=None, metavar="V",
                    help="evaluate the one-parameter families at this value (γ, or s)")
@@ -310,9 +311,9 @@ def register(subparsers) -> None:
         commands, "transformer", cmd_transformer,
         help="σ and γ_eff of every matrix; FFN blocks on the phase diagram",
         description="For a transformer's sizes and an init scheme: every weight matrix's σ "
-        "and effective γ = −ln σ / ln d_in (SPEC §1), each FFN block's phase-diagram "
+        "and effective γ = −ln σ / ln d_in (docs/science.md §1), each FFN block's phase-diagram "
         "coordinates with d_model fixed and with proportional widths, the predicted regime "
-        "and S_w interval, and the RMSNorm saturation threshold (SPEC §5).",
+        "and S_w interval, and the RMSNorm saturation threshold (docs/science.md §5).",
     )
     p.add_argument("--d-model", type=positive_int, required=True, metavar="D",
                    help="model width")
@@ -348,7 +349,7 @@ def register(subparsers) -> None:
         commands, "eps", cmd_eps,
         help="RMSNorm saturation threshold γ_ε and the ε that matches another width",
         description="With embeddings at std d^-γ, mean(x²) ≈ d^-2γ, and RMSNorm stops "
-        "normalizing once d^-2γ ≲ ε, i.e. γ ≳ γ_ε = ln(1/ε)/(2 ln d) (SPEC §5). "
+        "normalizing once d^-2γ ≲ ε, i.e. γ ≳ γ_ε = ln(1/ε)/(2 ln d) (docs/science.md §5). "
         "--match-d-model gives the ε at which a width-d_model model has the same "
         "d^-2γ/ε as that width at --eps.",
     )
@@ -365,7 +366,8 @@ def register(subparsers) -> None:
     p = add_command(
         commands, "multiplicity", cmd_multiplicity,
         help="multiplicity p of the activations (initial condensation)",
-        description="p = min{k ≥ 1: σ^(k)(0) ≠ 0}, from one-sided limits (SPEC §3). With "
-        "small init a layer condenses onto at most 2p orientations. ReLU is not covered.",
+        description="p = min{k ≥ 1: σ^(k)(0) ≠ 0}, from one-sided limits (docs/science.md "
+        "§3). With small init a layer condenses onto at most 2p orientations. ReLU is not "
+        "covered.",
     )
     add_json_option(p)

@@ -132,15 +132,15 @@ def register(subparsers) -> None:
         subparsers,
         "toy",
         help="two-layer simulations: phase scan, condensation, lazy vs rich",
-        description="Two-layer network simulations in JAX (SPEC §2-§4).",
+        description="Two-layer network simulations in JAX (docs/science.md §2-§4).",
     )
     p = add_command(
         commands, "scan", _cmd_scan,
         help="RD slope S_w over a (γ, γ') grid against theory's regimes",
         description=(
-            "Train ReLU two-layer nets (SPEC §2: 4 points, y = x², ASI, β1 = 1, β2 = m^γ', "
-            "α = β2 m^γ) at every grid point, width and seed until the loss is below tol; fit "
-            "S_w = d ln RD / d ln m (median over seeds) and compare with theory's regime and "
+            "Train ReLU two-layer nets (docs/science.md §2: 4 points, y = x², ASI, β1 = 1, β2 = "
+            "m^γ', α = β2 m^γ) at every grid point, width and seed until the loss is below tol; "
+            "fit S_w = d ln RD / d ln m (median over seeds) and compare with theory's regime and "
             "slope interval point by point. Results are cached in the run store."
         ),
     )
@@ -158,7 +158,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-steps", dest="max_steps", type=positive_int, default=None,
                    help="step budget per network (default from the profile)")
     p.add_argument("--tol", type=float, default=None,
-                   help="loss tolerance that defines t* (default 1e-6, SPEC §2)")
+                   help="loss tolerance that defines t* (default 1e-6, docs/science.md §2)")
     p.add_argument("--engine", choices=("jax", "grouped"), default="jax",
                    help="jax (default: compiled JAX loops, one call per width) or grouped "
                         "(all widths in one ragged batch through the kernels' grouped "
@@ -173,9 +173,9 @@ def register(subparsers) -> None:
         commands, "condense", _cmd_condense,
         help="condensation score and cluster count over a (γ, γ') grid",
         description=(
-            "Train one ReLU net per grid point (SPEC §2 setting) to the loss tolerance and "
-            "measure how its amplitude gathers on few orientations: condensation score "
-            "(share of amplitude in the 4 heaviest orientation clusters), cluster count and "
+            "Train one ReLU net per grid point (docs/science.md §2 setting) to the loss "
+            "tolerance and measure how its amplitude gathers on few orientations: condensation "
+            "score (share of amplitude in the 4 heaviest orientation clusters), cluster count and "
             "mean |cosine| of the input weights."
         ),
     )
@@ -193,8 +193,8 @@ def register(subparsers) -> None:
         commands, "diagonal", _cmd_diagonal,
         help="diagonal linear net across init scale α against theory's argmin Q_α",
         description=(
-            "Train β = w+^D − w-^D from w = α (SPEC §4, Woodworth et al. 2020) on theory's "
-            "planted sparse problem and report the relative error to argmin Q_α and the "
+            "Train β = w+^D − w-^D from w = α (docs/science.md §4, Woodworth et al. 2020) on "
+            "theory's planted sparse problem and report the relative error to argmin Q_α and the "
             "distances to the minimum-ℓ1 and minimum-ℓ2 interpolants."
         ),
     )

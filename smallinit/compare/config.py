@@ -1,7 +1,7 @@
 """What ``smallinit compare`` runs: γ values, transformer widths, the base LLM run, the toy.
 
 For every γ the transformer is trained at each width d_model with d_ff = r·d_model (``ffn_ratio``
-r, proportional widths, so theory's FFN map gives (γ, γ') = (2γ, 0), SPEC §5), the same
+r, proportional widths, so theory's FFN map gives (γ, γ') = (2γ, 0), docs/science.md §5), the same
 number of layers, context, steps and batch (a fixed token budget: steps·batch·context tokens
 at every width), and the init ``gamma:<γ>`` in its canonical spelling (``gamma:1``, not
 ``gamma:1.0``). Attention heads keep ``head_dim`` as the width grows (n_heads =

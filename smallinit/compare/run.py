@@ -4,8 +4,8 @@ For each γ of a :class:`~smallinit.compare.config.CompareConfig`:
 
 1. theory: the FFN block's coordinates under the γ rule with proportional widths,
    (γ, γ') = (2γ, 0), its regime and S_w interval
-   (:func:`smallinit.theory.transformer.ffn_blocks`, width law, SPEC §5);
-2. toy: the two-layer ReLU net of SPEC §2 at those coordinates — one phase scan over all
+   (:func:`smallinit.theory.transformer.ffn_blocks`, width law, docs/science.md §5);
+2. toy: the two-layer ReLU net of docs/science.md §2 at those coordinates — one phase scan over all
    the points (:func:`smallinit.toy.scan.run_scan`, a (γ, γ') grid of one γ' value) for
    S_w, and one condensation grid (:func:`smallinit.toy.condense.run`) for the score;
 3. transformer: one training run per width (:func:`smallinit.llm.training.train.train`, kind
