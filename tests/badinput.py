@@ -426,11 +426,15 @@ def counts(outcomes: list[Outcome]) -> dict[str, int]:
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """``python tests/badinput.py [WORD ...]``: run the cases whose name contains any WORD
+    (all cases without one); ``BADINPUT_DIR`` keeps the fixture between calls."""
+    words = sys.argv[1:] if argv is None else argv
     keep = os.environ.get("BADINPUT_DIR")
     root = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="smallinit-badinput-"))
     places = make_fixture(root)
-    outcomes = run_battery(places)
+    cases = [c for c in CASES if not words or any(w in c.name for w in words)]
+    outcomes = run_battery(places, cases)
     for o in outcomes:
         if o.verdict != "clean":
             last = o.lines[-1] if o.lines else ""
