@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from launch import run_torchrun
 
 from smallinit.cli.llm_anchor import register_anchor_commands
 from smallinit.cli.util import ArgumentParser
@@ -241,37 +242,14 @@ run_anchor(load_profile("quick", sys.argv[2:])[0], RunStore(sys.argv[1]))
 def test_two_process_ddp_anchor_matches_one_process(tmp_path):
     """The anchor task gets DDP from the Trainer: two ranks, each half of every global
     batch, follow the single-process run up to reduction order. (~30 s on 2 cores.)"""
-    import os
-    import shutil
-    import signal
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
-    assert torchrun, "torchrun is installed with torch"
     args = [*TINY, "train.steps=20", "train.log_every=5", "train.checkpoint_every=10",
             "train.warmup=5", "train.lr=0.01", "train.threads=1"]
     cfg, _ = load_profile("quick", args)
     single = run_anchor(cfg, RunStore(tmp_path / "one"))
     script = tmp_path / "ddp_anchor.py"
     script.write_text(DDP_SCRIPT)
-    env = dict(os.environ, OMP_NUM_THREADS="1", SMALLINIT_QUIET="1")
-    cmd = [torchrun, "--standalone", "--nproc_per_node", "2", str(script),
-           str(tmp_path / "two"), *args]
-    for attempt in range(2):  # one retry: the free-port rendezvous can race on a busy host
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env, start_new_session=True)
-        try:
-            _, stderr = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its workers, nothing else
-            proc.communicate()
-            raise
-        if proc.returncode == 0:
-            break
-        print(f"torchrun attempt {attempt} failed:\n{stderr[-3000:]}")
-    assert proc.returncode == 0, stderr[-3000:]
+    run_torchrun(["--standalone", "--nproc_per_node", "2", str(script), str(tmp_path / "two"),
+                  *args])
     two = RunStore(tmp_path / "two").run(KIND, cfg, version=VERSION)
     assert two.state == "done"
     a = [(r["step"], r["loss"]) for r in single.metrics()]

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from launch import run_torchrun
 
 from smallinit.cli import main
 from smallinit.config import load_config
@@ -123,27 +121,11 @@ def test_nan_run_is_recorded_as_failed(cache, tmp_path):
 
 
 def test_two_process_ddp_matches_one_process(cache, tmp_path):
-    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
-    assert torchrun, "torchrun is installed with torch"
     extra = ["train.steps=20", "train.checkpoint_every=10", "train.eval_every=0"]
     single = train(tiny(cache, *extra), runs_dir=tmp_path / "one")
-    env = dict(os.environ, OMP_NUM_THREADS="1", SMALLINIT_QUIET="1")
-    cmd = [torchrun, "--standalone", "--nproc_per_node", "2", "-m", "smallinit", "-q", "llm",
-           "train", "--runs-dir", str(tmp_path / "two"), *TINY, f"data.cache_dir={cache}",
-           *extra]
-    for attempt in range(2):  # one retry: the free-port rendezvous can race on a busy host
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env, start_new_session=True)
-        try:
-            _, stderr = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its workers, nothing else
-            proc.communicate()
-            raise
-        if proc.returncode == 0:
-            break
-        print(f"torchrun attempt {attempt} failed:\n{stderr[-3000:]}")
-    assert proc.returncode == 0, stderr[-3000:]
+    run_torchrun(["--standalone", "--nproc_per_node", "2", "-m", "smallinit", "-q", "llm",
+                  "train", "--runs-dir", str(tmp_path / "two"), *TINY,
+                  f"data.cache_dir={cache}", *extra])
     from smallinit.llm.training.train import KIND, VERSION
     from smallinit.runs import RunStore
 
