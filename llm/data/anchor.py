@@ -131,10 +131,6 @@ class AnchorSplit:
     def __len__(self) -> int:
         return len(self.labels)
 
-    def as_arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        return {f"{prefix}_{k}": getattr(self, k)
-                for k in ("tokens", "labels", "x", "a1", "a2", "pos")}
-
 
 @dataclass
 class AnchorData:
