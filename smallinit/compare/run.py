@@ -126,8 +126,8 @@ def check_transformers(cfg: CompareConfig, store: RunStore, *, force: bool = Fal
     for width in sorted(cfg.widths, reverse=True):  # the largest is the likeliest to fail
         for gamma in cfg.gammas:
             run_cfg = cfg.llm_run(gamma, width)
-            if will_compute(store, TRAIN_KIND, TRAIN_VERSION, run_cfg, force=force):
-                preflight(run_cfg)
+            preflight(run_cfg, computing=will_compute(store, TRAIN_KIND, TRAIN_VERSION,
+                                                      run_cfg, force=force))
 
 
 @dataclasses.dataclass
