@@ -230,3 +230,12 @@ def test_bootstrap_estimate_before_reading_runs():
 
     with pytest.raises(ConfigError, match=r"--bootstrap 1000000000000 .*needs about"):
         compare_runs("nope-a", "nope-b", n_boot=10**12)
+
+
+def test_init_table_refuses_millions_of_layers():
+    from smallinit.llm.training.trained import MAX_TABLE_LAYERS, build_for_table
+
+    with pytest.raises(ConfigError, match=r"model\.n_layers=1000000 is too deep .* at most"):
+        build_for_table(ModelConfig(n_layers=1_000_000), "ours")
+    assert len(build_for_table(ModelConfig(n_layers=3), "ours").blocks) == 3
+    assert MAX_TABLE_LAYERS >= 1000

@@ -165,7 +165,8 @@ def check_bootstrap_memory(n_boot: int, n_series: int = 1) -> None:
     from smallinit.memory import check_memory
 
     check_memory(bootstrap_bytes(n_boot, n_series),
-                 f"--bootstrap {n_boot} ({n_series} task/group series of {n_boot} replicates)")
+                 f"--bootstrap {n_boot} ({n_boot} float64 replicates for each of {n_series} "
+                 "tasks and groups, at least)")
 
 
 # ----------------------------------------------------------------------------- two stored runs

@@ -35,6 +35,7 @@ from smallinit.runs import Run, RunStore, config_key, read_json
 
 TRAIN_KIND = "llm-train"  # smallinit.llm.training.train.KIND, without importing the trainer
 KEY_PREFIX = re.compile(r"[0-9a-f]{1,16}")  # run keys are 16 hex digits (smallinit.runs)
+MAX_TABLE_LAYERS = 4096  # deepest model build_for_table builds
 
 
 @dataclass
@@ -167,7 +168,12 @@ def evaluate_run(run: TrainedRun, *, n_items: int | None = None, n_windows: int 
 
 def build_for_table(cfg: ModelConfig, family: str):
     """This package's model, or a Hugging Face GPT-2 / Llama with the same sizes, on the
-    ``meta`` device (parameters with shapes and no storage)."""
+    ``meta`` device (parameters with shapes and no storage). Deeper than
+    :data:`MAX_TABLE_LAYERS` is refused: the table has a row per matrix, and building
+    millions of modules takes minutes even without storage."""
+    if cfg.n_layers > MAX_TABLE_LAYERS:
+        raise ConfigError(f"model.n_layers={cfg.n_layers} is too deep for an init table (one "
+                          f"row per matrix, about 7 per layer); use at most {MAX_TABLE_LAYERS}")
     if family == "ours":
         return meta_transformer(cfg)
     from smallinit.llm.model import hf
