@@ -239,3 +239,38 @@ def test_init_table_refuses_millions_of_layers():
         build_for_table(ModelConfig(n_layers=1_000_000), "ours")
     assert len(build_for_table(ModelConfig(n_layers=3), "ours").blocks) == 3
     assert MAX_TABLE_LAYERS >= 1000
+
+
+def test_cli_damaged_run_files_exit_2_on_one_line(trained, tmp_path, capsys, monkeypatch):
+    """``llm eval`` on a run in the store whose model.pt is cut short, then on a cache whose
+    tokenizer is damaged: exit status 2, one line naming the file."""
+    from smallinit.cli import main
+
+    run, cache = trained
+    store = tmp_path / "runs"
+    copy = store / "llm-train" / run.key
+    shutil.copytree(run.path, copy)
+    weights = copy / "model.pt"
+    weights.write_bytes(weights.read_bytes()[:100])
+    assert main(["llm", "eval", str(copy), "--runs-dir", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{weights} cannot be read" in err[0]
+
+    shutil.copy2(run.path / "model.pt", weights)
+    bad_cache = tmp_path / "cache"
+    shutil.copytree(cache, bad_cache)
+    for tok in bad_cache.rglob("tokenizer.json"):
+        tok.write_text("{")
+    cfg = json.loads((copy / "config.json").read_text())
+    assert cfg["config"]["data"]["cache_dir"] == str(cache)
+    cfg["config"]["data"]["cache_dir"] = None  # read the cache from $SMALLINIT_CACHE
+    key = config_key("llm-train", cfg["config"], str(cfg["version"]))
+    cfg["key"] = key
+    moved = copy.with_name(key)
+    copy.rename(moved)
+    (moved / "config.json").write_text(json.dumps(cfg))
+    monkeypatch.setenv("SMALLINIT_CACHE", str(bad_cache))
+    assert main(["llm", "eval", key, "--runs-dir", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tokenizer.json is damaged" in err[0]
+    assert f"delete the folder {bad_cache}" in err[0]
