@@ -131,6 +131,7 @@ def compare_paired(paired: Mapping[str, Paired], groups: Mapping[str, Sequence[s
         raise ConfigError(f"bootstrap replicates {n_boot} is too few; use >= 10")
     if not 0 < alpha < 1:
         raise ConfigError(f"alpha={alpha} must be in (0, 1)")
+    check_bootstrap_memory(n_boot, len(paired) + len(groups))
     reps = {t: _task_replicates(p, n_boot, seed) for t, p in paired.items()}
     tasks = {}
     for t, p in paired.items():
@@ -153,6 +154,21 @@ def compare_paired(paired: Mapping[str, Paired], groups: Mapping[str, Sequence[s
             "alpha": alpha}
 
 
+def bootstrap_bytes(n_boot: int, n_series: int) -> int:
+    """Memory of the bootstrap: one float64 vector of ``n_boot`` replicates per task and
+    per group (``n_series``), plus one for the quantiles' sorted copy."""
+    return 8 * n_boot * (n_series + 1)
+
+
+def check_bootstrap_memory(n_boot: int, n_series: int = 1) -> None:
+    """Refuse ``--bootstrap`` values whose replicates cannot fit the memory limit."""
+    from smallinit.memory import check_memory
+
+    check_memory(bootstrap_bytes(n_boot, n_series),
+                 f"--bootstrap {n_boot} ({n_boot} float64 replicates for each of {n_series} "
+                 "tasks and groups, at least)")
+
+
 # ----------------------------------------------------------------------------- two stored runs
 def compare_runs(ref_a: str, ref_b: str, *, groups: Mapping[str, Sequence[str]] | None = None,
                  tasks: Sequence[str] | None = None, n_boot: int = 1000, seed: int = 0,
@@ -163,6 +179,9 @@ def compare_runs(ref_a: str, ref_b: str, *, groups: Mapping[str, Sequence[str]] 
     from smallinit.runs import RunStore
 
     groups = dict(groups or DEFAULT_GROUPS)
+    if n_boot < 10:
+        raise ConfigError(f"bootstrap replicates {n_boot} is too few; use >= 10")
+    check_bootstrap_memory(n_boot)  # the least any comparison needs, before reading runs
     ta, tb = resolve_run(ref_a, runs_dir), resolve_run(ref_b, runs_dir)
     store = RunStore(runs_dir or ta.store_root)
     runs_a, runs_b = bench_runs_of(store, ta.name), bench_runs_of(store, tb.name)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from smallinit.errors import ConfigError
 from smallinit.llm.bench import scoring
 from smallinit.llm.bench.tasks import Found, Sources, items_digest, subsample, task_spec
 from smallinit.llm.training.trained import TrainedRun, resolve_run
@@ -53,10 +54,8 @@ def load_trained(run: TrainedRun, device: str = "cpu", *, trust_data: bool = Fal
 
     Weights come from the run's ``model.pt`` (:func:`smallinit.llm.training.trained.load_trained`);
     the tokenizer from the cached corpus the run was trained on (rebuilt if missing)."""
-    from tokenizers import Tokenizer
-
     from smallinit.llm.data import corpus as corpus_mod
-    from smallinit.llm.data.tokenizer import END_OF_TEXT
+    from smallinit.llm.data.tokenizer import END_OF_TEXT, load_tokenizer
     from smallinit.llm.training.trained import data_config
     from smallinit.llm.training.trained import load_trained as load_weights
 
@@ -64,8 +63,29 @@ def load_trained(run: TrainedRun, device: str = "cpu", *, trust_data: bool = Fal
     model.to(device).eval()
     folder = corpus_mod.prepare(data_config(run, cfg, trust_data=trust_data),
                                 cfg.model.vocab_size)
-    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok = load_tokenizer(folder / "tokenizer.json")
     return model, tok, cfg, tok.token_to_id(END_OF_TEXT)
+
+
+def check_device(device: str) -> None:
+    """Refuse a torch device name that torch does not know, or a CUDA device this machine
+    does not have (ConfigError naming it and what is allowed)."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise ConfigError(f"--device {device!r} is not a torch device; use cpu, cuda or "
+                          "cuda:N") from None
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ConfigError(f"--device {device!r}: no CUDA device is available; use cpu")
+        if dev.index is not None and dev.index >= count:
+            raise ConfigError(f"--device {device!r}: this machine has {count} CUDA "
+                              f"device(s), cuda:0 to cuda:{count - 1}")
+    elif dev.type not in ("cpu", "mps"):
+        raise ConfigError(f"--device {device!r} is not supported; use cpu, cuda or cuda:N")
 
 
 # ----------------------------------------------------------------------------- one task
@@ -107,6 +127,7 @@ def benchmark(ref: str, tasks: list[str], *, limit: int | None = None,
               fetch: bool = True, batch_size: int = 16, max_new_tokens: int | None = None,
               device: str = "cpu", force: bool = False, trust_data: bool = False) -> list[Run]:
     """Evaluate trained run ``ref`` on ``tasks``; returns the ``llm-bench`` runs."""
+    check_device(device)
     trained = resolve_run(ref, runs_dir)
     sources = Sources(data_dir, fetch=fetch)
     found = {t: sources.find(t) for t in tasks}  # fail on missing data before loading

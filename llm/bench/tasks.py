@@ -232,15 +232,22 @@ def item_from_json(obj: Any, spec: TaskSpec, where: str, default_id: str) -> Ite
     return Item(str(ident), query, answers=tuple(answers))
 
 
+MAX_LINE_CHARS = 1_000_000  # a local JSONL line (one item) longer than this is refused
+
+
 def read_jsonl_items(path: Path, spec: TaskSpec) -> list[Item]:
-    """Items of a local ``<task>.jsonl`` file, validated line by line."""
+    """Items of a local ``<task>.jsonl`` file, validated line by line (a line of more than
+    :data:`MAX_LINE_CHARS` characters is refused before it is read whole)."""
     items: list[Item] = []
     seen: set[str] = set()
     with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+        for lineno, line in enumerate(iter(lambda: fh.readline(MAX_LINE_CHARS + 2), ""), 1):
+            where = f"{path}:{lineno}"
+            if len(line.rstrip("\r\n")) > MAX_LINE_CHARS:
+                raise ConfigError(f"{where}: the line is longer than {MAX_LINE_CHARS} "
+                                  "characters; one benchmark item per line, at most that long")
             if not line.strip():
                 continue
-            where = f"{path}:{lineno}"
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as err:

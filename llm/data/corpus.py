@@ -26,10 +26,10 @@ import numpy as np
 
 from smallinit.config import canonical_json, config_to_dict
 from smallinit.downloads import PinnedFile, fetch_pinned
-from smallinit.errors import ConfigError
+from smallinit.errors import ConfigError, StoreError, one_line
 from smallinit.llm.config import DataConfig
 from smallinit.llm.data import synthetic
-from smallinit.llm.data.tokenizer import END_OF_TEXT, cached_bpe, encode_many
+from smallinit.llm.data.tokenizer import END_OF_TEXT, cached_bpe, encode_many, load_tokenizer
 from smallinit.runs import atomic_save_npz, atomic_write_bytes, atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,26 @@ def text_documents(path: str) -> list[str]:
             raise ConfigError(f"data.corpus=text:{path}: the folder holds no .txt files")
         return [f.read_text(encoding="utf-8", errors="replace") for f in files]
     raise ConfigError(f"data.corpus=text:{path}: no such file or folder")
+
+
+def check_source(cfg: DataConfig) -> None:
+    """Cheap checks of the source ``cfg.corpus`` names, made before a run directory exists
+    (the corpus itself is built inside the run): a ``text:`` path must exist (a folder must
+    hold a ``.txt`` file), ``hf:`` needs the ``datasets`` package."""
+    kind, _, rest = cfg.corpus.partition(":")
+    if kind == "text":
+        p = Path(rest).expanduser()
+        if p.is_dir():
+            if next(p.rglob("*.txt"), None) is None:
+                raise ConfigError(f"data.corpus=text:{rest}: the folder holds no .txt files")
+        elif not p.is_file():
+            raise ConfigError(f"data.corpus=text:{rest}: no such file or folder")
+    elif kind == "hf":
+        import importlib.util
+
+        if importlib.util.find_spec("datasets") is None:
+            raise ConfigError(f"data.corpus=hf:{rest} needs the `datasets` package; "
+                              "pip install datasets")
 
 
 def hf_documents(name: str) -> list[str]:
@@ -208,19 +228,28 @@ def prepare(cfg: DataConfig, vocab_size: int) -> Path:
         _build_synthetic(cfg, tok_path, vocab_size, folder)
     else:
         _build_text(cfg, tok_path, vocab_size, folder)
-    from tokenizers import Tokenizer
-
-    actual = Tokenizer.from_file(str(tok_path)).get_vocab_size()
+    actual = load_tokenizer(tok_path).get_vocab_size()
     atomic_write_json(folder / "meta.json", {"corpus": cfg.corpus, "vocab_size": actual,
                                              "data": config_to_dict(cfg)})
     return folder
 
 
 def load(cfg: DataConfig, vocab_size: int) -> Corpus:
-    """The corpus for ``cfg`` (built on first use), memory-mapped."""
-    from tokenizers import Tokenizer
-
+    """The corpus for ``cfg`` (built on first use), memory-mapped. A damaged cached file
+    is a :class:`StoreError` naming it and the folder to delete (it is rebuilt then)."""
     folder = prepare(cfg, vocab_size)
+    try:
+        return _open_cached(folder)
+    except StoreError as err:
+        raise StoreError(one_line(err).split(";")[0] + f"; delete the folder {folder} and run "
+                         "again to rebuild the corpus") from None
+    except (OSError, ValueError, KeyError, TypeError, EOFError) as err:
+        raise StoreError(f"the cached corpus {folder} is damaged ({type(err).__name__}: "
+                         f"{one_line(err)[:200]}); delete the folder and run again to rebuild "
+                         "it") from None
+
+
+def _open_cached(folder: Path) -> Corpus:
     meta = read_json(folder / "meta.json")
 
     def mm(name, dtype):
@@ -233,7 +262,7 @@ def load(cfg: DataConfig, vocab_size: int) -> Corpus:
         items = {k: f[k] for k in f.files}
     train = mm("train.bin", np.uint16)
     val = mm("val.bin", np.uint16)
-    return Corpus(folder, Tokenizer.from_file(str(folder / "tokenizer.json")), train, val,
+    return Corpus(folder, load_tokenizer(folder / "tokenizer.json"), train, val,
                   mm("train_tags.bin", np.uint8), mm("val_tags.bin", np.uint8),
                   mm("val_answer.bin", np.uint8), items, int(meta["vocab_size"]))
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from smallinit.errors import StoreError, one_line
 from smallinit.runs import atomic_write_text
 
 END_OF_TEXT = "<|endoftext|>"
@@ -33,11 +34,22 @@ def train_bpe(texts: Iterable[str], vocab_size: int) -> Tokenizer:
     return tok
 
 
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    """The tokenizer saved at ``path``; a damaged file is a :class:`StoreError` naming it and
+    the cache folder to delete (the corpus is rebuilt there on the next run)."""
+    path = Path(path)
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as err:  # tokenizers raises a bare Exception for a damaged file
+        raise StoreError(f"{path} is damaged ({one_line(err)[:200]}); delete the folder "
+                         f"{path.parent} and run again to rebuild it") from None
+
+
 def cached_bpe(path: Path, texts: Iterable[str], vocab_size: int) -> Tokenizer:
     """Load the tokenizer at ``path``, or train it on ``texts`` and save it there."""
     path = Path(path)
     if path.exists():
-        return Tokenizer.from_file(str(path))
+        return load_tokenizer(path)
     tok = train_bpe(texts, vocab_size)
     atomic_write_text(path, tok.to_str())
     return tok

@@ -33,6 +33,7 @@ classification of the held-out pair, and the mechanism measurements, all through
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -161,6 +162,8 @@ def cell_config(base: AnchorConfig, *, gamma: float | None = None, layers: int |
     """``base`` with one grid cell's γ, depth, weight decay and seed."""
     changes: dict[str, Any] = {}
     if gamma is not None:
+        require(math.isfinite(gamma) and gamma > 0,
+                f"gamma {gamma} is not allowed; γ must be a finite number > 0 (as scan.gammas)")
         changes["init"] = gamma_init(gamma)
     if seed is not None:
         changes["seed"] = seed
@@ -334,7 +337,8 @@ def run_anchor(cfg: AnchorConfig, store: RunStore | None = None, *, force: bool 
     from smallinit.llm.training.train import Trainer, fit_run
 
     return fit_run(store or RunStore(), KIND, VERSION, cfg,
-                   lambda dist: Trainer(cfg, dist, AnchorTask), force=force)
+                   lambda dist: Trainer(cfg, dist, AnchorTask), force=force,
+                   explicit_attention=True)
 
 
 @dataclass

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from smallinit.errors import ConfigError
 from smallinit.llm.model.matrices import (
     ALL,
     MatrixSpec,
@@ -99,7 +100,7 @@ def _hf_specs(model: nn.Module) -> list[MatrixSpec]:
                 d_in, d_out = d, param.shape[0]
             specs.append(MatrixSpec(name, param, ALL, part, d_in, d_out, layer, residual, kind))
         else:
-            raise ValueError(
+            raise ConfigError(
                 f"parameter {name} {tuple(param.shape)} of {type(model).__name__} has no known "
                 "init part; supported: this package's Transformer, GPT-2 and Llama-family models"
             )
@@ -116,26 +117,54 @@ def _n_layers(model: nn.Module) -> int:
 def matrix_table(model: nn.Module) -> list[MatrixSpec]:
     """Every weight matrix of ``model`` with its part, role, fan-in, fan-out and layer: the
     model's own declarations when it has them, else the Hugging Face reader."""
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"apply_init needs a torch.nn.Module, got {type(model).__name__}; "
+                          "supported: smallinit.llm Transformer, Hugging Face GPT-2 and Llama")
     if has_declarations(model):
         return declared_matrices(model)
     if hasattr(model, "config") and hasattr(model.config, "hidden_size"):
         return _hf_specs(model)
-    raise ValueError(f"apply_init does not know how to read {type(model).__name__}; "
-                     "supported: smallinit.llm Transformer, Hugging Face GPT-2 and Llama")
+    raise ConfigError(f"apply_init does not know how to read {type(model).__name__}; "
+                      "supported: smallinit.llm Transformer, Hugging Face GPT-2 and Llama")
 
 
 matrix_specs = matrix_table  # the earlier name
 
 
 # ----------------------------------------------------------------------------- drawing
+SMALLEST_STD = 1e-300  # a σ below this draws zeros (and its γ_eff is meaningless)
+
+
 def as_scheme(scheme: InitScheme | str) -> InitScheme:
-    return parse_scheme(scheme) if isinstance(scheme, str) else scheme
+    """An :class:`InitScheme` from itself or its text; anything else is a ConfigError."""
+    if isinstance(scheme, InitScheme):
+        return scheme
+    if not isinstance(scheme, str):
+        raise ConfigError(f"init scheme {scheme!r} ({type(scheme).__name__}) is not allowed; "
+                          "give a string such as 'gamma:0.5', 'nanogpt', 'fixed:0.02' or an "
+                          "InitScheme")
+    try:
+        return parse_scheme(scheme)
+    except ValueError as err:  # theory's message names the scheme and what is allowed
+        raise ConfigError(str(err)) from None
 
 
 def spec_std(spec: MatrixSpec, scheme: InitScheme, n_layers: int) -> float:
-    """σ of one matrix under ``scheme`` (through theory's ``matrix_std``)."""
-    return matrix_std(scheme, spec.part, spec.d_in, spec.d_out, n_layers=n_layers,
-                      layer=spec.layer, residual_out=spec.residual_out)
+    """σ of one matrix under ``scheme`` (through theory's ``matrix_std``). The one place
+    that refuses a σ no draw can use: theory's ValueError, a non-finite σ or one below
+    :data:`SMALLEST_STD` (it would draw zeros) is a ConfigError naming scheme and matrix."""
+    where = f"init {scheme.describe()} on matrix {spec.name} (d_in={spec.d_in})"
+    try:
+        sigma = matrix_std(scheme, spec.part, spec.d_in, spec.d_out, n_layers=n_layers,
+                           layer=spec.layer, residual_out=spec.residual_out)
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    except OverflowError:
+        sigma = math.inf
+    if not (math.isfinite(sigma) and sigma > SMALLEST_STD):
+        raise ConfigError(f"{where} gives σ={sigma:g}; a usable σ is finite and > "
+                          f"{SMALLEST_STD:g} (use a smaller γ or another scheme)")
+    return float(sigma)
 
 
 def apply_init(model: nn.Module, scheme: InitScheme | str, *, seed: int = 0) -> nn.Module:
@@ -145,12 +174,12 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *, seed: int = 0) -> 
     scheme = as_scheme(scheme)
     specs = matrix_table(model)
     n_layers = _n_layers(model)
+    sigmas = [spec_std(spec, scheme, n_layers) for spec in specs]  # all checked before a draw
     k = truncation(scheme)
     gen = torch.Generator().manual_seed(seed)
     covered = {id(s.param) for s in specs}
     with torch.no_grad():
-        for spec in specs:
-            sigma = spec_std(spec, scheme, n_layers)
+        for spec, sigma in zip(specs, sigmas, strict=True):
             target = spec.param[spec.index]
             draw = torch.empty(target.shape, dtype=torch.float32)
             if k is None:
@@ -162,7 +191,7 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *, seed: int = 0) -> 
             if id(param) in covered:
                 continue
             if param.dim() != 1:
-                raise ValueError(f"parameter {name} {tuple(param.shape)} has no init rule")
+                raise ConfigError(f"parameter {name} {tuple(param.shape)} has no init rule")
             is_bias = name.endswith("bias")
             param.fill_(0.0 if is_bias else 1.0)
     return model

@@ -215,3 +215,10 @@ class Transformer(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def meta_transformer(cfg: ModelConfig) -> Transformer:
+    """The model of ``cfg`` on the ``meta`` device: every parameter has its shape and no
+    storage, so the matrix table (shapes, fan-ins, σ) of any size costs no memory."""
+    with torch.device("meta"):
+        return Transformer(cfg)

@@ -407,17 +407,52 @@ class Trainer:
 
 
 # ----------------------------------------------------------------------------- entry points
+def will_compute(store: RunStore, kind: str, version: str, cfg, *, force: bool = False) -> bool:
+    """Whether asking for the run (kind, cfg, version) trains (False: a finished run, or a
+    final failure, is reused)."""
+    run = store.run(kind, cfg, version=version)
+    state = run.state
+    reusable = state == "done" or (state == "failed" and bool(run.status().get("final")))
+    return force or not reusable
+
+
+def preflight(cfg, dist: Dist | None = None, *, explicit_attention: bool = False,
+              computing: bool = True) -> None:
+    """Every check of a run's config that needs no training, made before its run directory
+    exists (so a bad config leaves nothing behind). For a run that will be trained
+    (``computing``): the device is there and the training step fits the memory limit
+    (:func:`smallinit.llm.training.memory.check_training_memory`, before anything is built);
+    for every run, also one reused: the init scheme gives every matrix a usable σ (checked on
+    a model without storage, the ``meta`` device)."""
+    from smallinit.llm.model.init import init_table
+    from smallinit.llm.model.transformer import meta_transformer
+    from smallinit.llm.training.memory import check_training_memory
+
+    if computing:
+        resolve_device(cfg, dist or Dist.from_env())
+        check_training_memory(cfg, explicit_attention=explicit_attention)
+    init_table(meta_transformer(cfg.model), cfg.scheme)
+
+
 def fit_run(store: RunStore, kind: str, version: str, cfg, build: Callable[[Dist], Trainer],
-            *, force: bool = False, prepare: Callable[[], None] | None = None) -> Run:
+            *, force: bool = False, prepare: Callable[[], None] | None = None,
+            check: Callable[[], None] | None = None, explicit_attention: bool = False) -> Run:
     """Train (or resume, or reuse) the run (kind, cfg, version) with the trainer
     ``build(dist)``, alone or under ``torchrun``; ``prepare`` runs once on rank 0 before
-    the others start (e.g. building a corpus they then read).
+    the others start (e.g. building a corpus they then read). The config is first checked
+    (:func:`preflight`; for a run that will be trained also ``check``, e.g. that the corpus
+    source exists), so a config error leaves no run directory; ``explicit_attention``: the
+    task also runs the explicit attention path (its scores count in the memory estimate).
 
     Returns the run (on ranks other than 0 a handle to the same directory)."""
     dist = Dist.from_env()
     if cfg.train.batch_size % dist.world:
         raise ConfigError(f"train.batch_size={cfg.train.batch_size} is not divisible by the "
                           f"{dist.world} processes")
+    computing = will_compute(store, kind, version, cfg, force=force)
+    preflight(cfg, dist, explicit_attention=explicit_attention, computing=computing)
+    if computing and check is not None:
+        check()
     if dist.world == 1:
         return store.get_or_run(kind, cfg, lambda run: build(dist).fit(run), version=version,
                                 force=force)
@@ -457,4 +492,5 @@ def train(cfg: RunConfig, *, runs_dir: str | Path | None = None, force: bool = F
     ``torchrun``."""
     return fit_run(RunStore(runs_dir), KIND, VERSION, cfg, lambda dist: Trainer(cfg, dist),
                    force=force,
-                   prepare=lambda: corpus_mod.prepare(cfg.data, cfg.model.vocab_size))
+                   prepare=lambda: corpus_mod.prepare(cfg.data, cfg.model.vocab_size),
+                   check=lambda: corpus_mod.check_source(cfg.data))

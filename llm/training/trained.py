@@ -24,16 +24,18 @@ from typing import Any
 import torch
 
 from smallinit.config import config_from_dict
-from smallinit.errors import ConfigError, StoreError
+from smallinit.errors import ConfigError, StoreError, one_line
 from smallinit.llm.config import DataConfig, ModelConfig, RunConfig
 from smallinit.llm.data import corpus as corpus_mod
-from smallinit.llm.model.transformer import Transformer
+from smallinit.llm.model.transformer import Transformer, meta_transformer
 from smallinit.llm.training.checkpoint import safe_load
 from smallinit.llm.training.evaluate import evaluate
+from smallinit.llm.training.memory import check_model_memory
 from smallinit.runs import Run, RunStore, config_key, read_json
 
 TRAIN_KIND = "llm-train"  # smallinit.llm.training.train.KIND, without importing the trainer
 KEY_PREFIX = re.compile(r"[0-9a-f]{1,16}")  # run keys are 16 hex digits (smallinit.runs)
+MAX_TABLE_LAYERS = 4096  # deepest model build_for_table builds
 
 
 @dataclass
@@ -117,9 +119,39 @@ def load_trained(run_dir: str | Path) -> tuple[RunConfig, Transformer]:
         raise StoreError(f"{weights} is missing; the run finished without saving weights")
     cfg = config_from_dict(RunConfig, read_json(run_dir / "config.json")["config"],
                            where="config")
+    check_model_memory(cfg.model, f"loading {weights}")
+    try:
+        state = safe_load(weights)  # tensors only: no pickled code runs
+    except Exception as err:  # torch raises RuntimeError, OSError, EOFError, pickle errors
+        raise StoreError(f"{weights} cannot be read ({type(err).__name__}: "
+                         f"{one_line(err)[:200]}); the file is damaged: train the run again "
+                         "(smallinit llm train with its config and --force)") from None
     model = Transformer(cfg.model)
-    model.load_state_dict(safe_load(weights))  # tensors only: no pickled code runs
+    mismatch = first_mismatch(model.state_dict(), state)
+    if mismatch:
+        raise StoreError(f"{weights} does not match its config.json: {mismatch}")
+    model.load_state_dict(state)
     return cfg, model
+
+
+def first_mismatch(expected: dict[str, Any], loaded: Any) -> str | None:
+    """The first difference between a model's state dict and loaded weights (a missing or
+    unexpected tensor, or a shape that differs), or None when they match."""
+    if not isinstance(loaded, dict):
+        return f"it holds a {type(loaded).__name__}, not a dict of tensors"
+    for name, tensor in expected.items():
+        if name not in loaded:
+            return f"tensor {name} is missing"
+        got = loaded[name]
+        if not isinstance(got, torch.Tensor):
+            return f"{name} is a {type(got).__name__}, not a tensor"
+        if tuple(got.shape) != tuple(tensor.shape):
+            return (f"{name} has shape {tuple(got.shape)}, the config gives "
+                    f"{tuple(tensor.shape)}")
+    extra = sorted(set(loaded) - set(expected))
+    if extra:
+        return f"tensor {extra[0]} is not in the model the config describes"
+    return None
 
 
 def evaluate_run(run: TrainedRun, *, n_items: int | None = None, n_windows: int | None = None,
@@ -135,9 +167,16 @@ def evaluate_run(run: TrainedRun, *, n_items: int | None = None, n_windows: int 
 
 
 def build_for_table(cfg: ModelConfig, family: str):
-    """This package's model, or a Hugging Face GPT-2 / Llama with the same sizes."""
+    """This package's model, or a Hugging Face GPT-2 / Llama with the same sizes, on the
+    ``meta`` device (parameters with shapes and no storage). Deeper than
+    :data:`MAX_TABLE_LAYERS` is refused: the table has a row per matrix, and building
+    millions of modules takes minutes even without storage."""
+    if cfg.n_layers > MAX_TABLE_LAYERS:
+        raise ConfigError(f"model.n_layers={cfg.n_layers} is too deep for an init table (one "
+                          f"row per matrix, about 7 per layer); use at most {MAX_TABLE_LAYERS}")
     if family == "ours":
-        return Transformer(cfg)
+        return meta_transformer(cfg)
     from smallinit.llm.model import hf
 
-    return hf.gpt2_from(cfg) if family == "gpt2" else hf.llama_from(cfg)
+    with torch.device("meta"):  # shapes only: a table of any size needs no memory
+        return hf.gpt2_from(cfg) if family == "gpt2" else hf.llama_from(cfg)

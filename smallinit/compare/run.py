@@ -113,6 +113,23 @@ def llm_point(cfg: CompareConfig, gamma: float, width: int, run) -> dict[str, An
     return entry
 
 
+def check_transformers(cfg: CompareConfig, store: RunStore, *, force: bool = False) -> None:
+    """Before anything is computed: every transformer run the comparison would train passes
+    the trainer's checks (:func:`smallinit.llm.training.train.preflight`: device, memory
+    estimate, init σ), so a width that cannot fit is refused at once, not after the toy."""
+    from smallinit.llm.training.train import KIND as TRAIN_KIND
+    from smallinit.llm.training.train import VERSION as TRAIN_VERSION
+    from smallinit.llm.training.train import preflight, will_compute
+
+    if not will_compute(store, KIND, VERSION, cfg, force=force):
+        return
+    for width in sorted(cfg.widths, reverse=True):  # the largest is the likeliest to fail
+        for gamma in cfg.gammas:
+            run_cfg = cfg.llm_run(gamma, width)
+            preflight(run_cfg, computing=will_compute(store, TRAIN_KIND, TRAIN_VERSION,
+                                                      run_cfg, force=force))
+
+
 @dataclasses.dataclass
 class CompareResult:
     """A finished comparison: its records and where its files are."""
@@ -142,6 +159,7 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
     from smallinit.jobs import run_jobs
 
     store = store or RunStore()
+    check_transformers(cfg, store, force=force)
 
     def body(run):
         predictions = theory_points(cfg)
