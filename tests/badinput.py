@@ -30,6 +30,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from smallinit.runs import config_key
+
 TIME_LIMIT = 30.0  # seconds; generous for a 2-core machine running torch imports in parallel
 MEMORY_LIMIT = 2 * 1024**3  # resident bytes
 ADDRESS_CAP = 16 * 1024**3  # RLIMIT_AS of a case (protects the machine; jax reserves a lot)
@@ -175,8 +177,7 @@ CASES: list[Case] = [
         "--runs-dir", "{runs}"),
     cli("llm train device cuda without cuda", "llm", "train", *TINY_TRAIN,
         "train.device=cuda", "--runs-dir", "{runs}"),
-    cli("llm init-table d_model 1e6", "llm", "init-table", "model.d_model=1000000",
-        "model.n_heads=1000"),
+    cli("llm init-table layers 1e6", "llm", "init-table", "model.n_layers=1000000"),
     cli("llm init-table unknown init", "llm", "init-table", "--init", "bogus"),
     cli("llm init-table gamma 1e308", "llm", "init-table", "--init", "gamma:1e308"),
     cli("llm anchor bad gamma", "llm", "anchor", "--gamma", "-1", "--runs-dir", "{runs}"),
@@ -277,20 +278,23 @@ def make_fixture(root: Path) -> dict[str, str]:
         _run_smallinit(["llm", "train", *TINY_TRAIN], env)
     run = sorted(p for p in kind_dir.iterdir() if (p / "model.pt").is_file())[0]
     places["run"] = str(run)
+    # damaged copies outside the store, each in a folder named by its key (a valid run
+    # directory apart from the damage, so the damage itself is what gets reported)
     outside = root / "outside"
-    outside.mkdir(exist_ok=True)
-    for tag in ("badmodel", "mismatch"):
-        copy = outside / f"run_{tag}"
-        if copy.exists():
-            shutil.rmtree(copy)
-        shutil.copytree(run, copy)
-        places[f"run_{tag}"] = str(copy)
-    model = Path(places["run_badmodel"]) / "model.pt"
+    if outside.exists():
+        shutil.rmtree(outside)
+    badmodel = outside / "badmodel" / run.name
+    shutil.copytree(run, badmodel)
+    model = badmodel / "model.pt"
     model.write_bytes(model.read_bytes()[: model.stat().st_size // 3])
-    cfg_path = Path(places["run_mismatch"]) / "config.json"
-    cfg = json.loads(cfg_path.read_text())
-    cfg["config"]["model"]["d_model"] = 32
-    cfg_path.write_text(json.dumps(cfg))
+    places["run_badmodel"] = str(badmodel)
+    meta = json.loads((run / "config.json").read_text())
+    meta["config"]["model"]["d_model"] = 32
+    meta["key"] = config_key("llm-train", meta["config"], str(meta["version"]))
+    mismatch = outside / "mismatch" / meta["key"]
+    shutil.copytree(run, mismatch)
+    (mismatch / "config.json").write_text(json.dumps(meta))
+    places["run_mismatch"] = str(mismatch)
     badtok = root / "badtok-cache"
     if badtok.exists():
         shutil.rmtree(badtok)
