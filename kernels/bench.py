@@ -13,8 +13,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import cpu
+from . import cpu, gpu
 from .batched import offsets_from_widths
+from .measure import measure_all
+from .stack import measure_stack
 
 # Peak throughput of known devices (dense, non-tensor-core FP32/FP64 FLOP/s, HBM bytes/s).
 PEAKS = {
@@ -142,8 +144,6 @@ def gpu_grouped_benchmark(repeat: int = 20) -> dict:
     import cupy as cp  # noqa: PLC0415
     import torch  # noqa: PLC0415
 
-    from . import gpu  # noqa: PLC0415
-
     args = phase_scan_batch(dtype=np.float32)
     X, y, a, W, b, off, al = args
     dev = [cp.asarray(v) for v in (X, y, a, W, b)]
@@ -181,8 +181,6 @@ def gpu_gram_benchmark(
     shapes=((1, 4096, 4096), (16, 1024, 1024), (64, 512, 256)), repeat: int = 20
 ) -> list[dict]:
     import cupy as cp  # noqa: PLC0415
-
-    from . import gpu  # noqa: PLC0415
 
     name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
     peak = next((v for k, v in PEAKS.items() if k in name), None)
@@ -225,9 +223,6 @@ def gpu_stack_benchmark(shapes=((16, 512, 512), (8, 1536, 512)), repeat: int = 5
     probes did before): the shapes of W_Q/W_K of 8 layers at d = 512 and the FFN inputs."""
     import cupy as cp  # noqa: PLC0415
     import torch  # noqa: PLC0415
-
-    from .measure import measure_all  # noqa: PLC0415
-    from .stack import measure_stack  # noqa: PLC0415
 
     def sync():
         cp.cuda.Device().synchronize()

@@ -119,7 +119,7 @@ def grouped_two_layer_step(X, y, a, W, b, offsets, alpha, activation):
 
     Returns CuPy arrays (the dispatcher in :mod:`batched` converts to the caller's family).
     """
-    from .batched import GroupedStep, _check_layout  # noqa: PLC0415  (avoid an import cycle)
+    from .batched import GroupedStep, _check_layout  # noqa: PLC0415  # lazy: batched imports gpu
 
     Wd, tname = _device(W)
     if tname == "bf16_t":

@@ -24,6 +24,8 @@ import functools
 import numpy as np
 
 from smallinit.errors import require
+from smallinit.runs import RunStore
+from smallinit.theory import lazy_rich as lr
 from smallinit.toy.jaxsetup import enable_x64
 
 KIND = "toy-diagonal"
@@ -99,9 +101,6 @@ def train(cfg: DiagonalConfig, X: np.ndarray, y: np.ndarray) -> dict[str, np.nda
 
 def run(cfg: DiagonalConfig, store=None, *, force: bool = False) -> dict:
     """Train across α and compare with theory's argmin Q_α (and the ℓ2/ℓ1 limits)."""
-    from smallinit.runs import RunStore
-    from smallinit.theory import lazy_rich as lr
-
     store = store or RunStore()
 
     def body(run):

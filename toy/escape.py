@@ -33,6 +33,8 @@ import functools
 import numpy as np
 
 from smallinit.errors import require
+from smallinit.runs import RunStore
+from smallinit.theory import escape, lazy_rich
 from smallinit.toy.jaxsetup import enable_x64
 
 KIND = "toy-escape"
@@ -120,8 +122,6 @@ def plateau_times(cfg: EscapeConfig, L: int, X, y) -> dict[str, np.ndarray]:
 
 def theory_times(L: int, eps, c: float) -> np.ndarray:
     """theory.escape.escape_time(L, ε, c, ρ = 1) for each ε (its differences are ρ-free)."""
-    from smallinit.theory import escape
-
     return np.array([float(escape.escape_time(L, float(e), c, 1)) for e in eps])
 
 
@@ -142,9 +142,6 @@ def run(cfg: EscapeConfig, store=None, *, force: bool = False) -> dict:
     """Measure T(ε) for every order and compare with theory; cached in the run store.
     Returns per order L: eps, T, T_theory_rel (theory's T(ε) − T(ε_max)), T_rel (measured,
     same reference), rel_err of those differences, c, the slopes and theory's values."""
-    from smallinit.runs import RunStore
-    from smallinit.theory import lazy_rich
-
     store = store or RunStore()
 
     def body(run):

@@ -23,7 +23,10 @@ from typing import Any
 
 from smallinit.llm.bench import scoring
 from smallinit.llm.bench.tasks import Found, Sources, items_digest, subsample, task_spec
-from smallinit.llm.training.trained import TrainedRun, resolve_run
+from smallinit.llm.data import corpus as corpus_mod
+from smallinit.llm.data.tokenizer import END_OF_TEXT
+from smallinit.llm.training.trained import TrainedRun, data_config, resolve_run
+from smallinit.llm.training.trained import load_trained as load_weights
 from smallinit.progress import progress
 from smallinit.runs import Run, RunStore
 
@@ -54,11 +57,6 @@ def load_trained(run: TrainedRun, device: str = "cpu", *, trust_data: bool = Fal
     Weights come from the run's ``model.pt`` (:func:`smallinit.llm.training.trained.load_trained`);
     the tokenizer from the cached corpus the run was trained on (rebuilt if missing)."""
     from tokenizers import Tokenizer
-
-    from smallinit.llm.data import corpus as corpus_mod
-    from smallinit.llm.data.tokenizer import END_OF_TEXT
-    from smallinit.llm.training.trained import data_config
-    from smallinit.llm.training.trained import load_trained as load_weights
 
     cfg, model = load_weights(run.path)
     model.to(device).eval()

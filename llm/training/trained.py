@@ -27,6 +27,7 @@ from smallinit.config import config_from_dict
 from smallinit.errors import ConfigError, StoreError
 from smallinit.llm.config import DataConfig, ModelConfig, RunConfig
 from smallinit.llm.data import corpus as corpus_mod
+from smallinit.llm.model import hf
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.training.checkpoint import safe_load
 from smallinit.llm.training.evaluate import evaluate
@@ -138,6 +139,5 @@ def build_for_table(cfg: ModelConfig, family: str):
     """This package's model, or a Hugging Face GPT-2 / Llama with the same sizes."""
     if family == "ours":
         return Transformer(cfg)
-    from smallinit.llm.model import hf
 
     return hf.gpt2_from(cfg) if family == "gpt2" else hf.llama_from(cfg)

@@ -27,7 +27,15 @@ from typing import Any
 
 from smallinit.compare.config import CompareConfig
 from smallinit.compare.table import build_table, to_csv
-from smallinit.runs import RunStore, atomic_write_text
+from smallinit.errors import RunFailed
+from smallinit.jobs import run_jobs
+from smallinit.llm.analysis.ffn import initial_model, measure_layers, trained_model
+from smallinit.llm.experiments.sweeps import llm_job
+from smallinit.runs import RunStore, atomic_write_text, read_json
+from smallinit.theory.init_rules import parse_scheme
+from smallinit.theory.transformer import TransformerShape, ffn_blocks
+from smallinit.toy import condense
+from smallinit.toy.scan import ScanConfig, run_scan
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +45,6 @@ VERSION = "2"  # 2: RMS displacement and validation loss in the records
 
 def theory_points(cfg: CompareConfig) -> list[dict[str, Any]]:
     """Theory's FFN point for each γ (proportional widths, width law), as plain data."""
-    from smallinit.theory.init_rules import parse_scheme
-    from smallinit.theory.transformer import TransformerShape, ffn_blocks
-
     m = cfg.llm.model
     width = max(cfg.widths)
     shape = TransformerShape(d_model=width, d_ff=cfg.ffn_ratio * width,
@@ -59,9 +64,6 @@ def theory_points(cfg: CompareConfig) -> list[dict[str, Any]]:
 def toy_points(cfg: CompareConfig, predictions: list[dict], store: RunStore,
                force: bool) -> list[dict[str, Any]]:
     """S_w and condensation score of the two-layer net at each predicted (γ, γ')."""
-    from smallinit.toy import condense
-    from smallinit.toy.scan import ScanConfig, run_scan
-
     coords = [(p["gamma_value"], p["gamma_prime_value"]) for p in predictions]
     gammas = tuple(sorted({c[0] for c in coords}))
     gamma_primes = tuple(sorted({c[1] for c in coords}))
@@ -87,16 +89,12 @@ def toy_points(cfg: CompareConfig, predictions: list[dict], store: RunStore,
 
 def llm_jobs(cfg: CompareConfig):
     """One transformer training job per (γ, width), for the job driver."""
-    from smallinit.llm.experiments.sweeps import llm_job
-
     return [llm_job("train", cfg.llm_run(g, w), {"gamma": g, "width": w})
             for g in cfg.gammas for w in cfg.widths]
 
 
 def llm_point(cfg: CompareConfig, gamma: float, width: int, run) -> dict[str, Any]:
     """Measure the trained transformer at (γ, width) (its run from the job driver)."""
-    from smallinit.llm.analysis.ffn import initial_model, measure_layers, trained_model
-
     run_cfg = cfg.llm_run(gamma, width)
     entry: dict[str, Any] = {"gamma": gamma, "width": width, "d_ff": cfg.ffn_ratio * width,
                              "run": str(run.path), "state": run.state}
@@ -130,8 +128,6 @@ class CompareResult:
         return self.run_path / "table.json"
 
     def measurements(self) -> list[dict]:
-        from smallinit.runs import read_json
-
         return read_json(self.run_path / "measurements.json")
 
 
@@ -139,8 +135,6 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
                 force: bool = False) -> CompareResult:
     """Compute (or reuse) the comparison through the run store (module docstring);
     ``force`` recomputes it and every run under it."""
-    from smallinit.jobs import run_jobs
-
     store = store or RunStore()
 
     def body(run):
@@ -159,7 +153,5 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
 
     run = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
     if run.state != "done":
-        from smallinit.errors import RunFailed
-
         raise RunFailed(f"comparison {run.path} is {run.state}: {run.status().get('reason')}")
     return CompareResult(cfg, run.read_json("table.json")["records"], run.path)
