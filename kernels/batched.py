@@ -37,7 +37,7 @@ class GroupedStep(NamedTuple):
 
 
 def _gpu():
-    from . import gpu  # noqa: PLC0415  # lazy: gpu imports this module (cycle); cupy backend only
+    from . import gpu  # noqa: PLC0415  # lazy: gpu imports batched (GroupedStep, _check_layout)
 
     return gpu
 

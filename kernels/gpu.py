@@ -21,6 +21,7 @@ import numpy as np
 
 from . import activations, cpu
 from .backend import cp, family, to_device, to_numpy
+from .batched import GroupedStep, _check_layout
 
 HERE = Path(__file__).resolve().parent
 TILE = 64
@@ -119,8 +120,6 @@ def grouped_two_layer_step(X, y, a, W, b, offsets, alpha, activation):
 
     Returns CuPy arrays (the dispatcher in :mod:`batched` converts to the caller's family).
     """
-    from .batched import GroupedStep, _check_layout  # noqa: PLC0415  # lazy: batched imports gpu
-
     Wd, tname = _device(W)
     if tname == "bf16_t":
         Wd, tname = widen_bf16(Wd), "float"
