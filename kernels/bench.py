@@ -99,7 +99,7 @@ def cpu_gram_vs_loop(batch: int = 64, m: int = 64, d: int = 32, repeat: int = 3)
 
 def _torch_baselines(args, device):
     """Per-network loop and padded-bmm closures in torch (autograd) for the same batch."""
-    import torch  # noqa: PLC0415
+    import torch  # noqa: PLC0415  # lazy: torch baselines of the GPU benchmarks only
 
     X, y, a, W, b, off, al = (torch.as_tensor(np.asarray(v), device=device) for v in args)
     G = off.numel() - 1
@@ -142,7 +142,7 @@ def _torch_baselines(args, device):
 
 def gpu_grouped_benchmark(repeat: int = 20) -> dict:
     import cupy as cp  # noqa: PLC0415
-    import torch  # noqa: PLC0415
+    import torch  # noqa: PLC0415  # lazy: torch baselines of the GPU benchmarks only
 
     args = phase_scan_batch(dtype=np.float32)
     X, y, a, W, b, off, al = args
@@ -222,7 +222,7 @@ def gpu_stack_benchmark(shapes=((16, 512, 512), (8, 1536, 512)), repeat: int = 5
     device) against the per-matrix ``measure_all`` loop on host copies (what the traced
     probes did before): the shapes of W_Q/W_K of 8 layers at d = 512 and the FFN inputs."""
     import cupy as cp  # noqa: PLC0415
-    import torch  # noqa: PLC0415
+    import torch  # noqa: PLC0415  # lazy: torch baselines of the GPU benchmarks only
 
     def sync():
         cp.cuda.Device().synchronize()

@@ -67,7 +67,7 @@ def kernel(name: str, expr: str) -> Any:
 def _device(x: Any) -> tuple[Any, str]:
     """Contiguous CuPy array and its kernel type name ('float', 'double' or 'bf16_t')."""
     if family(x) == "torch" and str(x.dtype) == "torch.bfloat16":
-        import torch  # noqa: PLC0415
+        import torch  # noqa: PLC0415  # lazy: only for torch bf16 arrays handed in
 
         return to_device(x.detach().contiguous().view(torch.int16)).view(cp.uint16), "bf16_t"
     arr = cp.ascontiguousarray(to_device(x))

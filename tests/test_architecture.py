@@ -18,7 +18,10 @@ Floor plan (lowest floor first; an arrow may only point down):
 And imports of our own modules sit at the top of their module, where the graph can be
 read: outside ``smallinit/cli/`` (whose handlers import libraries lazily so that
 ``smallinit --help`` stays fast) a function-level import of ``smallinit...`` is allowed only
-when its line carries ``# lazy: <reason>`` (an optional dependency such as cupy behind it).
+when its line carries ``# lazy: <reason>`` (an import cycle, an optional dependency such as
+cupy behind it). The same holds for the heavy third-party packages (torch, jax, sympy) in a
+module that does not import them at its top anyway: lazy only where the module must be
+importable without them, saying why.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ PACKAGES = {
 COMPONENTS = ("smallinit.theory", "smallinit.toy", "smallinit.llm", "smallinit.kernels")
 ON_TOP = {"smallinit.experiments", "smallinit.figs"}  # core modules above the components
 LAZY_MARK = "# lazy:"
+#: heavy third-party packages: lazy only where a module must import without them
+HEAVY = ("torch", "jax", "sympy")
 
 
 def module_of(rel: str) -> tuple[str, bool]:
@@ -97,11 +102,16 @@ def violations(rel: str, source: str) -> list[str]:
     """The floor-plan rules (module docstring) that file ``rel`` breaks, one line each."""
     module, is_package = module_of(rel)
     found = []
-    for names, line, top, text in imports(module, is_package, source):
+    statements = list(imports(module, is_package, source))
+    at_top = {name.split(".")[0] for names, _, top, _ in statements if top for name in names}
+    for names, line, top, text in statements:
         ours = [name for name in names if within(name, "smallinit")]
-        if ours and not top and not within(module, "smallinit.cli") and LAZY_MARK not in text:
-            found.append(f"{rel}:{line} imports {ours[0]} inside a function: move it to the "
-                         f"top of the module, or say why it must wait with "
+        heavy = [name for name in names if name.split(".")[0] in HEAVY
+                 and name.split(".")[0] not in at_top]
+        if (ours or heavy) and not top and not within(module, "smallinit.cli") \
+                and LAZY_MARK not in text:
+            found.append(f"{rel}:{line} imports {(ours or heavy)[0]} inside a function: move "
+                         f"it to the top of the module, or say why it must wait with "
                          f"'{LAZY_MARK} <reason>'")
         for name in ours:
             found += rule_breaks(module, f"{rel}:{line} imports {name}", name)
@@ -178,6 +188,8 @@ def test_the_cli_offers_the_sweeps_that_exist():
      "inside a function"),
     ("kernels/stack.py", "def f():\n    from . import gpu  # noqa: PLC0415\n",
      "inside a function"),
+    ("toy/escape.py", "def f():\n    import jax.numpy as jnp\n", "inside a function"),
+    ("theory/exact.py", "import math\ndef f():\n    import sympy\n", "inside a function"),
 ])
 def test_each_rule_catches_a_fake_source(rel, source, rule):
     found = violations(rel, source)
@@ -194,7 +206,10 @@ def test_each_rule_catches_a_fake_source(rel, source, rule):
     ("smallinit/__main__.py", "from smallinit.cli import main\n"),
     ("smallinit/cli/figs.py", "def f():\n    from smallinit.experiments import plan\n"),
     ("kernels/stack.py", "def f():\n    from . import gpu  # lazy: needs cupy\n"),
-    ("toy/scan.py", "def f():\n    import jax\n"),
+    ("toy/scan.py", "import jax\ndef f():\n    import jax.numpy as jnp\n"),
+    ("llm/training/train.py", "import torch\ndef f():\n    import torch.distributed\n"),
+    ("kernels/backend.py", "def f():\n    import torch  # lazy: kernels run without torch\n"),
+    ("theory/diagram.py", "def f():\n    from matplotlib.patches import Polygon\n"),
 ])
 def test_the_checker_accepts_what_the_plan_allows(rel, source):
     assert violations(rel, source) == []

@@ -21,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from smallinit.errors import require
@@ -56,9 +58,6 @@ class DiagonalConfig:
 
 @functools.cache
 def _solver(depth: int, tol: float, max_steps: int, lr_factor: float):
-    import jax
-    import jax.numpy as jnp
-
     def one(alpha, X, y):
         n = X.shape[0]
         lam = jnp.linalg.eigvalsh(X.T @ X / n)[-1]

@@ -30,6 +30,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from smallinit.errors import require
@@ -73,9 +75,6 @@ class EscapeConfig:
 
 @functools.cache
 def _solver(L: int, h: float, frac: float, max_steps: int):
-    import jax
-    import jax.numpy as jnp
-
     def one(eps, X, y):
         n = X.shape[0]
         lam = jnp.linalg.eigvalsh(X.T @ X / n)[-1]

@@ -24,6 +24,8 @@ import dataclasses
 import functools
 from typing import Literal
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from smallinit.errors import ConfigError, require
@@ -81,9 +83,6 @@ def spec_data(seed: int, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
 
 @functools.cache
 def _trainer(activation: str, steps: int, lr: float, optimizer: str):
-    import jax
-    import jax.numpy as jnp
-
     act = act_fn(activation)
     b1, b2, eps = 0.9, 0.999, 1e-8
 
@@ -118,8 +117,6 @@ def _trainer(activation: str, steps: int, lr: float, optimizer: str):
 
 def simulate(cfg: InitialCondensationConfig) -> dict[str, np.ndarray]:
     """Train once (float64); returns a0, W0, a, W (bias as last column of W), losses, X̃, y."""
-    import jax
-
     enable_x64()
     X, y = spec_data(cfg.seed, cfg.n_points, cfg.dim)
     Xt = np.hstack([X, np.ones((X.shape[0], 1))])

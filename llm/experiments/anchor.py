@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from smallinit import profiles
 from smallinit.config import config_from_dict, load_config, read_toml, replace_config
@@ -182,8 +183,6 @@ def cell_config(base: AnchorConfig, *, gamma: float | None = None, layers: int |
 # ----------------------------------------------------------------------------- training
 def predict(model, tokens: np.ndarray, batch: int = 1024) -> np.ndarray:
     """Greedy prediction at the last position for every row of ``tokens``."""
-    import torch
-
     device = next(model.parameters()).device
     out = []
     was_training = model.training
@@ -226,8 +225,6 @@ class AnchorTask:
     classification and the :func:`mechanism` measurements go to ``arrays.npz``."""
 
     def __init__(self, cfg: AnchorConfig, device):
-        import torch
-
         self.cfg = cfg
         self.name = f"anchor {cfg.init}"
         self.tokens_per_step = 0  # fixed-length classification: no token throughput
@@ -239,8 +236,6 @@ class AnchorTask:
         self.y = torch.from_numpy(self.data.train.labels).to(device)
 
     def batch(self, step: int, dist):
-        import torch
-
         rows = batch_indices(step, self.cfg.seed, len(self.y), self.cfg.train.batch_size)
         rows = torch.from_numpy(dist.share(rows)).to(self.device)
         return self.x[rows], self.y[rows]
@@ -285,8 +280,6 @@ class AnchorTask:
 # ----------------------------------------------------------------------------- mechanism
 def mechanism(model, cfg: AnchorConfig, data: anchor.AnchorData) -> dict[str, np.ndarray]:
     """Embedding geometry, W_Q^(1) condensation and attention on the anchor positions."""
-    import torch
-
     table = matrix_table(model)
     emb = one(table, "embedding").rows_out.detach().float().cpu().numpy()
     values = emb[cfg.task.value_lo:cfg.task.value_hi + 1]
