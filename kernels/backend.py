@@ -81,7 +81,7 @@ def family(x: Any) -> str:
 
 def _torch_sync(t: Any) -> None:
     if t.is_cuda:
-        import torch  # noqa: PLC0415
+        import torch  # noqa: PLC0415  # lazy: only for torch arrays handed in
 
         torch.cuda.current_stream(t.device).synchronize()
 
@@ -135,7 +135,7 @@ def like(result: Any, template: Any) -> Any:
     if fam in ("numpy", "other") and rfam == "cupy":
         return result.get()
     if fam == "torch":
-        import torch  # noqa: PLC0415
+        import torch  # noqa: PLC0415  # lazy: only for torch arrays handed in
 
         if rfam == "cupy":
             if template.is_cuda:
@@ -144,10 +144,10 @@ def like(result: Any, template: Any) -> Any:
             return torch.from_numpy(result.get())
         return torch.from_numpy(np.ascontiguousarray(result)).to(template.device)
     if fam == "jax":
-        import jax.numpy as jnp  # noqa: PLC0415
+        import jax.numpy as jnp  # noqa: PLC0415  # lazy: only for JAX arrays handed in
 
         if rfam == "cupy":
-            import jax  # noqa: PLC0415
+            import jax  # noqa: PLC0415  # lazy: only for JAX arrays handed in
 
             try:
                 return jax.dlpack.from_dlpack(result)

@@ -37,7 +37,7 @@ class GroupedStep(NamedTuple):
 
 
 def _gpu():
-    from . import gpu  # noqa: PLC0415  (needs cupy; imported only on the cupy backend)
+    from . import gpu  # noqa: PLC0415  # lazy: gpu imports batched (GroupedStep, _check_layout)
 
     return gpu
 

@@ -13,8 +13,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import cpu
+from . import cpu, gpu
 from .batched import offsets_from_widths
+from .measure import measure_all
+from .stack import measure_stack
 
 # Peak throughput of known devices (dense, non-tensor-core FP32/FP64 FLOP/s, HBM bytes/s).
 PEAKS = {
@@ -97,7 +99,7 @@ def cpu_gram_vs_loop(batch: int = 64, m: int = 64, d: int = 32, repeat: int = 3)
 
 def _torch_baselines(args, device):
     """Per-network loop and padded-bmm closures in torch (autograd) for the same batch."""
-    import torch  # noqa: PLC0415
+    import torch  # noqa: PLC0415  # lazy: torch baselines of the GPU benchmarks only
 
     X, y, a, W, b, off, al = (torch.as_tensor(np.asarray(v), device=device) for v in args)
     G = off.numel() - 1
@@ -140,9 +142,7 @@ def _torch_baselines(args, device):
 
 def gpu_grouped_benchmark(repeat: int = 20) -> dict:
     import cupy as cp  # noqa: PLC0415
-    import torch  # noqa: PLC0415
-
-    from . import gpu  # noqa: PLC0415
+    import torch  # noqa: PLC0415  # lazy: torch baselines of the GPU benchmarks only
 
     args = phase_scan_batch(dtype=np.float32)
     X, y, a, W, b, off, al = args
@@ -181,8 +181,6 @@ def gpu_gram_benchmark(
     shapes=((1, 4096, 4096), (16, 1024, 1024), (64, 512, 256)), repeat: int = 20
 ) -> list[dict]:
     import cupy as cp  # noqa: PLC0415
-
-    from . import gpu  # noqa: PLC0415
 
     name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
     peak = next((v for k, v in PEAKS.items() if k in name), None)
@@ -224,10 +222,7 @@ def gpu_stack_benchmark(shapes=((16, 512, 512), (8, 1536, 512)), repeat: int = 5
     device) against the per-matrix ``measure_all`` loop on host copies (what the traced
     probes did before): the shapes of W_Q/W_K of 8 layers at d = 512 and the FFN inputs."""
     import cupy as cp  # noqa: PLC0415
-    import torch  # noqa: PLC0415
-
-    from .measure import measure_all  # noqa: PLC0415
-    from .stack import measure_stack  # noqa: PLC0415
+    import torch  # noqa: PLC0415  # lazy: torch baselines of the GPU benchmarks only
 
     def sync():
         cp.cuda.Device().synchronize()

@@ -21,6 +21,7 @@ import numpy as np
 
 from . import activations, cpu
 from .backend import cp, family, to_device, to_numpy
+from .batched import GroupedStep, _check_layout
 
 HERE = Path(__file__).resolve().parent
 TILE = 64
@@ -66,7 +67,7 @@ def kernel(name: str, expr: str) -> Any:
 def _device(x: Any) -> tuple[Any, str]:
     """Contiguous CuPy array and its kernel type name ('float', 'double' or 'bf16_t')."""
     if family(x) == "torch" and str(x.dtype) == "torch.bfloat16":
-        import torch  # noqa: PLC0415
+        import torch  # noqa: PLC0415  # lazy: only for torch bf16 arrays handed in
 
         return to_device(x.detach().contiguous().view(torch.int16)).view(cp.uint16), "bf16_t"
     arr = cp.ascontiguousarray(to_device(x))
@@ -119,8 +120,6 @@ def grouped_two_layer_step(X, y, a, W, b, offsets, alpha, activation):
 
     Returns CuPy arrays (the dispatcher in :mod:`batched` converts to the caller's family).
     """
-    from .batched import GroupedStep, _check_layout  # noqa: PLC0415  (avoid an import cycle)
-
     Wd, tname = _device(W)
     if tname == "bf16_t":
         Wd, tname = widen_bf16(Wd), "float"

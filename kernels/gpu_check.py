@@ -16,6 +16,9 @@ import sys
 import traceback
 from pathlib import Path
 
+from . import bench
+from .backend import BACKEND, cp
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
@@ -42,8 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     result["pytest_rc"] = proc.returncode
     result["pytest_tail"] = (proc.stdout + proc.stderr)[-4000:]
-    from . import bench  # noqa: PLC0415
-    from .backend import BACKEND, cp  # noqa: PLC0415
 
     result["backend"] = BACKEND
     if BACKEND == "cupy":

@@ -19,6 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .gpu import KERNELS, inline_source
+
 ARCH = "sm_90"
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -42,16 +44,11 @@ class CompileResult:
 
 
 def _sources() -> dict[str, list[str]]:
-    # gpu.py imports cupy only through backend.cp (None here), so this import is safe
-    from .gpu import KERNELS  # noqa: PLC0415
-
     return KERNELS
 
 
 def translation_unit(name: str, exprs: list[str]) -> str:
     """The inlined source plus a host reference to every instantiated kernel."""
-    from .gpu import inline_source  # noqa: PLC0415
-
     refs = ", ".join(f"(void*)&{e}" for e in exprs)
     return (
         inline_source(name)

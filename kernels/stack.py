@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from . import measure
-from .backend import BACKEND, family, to_device
+from . import gpu, measure
+from .backend import BACKEND, cp, family, to_device
 from .measure import DEFAULT_THRESHOLD, DEFAULT_TOP_K
 
 
@@ -49,9 +49,6 @@ def _check_stack(shape: tuple[int, ...]) -> None:
 def _device() -> tuple[Any, Any, Any]:
     """(array module, batched cosine Gram, hand-over) of the device path: CuPy, the
     ``cosine_gram.cu`` kernel and DLPack (the tests substitute NumPy stand-ins)."""
-    from . import gpu  # noqa: PLC0415  (cupy backend only)
-    from .backend import cp  # noqa: PLC0415
-
     return cp, gpu.cosine_gram, to_device
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from smallinit.errors import ConfigError, require
+from smallinit.theory.init_rules import canonical_scheme, parse_scheme
+from smallinit.theory.transformer import default_ffn_dim
 
 
 @dataclass
@@ -65,7 +67,6 @@ class ModelConfig:
         (:func:`smallinit.theory.transformer.default_ffn_dim`)."""
         if self.d_ff is not None:
             return self.d_ff
-        from smallinit.theory.transformer import default_ffn_dim
 
         return default_ffn_dim(self.d_model, self.mlp)
 
@@ -180,8 +181,6 @@ class RunConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
 
     def __post_init__(self) -> None:
-        from smallinit.theory.init_rules import canonical_scheme
-
         try:
             self.init = canonical_scheme(self.init)  # one spelling, one run key
         except ValueError as err:
@@ -189,6 +188,4 @@ class RunConfig:
 
     @property
     def scheme(self):
-        from smallinit.theory.init_rules import parse_scheme
-
         return parse_scheme(self.init)

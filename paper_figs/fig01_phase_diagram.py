@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from smallinit.experiments import single
+from smallinit.plotting import use_style
+from smallinit.theory import diagram
+
 NUMBER = 1
 TITLE = "Phase diagram of the two-layer ReLU network"
 
@@ -20,8 +24,6 @@ YLIM = (-1.15, 1.15)
 
 def draw_theory_layer(ax) -> None:
     """Regions, boundary rays, named points and the one-parameter families."""
-    from smallinit.theory import diagram
-
     diagram.draw_phase_regions(ax, XLIM, YLIM)
     diag = diagram.family_curve("e_diagonal", np.linspace(-1.5, 1.5, 2))
     ax.plot(diag[:, 0], diag[:, 1], ls="--", color="#009E73", lw=1.2, zorder=2,
@@ -39,8 +41,6 @@ def draw_simulation_layer(ax, ctx):
     """The toy phase scan's S_w (median over seeds) as a heatmap over the theory layer, its
     zero level (where the measured slope changes sign) as a black line; the profile's
     ``toy-scan`` experiment."""
-    from smallinit.experiments import single
-
     arrays = single(ctx.results("toy-scan")).arrays()
     g, gp, s_w = arrays["gammas"], arrays["gamma_primes"], arrays["S_w"]
     lim = float(np.nanmax(np.abs(s_w)))
@@ -54,8 +54,6 @@ def draw_simulation_layer(ax, ctx):
 
 def make(ctx):
     import matplotlib.pyplot as plt
-
-    from smallinit.plotting import use_style
 
     with use_style():
         fig, ax = plt.subplots(figsize=(6.4, 5.0))

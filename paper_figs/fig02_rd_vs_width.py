@@ -3,16 +3,16 @@
 
 from __future__ import annotations
 
+from smallinit.experiments import single
+from smallinit.plotting import use_style
+from smallinit.theory import phase
+
 NUMBER = 2
 TITLE = "RD vs width at γ' = 0"
 
 
 def make(ctx):
     import numpy as np
-
-    from smallinit.experiments import single
-    from smallinit.plotting import use_style
-    from smallinit.theory import phase
 
     results = ctx.results("rd-vs-width")
     cfg, arrays = results.jobs[0].config, single(results).arrays()

@@ -4,16 +4,16 @@ initial-condensation cosine heatmaps for activations of multiplicity p = 1, 2, 3
 
 from __future__ import annotations
 
+from smallinit.experiments import outputs, single
+from smallinit.plotting import use_style
+from smallinit.toy import condense
+
 NUMBER = 3
 TITLE = "Condensation maps and initial condensation"
 
 
 def make(ctx):
     import matplotlib.pyplot as plt
-
-    from smallinit.experiments import outputs, single
-    from smallinit.plotting import use_style
-    from smallinit.toy import condense
 
     maps = ctx.results("condense")
     cfg, cmap = maps.jobs[0].config, outputs(single(maps))

@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from smallinit.errors import ConfigError
+from smallinit.experiments import outputs
+from smallinit.plotting import use_style
+from smallinit.theory import lazy_rich
+
 NUMBER = 4
 TITLE = "Lazy versus rich: argmin Q_alpha across alpha"
 
@@ -22,8 +27,6 @@ SHAPE_ALPHAS = (0.01, 0.1, 1.0, 10.0)
 
 def draw_q_shape(ax) -> None:
     """Q_α(β)/Q_α(1) for one coordinate against the |β| and β² limits."""
-    from smallinit.theory import lazy_rich
-
     beta = np.linspace(-2, 2, 401)
     for a in SHAPE_ALPHAS:
         values = np.array([lazy_rich.Q_alpha([b], a) for b in beta])
@@ -39,8 +42,6 @@ def draw_q_shape(ax) -> None:
 
 def theory_curves(depth: int) -> dict[str, np.ndarray]:
     """Relative distances of argmin Q^D_α to the ℓ1 and ℓ2 interpolants, over ALPHAS."""
-    from smallinit.theory import lazy_rich
-
     X, y, _ = lazy_rich.planted_sparse_problem(**PROBLEM)
     l1, l2 = lazy_rich.min_l1_interpolant(X, y), lazy_rich.min_l2_interpolant(X, y)
     sols = np.array([lazy_rich.solve_q_alpha(X, y, a, depth=depth) for a in ALPHAS])
@@ -69,9 +70,6 @@ def draw_simulation_layer(ax, ctx) -> None:
     """Gradient descent on the diagonal net from init α (toy, on PROBLEM) as points on the
     theory curves: its distance to the ℓ1 and ℓ2 interpolants, depth 2 and 3, every 4th α
     of ALPHAS at the quick profile (all at full): the profile's ``diagonal`` experiment."""
-    from smallinit.errors import ConfigError
-    from smallinit.experiments import outputs
-
     for (job, run), marker in zip(ctx.results("diagonal"), ("o", "s", "^", "v"), strict=False):
         cfg, depth = job.config, job.config.depth
         if {k: getattr(cfg, k) for k in PROBLEM} != PROBLEM:
@@ -91,8 +89,6 @@ def draw_simulation_layer(ax, ctx) -> None:
 
 def make(ctx):
     import matplotlib.pyplot as plt
-
-    from smallinit.plotting import use_style
 
     with use_style():
         fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(10, 4.2))

@@ -17,6 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from smallinit.experiments import single
+from smallinit.plotting import use_style
+from smallinit.theory import diagram
+from smallinit.theory.init_rules import parse_scheme
+from smallinit.theory.transformer import TransformerShape, ffn_blocks, ffn_point_from_rates
+
 NUMBER = 5
 TITLE = "Transformer FFN blocks on the phase diagram"
 
@@ -31,23 +37,16 @@ COLORS = dict(zip(SCHEMES, ("#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2
 
 
 def _shape(width: int):
-    from smallinit.theory.transformer import TransformerShape
-
     # The plain FFN x ↦ W_down σ(W_up x) of docs/science.md §5 (d_ff = 4·d_model).
     return TransformerShape(d_model=width, n_layers=N_LAYERS, mlp="gelu")
 
 
 def _first_block(width: int, scheme: str):
-    from smallinit.theory.init_rules import parse_scheme
-    from smallinit.theory.transformer import ffn_blocks
-
     return ffn_blocks(_shape(width), parse_scheme(scheme))[0]
 
 
 def draw_diagram(ax) -> None:
     """Panel (a): γ-rule and named-scheme FFN points on the diagram."""
-    from smallinit.theory import diagram
-
     diagram.draw_phase_regions(ax, XLIM, YLIM)
     for scaling, marker, fill in (("proportional", "D", "full"), ("fixed", "s", "none")):
         pts = np.array([[float(v) for v in (p.gamma, p.gamma_prime)] for p in (
@@ -85,8 +84,6 @@ def draw_gamma_eff(ax) -> None:
 
 def draw_theory_layer(ax) -> None:
     """Panel (c): predicted S_w interval of the FFN (proportional widths) against γ."""
-    from smallinit.theory.transformer import ffn_point_from_rates
-
     gammas = np.linspace(0.0, 1.5, 121)
     lo, hi = [], []
     for g in gammas:
@@ -112,8 +109,6 @@ def draw_theory_layer(ax) -> None:
 
 def measured_records(ctx) -> list[dict]:
     """The comparison table of ``ctx.profile`` (run or reused through ``ctx.store``)."""
-    from smallinit.experiments import single
-
     return single(ctx.results("compare")).read_json("table.json")["records"]
 
 
@@ -148,8 +143,6 @@ def draw_measured_layer(ax, records: list[dict]) -> None:
 
 def make(ctx):
     import matplotlib.pyplot as plt
-
-    from smallinit.plotting import use_style
 
     with use_style():
         fig, (ax_a, ax_b, ax_c) = plt.subplots(1, 3, figsize=(15, 5.4))

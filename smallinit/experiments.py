@@ -19,10 +19,15 @@ from collections.abc import Callable
 from typing import Any
 
 from smallinit import profiles
+from smallinit.compare import config as compare_config
+from smallinit.compare import run as compare_run
 from smallinit.config import canonical_json, config_to_dict
-from smallinit.errors import ConfigError
+from smallinit.errors import ConfigError, RunFailed
 from smallinit.jobs import Job, Results, run_jobs
+from smallinit.llm.experiments import anchor, sweeps
 from smallinit.runs import Run, RunStore
+from smallinit.toy import condense, diagonal, scan
+from smallinit.toy import initial_condensation as ic
 
 HERE = "smallinit.experiments"
 
@@ -47,43 +52,31 @@ def _toy_job(kind: str, version: str, config: Any, entry: str, **tags: Any) -> J
 
 def scan_config(profile: str, table: str = "toy-scan"):
     """A :class:`~smallinit.toy.scan.ScanConfig` from a profile table."""
-    from smallinit.toy.scan import profile_config
-
-    return profile_config(profile, table)
+    return scan.profile_config(profile, table)
 
 
 def _toy_scan_jobs(table: str) -> Callable[[str], list[Job]]:
     def jobs(profile: str) -> list[Job]:
-        from smallinit.toy import scan
-
         return [_toy_job(scan.KIND, scan.VERSION, scan_config(profile, table), "run_toy_scan")]
 
     return jobs
 
 
 def run_toy_scan(cfg, store: RunStore, force: bool):
-    from smallinit.toy.scan import run_scan
-
-    return run_scan(cfg, store, force=force)
+    return scan.run_scan(cfg, store, force=force)
 
 
 def _condense_jobs(profile: str) -> list[Job]:
-    from smallinit.toy import condense
-
     cfg = profiles.merged(condense.CondenseConfig(), profiles.section(profile, "condense"),
                           where=f"{profile}.condense")
     return [_toy_job(condense.KIND, condense.VERSION, cfg, "run_condense")]
 
 
 def run_condense(cfg, store: RunStore, force: bool):
-    from smallinit.toy import condense
-
     return condense.run(cfg, store, force=force)
 
 
 def _initial_condensation_jobs(profile: str) -> list[Job]:
-    from smallinit.toy import initial_condensation as ic
-
     table = profiles.section(profile, "initial-condensation")
     activations = table.pop("activations", ["tanh"])
     return [_toy_job(ic.KIND, ic.VERSION,
@@ -93,8 +86,6 @@ def _initial_condensation_jobs(profile: str) -> list[Job]:
 
 
 def run_initial_condensation(cfg, store: RunStore, force: bool):
-    from smallinit.toy import initial_condensation as ic
-
     return ic.run(cfg, store, force=force)
 
 
@@ -109,8 +100,6 @@ def diagonal_alphas(profile: str) -> tuple[float, ...]:
 
 
 def _diagonal_jobs(profile: str) -> list[Job]:
-    from smallinit.toy import diagonal
-
     table = profiles.section(profile, "diagonal")
     jobs = []
     for depth in table["depths"]:
@@ -123,53 +112,38 @@ def _diagonal_jobs(profile: str) -> list[Job]:
 
 
 def run_diagonal(cfg, store: RunStore, force: bool):
-    from smallinit.toy import diagonal
-
     return diagonal.run(cfg, store, force=force)
 
 
 # ----------------------------------------------------------------------------- compare
 def _compare_jobs(profile: str) -> list[Job]:
-    from smallinit.compare.config import profile_config
-    from smallinit.compare.run import KIND, VERSION
-
-    return [_toy_job(KIND, VERSION, profile_config(profile), "run_compare")]
+    return [_toy_job(compare_run.KIND, compare_run.VERSION,
+                     compare_config.profile_config(profile), "run_compare")]
 
 
 def _compare_inner(profile: str) -> list[Job]:
-    from smallinit.compare.config import profile_config
-    from smallinit.compare.run import llm_jobs
-
-    return llm_jobs(profile_config(profile))
+    return compare_run.llm_jobs(compare_config.profile_config(profile))
 
 
 def run_compare(cfg, store: RunStore, force: bool):
-    from smallinit.compare.run import run_compare as run
-
-    return run(cfg, store, force=force)
+    return compare_run.run_compare(cfg, store, force=force)
 
 
 # ----------------------------------------------------------------------------- llm
 def _anchor_jobs(profile: str) -> list[Job]:
-    from smallinit.llm.experiments import anchor
-
     base, scan = anchor.load_profile(profile)
     return anchor.scan_jobs(base, scan) + anchor.mechanism_jobs(base, scan)
 
 
 def _sweep_jobs(name: str) -> Callable[[str], list[Job]]:
     def jobs(profile: str) -> list[Job]:
-        from smallinit.llm.experiments.sweeps import experiment_jobs
-
-        return experiment_jobs(name, profile)
+        return sweeps.experiment_jobs(name, profile)
 
     return jobs
 
 
 def _sweep_workers(profile: str) -> int:
-    from smallinit.llm.experiments.sweeps import plan
-
-    return plan(profile).workers
+    return sweeps.plan(profile).workers
 
 
 _LIST = [
@@ -231,8 +205,6 @@ def results(name: str, profile: str, store: RunStore | None = None, *, force: bo
 def single(results: Results) -> Run:
     """The one run of a one-run experiment; a run that did not finish raises RunFailed
     with its recorded reason."""
-    from smallinit.errors import RunFailed
-
     if len(results.runs) != 1:
         raise ValueError(f"expected one run, got {len(results.runs)}")
     run = results.runs[0]
@@ -262,10 +234,8 @@ def plan(profile: str, figures: list[int] | None = None) -> list[dict[str, Any]]
     """Every run of the chosen figures at ``profile``: one row per (figure, experiment,
     job) with kind, key and a config summary; runs that a job computes inside itself
     (compare's transformers) follow it with ``inner`` set. Nothing is computed."""
-    from smallinit.figs import FIGURES
-
     rows = []
-    for number in sorted(figures or FIGURES):
+    for number in sorted(figures or {n for e in _LIST for n in e.figures}):
         for experiment in of_figure(number):
             listed = [(job, False) for job in jobs(experiment.name, profile)]
             listed += [(job, True) for job in experiment.inner(profile)]

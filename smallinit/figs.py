@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from smallinit import profiles
+from smallinit import experiments, profiles
 from smallinit.errors import ConfigError, check_choice
+from smallinit.plotting import save_figure
 from smallinit.runs import RunStore
 
 log = logging.getLogger(__name__)
@@ -62,14 +63,10 @@ class FigureContext:
 
     def save(self, fig, suffix: str = "") -> list[Path]:
         """Save ``fig`` as ``figNN_name[suffix].png`` and ``.pdf`` in the output folder."""
-        from smallinit.plotting import save_figure
-
         return save_figure(fig, self.out_dir, self.stem + suffix)
 
     def results(self, experiment: str):
         """The runs of ``experiment`` at this profile (computed when missing)."""
-        from smallinit import experiments
-
         return experiments.results(experiment, self.profile, self.store, force=self.force)
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from smallinit.errors import ConfigError
+from smallinit.progress import progress
 from smallinit.runs import Run, RunStore, config_key
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,6 @@ def run_jobs(jobs: list[Job], store: RunStore | None = None, *, force: bool = Fa
     log.info("%d runs, %d to compute", len(unique), len(todo))
     if todo:
         _prepare(todo)
-        from smallinit.progress import progress
 
         with progress(total=len(todo), desc=desc, unit="run") as bar:
             if workers == 1 or len(todo) == 1:

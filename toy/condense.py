@@ -20,6 +20,10 @@ import dataclasses
 import numpy as np
 
 from smallinit.errors import require
+from smallinit.kernels.measure import cluster_count, condensation_score, mean_abs_cosine
+from smallinit.runs import RunStore
+from smallinit.toy import twolayer as tl
+from smallinit.toy.jaxsetup import use_all_cpu_cores
 
 KIND = "toy-condense"
 VERSION = "1"
@@ -51,8 +55,6 @@ def orientation_amplitude(a: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.
 
 def measure(a: np.ndarray, W: np.ndarray, *, top_k: int, threshold: float) -> dict:
     """Condensation score, cluster count (amplitude-carrying neurons), mean |cos|."""
-    from smallinit.kernels.measure import cluster_count, condensation_score, mean_abs_cosine
-
     _, amp = orientation_amplitude(a, W)
     heavy = amp >= 1e-3 * amp.max()
     return {
@@ -64,10 +66,6 @@ def measure(a: np.ndarray, W: np.ndarray, *, top_k: int, threshold: float) -> di
 
 def run(cfg: CondenseConfig, store=None, *, force: bool = False) -> dict:
     """Train the grid (one batched call) and measure every point; cached in the store."""
-    from smallinit.runs import RunStore
-    from smallinit.toy import twolayer as tl
-    from smallinit.toy.jaxsetup import use_all_cpu_cores
-
     store = store or RunStore()
 
     def body(run):

@@ -21,9 +21,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from smallinit.errors import require
+from smallinit.runs import RunStore
+from smallinit.theory import lazy_rich as lr
 from smallinit.toy.jaxsetup import enable_x64
 
 KIND = "toy-diagonal"
@@ -54,9 +58,6 @@ class DiagonalConfig:
 
 @functools.cache
 def _solver(depth: int, tol: float, max_steps: int, lr_factor: float):
-    import jax
-    import jax.numpy as jnp
-
     def one(alpha, X, y):
         n = X.shape[0]
         lam = jnp.linalg.eigvalsh(X.T @ X / n)[-1]
@@ -99,9 +100,6 @@ def train(cfg: DiagonalConfig, X: np.ndarray, y: np.ndarray) -> dict[str, np.nda
 
 def run(cfg: DiagonalConfig, store=None, *, force: bool = False) -> dict:
     """Train across α and compare with theory's argmin Q_α (and the ℓ2/ℓ1 limits)."""
-    from smallinit.runs import RunStore
-    from smallinit.theory import lazy_rich as lr
-
     store = store or RunStore()
 
     def body(run):

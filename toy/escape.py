@@ -30,9 +30,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from smallinit.errors import require
+from smallinit.runs import RunStore
+from smallinit.theory import escape, lazy_rich
 from smallinit.toy.jaxsetup import enable_x64
 
 KIND = "toy-escape"
@@ -71,9 +75,6 @@ class EscapeConfig:
 
 @functools.cache
 def _solver(L: int, h: float, frac: float, max_steps: int):
-    import jax
-    import jax.numpy as jnp
-
     def one(eps, X, y):
         n = X.shape[0]
         lam = jnp.linalg.eigvalsh(X.T @ X / n)[-1]
@@ -120,8 +121,6 @@ def plateau_times(cfg: EscapeConfig, L: int, X, y) -> dict[str, np.ndarray]:
 
 def theory_times(L: int, eps, c: float) -> np.ndarray:
     """theory.escape.escape_time(L, ε, c, ρ = 1) for each ε (its differences are ρ-free)."""
-    from smallinit.theory import escape
-
     return np.array([float(escape.escape_time(L, float(e), c, 1)) for e in eps])
 
 
@@ -142,9 +141,6 @@ def run(cfg: EscapeConfig, store=None, *, force: bool = False) -> dict:
     """Measure T(ε) for every order and compare with theory; cached in the run store.
     Returns per order L: eps, T, T_theory_rel (theory's T(ε) − T(ε_max)), T_rel (measured,
     same reference), rel_err of those differences, c, the slopes and theory's values."""
-    from smallinit.runs import RunStore
-    from smallinit.theory import lazy_rich
-
     store = store or RunStore()
 
     def body(run):

@@ -44,6 +44,7 @@ import numpy as np
 
 from smallinit.kernels import backend as kernels_backend
 from smallinit.kernels import grouped_two_layer_step
+from smallinit.kernels.backend import cp
 from smallinit.toy import steprule
 from smallinit.toy.twolayer import BUDGET, CONVERGED, DIVERGED, MAX_POINTS, TrainSettings
 
@@ -52,8 +53,6 @@ log = logging.getLogger(__name__)
 
 def array_module():
     """The kernels' array namespace: ``cupy`` on the cupy backend, else ``numpy``."""
-    from smallinit.kernels.backend import cp  # noqa: PLC0415
-
     return cp if kernels_backend() == "cupy" else np
 
 

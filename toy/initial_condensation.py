@@ -24,9 +24,22 @@ import dataclasses
 import functools
 from typing import Literal
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from smallinit.errors import ConfigError, require
+from smallinit.kernels.measure import (
+    cluster_count,
+    cluster_labels,
+    cosine_gram,
+    leading_eigvec_order,
+    mean_abs_cosine,
+)
+from smallinit.runs import RunStore
+from smallinit.theory.condensation import condensed_direction_p1
+from smallinit.toy.activations import ACTIVATIONS, multiplicity
+from smallinit.toy.activations import activation as act_fn
 from smallinit.toy.jaxsetup import enable_x64
 
 KIND = "toy-initial-condensation"
@@ -50,8 +63,6 @@ class InitialCondensationConfig:
     optimizer: Literal["adam", "gd"] = "adam"
 
     def __post_init__(self):
-        from smallinit.toy.activations import ACTIVATIONS, multiplicity
-
         require(self.activation in ACTIVATIONS and multiplicity(self.activation) is not None,
                 f"activation={self.activation!r} is not allowed; choose one with a multiplicity: "
                 + ", ".join(k for k in ACTIVATIONS if multiplicity(k) is not None))
@@ -72,11 +83,6 @@ def spec_data(seed: int, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
 
 @functools.cache
 def _trainer(activation: str, steps: int, lr: float, optimizer: str):
-    import jax
-    import jax.numpy as jnp
-
-    from smallinit.toy.activations import activation as act_fn
-
     act = act_fn(activation)
     b1, b2, eps = 0.9, 0.999, 1e-8
 
@@ -111,8 +117,6 @@ def _trainer(activation: str, steps: int, lr: float, optimizer: str):
 
 def simulate(cfg: InitialCondensationConfig) -> dict[str, np.ndarray]:
     """Train once (float64); returns a0, W0, a, W (bias as last column of W), losses, X̃, y."""
-    import jax
-
     enable_x64()
     X, y = spec_data(cfg.seed, cfg.n_points, cfg.dim)
     Xt = np.hstack([X, np.ones((X.shape[0], 1))])
@@ -130,8 +134,6 @@ def significant_clusters(a, W, threshold: float, min_share: float, *,
     """Orientation clusters (leader clusters at a cosine threshold, led by the heaviest
     neurons) that carry at least ``min_share`` of the total amplitude Σ_k |a_k|·‖w_k‖: the
     directions the output actually uses."""
-    from smallinit.kernels.measure import cluster_labels
-
     amp = np.abs(a) * np.linalg.norm(W, axis=1)
     labels = cluster_labels(W, threshold, sign_invariant=sign_invariant, weights=amp)
     keep = labels >= 0
@@ -141,14 +143,6 @@ def significant_clusters(a, W, threshold: float, min_share: float, *,
 
 def measure(cfg: InitialCondensationConfig, sim: dict) -> dict:
     """Cosine matrix (reordered), cluster count, mean |cos|, and theory's checks."""
-    from smallinit.kernels.measure import (
-        cluster_count,
-        cosine_gram,
-        leading_eigvec_order,
-        mean_abs_cosine,
-    )
-    from smallinit.theory.condensation import condensed_direction_p1, multiplicity
-
     W = sim["W"]
     G = np.asarray(cosine_gram(W))
     order = leading_eigvec_order(G)
@@ -176,8 +170,6 @@ def measure(cfg: InitialCondensationConfig, sim: dict) -> dict:
 
 def run(cfg: InitialCondensationConfig, store=None, *, force: bool = False) -> dict:
     """Compute (or reuse) one initial-condensation run; returns its measures and arrays."""
-    from smallinit.runs import RunStore
-
     store = store or RunStore()
 
     def body(run):

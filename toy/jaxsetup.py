@@ -21,13 +21,13 @@ from __future__ import annotations
 import logging
 import os
 
+import jax
+
 log = logging.getLogger(__name__)
 
 
 def enable_x64() -> None:
     """Switch JAX to float64 for the rest of the process (idempotent)."""
-    import jax
-
     if not jax.config.jax_enable_x64:
         jax.config.update("jax_enable_x64", True)
 
@@ -35,8 +35,6 @@ def enable_x64() -> None:
 def use_all_cpu_cores() -> None:
     """Ask for one JAX CPU device per core (module docstring: it takes effect only before
     JAX starts, and only if nobody chose a count already)."""
-    import jax
-
     if "device_count" in os.environ.get("XLA_FLAGS", "") or "JAX_NUM_CPU_DEVICES" in os.environ:
         return
     try:

@@ -46,7 +46,17 @@ from typing import Literal
 
 import numpy as np
 
+from smallinit import profiles
 from smallinit.errors import ConfigError, RunFailed, require
+from smallinit.kernels.measure import segment_relative_distance
+from smallinit.progress import progress
+from smallinit.runs import RunStore, atomic_save_npz
+from smallinit.theory.phase import slope_agrees, slope_in_interval
+from smallinit.toy import predictions
+from smallinit.toy import twolayer as tl
+from smallinit.toy.grouped_engine import check_settings, train_grouped
+from smallinit.toy.jaxsetup import use_all_cpu_cores
+from smallinit.toy.twolayer import TrainSettings
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +70,6 @@ SECTION = "toy-scan"  # the profiles' table of the phase scan (smallinit/profile
 
 def _quick(name: str):
     """A grid field's default: the quick profile's value."""
-    from smallinit import profiles
-
     return tuple(profiles.section("quick", SECTION)[name])
 
 
@@ -104,8 +112,6 @@ class ScanConfig:
             raise ConfigError(str(err)) from None
 
     def settings(self):
-        from smallinit.toy.twolayer import TrainSettings
-
         return TrainSettings(
             activation=self.activation, tol=self.tol, max_steps=self.max_steps,
             step_rule=self.step_rule, lr_factor=self.lr_factor, lr=self.lr,
@@ -116,8 +122,6 @@ class ScanConfig:
 def profile_config(profile: str, table: str = SECTION) -> ScanConfig:
     """The scan of a profile's ``[toy-scan]`` table (or another table of the same form,
     e.g. fig 2's ``[rd-vs-width]``); fields it leaves out keep the defaults."""
-    from smallinit import profiles
-
     return profiles.merged(ScanConfig(), profiles.section(profile, table),
                            where=f"{profile}.{table}")
 
@@ -125,8 +129,6 @@ def profile_config(profile: str, table: str = SECTION) -> ScanConfig:
 # ----------------------------------------------------------------------------- simulation
 def _width_batch(cfg: ScanConfig, m: int):
     """Inits and (κ, κ') for every (γ, γ', seed) at width m, flattened in that order."""
-    from smallinit.toy import twolayer as tl
-
     inits = [tl.init_asi(s, m, 2) for s in range(cfg.seeds)]
     a0, W0, k, kp = [], [], [], []
     for g in cfg.gammas:
@@ -156,10 +158,6 @@ def simulate(cfg: ScanConfig, *, engine: str = "batched", progress_desc: str = "
         return _simulate_grouped(cfg)
     if engine not in ("batched", "loop"):
         raise ValueError(f"engine={engine!r} is not allowed; use batched, loop or grouped")
-    from smallinit.kernels.measure import segment_relative_distance
-    from smallinit.progress import progress
-    from smallinit.toy import twolayer as tl
-    from smallinit.toy.jaxsetup import use_all_cpu_cores
 
     use_all_cpu_cores()  # the engine starts here: one JAX CPU device per core (jaxsetup)
     X, y = tl.reference_data()
@@ -215,7 +213,6 @@ def _load_width(partial_dir, m: int) -> dict[str, np.ndarray] | None:
 def _save_width(partial_dir, m: int, arrays: dict[str, np.ndarray]) -> None:
     if partial_dir is None:
         return
-    from smallinit.runs import atomic_save_npz
 
     atomic_save_npz(_width_file(partial_dir, m), arrays)
 
@@ -235,10 +232,6 @@ def _empty_result(cfg: ScanConfig, n_records: int) -> dict[str, np.ndarray]:
 
 def _simulate_grouped(cfg: ScanConfig) -> dict[str, np.ndarray]:
     """:func:`simulate` through the grouped engine: the whole scan as one ragged batch."""
-    from smallinit.kernels.measure import segment_relative_distance
-    from smallinit.toy import twolayer as tl
-    from smallinit.toy.grouped_engine import train_grouped
-
     X, y = tl.reference_data()
     settings = cfg.settings()
     a0, W0, k, kp = [], [], [], []
@@ -294,9 +287,6 @@ def fit_slopes(rd: np.ndarray, status: np.ndarray, widths) -> tuple[np.ndarray, 
 def compare(cfg: ScanConfig, s_w: np.ndarray, n_failed: np.ndarray) -> list[dict]:
     """Point-by-point records: measured S_w against theory's regime and slope interval
     (theory's rule: :func:`smallinit.theory.phase.slope_agrees`, ``slope_in_interval``)."""
-    from smallinit.theory.phase import slope_agrees, slope_in_interval
-    from smallinit.toy import predictions
-
     records = []
     for i, g in enumerate(cfg.gammas):
         for j, gp in enumerate(cfg.gamma_primes):
@@ -331,13 +321,9 @@ def run_scan(cfg: ScanConfig, store=None, *, force: bool = False,
     of the scan converged (the run is then stored as failed with that reason). ``engine``
     is one of :data:`ENGINES`; it selects the run version (module docstring), not the
     config, so jax scans keep their keys."""
-    from smallinit.runs import RunStore
-
     if engine not in ENGINES:
         raise ConfigError(f"engine={engine!r} is not allowed; use one of {', '.join(ENGINES)}")
     if engine == "grouped":
-        from smallinit.toy.grouped_engine import check_settings
-
         try:
             check_settings(cfg.settings())
         except ValueError as err:

@@ -23,6 +23,9 @@ import math
 
 import numpy as np
 
+from smallinit.llm.data.synthetic import CATEGORIES, REASONING
+from smallinit.theory.escape import escape_time_gamma
+
 
 def first_below(steps, loss, threshold: float) -> int | None:
     """The first logged step whose loss is ≤ ``threshold`` (None if none)."""
@@ -61,8 +64,6 @@ def knee_gamma(gammas, acc, tol: float) -> float:
 def escape_fit(gammas, measured, d: int, L: float) -> dict:
     """Fit T_meas ≈ a + b·T_L(γ), T_L = ``escape_time_gamma(L, γ, d)``; returns a, b, R²
     and the prediction function (NaN measurements are left out)."""
-    from smallinit.theory.escape import escape_time_gamma
-
     g = np.asarray(gammas, dtype=float)
     y = np.asarray(measured, dtype=float)
     ok = np.isfinite(y)
@@ -86,8 +87,6 @@ def reasoning_answer_loss(arrays: dict) -> tuple[float, float]:
     """Mean held-out loss on the *answer* tokens of reasoning items (arith, anchor, logic)
     and its standard error over tokens — a continuous companion of greedy accuracy, which
     sits near chance for tiny models. ``arrays``: an ``llm-train`` run's per-token arrays."""
-    from smallinit.llm.data.synthetic import CATEGORIES, REASONING
-
     tags = np.asarray(arrays["tags"])
     sel = (np.asarray(arrays["answer"]) == 1) & np.isin(
         tags, [CATEGORIES.index(c) for c in REASONING])

@@ -37,14 +37,19 @@ from typing import Any
 
 import numpy as np
 
+from smallinit.errors import StoreError
+from smallinit.kernels import cluster_count, condensation_scores, relative_distance
+from smallinit.llm.model.init import matrix_table
+from smallinit.llm.model.matrices import one
+from smallinit.llm.model.transformer import Transformer
+from smallinit.llm.training.trained import load_trained
+
 
 def _host(t) -> np.ndarray:
     return t.detach().cpu().double().numpy()
 
 
 def _table(model):
-    from smallinit.llm.model.init import matrix_table
-
     return matrix_table(model)
 
 
@@ -61,8 +66,6 @@ def ffn_neurons(model, layer: int, table=None) -> tuple[np.ndarray, np.ndarray]:
     """(input weights w_k as rows (d_ff, k·d [+ bias]), amplitudes A_k = ‖a_k‖·‖w_k‖), read
     from the model's matrix table: the FFN input matrices (SwiGLU: gate then up) side by
     side, then their bias entries, and the columns of W_down."""
-    from smallinit.llm.model.matrices import one
-
     table = table if table is not None else _table(model)
     inputs = _of_layer(table, "mlp", layer)
     parts = [_host(s.rows_out) for s in inputs]
@@ -81,8 +84,6 @@ def measure_layers(model, model0, *, top_k: int, threshold: float) -> list[dict[
     at T and at 0 (one batched :func:`~smallinit.kernels.condensation_scores` call over all
     layers each), and the cluster count of the amplitude-carrying neurons at T (module
     docstring)."""
-    from smallinit.kernels import cluster_count, condensation_scores, relative_distance
-
     now, start = _table(model), _table(model0)
     layers = ffn_layers(now)
     neurons = [ffn_neurons(model, i, now) for i in layers]
@@ -115,16 +116,11 @@ def measure_layers(model, model0, *, top_k: int, threshold: float) -> list[dict[
 def initial_model(cfg):
     """θ(0) of the training run ``cfg`` (a :class:`~smallinit.llm.config.RunConfig`),
     re-created exactly as the trainer creates it."""
-    from smallinit.llm.model.transformer import Transformer
-
     return Transformer(cfg.model, cfg.scheme, seed=cfg.seed)
 
 
 def trained_model(cfg, run_path):
     """The final weights ``model.pt`` of the finished training run of ``cfg``."""
-    from smallinit.errors import StoreError
-    from smallinit.llm.training.trained import load_trained
-
     stored_cfg, model = load_trained(run_path)
     if stored_cfg != cfg:
         raise StoreError(f"{run_path} holds a run of another config than the one asked for")

@@ -27,8 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from smallinit.config import read_toml
 from smallinit.errors import ConfigError
+from smallinit.llm.bench.run import bench_runs_of, resolve_run
 from smallinit.llm.bench.tasks import TASKS
+from smallinit.memory import check_memory
+from smallinit.runs import RunStore
 
 DEFAULT_GROUPS: dict[str, tuple[str, ...]] = {
     "reasoning": ("gsm8k", "arc_challenge", "math", "bbh"),
@@ -45,8 +49,6 @@ def parse_groups(text: str | None) -> dict[str, tuple[str, ...]]:
     if text is None:
         return dict(DEFAULT_GROUPS)
     if text.endswith(".toml") or Path(text).is_file():
-        from smallinit.config import read_toml
-
         table = read_toml(text).get("groups")
         if not isinstance(table, dict) or not table:
             raise ConfigError(f"{text} has no [groups] table of name = [tasks] entries")
@@ -162,8 +164,6 @@ def bootstrap_bytes(n_boot: int, n_series: int) -> int:
 
 def check_bootstrap_memory(n_boot: int, n_series: int = 1) -> None:
     """Refuse ``--bootstrap`` values whose replicates cannot fit the memory limit."""
-    from smallinit.memory import check_memory
-
     check_memory(bootstrap_bytes(n_boot, n_series),
                  f"--bootstrap {n_boot} ({n_boot} float64 replicates for each of {n_series} "
                  "tasks and groups, at least)")
@@ -175,9 +175,6 @@ def compare_runs(ref_a: str, ref_b: str, *, groups: Mapping[str, Sequence[str]] 
                  runs_dir: str | Path | None = None, force: bool = False):
     """Compare the stored benchmark results of two trained runs; the report is stored as a
     run of kind ``llm-bench-compare`` (``report.json``). Returns (report, run)."""
-    from smallinit.llm.bench.run import bench_runs_of, resolve_run
-    from smallinit.runs import RunStore
-
     groups = dict(groups or DEFAULT_GROUPS)
     if n_boot < 10:
         raise ConfigError(f"bootstrap replicates {n_boot} is too few; use >= 10")

@@ -21,10 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from smallinit.errors import ConfigError
 from smallinit.llm.bench import scoring
 from smallinit.llm.bench.tasks import Found, Sources, items_digest, subsample, task_spec
-from smallinit.llm.training.trained import TrainedRun, resolve_run
+from smallinit.llm.data import corpus as corpus_mod
+from smallinit.llm.data.tokenizer import END_OF_TEXT, load_tokenizer
+from smallinit.llm.training.trained import TrainedRun, data_config, resolve_run
+from smallinit.llm.training.trained import load_trained as load_weights
 from smallinit.progress import progress
 from smallinit.runs import Run, RunStore
 
@@ -54,11 +59,6 @@ def load_trained(run: TrainedRun, device: str = "cpu", *, trust_data: bool = Fal
 
     Weights come from the run's ``model.pt`` (:func:`smallinit.llm.training.trained.load_trained`);
     the tokenizer from the cached corpus the run was trained on (rebuilt if missing)."""
-    from smallinit.llm.data import corpus as corpus_mod
-    from smallinit.llm.data.tokenizer import END_OF_TEXT, load_tokenizer
-    from smallinit.llm.training.trained import data_config
-    from smallinit.llm.training.trained import load_trained as load_weights
-
     cfg, model = load_weights(run.path)
     model.to(device).eval()
     folder = corpus_mod.prepare(data_config(run, cfg, trust_data=trust_data),
@@ -70,8 +70,6 @@ def load_trained(run: TrainedRun, device: str = "cpu", *, trust_data: bool = Fal
 def check_device(device: str) -> None:
     """Refuse a torch device name that torch does not know, or a CUDA device this machine
     does not have (ConfigError naming it and what is allowed)."""
-    import torch
-
     try:
         dev = torch.device(device)
     except (RuntimeError, ValueError, TypeError):

@@ -43,6 +43,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
+import torch
 
 from smallinit.llm.bench.tasks import Item, TaskSpec
 from smallinit.progress import progress
@@ -75,8 +76,6 @@ def continuation_logprobs(logits, targets, n_scored) -> np.ndarray:
     ``logits`` (B, T, V) and ``targets`` (B, T) are aligned (position t predicts
     targets[b, t]); row b scores its positions [len_b − n_scored[b], len_b) where len_b is
     its unpadded length, passed as ``n_scored`` pairs ``(len_b, n_b)``."""
-    import torch
-
     logp = torch.log_softmax(torch.as_tensor(logits).float(), dim=-1)
     tgt = torch.as_tensor(targets, dtype=torch.long)
     picked = logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)  # (B, T)
@@ -203,8 +202,6 @@ class TorchLM:
 
     def __init__(self, model, tokenizer, *, device: Any = "cpu", batch_size: int = 16,
                  eot_id: int | None = None):
-        import torch
-
         self.model = model.eval()
         self.tok = tokenizer
         self.device = torch.device(device)
@@ -218,8 +215,6 @@ class TorchLM:
     def loglikelihood(self, pairs: Sequence[tuple[str, str]], *, desc: str = "score"
                       ) -> list[dict[str, Any]]:
         """For each (context, continuation): ``{"loglik", "tokens", "truncated"}``."""
-        import torch
-
         if not pairs:
             return []
         ctx_ids = self.encode([c for c, _ in pairs])
@@ -254,8 +249,6 @@ class TorchLM:
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int,
                  stops: Sequence[str] = (), desc: str = "generate") -> list[str]:
         """Greedy continuations of ``prompts``, cut before the first stop string."""
-        import torch
-
         ids = self.encode(prompts)
         outs: list[str] = [""] * len(prompts)
         order = sorted(range(len(ids)), key=lambda i: (-len(ids[i]), i))

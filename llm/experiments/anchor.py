@@ -41,14 +41,27 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from smallinit import profiles
 from smallinit.config import config_from_dict, load_config, read_toml, replace_config
 from smallinit.errors import ConfigError, require
 from smallinit.jobs import Job, Results, run_jobs
+from smallinit.kernels import (
+    cluster_count,
+    condensation_baseline,
+    condensation_score,
+    cosine_gram,
+    leading_eigvec_order,
+)
 from smallinit.llm.config import ModelConfig, TrainConfig
 from smallinit.llm.data import anchor
+from smallinit.llm.model.init import as_scheme, matrix_table
+from smallinit.llm.model.matrices import one
+from smallinit.llm.training.objectives import LastPositionLoss, last_logits
+from smallinit.llm.training.train import Trainer, fit_run
 from smallinit.runs import Run, RunStore
+from smallinit.theory.init_rules import canonical_scheme
 
 log = logging.getLogger(__name__)
 KIND = "llm-anchor"
@@ -77,8 +90,6 @@ class AnchorConfig:
     train: TrainConfig = field(default_factory=_train_default)
 
     def __post_init__(self) -> None:
-        from smallinit.theory.init_rules import canonical_scheme
-
         try:
             self.init = canonical_scheme(self.init)  # one spelling, one run key
         except ValueError as err:
@@ -92,8 +103,6 @@ class AnchorConfig:
 
     @property
     def scheme(self):
-        from smallinit.llm.model.init import as_scheme
-
         return as_scheme(self.init)
 
 
@@ -177,10 +186,6 @@ def cell_config(base: AnchorConfig, *, gamma: float | None = None, layers: int |
 # ----------------------------------------------------------------------------- training
 def predict(model, tokens: np.ndarray, batch: int = 1024) -> np.ndarray:
     """Greedy prediction at the last position for every row of ``tokens``."""
-    import torch
-
-    from smallinit.llm.training.objectives import last_logits
-
     device = next(model.parameters()).device
     out = []
     was_training = model.training
@@ -223,8 +228,6 @@ class AnchorTask:
     classification and the :func:`mechanism` measurements go to ``arrays.npz``."""
 
     def __init__(self, cfg: AnchorConfig, device):
-        import torch
-
         self.cfg = cfg
         self.name = f"anchor {cfg.init}"
         self.tokens_per_step = 0  # fixed-length classification: no token throughput
@@ -236,15 +239,11 @@ class AnchorTask:
         self.y = torch.from_numpy(self.data.train.labels).to(device)
 
     def batch(self, step: int, dist):
-        import torch
-
         rows = batch_indices(step, self.cfg.seed, len(self.y), self.cfg.train.batch_size)
         rows = torch.from_numpy(dist.share(rows)).to(self.device)
         return self.x[rows], self.y[rows]
 
     def objective(self, model):
-        from smallinit.llm.training.objectives import LastPositionLoss
-
         return LastPositionLoss(model)
 
     def log_fields(self, step: int, model, ctx) -> dict[str, Any]:
@@ -284,18 +283,6 @@ class AnchorTask:
 # ----------------------------------------------------------------------------- mechanism
 def mechanism(model, cfg: AnchorConfig, data: anchor.AnchorData) -> dict[str, np.ndarray]:
     """Embedding geometry, W_Q^(1) condensation and attention on the anchor positions."""
-    import torch
-
-    from smallinit.kernels import (
-        cluster_count,
-        condensation_baseline,
-        condensation_score,
-        cosine_gram,
-        leading_eigvec_order,
-    )
-    from smallinit.llm.model.init import matrix_table
-    from smallinit.llm.model.matrices import one
-
     table = matrix_table(model)
     emb = one(table, "embedding").rows_out.detach().float().cpu().numpy()
     values = emb[cfg.task.value_lo:cfg.task.value_hi + 1]
@@ -334,8 +321,6 @@ def mechanism(model, cfg: AnchorConfig, data: anchor.AnchorData) -> dict[str, np
 # ----------------------------------------------------------------------------- entry points
 def run_anchor(cfg: AnchorConfig, store: RunStore | None = None, *, force: bool = False) -> Run:
     """Train (or resume, or reuse) the run for ``cfg``, alone or under ``torchrun``."""
-    from smallinit.llm.training.train import Trainer, fit_run
-
     return fit_run(store or RunStore(), KIND, VERSION, cfg,
                    lambda dist: Trainer(cfg, dist, AnchorTask), force=force,
                    explicit_attention=True)

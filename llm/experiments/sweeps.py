@@ -30,7 +30,11 @@ from smallinit.config import canonical_json, config_from_dict, config_to_dict
 from smallinit.errors import check_choice
 from smallinit.jobs import Job, Results, run_jobs
 from smallinit.llm.config import RunConfig
+from smallinit.llm.data import corpus as corpus_mod
+from smallinit.llm.training import dynamics, train
+from smallinit.llm.training.dynamics import train_traced
 from smallinit.runs import RunStore
+from smallinit.theory.transformer import matching_eps, rmsnorm_gamma_threshold
 
 log = logging.getLogger(__name__)
 SECTION = "llm-sweeps"  # the profiles' table of these experiments
@@ -75,8 +79,6 @@ def gamma_init(gamma: float) -> str:
 
 def small_eps(d: int, d_large: int, eps_large: float) -> float:
     """ε for width d with the same γ_ε as width ``d_large`` at ``eps_large`` (module doc)."""
-    from smallinit.theory.transformer import matching_eps, rmsnorm_gamma_threshold
-
     g = rmsnorm_gamma_threshold(d_large, eps_large)
     return float(f"{matching_eps(d, d_large, g, eps_large):.4g}")
 
@@ -89,8 +91,6 @@ ENTRIES = {"train": "smallinit.llm.experiments.sweeps:train_job",
 def llm_job(how: str, cfg: RunConfig, tags: dict[str, Any]) -> Job:
     """A run of ``cfg`` trained plainly (``train``, kind ``llm-train``) or with probes
     (``traced``, kind ``llm-traced``)."""
-    from smallinit.llm.training import dynamics, train
-
     check_choice("how", how, ENTRIES)
     mod = train if how == "train" else dynamics
     return Job(mod.KIND, mod.VERSION, cfg, ENTRIES[how], dict(tags),
@@ -98,21 +98,15 @@ def llm_job(how: str, cfg: RunConfig, tags: dict[str, Any]) -> Job:
 
 
 def train_job(cfg: RunConfig, store: RunStore, force: bool):
-    from smallinit.llm.training.train import train
-
-    return train(cfg, runs_dir=store.root, force=force)
+    return train.train(cfg, runs_dir=store.root, force=force)
 
 
 def traced_job(cfg: RunConfig, store: RunStore, force: bool):
-    from smallinit.llm.training.dynamics import train_traced
-
     return train_traced(cfg, runs_dir=store.root, force=force)
 
 
 def prepare_corpora(configs: list[RunConfig]) -> None:
     """Build each distinct corpus once, before workers read it."""
-    from smallinit.llm.data import corpus as corpus_mod
-
     corpora = {canonical_json([config_to_dict(c.data), c.model.vocab_size]):
                (c.data, c.model.vocab_size) for c in configs}
     for data, vocab in corpora.values():
@@ -196,8 +190,6 @@ EXPERIMENTS: dict[str, Callable[[str, Plan], list[Job]]] = {
     "condense-expand": condense_expand,
     "token-gains": token_gains,
 }
-FIGURE_OF = {"gamma-sweep": 7, "eps-gating": 8, "critical-init": 9, "condense-expand": 10,
-             "token-gains": 11}
 
 
 def experiment_jobs(name: str, profile: str) -> list[Job]:

@@ -48,7 +48,8 @@ import torch
 from smallinit.errors import ConfigError, RunFailed
 from smallinit.llm.config import RunConfig
 from smallinit.llm.data import corpus as corpus_mod
-from smallinit.llm.model.transformer import Transformer
+from smallinit.llm.model.init import init_table
+from smallinit.llm.model.transformer import Transformer, meta_transformer
 from smallinit.llm.training.checkpoint import (
     atomic_torch_save,
     checkpoints,
@@ -58,6 +59,7 @@ from smallinit.llm.training.checkpoint import (
     save_checkpoint,
 )
 from smallinit.llm.training.evaluate import evaluate
+from smallinit.llm.training.memory import check_training_memory
 from smallinit.progress import progress
 from smallinit.runs import Run, RunStore
 
@@ -424,10 +426,6 @@ def preflight(cfg, dist: Dist | None = None, *, explicit_attention: bool = False
     (:func:`smallinit.llm.training.memory.check_training_memory`, before anything is built);
     for every run, also one reused: the init scheme gives every matrix a usable σ (checked on
     a model without storage, the ``meta`` device)."""
-    from smallinit.llm.model.init import init_table
-    from smallinit.llm.model.transformer import meta_transformer
-    from smallinit.llm.training.memory import check_training_memory
-
     if computing:
         resolve_device(cfg, dist or Dist.from_env())
         check_training_memory(cfg, explicit_attention=explicit_attention)

@@ -27,6 +27,7 @@ from smallinit.config import config_from_dict
 from smallinit.errors import ConfigError, StoreError, one_line
 from smallinit.llm.config import DataConfig, ModelConfig, RunConfig
 from smallinit.llm.data import corpus as corpus_mod
+from smallinit.llm.model import hf
 from smallinit.llm.model.transformer import Transformer, meta_transformer
 from smallinit.llm.training.checkpoint import safe_load
 from smallinit.llm.training.evaluate import evaluate
@@ -176,7 +177,5 @@ def build_for_table(cfg: ModelConfig, family: str):
                           f"row per matrix, about 7 per layer); use at most {MAX_TABLE_LAYERS}")
     if family == "ours":
         return meta_transformer(cfg)
-    from smallinit.llm.model import hf
-
     with torch.device("meta"):  # shapes only: a table of any size needs no memory
         return hf.gpt2_from(cfg) if family == "gpt2" else hf.llama_from(cfg)

@@ -7,11 +7,12 @@ import json
 from pathlib import Path
 
 from smallinit.cli.util import HelpFormatter, add_run_options, profile_arg
-from smallinit.figs import FIGURES, make_figures
 from smallinit.runs import RunStore
 
 
 def _figure_numbers(text: str) -> list[int]:
+    from smallinit.figs import FIGURES
+
     try:
         numbers = [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
@@ -43,6 +44,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_figs(args: argparse.Namespace) -> int:
+    from smallinit.figs import FIGURES, make_figures
+
     if args.plan:
         return _cmd_plan(args)
     results = make_figures(

@@ -50,12 +50,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def register_sweep_commands(commands) -> None:
     """Add ``sweep`` to the ``llm`` group's command subparsers."""
-    from smallinit.llm.experiments.sweeps import EXPERIMENTS
+    from smallinit.llm.experiments.names import FIGURE_OF
 
     p = add_command(commands, "sweep", cmd_sweep,
                     help="run an experiment of figs 7-11 (γ sweep, ε × gating, critical "
                          "init, condense-expand, token gains)", description=DESCRIPTION)
-    p.add_argument("--experiment", required=True, choices=[*EXPERIMENTS, "all"],
+    p.add_argument("--experiment", required=True, choices=[*FIGURE_OF, "all"],
                    help="which experiment's runs to compute")
     p.add_argument("--profile", type=profile_arg, default="quick",
                    help="quick (CPU minutes, tiny models) or full (GPU scale)")

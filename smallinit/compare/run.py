@@ -27,7 +27,18 @@ from typing import Any
 
 from smallinit.compare.config import CompareConfig
 from smallinit.compare.table import build_table, to_csv
-from smallinit.runs import RunStore, atomic_write_text
+from smallinit.errors import RunFailed
+from smallinit.jobs import run_jobs
+from smallinit.llm.analysis.ffn import initial_model, measure_layers, trained_model
+from smallinit.llm.experiments.sweeps import llm_job
+from smallinit.llm.training.train import KIND as TRAIN_KIND
+from smallinit.llm.training.train import VERSION as TRAIN_VERSION
+from smallinit.llm.training.train import preflight, will_compute
+from smallinit.runs import RunStore, atomic_write_text, read_json
+from smallinit.theory.init_rules import parse_scheme
+from smallinit.theory.transformer import TransformerShape, ffn_blocks
+from smallinit.toy import condense
+from smallinit.toy.scan import ScanConfig, run_scan
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +48,6 @@ VERSION = "2"  # 2: RMS displacement and validation loss in the records
 
 def theory_points(cfg: CompareConfig) -> list[dict[str, Any]]:
     """Theory's FFN point for each γ (proportional widths, width law), as plain data."""
-    from smallinit.theory.init_rules import parse_scheme
-    from smallinit.theory.transformer import TransformerShape, ffn_blocks
-
     m = cfg.llm.model
     width = max(cfg.widths)
     shape = TransformerShape(d_model=width, d_ff=cfg.ffn_ratio * width,
@@ -59,9 +67,6 @@ def theory_points(cfg: CompareConfig) -> list[dict[str, Any]]:
 def toy_points(cfg: CompareConfig, predictions: list[dict], store: RunStore,
                force: bool) -> list[dict[str, Any]]:
     """S_w and condensation score of the two-layer net at each predicted (γ, γ')."""
-    from smallinit.toy import condense
-    from smallinit.toy.scan import ScanConfig, run_scan
-
     coords = [(p["gamma_value"], p["gamma_prime_value"]) for p in predictions]
     gammas = tuple(sorted({c[0] for c in coords}))
     gamma_primes = tuple(sorted({c[1] for c in coords}))
@@ -87,16 +92,12 @@ def toy_points(cfg: CompareConfig, predictions: list[dict], store: RunStore,
 
 def llm_jobs(cfg: CompareConfig):
     """One transformer training job per (γ, width), for the job driver."""
-    from smallinit.llm.experiments.sweeps import llm_job
-
     return [llm_job("train", cfg.llm_run(g, w), {"gamma": g, "width": w})
             for g in cfg.gammas for w in cfg.widths]
 
 
 def llm_point(cfg: CompareConfig, gamma: float, width: int, run) -> dict[str, Any]:
     """Measure the trained transformer at (γ, width) (its run from the job driver)."""
-    from smallinit.llm.analysis.ffn import initial_model, measure_layers, trained_model
-
     run_cfg = cfg.llm_run(gamma, width)
     entry: dict[str, Any] = {"gamma": gamma, "width": width, "d_ff": cfg.ffn_ratio * width,
                              "run": str(run.path), "state": run.state}
@@ -117,10 +118,6 @@ def check_transformers(cfg: CompareConfig, store: RunStore, *, force: bool = Fal
     """Before anything is computed: every transformer run the comparison would train passes
     the trainer's checks (:func:`smallinit.llm.training.train.preflight`: device, memory
     estimate, init σ), so a width that cannot fit is refused at once, not after the toy."""
-    from smallinit.llm.training.train import KIND as TRAIN_KIND
-    from smallinit.llm.training.train import VERSION as TRAIN_VERSION
-    from smallinit.llm.training.train import preflight, will_compute
-
     if not will_compute(store, KIND, VERSION, cfg, force=force):
         return
     for width in sorted(cfg.widths, reverse=True):  # the largest is the likeliest to fail
@@ -147,8 +144,6 @@ class CompareResult:
         return self.run_path / "table.json"
 
     def measurements(self) -> list[dict]:
-        from smallinit.runs import read_json
-
         return read_json(self.run_path / "measurements.json")
 
 
@@ -156,8 +151,6 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
                 force: bool = False) -> CompareResult:
     """Compute (or reuse) the comparison through the run store (module docstring);
     ``force`` recomputes it and every run under it."""
-    from smallinit.jobs import run_jobs
-
     store = store or RunStore()
     check_transformers(cfg, store, force=force)
 
@@ -177,7 +170,5 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
 
     run = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
     if run.state != "done":
-        from smallinit.errors import RunFailed
-
         raise RunFailed(f"comparison {run.path} is {run.state}: {run.status().get('reason')}")
     return CompareResult(cfg, run.read_json("table.json")["records"], run.path)

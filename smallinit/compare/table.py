@@ -25,13 +25,12 @@ from typing import Any
 import numpy as np
 
 from smallinit.theory.phase import slope_agrees, slope_in_interval
+from smallinit.toy.scan import fit_slopes
 
 
 def fit_layer_slopes(rd: np.ndarray, ok: np.ndarray, widths) -> np.ndarray:
     """Slope of ln RD vs ln m per layer. rd: (n_layers, n_widths); ok: (n_widths,) True
     where the run finished. NaN for a layer with fewer than two usable widths."""
-    from smallinit.toy.scan import fit_slopes
-
     rd = np.asarray(rd, dtype=float)
     status = np.where(np.asarray(ok, dtype=bool), 0, 1)
     status = np.broadcast_to(status, rd.shape)
