@@ -102,6 +102,25 @@ class ScanConfig:
             self.settings()
         except ValueError as err:
             raise ConfigError(str(err)) from None
+        from smallinit.toy.limits import check_family_scales
+
+        for m in (min(self.widths), max(self.widths)):  # the scales are monotone in m
+            for g in self.gammas:
+                for gp in self.gamma_primes:
+                    check_family_scales(g, gp, m)
+
+    def check_memory(self, engine: str = "jax") -> None:
+        """ConfigError when the scan's estimated peak memory (:func:`toy.limits.scan_bytes`)
+        exceeds the limit of :mod:`smallinit.memory`; called before anything is allocated."""
+        from smallinit.memory import check_memory
+        from smallinit.toy.limits import scan_bytes
+
+        n_points = len(self.gammas) * len(self.gamma_primes)
+        estimate = scan_bytes(n_points, self.seeds, self.widths, self.settings().n_records,
+                              grouped=engine == "grouped")
+        check_memory(estimate, f"the toy scan of {n_points} grid points x seeds={self.seeds} "
+                     f"at widths up to {max(self.widths)} with max_steps={self.max_steps} "
+                     f"(engine {engine})")
 
     def settings(self):
         from smallinit.toy.twolayer import TrainSettings
@@ -342,6 +361,7 @@ def run_scan(cfg: ScanConfig, store=None, *, force: bool = False,
             check_settings(cfg.settings())
         except ValueError as err:
             raise ConfigError(str(err)) from None
+    cfg.check_memory(engine)
     store = store or RunStore()
 
     def body(run):
