@@ -232,3 +232,10 @@ def test_figs_output_below_a_file(tmp_path):
         with pytest.raises(ConfigError, match=str(out)):
             prepare_out_dir(out)
     assert prepare_out_dir(tmp_path / "new" / "dir").is_dir()
+
+
+def test_toy_json_output_has_no_nan_tokens(capsys):
+    from smallinit.cli.toy import _print_json
+
+    _print_json({"score": np.float64("nan"), "a": np.array([1.0, np.inf]), "n": np.int64(3)})
+    assert json.loads(capsys.readouterr().out) == {"score": None, "a": [1.0, None], "n": 3}
