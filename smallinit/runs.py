@@ -566,6 +566,12 @@ class Run:
     def read_json(self, name: str) -> Any:
         return read_json(self.path / name)
 
+    def untouched(self) -> bool:
+        """Whether the run directory holds nothing but what :meth:`start` wrote."""
+        if not self.path.is_dir():
+            return True
+        return {p.name for p in self.path.iterdir()} <= {"config.json", "status.json"}
+
     def clear(self) -> None:
         """Delete everything in the run directory (what ``--force`` does before a rerun)."""
         if self.path.exists():
@@ -671,18 +677,16 @@ class RunStore:
         except BaseException:
             lock.release()
             raise
-        from smallinit.errors import ConfigError
-
         try:
             summary = body(run)
-        except ConfigError:
-            # A config the body rejects before doing any work is the caller's mistake, not
-            # the run's outcome: a run that did not exist before leaves nothing behind.
-            if before["state"] == "absent":
+        except ValueError as err:  # ConfigError, and theory's and kernels' input checks
+            # A value the body rejects before doing any work is the caller's mistake, not
+            # the run's outcome: a new run that wrote nothing yet leaves nothing behind.
+            if before["state"] == "absent" and run.untouched():
                 run._abandon()
                 run.clear()
             else:
-                run.fail("config error", final=False)
+                run.fail(f"{type(err).__name__}: {err}", final=False)
             raise
         except RunFailed as err:
             run.fail(str(err), final=True)

@@ -239,3 +239,27 @@ def test_toy_json_output_has_no_nan_tokens(capsys):
 
     _print_json({"score": np.float64("nan"), "a": np.array([1.0, np.inf]), "n": np.int64(3)})
     assert json.loads(capsys.readouterr().out) == {"score": None, "a": [1.0, None], "n": 3}
+
+
+def test_value_error_after_work_keeps_the_run_as_a_retryable_failure(tmp_path):
+    store = RunStore(tmp_path)
+
+    def body(run):
+        run.log({"step": 1})
+        raise ValueError("late")
+
+    with pytest.raises(ValueError):
+        store.get_or_run("k", Cfg(), body)
+    run = store.run("k", Cfg())
+    assert run.status()["state"] == "failed" and run.metrics() == [{"step": 1}]
+
+
+def test_theory_value_error_in_a_new_run_leaves_no_directory(tmp_path):
+    store = RunStore(tmp_path)
+
+    def body(run):
+        matrix_std(parse_scheme("gamma:1e308"), "mlp", 16, 16, n_layers=1)
+
+    with pytest.raises(ValueError, match="d_in=16"):
+        store.get_or_run("k", Cfg(), body)
+    assert not store.run("k", Cfg()).path.exists()
