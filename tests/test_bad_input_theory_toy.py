@@ -263,3 +263,20 @@ def test_theory_value_error_in_a_new_run_leaves_no_directory(tmp_path):
     with pytest.raises(ValueError, match="d_in=16"):
         store.get_or_run("k", Cfg(), body)
     assert not store.run("k", Cfg()).path.exists()
+
+
+def test_theory_orders_and_alpha_powers_are_bounded():
+    from smallinit.theory import condensation, escape, lazy_rich
+
+    X, y, _ = lazy_rich.planted_sparse_problem()
+    cases = [(lambda: lazy_rich.solve_q_alpha(X, y, 1e-200), "alpha=1e-200"),
+             (lambda: lazy_rich.Q_alpha([1.0], 1e200), "alpha=1e\\+200"),
+             (lambda: lazy_rich.h_D(0.5, 100000), "depth=100000"),
+             (lambda: escape.escape_time(1e308), "L=1e\\+308"),
+             (lambda: condensation.direction_polynomial([1, 2], [1, 1], 10**6), "p=1000000")]
+    for call, named in cases:
+        t0 = time.perf_counter()
+        with pytest.raises(ValueError, match=named):
+            call()
+        assert time.perf_counter() - t0 < 2
+    assert lazy_rich.Q_alpha([0.0], 1.0, depth=3) == 0.0  # in range: still computed

@@ -19,7 +19,7 @@ from typing import Any
 
 import sympy as sp
 
-from .exact import positive_float, rate_value, to_exact
+from .exact import ORDER_LIMIT, positive_float, rate_value, to_exact
 
 eps, rho, c, t = sp.symbols("epsilon rho c t", positive=True)
 L_s = sp.Symbol("L", positive=True)
@@ -27,8 +27,9 @@ L_s = sp.Symbol("L", positive=True)
 
 def _order(L: Any) -> sp.Expr:
     value = to_exact(L, "L")
-    if value.is_number and not value.is_positive:
-        raise ValueError(f"L={L!r} is not allowed; the homogeneity order must be > 0")
+    if value.is_number and not (value.is_positive and value <= ORDER_LIMIT):
+        raise ValueError(f"L={L!r} is not allowed; the homogeneity order must be in "
+                         f"(0, {ORDER_LIMIT}]")
     return value
 
 

@@ -57,6 +57,11 @@ def to_exact(value: Any, name: str = "value") -> sp.Expr:
 GAMMA_LIMIT = 100
 
 
+#: Largest integer order (depth D, homogeneity L, multiplicity p, derivative order) the
+#: theory expands: symbolic powers of degree ~10^5 take sympy minutes to hours.
+ORDER_LIMIT = 100
+
+
 def rate_value(value: Any, name: str = "gamma") -> sp.Expr:
     """An exponent rate (γ, γ', a family's parameter) as an exact number with
     |value| <= :data:`GAMMA_LIMIT`; a symbolic expression is returned unchecked."""
