@@ -280,3 +280,15 @@ def test_theory_orders_and_alpha_powers_are_bounded():
             call()
         assert time.perf_counter() - t0 < 2
     assert lazy_rich.Q_alpha([0.0], 1.0, depth=3) == 0.0  # in range: still computed
+
+
+def test_a_finished_run_is_read_from_a_read_only_store(tmp_path, monkeypatch):
+    import os
+
+    store = RunStore(tmp_path / "store")
+    store.get_or_run("k", Cfg(), lambda run: {"x": 1})
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # as if read-only (root
+    # ignores permission bits, so chmod cannot show it here)
+    assert store.get_or_run("k", Cfg(), lambda run: {"x": 2}).summary == {"x": 1}
+    with pytest.raises(StoreError, match="not writable"):
+        store.get_or_run("k", Cfg(a=2), lambda run: {"x": 3})

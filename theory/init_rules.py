@@ -42,7 +42,6 @@ symbolic widths, from which the theory derives width laws and phase-diagram coor
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -52,7 +51,7 @@ if TYPE_CHECKING:  # sympy is imported where it is used: llm imports this module
 
 #: The usable range of a drawn σ: below the smallest normal float (about 2.2e-308) a
 #: weight underflows to zero or loses its precision, and above 1e150 its square overflows.
-SIGMA_MIN = sys.float_info.min
+SIGMA_MIN = 2.0**-1022  # sys.float_info.min
 SIGMA_MAX = 1e150
 
 PARTS = ("embedding", "qk", "vo", "attn_gate", "mlp", "mlp_out", "head")
