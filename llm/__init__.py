@@ -14,7 +14,6 @@ _EXPORTS = {
     "apply_init": "smallinit.llm.model.init",
     "init_table": "smallinit.llm.model.init",
     "matrix_table": "smallinit.llm.model.init",
-    "matrix_specs": "smallinit.llm.model.init",
     "Transformer": "smallinit.llm.model.transformer",
     "ModelConfig": "smallinit.llm.config",
     "DataConfig": "smallinit.llm.config",

@@ -98,7 +98,11 @@ def _coerce(tp: Any, value: Any, name: str) -> Any:
         if value is None and type(None) in args:
             return None
         errors = []
-        for arg in (a for a in args if a is not type(None)):
+        # Scalar members first: a scalar also fills a one-element tuple (below), which
+        # must not win over an exact scalar match.
+        members = sorted((a for a in args if a is not type(None)),
+                         key=lambda a: typing.get_origin(a) in (tuple, list))
+        for arg in members:
             try:
                 return _coerce(arg, value, name)
             except ConfigError as err:
@@ -113,6 +117,8 @@ def _coerce(tp: Any, value: Any, name: str) -> Any:
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
             value = [_literal(v) for v in value]
+        elif isinstance(value, int | float | bool):
+            value = [value]  # widths=64: a one-element list (the field's checks decide)
         if not isinstance(value, list | tuple):
             raise ConfigError(f"{name}={value!r} is not allowed; it must be a list")
         item_tp = args[0] if args else Any

@@ -104,6 +104,25 @@ def default_out_dir() -> Path:
     return Path.cwd() / "paper_figs_out"
 
 
+def prepare_out_dir(out_dir: Path) -> Path:
+    """Create the output folder before any run is computed; a path that is a file, lies
+    below a file or cannot be written raises :class:`ConfigError` naming it and why."""
+
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"figure output folder {out_dir} is a file; give a folder with --out "
+                          "or $SMALLINIT_FIGS_OUT")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"figure output folder {out_dir} cannot be created "
+                          f"({err.strerror or err}); give a writable folder with --out or "
+                          "$SMALLINIT_FIGS_OUT") from None
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise ConfigError(f"figure output folder {out_dir} is not writable; give a writable "
+                          "folder with --out or $SMALLINIT_FIGS_OUT")
+    return out_dir
+
+
 def make_figures(
     only: list[int] | None = None,
     profile: str = "quick",
@@ -115,7 +134,7 @@ def make_figures(
     check_choice("profile", profile, profiles.names())
     for n in only or []:
         check_choice("figure number", n, FIGURES)
-    out_dir = Path(out_dir) if out_dir else default_out_dir()
+    out_dir = prepare_out_dir(Path(out_dir) if out_dir else default_out_dir())
     store = store or RunStore()
     available = figure_modules()
     results: dict[int, list[Path] | None] = {}

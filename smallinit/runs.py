@@ -115,7 +115,26 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    """Write ``obj`` as JSON atomically; NaN and ±inf are written as ``null`` (JSON has no
+    token for them, and Python's ``NaN`` is unreadable by other tools)."""
+    atomic_write_text(path, json_text(obj, indent=2) + "\n")
+
+
+def json_text(obj: Any, *, indent: int | None = None) -> str:
+    """Strict JSON of ``obj`` with keys sorted: every non-finite float becomes ``null``."""
+    return json.dumps(finite_json(obj), indent=indent, sort_keys=True, allow_nan=False)
+
+
+def finite_json(obj: Any) -> Any:
+    """``obj`` with every float that is NaN or ±inf (NumPy floats included) replaced by
+    None, through dicts, lists and tuples."""
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite_json(v) for v in obj]
+    if isinstance(obj, float | np.floating):
+        return float(obj) if np.isfinite(obj) else None
+    return obj
 
 
 def atomic_save_npz(path: str | Path, arrays: dict[str, Any]) -> None:
@@ -489,7 +508,7 @@ class Run:
     # -- results
     def log(self, record: dict[str, Any]) -> None:
         """Append one metrics record (a JSON line, flushed) to ``metrics.jsonl``."""
-        line = json.dumps(record, sort_keys=True, allow_nan=True)
+        line = json_text(record)
         with self.metrics_path.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
             fh.flush()
@@ -518,7 +537,7 @@ class Run:
 
     def rewrite_metrics(self, records: list[dict[str, Any]]) -> None:
         """Replace ``metrics.jsonl`` atomically (used when resuming from a checkpoint)."""
-        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
+        text = "".join(json_text(r) + "\n" for r in records)
         atomic_write_text(self.metrics_path, text)
 
     def save_arrays(self, **arrays: Any) -> None:
@@ -547,6 +566,12 @@ class Run:
     def read_json(self, name: str) -> Any:
         return read_json(self.path / name)
 
+    def untouched(self) -> bool:
+        """Whether the run directory holds nothing but what :meth:`start` wrote."""
+        if not self.path.is_dir():
+            return True
+        return {p.name for p in self.path.iterdir()} <= {"config.json", "status.json"}
+
     def clear(self) -> None:
         """Delete everything in the run directory (what ``--force`` does before a rerun)."""
         if self.path.exists():
@@ -573,6 +598,22 @@ class RunStore:
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.root)!r})"
+
+    def check_root(self) -> None:
+        """Create the root if needed; :class:`StoreError` naming it and why when it is a
+        file, lies below a file or cannot be written."""
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"run store root {self.root} is a file, not a folder; give a "
+                             "folder with --runs-dir or $SMALLINIT_RUNS")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise StoreError(f"run store root {self.root} cannot be created "
+                             f"({err.strerror or one_line(err)}); give a writable folder with "
+                             "--runs-dir or $SMALLINIT_RUNS") from None
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise StoreError(f"run store root {self.root} is not writable; give a writable "
+                             "folder with --runs-dir or $SMALLINIT_RUNS")
 
     def run(self, kind: str, config: Any, *, version: str = "1") -> Run:
         """The run for ``config`` (its directory need not exist yet)."""
@@ -614,7 +655,8 @@ class RunStore:
         run = self.run(kind, config, version=version)
         before = _status_or_corrupt(run) if force else run.status()
         if not force and _reusable(run, before):
-            return run
+            return run  # reading a finished run needs no writable root
+        self.check_root()
         lock = RunLock(run.lock_path)
         if not lock.acquire(block=False):
             if _WRITER_THREADS.get(run.lock_path) == threading.get_ident():
@@ -637,6 +679,15 @@ class RunStore:
             raise
         try:
             summary = body(run)
+        except ValueError as err:  # ConfigError, and theory's and kernels' input checks
+            # A value the body rejects before doing any work is the caller's mistake, not
+            # the run's outcome: a new run that wrote nothing yet leaves nothing behind.
+            if before["state"] == "absent" and run.untouched():
+                run._abandon()
+                run.clear()
+            else:
+                run.fail(f"{type(err).__name__}: {err}", final=False)
+            raise
         except RunFailed as err:
             run.fail(str(err), final=True)
             log.warning("run %s/%s failed: %s", kind, run.key, err)

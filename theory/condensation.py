@@ -38,7 +38,7 @@ from .activations import (  # noqa: F401  (the registry, re-exported for old cal
     multiplicity_table,
     x,
 )
-from .exact import to_exact
+from .exact import ORDER_LIMIT, to_exact
 
 t = sp.Symbol("t", real=True)
 
@@ -71,8 +71,8 @@ def direction_polynomial(xs: Sequence[Any], es: Sequence[Any], p: int) -> sp.Pol
     Its real roots t give the invariant orientations w ∝ (t, 1) of the early flow; ``es``
     is the residual (at the start −y; its sign and scale do not move the roots).
     """
-    if isinstance(p, bool) or not isinstance(p, int) or p < 1:
-        raise ValueError(f"p={p!r} is not allowed; it must be a positive integer")
+    if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= ORDER_LIMIT:
+        raise ValueError(f"p={p!r} is not allowed; it must be an integer in 1..{ORDER_LIMIT}")
     xs, es = list(xs), list(es)
     if len(xs) != len(es) or not xs:
         raise ValueError(f"x has {len(xs)} points and e has {len(es)}; they must match (> 0)")

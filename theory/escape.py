@@ -19,7 +19,7 @@ from typing import Any
 
 import sympy as sp
 
-from .exact import positive_float, to_exact
+from .exact import ORDER_LIMIT, positive_float, rate_value, to_exact
 
 eps, rho, c, t = sp.symbols("epsilon rho c t", positive=True)
 L_s = sp.Symbol("L", positive=True)
@@ -27,8 +27,9 @@ L_s = sp.Symbol("L", positive=True)
 
 def _order(L: Any) -> sp.Expr:
     value = to_exact(L, "L")
-    if value.is_number and not value.is_positive:
-        raise ValueError(f"L={L!r} is not allowed; the homogeneity order must be > 0")
+    if value.is_number and not (value.is_positive and value <= ORDER_LIMIT):
+        raise ValueError(f"L={L!r} is not allowed; the homogeneity order must be in "
+                         f"(0, {ORDER_LIMIT}]")
     return value
 
 
@@ -70,7 +71,7 @@ def escape_time_gamma(L: Any, gamma: Any, d: Any, rate: Any = 1) -> float:
     if d_value <= 1:
         raise ValueError(f"d={d!r} is not allowed; the width must be > 1")
     positive_float(rate, "rate")
-    g = to_exact(gamma, "gamma")
+    g = rate_value(gamma, "gamma")
     epsilon = sp.Float(d_value) ** (-g)
     if not epsilon < 1:
         raise ValueError(f"gamma={gamma!r} gives ε = d^-γ ≥ 1; escape needs γ > 0")

@@ -37,6 +37,10 @@ def to_exact(value: Any, name: str = "value") -> sp.Expr:
         return sp.Rational(repr(value))
     if isinstance(value, str):
         text = value.strip()
+        mantissa, _, exponent = text.lower().partition("e")
+        if exponent.lstrip("+-").isdigit() and len(exponent.lstrip("+-")) > 3:
+            raise ValueError(f"{name}={value!r} is out of range; give a number whose decimal "
+                             "exponent has at most 3 digits (e.g. 1e-300)")
         try:
             frac = Fraction(text)
         except (ValueError, ZeroDivisionError):
@@ -45,6 +49,27 @@ def to_exact(value: Any, name: str = "value") -> sp.Expr:
             ) from None
         return sp.Rational(frac.numerator, frac.denominator)
     raise ValueError(f"{name}={value!r} is not a number; give e.g. 0.5, 1/2 or 1e-3")
+
+
+#: Largest |γ| (and |γ'|, or any other exponent rate) the theory accepts: σ = d^{−γ} with
+#: |γ| > 100 is outside every float at any width that matters, and exact powers with
+#: such exponents make sympy's arithmetic crawl.
+GAMMA_LIMIT = 100
+
+
+#: Largest integer order (depth D, homogeneity L, multiplicity p, derivative order) the
+#: theory expands: symbolic powers of degree ~10^5 take sympy minutes to hours.
+ORDER_LIMIT = 100
+
+
+def rate_value(value: Any, name: str = "gamma") -> sp.Expr:
+    """An exponent rate (γ, γ', a family's parameter) as an exact number with
+    |value| <= :data:`GAMMA_LIMIT`; a symbolic expression is returned unchecked."""
+    exact = to_exact(value, name)
+    if exact.is_number and abs(exact) > GAMMA_LIMIT:
+        raise ValueError(f"{name}={show(value)} is out of range; |{name}| must be at most "
+                         f"{GAMMA_LIMIT}")
+    return exact
 
 
 def to_float(value: Any, name: str = "value") -> float:

@@ -49,6 +49,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # sympy is imported where it is used: llm imports this module for floats
     import sympy as sp
 
+#: The usable range of a drawn σ: below the smallest normal float (about 2.2e-308) a
+#: weight underflows to zero or loses its precision, and above 1e150 its square overflows.
+SIGMA_MIN = 2.0**-1022  # sys.float_info.min
+SIGMA_MAX = 1e150
+
 PARTS = ("embedding", "qk", "vo", "attn_gate", "mlp", "mlp_out", "head")
 SCHEMES = ("gamma", "nanogpt", "fixed", "megatron", "mitchell", "mup", "xavier", "kaiming")
 
@@ -151,8 +156,21 @@ def matrix_std(
     _check_dim("n_layers", n_layers)
     if not (isinstance(layer, int) and 0 <= layer < max(n_layers, 1)):
         raise ValueError(f"layer={layer!r} is not allowed; it must be in 0..{n_layers - 1}")
-    return float(_sigma(scheme, part, d_in, d_out, n_layers, layer, residual_out,
-                        num=float, sqrt=math.sqrt))
+    try:
+        sigma = float(_sigma(scheme, part, d_in, d_out, n_layers, layer, residual_out,
+                             num=float, sqrt=math.sqrt))
+    except (OverflowError, ZeroDivisionError):
+        sigma = math.inf
+    if not (math.isfinite(sigma) and sigma >= SIGMA_MIN):
+        raise ValueError(
+            f"init {scheme.describe()} gives σ={sigma!r} for the {part} matrix with "
+            f"d_in={d_in}, which a float cannot hold as a usable std; choose a scheme whose "
+            f"σ = d_in^-γ stays between {SIGMA_MIN:g} and {SIGMA_MAX:g} (|γ| much smaller)")
+    if sigma > SIGMA_MAX:
+        raise ValueError(
+            f"init {scheme.describe()} gives σ={sigma:g} for the {part} matrix with "
+            f"d_in={d_in}; σ must be at most {SIGMA_MAX:g} (choose a larger γ)")
+    return sigma
 
 
 def matrix_std_expr(
@@ -239,8 +257,21 @@ def effective_gamma_expr(sigma: Any, d_in: Any) -> sp.Expr:
         raise ValueError(f"d_in={d_in} is not allowed for an effective γ; it must be > 1")
     if sigma.is_number and not sigma > 0:
         raise ValueError(f"std={sigma} is not allowed; it must be a positive number")
-    num = sp.expand_log(-sp.log(sigma), force=True)
-    return sp.simplify(num / sp.expand_log(sp.log(d_in), force=True))
+    # Logarithms of integers split into logarithms of primes (factor=True), so that the
+    # ratio is a rational function of those logs and cancel() finds σ = d_in^{−γ} → γ
+    # without simplify(), which takes hours on exponents with long decimals (γ = 1e-8).
+    num = sp.expand_log(-sp.log(sigma), force=True, factor=True)
+    den = sp.expand_log(sp.log(d_in), force=True, factor=True)
+    ratio = sp.cancel(num / den)
+    return ratio if ratio.is_Rational else sp.simplify(ratio) if _small(ratio) else ratio
+
+
+def _small(expr: sp.Expr) -> bool:
+    """Whether simplify() is safe on ``expr``: its rationals have short numerators and
+    denominators (simplify's power rewrites are slow on 300-digit exponents)."""
+    import sympy as sp
+
+    return all(abs(q.p) < 10**12 and q.q < 10**12 for q in expr.atoms(sp.Rational))
 
 
 def parse_scheme(text: str) -> InitScheme:

@@ -41,7 +41,7 @@ import scipy.optimize
 import sympy as sp
 
 from . import phase
-from .exact import positive_float
+from .exact import ORDER_LIMIT, positive_float
 
 z = sp.Symbol("z", real=True)
 u_s = sp.Symbol("u", real=True)
@@ -146,8 +146,9 @@ def q(zv: Any) -> np.ndarray:
 
 
 def _check_depth(depth: int) -> int:
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 2:
-        raise ValueError(f"depth={depth!r} is not allowed; it must be an integer >= 2")
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 2 <= depth <= ORDER_LIMIT:
+        raise ValueError(f"depth={depth!r} is not allowed; it must be an integer in "
+                         f"2..{ORDER_LIMIT}")
     return depth
 
 
@@ -199,12 +200,24 @@ def q_D(zv: float, depth: int) -> float:
     return value
 
 
+def _alpha_power(a: float, depth: int) -> float:
+    """α^D, or ValueError naming α and D when it leaves the normal float range."""
+    try:
+        scale = a**depth
+    except OverflowError:
+        scale = math.inf
+    if not (math.isfinite(scale) and scale >= np.finfo(float).tiny):
+        raise ValueError(f"alpha={a:g} at depth={depth} gives alpha^depth = {scale:g}, "
+                         "outside the float range; choose alpha nearer 1 or a smaller depth")
+    return scale
+
+
 def Q_alpha(beta: Any, alpha_value: Any, depth: int = 2) -> float:
     """Q^D_α(β) = α^D Σ_i q_D(β_i/α^D) (depth 2: Woodworth et al.'s Q_α)."""
     depth = _check_depth(depth)
     a = positive_float(alpha_value, "alpha")
     beta = np.asarray(beta, dtype=float)
-    scale = a**depth
+    scale = _alpha_power(a, depth)
     if depth == 2:
         return float(scale * np.sum(q(beta / scale)))
     return float(scale * sum(q_D(v / scale, depth) for v in beta.ravel()))
@@ -236,7 +249,7 @@ def solve_q_alpha(X: Any, y: Any, alpha_value: Any, depth: int = 2, tol: float =
     depth = _check_depth(depth)
     X, y = _check_problem(X, y)
     a = positive_float(alpha_value, "alpha")
-    scale = a**depth
+    scale = _alpha_power(a, depth)
     yt = y / scale
     target = tol * max(float(np.linalg.norm(y)), 1.0) / scale
 

@@ -38,7 +38,7 @@ from typing import Any, Literal
 import numpy as np
 import sympy as sp
 
-from .exact import show, to_exact
+from .exact import rate_value, show, to_exact
 
 #: Width m (number of hidden neurons), input dimension d, width ratio r = m/d.
 m, d, r = sp.symbols("m d r", positive=True)
@@ -225,8 +225,8 @@ def coordinates(alpha: Any, beta1: Any, beta2: Any, scaling: Scaling = "fixed"):
 
 def delta(gamma: Any, gamma_prime: Any) -> sp.Expr:
     """Δ(γ, γ') = γ − 1 − max(γ', 0) (docs/science.md §2; its sign decides the regime)."""
-    g = to_exact(gamma, "gamma")
-    gp = to_exact(gamma_prime, "gamma_prime")
+    g = rate_value(gamma, "gamma")
+    gp = rate_value(gamma_prime, "gamma_prime")
     return g - 1 - sp.Max(gp, 0)
 
 
@@ -451,7 +451,7 @@ class Scheme:
         """The member of a family at parameter ``value`` (a fixed scheme is returned as is)."""
         if self.param is None:
             return self
-        v = to_exact(value, str(self.param))
+        v = rate_value(value, str(self.param))
         return dataclasses.replace(
             self, label=f"{self.label} [{self.param}={show(v)}]",
             alpha=self.alpha.subs(self.param, v), beta1=self.beta1.subs(self.param, v),

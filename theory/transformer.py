@@ -35,7 +35,7 @@ import sympy as sp
 
 from . import phase
 from .condensation import multiplicity
-from .exact import positive_float, positive_int, show, to_exact
+from .exact import positive_float, positive_int, rate_value, show, to_exact
 from .init_rules import (
     InitScheme,
     effective_gamma_expr,
@@ -310,8 +310,14 @@ def rmsnorm_gamma_threshold(d: Any, eps: Any) -> float:
 
 
 def saturation_ratio(d: Any, gamma: Any, eps: Any) -> float:
-    """d^{−2γ}/ε: ≫ 1 the norm normalizes, ≪ 1 ε dominates (saturated)."""
-    return _width(d) ** (-2 * float(to_exact(gamma, "gamma"))) / _eps(eps)
+    """d^{−2γ}/ε: ≫ 1 the norm normalizes, ≪ 1 ε dominates (saturated). Computed from its
+    logarithm; ValueError when it is outside the float range (|γ| too large for this d)."""
+    d_value, g, eps_value = _width(d), float(rate_value(gamma, "gamma")), _eps(eps)
+    log_ratio = -2 * g * math.log(d_value) - math.log(eps_value)
+    if not -700 < log_ratio < 700:
+        raise ValueError(f"d^-2γ/ε for d={d}, gamma={gamma}, eps={eps} is about "
+                         f"e^{log_ratio:.0f}, outside the float range; choose a smaller |γ|")
+    return math.exp(log_ratio)
 
 
 def rmsnorm_output_rms(d: Any, gamma: Any, eps: Any) -> float:
@@ -323,8 +329,14 @@ def rmsnorm_output_rms(d: Any, gamma: Any, eps: Any) -> float:
 def matching_eps(d_small: Any, d_large: Any, gamma: Any, eps_large: Any) -> float:
     """ε for a width-d_small model with the same d^{−2γ}/ε as width d_large at ε_large:
     ε_small = ε_large · (d_large/d_small)^{2γ}."""
-    g = float(to_exact(gamma, "gamma"))
-    return _eps(eps_large) * (_width(d_large, "d_large") / _width(d_small, "d_small")) ** (2 * g)
+    g = float(rate_value(gamma, "gamma"))
+    log_eps = (math.log(_eps(eps_large))
+               + 2 * g * math.log(_width(d_large, "d_large") / _width(d_small, "d_small")))
+    if not -700 < log_eps < 700:
+        raise ValueError(f"the matching eps for d_small={d_small}, d_large={d_large}, "
+                         f"gamma={gamma}, eps_large={eps_large} is about e^{log_eps:.0f}, "
+                         "outside the float range; choose a smaller |γ|")
+    return math.exp(log_eps)
 
 
 # ----------------------------------------------------------------------------- report
@@ -332,6 +344,8 @@ def report(shape: TransformerShape, scheme: InitScheme | str, eps: Any = 1e-5) -
     """Everything ``smallinit theory transformer`` prints, as plain data (``scheme`` may be
     a string that :func:`init_rules.parse_scheme` reads, e.g. ``"gamma:1.0"``)."""
     scheme = parse_scheme(scheme) if isinstance(scheme, str) else scheme
+    for part, g in [("gamma", scheme.gamma), *scheme.overrides]:
+        rate_value(g, "gamma" if part == "gamma" else f"gamma of {part}")
     rows = matrices(shape, scheme)
     emb = next(r for r in rows if r["part"] == "embedding")
     eps_value = _eps(eps)

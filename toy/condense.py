@@ -21,9 +21,11 @@ import numpy as np
 
 from smallinit.errors import require
 from smallinit.kernels.measure import cluster_count, condensation_score, mean_abs_cosine
+from smallinit.memory import check_memory
 from smallinit.runs import RunStore
 from smallinit.toy import twolayer as tl
 from smallinit.toy.jaxsetup import use_all_cpu_cores
+from smallinit.toy.limits import check_family_scales, condense_bytes
 
 KIND = "toy-condense"
 VERSION = "1"
@@ -46,6 +48,16 @@ class CondenseConfig:
         require(self.width >= 2 and self.width % 2 == 0,
                 f"width={self.width} is not allowed; it must be even and >= 2 (ASI)")
         require(len(self.gammas) > 0 and len(self.gamma_primes) > 0, "the grid is empty")
+        for g in self.gammas:
+            for gp in self.gamma_primes:
+                check_family_scales(g, gp, self.width)
+
+    def check_memory(self) -> None:
+        """ConfigError when the estimated peak memory (:func:`toy.limits.condense_bytes`)
+        exceeds the limit of :mod:`smallinit.memory`."""
+        n_points = len(self.gammas) * len(self.gamma_primes)
+        check_memory(condense_bytes(n_points, self.width),
+                     f"the condensation grid of {n_points} points at width={self.width}")
 
 
 def orientation_amplitude(a: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -66,6 +78,7 @@ def measure(a: np.ndarray, W: np.ndarray, *, top_k: int, threshold: float) -> di
 
 def run(cfg: CondenseConfig, store=None, *, force: bool = False) -> dict:
     """Train the grid (one batched call) and measure every point; cached in the store."""
+    cfg.check_memory()
     store = store or RunStore()
 
     def body(run):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +33,9 @@ from smallinit.toy.jaxsetup import enable_x64
 
 KIND = "toy-diagonal"
 VERSION = "1"
+MAX_DEPTH = 100
+#: |log10| bound of α^{2D}: the curvature bound L_t holds w^{2(D−1)}, Q_α divides by α^D.
+SCALE_DECADES = 40
 
 
 @dataclasses.dataclass
@@ -49,9 +53,18 @@ class DiagonalConfig:
     max_steps: int = 200000
 
     def __post_init__(self):
-        require(len(self.alphas) > 0 and all(a > 0 for a in self.alphas),
-                f"alphas={list(self.alphas)} must be non-empty and positive")
-        require(self.depth >= 2, f"depth={self.depth} is not allowed; it must be >= 2")
+        require(len(self.alphas) > 0 and all(isinstance(a, int | float) and math.isfinite(a)
+                                             and a > 0 for a in self.alphas),
+                f"alphas={list(self.alphas)} must be non-empty, finite and positive")
+        require(2 <= self.depth <= MAX_DEPTH,
+                f"depth={self.depth} is not allowed; it must be in 2..{MAX_DEPTH}")
+        for a in self.alphas:  # the step rule squares w^(D-1) ~ alpha^(D-1)
+            require(2 * self.depth * abs(math.log10(a)) <= SCALE_DECADES,
+                    f"alpha={a:g} at depth={self.depth} is not allowed: alpha^(2*depth) = "
+                    f"1e{2 * self.depth * math.log10(a):+.0f} leaves the float64 range the "
+                    f"solver needs (1e-{SCALE_DECADES} to 1e{SCALE_DECADES}); use alpha "
+                    f"between {10 ** (-SCALE_DECADES / (2 * self.depth)):.3g} and "
+                    f"{10 ** (SCALE_DECADES / (2 * self.depth)):.3g}")
         require(0 < self.n < self.dim, f"n={self.n}, dim={self.dim}: need 0 < n < dim")
         require(0 < self.lr_factor < 2, f"lr_factor={self.lr_factor} must lie in (0, 2)")
 

@@ -49,6 +49,7 @@ import numpy as np
 from smallinit import profiles
 from smallinit.errors import ConfigError, RunFailed, require
 from smallinit.kernels.measure import segment_relative_distance
+from smallinit.memory import check_memory
 from smallinit.progress import progress
 from smallinit.runs import RunStore, atomic_save_npz
 from smallinit.theory.phase import slope_agrees, slope_in_interval
@@ -56,6 +57,7 @@ from smallinit.toy import predictions
 from smallinit.toy import twolayer as tl
 from smallinit.toy.grouped_engine import check_settings, train_grouped
 from smallinit.toy.jaxsetup import use_all_cpu_cores
+from smallinit.toy.limits import check_family_scales, scan_bytes
 from smallinit.toy.twolayer import TrainSettings
 
 log = logging.getLogger(__name__)
@@ -110,6 +112,21 @@ class ScanConfig:
             self.settings()
         except ValueError as err:
             raise ConfigError(str(err)) from None
+
+        for m in (min(self.widths), max(self.widths)):  # the scales are monotone in m
+            for g in self.gammas:
+                for gp in self.gamma_primes:
+                    check_family_scales(g, gp, m)
+
+    def check_memory(self, engine: str = "jax") -> None:
+        """ConfigError when the scan's estimated peak memory (:func:`toy.limits.scan_bytes`)
+        exceeds the limit of :mod:`smallinit.memory`; called before anything is allocated."""
+        n_points = len(self.gammas) * len(self.gamma_primes)
+        estimate = scan_bytes(n_points, self.seeds, self.widths, self.settings().n_records,
+                              grouped=engine == "grouped")
+        check_memory(estimate, f"the toy scan of {n_points} grid points x seeds={self.seeds} "
+                     f"at widths up to {max(self.widths)} with max_steps={self.max_steps} "
+                     f"(engine {engine})")
 
     def settings(self):
         return TrainSettings(
@@ -328,6 +345,7 @@ def run_scan(cfg: ScanConfig, store=None, *, force: bool = False,
             check_settings(cfg.settings())
         except ValueError as err:
             raise ConfigError(str(err)) from None
+    cfg.check_memory(engine)
     store = store or RunStore()
 
     def body(run):

@@ -64,6 +64,7 @@ from smallinit.toy.activations import activation, check_activation, derivative
 from smallinit.toy.jaxsetup import enable_x64
 
 STATUS = ("converged", "budget", "diverged")
+PROGRESS_S = 30.0  # seconds between progress log lines of a long batch
 MAX_POINTS = 16
 CONVERGED, BUDGET, DIVERGED = 0, 1, 2
 
@@ -418,8 +419,17 @@ def train_batch(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings, *, chunk:
     n_dev = jax.device_count()
     fn, split, whole = _chunk_fn(n_dev, n_blocks, settings)
     tail = max(n_dev, B // 4) if tail is None else tail
+    import logging
+    import time
+
     k0, active, size = 0, np.arange(B), None
+    last_report = time.monotonic()
     while active.size > tail:
+        if time.monotonic() - last_report > PROGRESS_S:  # a long budget shows it is alive
+            logging.getLogger(__name__).info(
+                "width %d: step %d of at most %d, %d of %d networks still training",
+                m, k0, settings.max_steps, active.size, B)
+            last_report = time.monotonic()
         size = _bucket(active.size, B, n_dev)
         idx = np.concatenate([active, np.repeat(active[-1:], size - active.size)])
         st = {k: v[idx] for k, v in state.items()}

@@ -128,11 +128,7 @@ def matrix_table(model: nn.Module) -> list[MatrixSpec]:
                       "supported: smallinit.llm Transformer, Hugging Face GPT-2 and Llama")
 
 
-matrix_specs = matrix_table  # the earlier name
-
-
 # ----------------------------------------------------------------------------- drawing
-SMALLEST_STD = 1e-300  # a σ below this draws zeros (and its γ_eff is meaningless)
 
 
 def as_scheme(scheme: InitScheme | str) -> InitScheme:
@@ -150,21 +146,14 @@ def as_scheme(scheme: InitScheme | str) -> InitScheme:
 
 
 def spec_std(spec: MatrixSpec, scheme: InitScheme, n_layers: int) -> float:
-    """σ of one matrix under ``scheme`` (through theory's ``matrix_std``). The one place
-    that refuses a σ no draw can use: theory's ValueError, a non-finite σ or one below
-    :data:`SMALLEST_STD` (it would draw zeros) is a ConfigError naming scheme and matrix."""
-    where = f"init {scheme.describe()} on matrix {spec.name} (d_in={spec.d_in})"
+    """σ of one matrix under ``scheme``, from theory's ``matrix_std`` (which also refuses a σ
+    no draw can use: zero, subnormal, infinite or absurdly large); its ValueError becomes a
+    ConfigError naming the matrix."""
     try:
-        sigma = matrix_std(scheme, spec.part, spec.d_in, spec.d_out, n_layers=n_layers,
-                           layer=spec.layer, residual_out=spec.residual_out)
-    except ValueError as err:
-        raise ConfigError(f"{where}: {err}") from None
-    except OverflowError:
-        sigma = math.inf
-    if not (math.isfinite(sigma) and sigma > SMALLEST_STD):
-        raise ConfigError(f"{where} gives σ={sigma:g}; a usable σ is finite and > "
-                          f"{SMALLEST_STD:g} (use a smaller γ or another scheme)")
-    return float(sigma)
+        return float(matrix_std(scheme, spec.part, spec.d_in, spec.d_out, n_layers=n_layers,
+                                layer=spec.layer, residual_out=spec.residual_out))
+    except (ValueError, OverflowError) as err:
+        raise ConfigError(f"matrix {spec.name}: {err}") from None
 
 
 def apply_init(model: nn.Module, scheme: InitScheme | str, *, seed: int = 0) -> nn.Module:

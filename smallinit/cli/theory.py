@@ -228,9 +228,9 @@ def cmd_eps(args: argparse.Namespace) -> int:
         data["thresholds"].append({"d_model": d,
                                    "gamma_eps": tr.rmsnorm_gamma_threshold(d, args.eps)})
         for g in args.gamma:
+            ratio = tr.saturation_ratio(d, g, args.eps)  # ValueError outside floats
             point = {
-                "d_model": d, "gamma": g, "rms2": d ** (-2 * g),
-                "ratio": tr.saturation_ratio(d, g, args.eps),
+                "d_model": d, "gamma": g, "rms2": ratio * args.eps, "ratio": ratio,
                 "output_rms": tr.rmsnorm_output_rms(d, g, args.eps),
             }
             point["state"] = "normalizing" if point["ratio"] > 1 else "saturated"

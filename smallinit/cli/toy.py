@@ -38,7 +38,7 @@ def _cmd_scan(args) -> int:
     if args.json:
         keys = ("gamma", "gamma_prime", "S_w", "regime", "agree", "delta", "interval",
                 "in_interval", "failed_networks")
-        print(json.dumps([{k: r[k] for k in keys} for r in result.records], indent=1))
+        _print_json([{k: r[k] for k in keys} for r in result.records])
     else:
         print(format_table(result.records))
         print(f"stored in {result.run_path}")
@@ -46,16 +46,23 @@ def _cmd_scan(args) -> int:
 
 
 def _print_json(obj) -> None:
+    """JSON of results with NumPy values; NaN and ±inf print as null (strict JSON)."""
     import numpy as np
 
-    def conv(v):
+    from smallinit.runs import finite_json
+
+    def plain(v):
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [plain(x) for x in v]
         if isinstance(v, np.ndarray):
-            return v.tolist()
+            return plain(v.tolist())
         if isinstance(v, np.generic):
             return v.item()
-        raise TypeError(type(v))
+        return v
 
-    print(json.dumps(obj, indent=1, default=conv))
+    print(json.dumps(finite_json(plain(obj)), indent=1, allow_nan=False))
 
 
 def _cmd_condense(args) -> int:
