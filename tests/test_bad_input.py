@@ -4,9 +4,9 @@ it, a 50 MB JSONL line, files where folders belong) is built once per session.""
 
 from __future__ import annotations
 
+import badinput
 import pytest
 
-import badinput
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
