@@ -228,3 +228,25 @@ def test_each_rule_catches_a_fake_source(rel, source, rule):
 ])
 def test_the_checker_accepts_what_the_plan_allows(rel, source):
     assert violations(rel, source) == []
+
+
+# ----------------------------------------------------------------------------- one job driver
+#: what only the job driver does: start worker processes, and remember which runs it forced
+DRIVER_ONLY = ("ProcessPoolExecutor", "multiprocessing", "get_context(", "_FORCED")
+
+
+def driver_copies(rel: str, source: str) -> list[str]:
+    """Places outside ``smallinit/jobs.py`` that start worker processes or keep a
+    force-once set of their own: a second sweep driver in the making."""
+    if rel == "smallinit/jobs.py":
+        return []
+    return [f"{rel}:{n} {word}" for n, line in enumerate(source.splitlines(), 1)
+            for word in DRIVER_ONLY if word in line and not line.lstrip().startswith("#")]
+
+
+def test_one_job_driver_runs_every_sweep():
+    found = [hit for rel in source_files()
+             for hit in driver_copies(rel, (ROOT / rel).read_text(encoding="utf-8"))]
+    assert not found, f"only smallinit/jobs.py runs many runs (workers, force once): {found}"
+    assert driver_copies("llm/experiments/sweeps.py",
+                         "from concurrent.futures import ProcessPoolExecutor\n")
