@@ -126,14 +126,18 @@ def json_text(obj: Any, *, indent: int | None = None) -> str:
 
 
 def finite_json(obj: Any) -> Any:
-    """``obj`` with every float that is NaN or ±inf (NumPy floats included) replaced by
-    None, through dicts, lists and tuples."""
+    """``obj`` as plain JSON data: NumPy arrays and scalars become lists and Python numbers,
+    and every float that is NaN or ±inf becomes None, through dicts, lists and tuples."""
     if isinstance(obj, dict):
         return {k: finite_json(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [finite_json(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return finite_json(obj.tolist())
     if isinstance(obj, float | np.floating):
         return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, np.generic):
+        return obj.item()
     return obj
 
 

@@ -234,10 +234,11 @@ def test_figs_output_below_a_file(tmp_path):
     assert prepare_out_dir(tmp_path / "new" / "dir").is_dir()
 
 
-def test_toy_json_output_has_no_nan_tokens(capsys):
-    from smallinit.cli.toy import _print_json
+def test_json_output_has_no_nan_tokens(capsys):
+    """The one JSON printer of every command (toy, theory, llm, compare, figs --plan)."""
+    from smallinit.cli.util import print_json
 
-    _print_json({"score": np.float64("nan"), "a": np.array([1.0, np.inf]), "n": np.int64(3)})
+    print_json({"score": np.float64("nan"), "a": np.array([1.0, np.inf]), "n": np.int64(3)})
     assert json.loads(capsys.readouterr().out) == {"score": None, "a": [1.0, None], "n": 3}
 
 

@@ -100,3 +100,4 @@ def test_closed_pipe_ends_quietly():
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+

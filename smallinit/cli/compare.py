@@ -9,13 +9,13 @@ files are, or with ``--json`` the records.
 from __future__ import annotations
 
 import argparse
-import json
 
 from smallinit.cli.util import (
     HelpFormatter,
     add_run_options,
     float_list,
     positive_int_list,
+    print_json,
     profile_arg,
 )
 
@@ -70,7 +70,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     cfg = build_config(args)
     result = run_compare(cfg, RunStore(args.runs_dir), force=args.force)
     if args.json:
-        print(json.dumps(result.records, indent=2, sort_keys=True))
+        print_json(result.records, sort_keys=True)
         return 0
     print(format_table(result.records))
     print(f"table: {result.table_csv}")

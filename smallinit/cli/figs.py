@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from smallinit.cli.util import HelpFormatter, add_run_options, profile_arg
+from smallinit.cli.util import HelpFormatter, add_run_options, print_json, profile_arg
 from smallinit.runs import RunStore
 
 
@@ -30,7 +29,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     rows = plan(args.profile, args.only)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print_json(rows, indent=1)
         return 0
     seen = set()
     for r in rows:

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from smallinit.cli.llm_bench import add_trust_option
-from smallinit.cli.util import add_command, add_group, add_run_options, positive_int, user_error
+from smallinit.cli.util import (
+    add_command,
+    add_group,
+    add_run_options,
+    positive_int,
+    print_json,
+    user_error,
+)
 
 CONFIG_HELP = ("a TOML config file, or the name of a packaged one: quick (CPU minutes) or full "
                "(GPU scale)")
@@ -55,7 +61,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"run {run.path} failed: {status.get('reason')}")
         return 1
     print(f"run {run.path}")
-    print(json.dumps(status.get("summary", {}), indent=2, sort_keys=True))
+    print_json(status.get("summary", {}), sort_keys=True)
     return 0
 
 
@@ -64,7 +70,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     metrics = evaluate_run(resolve_run(args.run, args.runs_dir), n_items=args.items,
                            n_windows=args.windows, trust_data=args.trust_run_data)
-    print(json.dumps(metrics, indent=2, sort_keys=True))
+    print_json(metrics, sort_keys=True)
     return 0
 
 
@@ -77,7 +83,7 @@ def cmd_init_table(args: argparse.Namespace) -> int:
     model = build_for_table(cfg.model, args.model)
     rows = init_table(model, scheme)
     if args.format == "json":
-        print(json.dumps(rows, indent=2))
+        print_json(rows)
         return 0
     cols = ("name", "part", "shape", "d_in", "std", "gamma_eff")
     if args.format == "csv":

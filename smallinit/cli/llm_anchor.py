@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from smallinit.cli.util import (
@@ -18,6 +17,7 @@ from smallinit.cli.util import (
     positive_int_list,
     profile_arg,
 )
+from smallinit.runs import json_text
 
 DESCRIPTION_ONE = """\
 Train the transformer on the anchor-function composite task (Zhang et al., NeurIPS 2024,
@@ -100,7 +100,7 @@ def cmd_anchor_scan(args: argparse.Namespace) -> int:
     rows = scan_table(results)
     print(format_table(rows))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        Path(args.json).write_text(json_text(rows, indent=2) + "\n", encoding="utf-8")
     return 1 if any(r["failed"] for r in rows) else 0
 
 

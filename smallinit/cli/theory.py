@@ -7,7 +7,6 @@ fast. Every command prints a readable table, or the same content as JSON with ``
 from __future__ import annotations
 
 import argparse
-import json
 from fractions import Fraction
 from typing import Any
 
@@ -19,6 +18,7 @@ from smallinit.cli.util import (
     positive_float,
     positive_int,
     positive_int_list,
+    print_json,
 )
 
 # ----------------------------------------------------------------------------- helpers
@@ -82,10 +82,6 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
-
-
 def _g(value: float) -> str:
     return f"{value:.4g}"
 
@@ -104,7 +100,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
     point = phase.PhasePoint.at(args.gamma, args.gamma_prime)
     data = point.as_dict()
     if args.json:
-        _print_json(data)
+        print_json(data)
         return 0
     print(f"γ = {data['gamma']}, γ' = {data['gamma_prime']}")
     print(f"Δ = γ − 1 − max(γ', 0) = {data['delta']}")
@@ -149,7 +145,7 @@ def _scheme_rows(param: Fraction | None) -> list[dict[str, Any]]:
 def cmd_schemes(args: argparse.Namespace) -> int:
     rows = _scheme_rows(args.param)
     if args.json:
-        _print_json(rows)
+        print_json(rows)
         return 0
     print(table(
         ["scheme", "α", "β1", "β2", "widths", "γ", "γ'", "Δ", "regime", "S_w"],
@@ -184,7 +180,7 @@ def cmd_transformer(args: argparse.Namespace) -> int:
     )
     rep = transformer.report(shape, _init_scheme(args), eps=args.eps)
     if args.json:
-        _print_json(rep)
+        print_json(rep)
         return 0
     s = rep["shape"]
     heads = f" n_heads={s['n_heads']}" if s["n_heads"] is not None else ""
@@ -238,7 +234,7 @@ def cmd_eps(args: argparse.Namespace) -> int:
                 point["match_eps"] = tr.matching_eps(d, args.match_d_model, g, args.eps)
             data["points"].append(point)
     if args.json:
-        _print_json(data)
+        print_json(data)
         return 0
     print(f"RMSNorm saturation threshold γ_ε = ln(1/ε)/(2 ln d), ε = {args.eps:g}")
     print(table(["d_model", "γ_ε"], [[t["d_model"], f"{t['gamma_eps']:.4f}"]
@@ -264,7 +260,7 @@ def cmd_multiplicity(args: argparse.Namespace) -> int:
 
     rows = condensation.multiplicity_table()
     if args.json:
-        _print_json(rows)
+        print_json(rows)
         return 0
     print(table(["activation", "σ(x)", "p", "σ^(p)(0)", "note"],
                 [[r["activation"], r["formula"], r["p"] if r["covered"] else "-",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from smallinit.cli.util import (
     add_command,
     add_group,
@@ -12,6 +10,7 @@ from smallinit.cli.util import (
     float_list,
     positive_int,
     positive_int_list,
+    print_json,
     profile_arg,
 )
 
@@ -38,31 +37,11 @@ def _cmd_scan(args) -> int:
     if args.json:
         keys = ("gamma", "gamma_prime", "S_w", "regime", "agree", "delta", "interval",
                 "in_interval", "failed_networks")
-        _print_json([{k: r[k] for k in keys} for r in result.records])
+        print_json([{k: r[k] for k in keys} for r in result.records])
     else:
         print(format_table(result.records))
         print(f"stored in {result.run_path}")
     return 0
-
-
-def _print_json(obj) -> None:
-    """JSON of results with NumPy values; NaN and ±inf print as null (strict JSON)."""
-    import numpy as np
-
-    from smallinit.runs import finite_json
-
-    def plain(v):
-        if isinstance(v, dict):
-            return {k: plain(x) for k, x in v.items()}
-        if isinstance(v, list | tuple):
-            return [plain(x) for x in v]
-        if isinstance(v, np.ndarray):
-            return plain(v.tolist())
-        if isinstance(v, np.generic):
-            return v.item()
-        return v
-
-    print(json.dumps(finite_json(plain(obj)), indent=1, allow_nan=False))
 
 
 def _cmd_condense(args) -> int:
@@ -83,7 +62,7 @@ def _cmd_condense(args) -> int:
                          "mean_abs_cos": float(r["mean_abs_cos"][i, j]),
                          "status": STATUS[int(r["status"][i, j])]})
     if args.json:
-        _print_json({"init_score": r["init_score"], "points": rows})
+        print_json({"init_score": r["init_score"], "points": rows})
         return 0
     print(f"{'gamma':>6} {'gamma_p':>7} {'score':>6} {'clusters':>8} {'mean|cos|':>9} status")
     for row in rows:
@@ -105,7 +84,7 @@ def _cmd_diagonal(args) -> int:
              "dist_l1": float(r["dist_l1"][i]), "dist_l2": float(r["dist_l2"][i]),
              "steps": int(r["steps"][i])} for i, a in enumerate(r["alphas"])]
     if args.json:
-        _print_json({"depth": cfg.depth, "rows": rows})
+        print_json({"depth": cfg.depth, "rows": rows})
         return 0
     print(f"depth {cfg.depth}: gradient descent from w = alpha vs theory's argmin Q_alpha")
     print(f"{'alpha':>8} {'rel_err':>9} {'to_l1':>7} {'to_l2':>7} {'steps':>7}")
@@ -122,7 +101,7 @@ def _cmd_escape(args) -> int:
     cfg = escape.EscapeConfig()
     r = escape.run(cfg, RunStore(args.runs_dir), force=args.force)
     if args.json:
-        _print_json({"summary": r["summary"],
+        print_json({"summary": r["summary"],
                      "rows": [{"L": L, "eps": float(e), "T": float(t),
                                "T_minus_ref": float(a), "theory_minus_ref": float(b)}
                               for L in cfg.orders

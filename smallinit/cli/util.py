@@ -8,6 +8,7 @@ Handlers import heavy libraries (jax, torch) inside themselves, so ``--help`` st
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -77,6 +78,16 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="run store root (default: $SMALLINIT_RUNS or ./runs)",
     )
+
+
+def print_json(obj: Any, *, indent: int = 2, sort_keys: bool = False) -> None:
+    """Print ``obj`` as strict JSON, the one way every command writes JSON to stdout: NumPy
+    values become plain ones and NaN/±inf print as null (:func:`smallinit.runs.finite_json`);
+    values JSON has no type for (exact fractions) print as strings."""
+    from smallinit.runs import finite_json
+
+    print(json.dumps(finite_json(obj), indent=indent, sort_keys=sort_keys, allow_nan=False,
+                     ensure_ascii=False, default=str))
 
 
 def add_json_option(parser: argparse.ArgumentParser,
