@@ -20,10 +20,8 @@ from . import bench
 from .backend import BACKEND, cp
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    out = Path(argv[0] if argv else os.environ.get("OUT", "bench-results"))
-    out.mkdir(parents=True, exist_ok=True)
+def collect() -> dict:
+    """The gpu-marked tests' exit code and tail, then (with CuPy on CUDA) the benchmarks."""
     repo = Path(__file__).resolve().parent.parent
     result: dict = {}
     proc = subprocess.run(
@@ -58,6 +56,14 @@ def main(argv: list[str] | None = None) -> int:
                 result[key] = fn()
             except Exception:
                 result[key] = {"error": traceback.format_exc()[-3000:]}
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    out = Path(argv[0] if argv else os.environ.get("OUT", "bench-results"))
+    out.mkdir(parents=True, exist_ok=True)
+    result = collect()
     (out / "gpu_check.json").write_text(json.dumps(result, indent=2, default=float))
     print(
         json.dumps({k: v for k, v in result.items() if k != "pytest_tail"}, indent=2, default=float)

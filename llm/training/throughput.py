@@ -1,0 +1,111 @@
+"""Training throughput and model FLOPs utilization (MFU) of the one training step.
+
+FLOPs per token of a decoder-only transformer trained with forward + backward
+(Kaplan et al. 2020, arXiv 2001.08361, §2.1; Chowdhery et al. 2022, PaLM, arXiv 2204.02311,
+appendix B):
+
+    F = 6·N + 12·L·d·T
+
+N counts the parameters of the matrices a token passes through (all but the embedding
+lookup; a tied or untied output head counts, since it is a matmul), L layers, d model
+width, T context (the attention score and value products, forward and backward). MFU is
+tokens/s · F divided by the device's dense peak; only the peaks listed in
+:data:`PEAK_FLOPS` are known, anywhere else MFU is None.
+
+The step timed is :func:`smallinit.llm.training.train.train_step` (forward, backward, clip,
+AdamW), on random tokens, after warm-up steps (which also absorb ``torch.compile``), with
+the device synchronized around the timed block.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from smallinit.llm.config import ModelConfig, RunConfig
+from smallinit.llm.model.transformer import Transformer
+from smallinit.llm.training.train import autocast, make_optimizer, train_step
+
+#: dense bf16 tensor-core peak in FLOP/s, by a substring of the device name (NVIDIA data
+#: sheets: H100 SXM and H200 SXM 989 TFLOP/s dense, i.e. half the "with sparsity" figure;
+#: A100 312 TFLOP/s)
+PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
+
+
+def matmul_params(model: Transformer) -> int:
+    """N of the module docstring: every parameter except the lookup tables (token
+    embedding, learned positions); a tied token table stays in, as the output head."""
+    n = model.num_params()
+    if model.pos_emb is not None:
+        n -= model.pos_emb.weight.numel()
+    if model.head.weight is not model.tok_emb.weight:
+        n -= model.tok_emb.weight.numel()
+    return n
+
+
+def flops_per_token(model: Transformer, cfg: ModelConfig) -> float:
+    """6·N + 12·L·d·T (module docstring)."""
+    return 6.0 * matmul_params(model) + 12.0 * cfg.n_layers * cfg.d_model * cfg.context
+
+
+def peak_flops(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(cfg: RunConfig, *, steps: int = 20, warmup: int = 5,
+            compile: bool = False) -> dict[str, Any]:
+    """Time ``steps`` training steps of ``cfg``'s model after ``warmup`` untimed ones.
+
+    Returns tokens/s, seconds per step, parameters, FLOPs per token, achieved FLOP/s and
+    MFU (None off the listed GPUs), the warm-up time (compile included) and the device."""
+    if steps < 1 or warmup < 0:
+        raise ValueError(f"steps={steps}, warmup={warmup}: need steps >= 1, warmup >= 0")
+    want = cfg.train.device
+    device = torch.device("cuda" if want in ("cuda", "auto") and torch.cuda.is_available()
+                          else "cpu")
+    gen = torch.Generator().manual_seed(cfg.seed)
+    model = Transformer(cfg.model, cfg.init, seed=cfg.seed).to(device)
+    opt = make_optimizer(model, cfg, device)
+    objective = torch.compile(model) if compile else model
+    m = cfg.model
+    shape = (cfg.train.batch_size, m.context)
+    x = torch.randint(0, m.vocab_size, shape, generator=gen).to(device)
+    y = torch.randint(0, m.vocab_size, shape, generator=gen).to(device)
+    ctx = autocast(cfg, device)
+
+    def step() -> None:
+        train_step(objective, opt, x, y, lr=cfg.train.lr, clip=cfg.train.grad_clip, ctx=ctx)
+
+    t0 = time.perf_counter()
+    for _ in range(warmup):
+        step()
+    _sync(device)
+    t1 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    _sync(device)
+    elapsed = time.perf_counter() - t1
+    tokens = steps * shape[0] * shape[1]
+    tok_s = tokens / elapsed
+    fpt = flops_per_token(model, m)
+    peak = peak_flops(device)
+    return {"device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
+            "compile": compile, "precision": "bf16" if device.type == "cuda"
+            or cfg.train.precision == "bf16" else "fp32",
+            "params": sum(p.numel() for p in model.parameters()),
+            "matmul_params": matmul_params(model), "flops_per_token": fpt,
+            "tokens_per_step": shape[0] * shape[1], "steps": steps,
+            "step_s": elapsed / steps, "tokens_per_s": tok_s,
+            "flops_per_s": tok_s * fpt, "peak_flops": peak,
+            "mfu": None if peak is None else tok_s * fpt / peak,
+            "warmup_s": t1 - t0}
