@@ -142,7 +142,12 @@ def sinks_from_env() -> list[Sink]:
     """The sinks the environment asks for: a :class:`TensorBoard` sink in
     ``$SMALLINIT_TENSORBOARD`` when it is set and not empty."""
     root = os.environ.get(TENSORBOARD_ENV, "").strip()
-    return [TensorBoard(root)] if root else []
+    if not root:
+        return []
+    try:
+        return [TensorBoard(root)]
+    except ConfigError as err:
+        raise ConfigError(f"{TENSORBOARD_ENV}={root}: {err}") from None
 
 
 class SinkedRun:

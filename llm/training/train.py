@@ -454,6 +454,7 @@ def preflight(cfg, dist: Dist | None = None, *, explicit_attention: bool = False
     if computing:
         resolve_device(cfg, dist or Dist.from_env())
         check_training_memory(cfg, explicit_attention=explicit_attention)
+        sinks_from_env()  # a bad $SMALLINIT_TENSORBOARD is refused before the run exists
     init_table(meta_transformer(cfg.model), cfg.scheme)
 
 
