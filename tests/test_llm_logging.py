@@ -81,8 +81,14 @@ def test_bars_hidden_when_stderr_is_not_a_terminal(monkeypatch):
         def isatty(self):
             return True
 
+    from smallinit import progress
+
+    monkeypatch.setattr(progress, "_quiet", False)  # an earlier CLI test may have set it
     monkeypatch.setattr(sys, "stderr", Tty())
     assert bars_shown()
+    monkeypatch.setattr(progress, "_quiet", True)  # --quiet hides them on a terminal too
+    assert not bars_shown()
+    monkeypatch.setattr(progress, "_quiet", False)
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     assert not bars_shown()
 

@@ -65,7 +65,7 @@ def draw(result: dict[str, Any]):
     slope at init, through the measured init value at the smallest width."""
     import matplotlib.pyplot as plt
     import numpy as np
-    from matplotlib.ticker import NullFormatter
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter, NullLocator
 
     from smallinit.llm.analysis.coordcheck import PARTS
 
@@ -87,9 +87,16 @@ def draw(result: dict[str, Any]):
                     color="black", lw=1, label="γ rule at init")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        lo, hi = ax.get_ylim()
+        if hi < 10 * lo:  # less than a decade: four labelled ticks instead of none
+            ax.set_yticks(np.geomspace(lo, hi, 6)[1:-1])
+            ax.yaxis.set_major_formatter(FormatStrFormatter("%.4g"))
+            ax.yaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_minor_formatter(NullFormatter())
-        rule = "" if predicted[part] is None else f" (rule {predicted[part]:+.2f})"
-        ax.set_title(part + rule)
+        if predicted[part] is None:
+            ax.set_title(part)
+        else:  # + 0.0: no "-0.00"
+            ax.set_title(f"{part} (rule {round(predicted[part], 2) + 0.0:+.2f})")
     for ax in axes[-1]:
         ax.set_xlabel("d_model")
     axes.flat[0].set_ylabel("RMS of activation")
