@@ -28,6 +28,11 @@ a run asked for again after a kill resumes from its newest intact checkpoint, cu
 metrics back to it and reproduces the uninterrupted run's numbers exactly on CPU. At the
 end the task evaluates and saves what it keeps, the trainer writes ``model.pt``
 atomically and deletes the checkpoints. Under ``torchrun`` only rank 0 writes.
+
+Every record written goes to metrics.jsonl and then to the run's log sinks
+(:mod:`smallinit.llm.training.sinks`): a plain log line per record when progress bars are
+hidden (output not a terminal), TensorBoard when asked for. Sinks are not config: the run
+key does not change.
 """
 
 from __future__ import annotations
@@ -60,7 +65,8 @@ from smallinit.llm.training.checkpoint import (
 )
 from smallinit.llm.training.evaluate import evaluate
 from smallinit.llm.training.memory import check_training_memory
-from smallinit.progress import progress
+from smallinit.llm.training.sinks import LogLines, Sink, SinkedRun, sinks_from_env
+from smallinit.progress import bars_shown, progress
 from smallinit.runs import Run, RunStore
 
 log = logging.getLogger(__name__)
@@ -287,11 +293,16 @@ class Trainer:
     """One training run of ``task`` (module docstring); :meth:`fit` is the run store's body.
 
     ``cfg`` needs ``seed``, ``model`` (a ModelConfig), ``scheme`` (the init) and ``train``
-    (a TrainConfig); ``make_task(cfg, device)`` builds the task (default: pretraining)."""
+    (a TrainConfig); ``make_task(cfg, device)`` builds the task (default: pretraining).
+    ``sinks``: where the log records go besides metrics.jsonl (None: what the environment
+    asks for, :func:`~smallinit.llm.training.sinks.sinks_from_env`); not part of the run's
+    config, so they never change its key."""
 
-    def __init__(self, cfg, dist: Dist, make_task: Callable[..., Task] = LMTask):
+    def __init__(self, cfg, dist: Dist, make_task: Callable[..., Task] = LMTask, *,
+                 sinks: list[Sink] | None = None):
         self.cfg = cfg
         self.dist = dist
+        self.sinks = list(sinks_from_env() if sinks is None else sinks)
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         self.device = resolve_device(cfg, dist)
@@ -351,8 +362,22 @@ class Trainer:
         return float(value)
 
     def fit(self, run) -> dict[str, Any]:
+        """Train ``run`` to its last step (resuming it if it can) and finish it; rank 0
+        returns the summary. Its records also go to the log sinks: a plain line each when
+        progress bars are hidden (rank 0), and :attr:`sinks`."""
+        sinks: list[Sink] = []
+        if self.dist.main:
+            sinks = ([] if bars_shown() else [LogLines(self.task.name)]) + self.sinks
+        run = SinkedRun(run, sinks)
+        try:
+            return self._fit(run)
+        finally:
+            run.close_sinks()
+
+    def _fit(self, run: SinkedRun) -> dict[str, Any]:
         cfg, t, dist, task = self.cfg, self.cfg.train, self.dist, self.task
         start = self._resume(run)
+        run.open_sinks(start, t.steps)
         self.on_start(run, start)
         ctx = autocast(cfg, self.device)
         self.model.train()
@@ -362,7 +387,7 @@ class Trainer:
         clock, clock_step = time.perf_counter(), start
         last_loss = float("nan")
         with progress(total=t.steps, initial=start, desc=task.name, unit="step",
-                      disable=True if not dist.main else None) as bar:
+                      **({} if dist.main else {"disable": True})) as bar:
             for step in range(start + 1, t.steps + 1):
                 x, y = task.batch(step, dist)
                 window_sum += train_step(self.objective, self.optimizer, x, y,
@@ -429,6 +454,7 @@ def preflight(cfg, dist: Dist | None = None, *, explicit_attention: bool = False
     if computing:
         resolve_device(cfg, dist or Dist.from_env())
         check_training_memory(cfg, explicit_attention=explicit_attention)
+        sinks_from_env()  # a bad $SMALLINIT_TENSORBOARD is refused before the run exists
     init_table(meta_transformer(cfg.model), cfg.scheme)
 
 
@@ -485,10 +511,13 @@ def fit_run(store: RunStore, kind: str, version: str, cfg, build: Callable[[Dist
             tdist.destroy_process_group()
 
 
-def train(cfg: RunConfig, *, runs_dir: str | Path | None = None, force: bool = False) -> Run:
+def train(cfg: RunConfig, *, runs_dir: str | Path | None = None, force: bool = False,
+          sinks: list[Sink] | None = None) -> Run:
     """Train (or resume, or reuse) the pretraining run for ``cfg``; works alone or under
-    ``torchrun``."""
-    return fit_run(RunStore(runs_dir), KIND, VERSION, cfg, lambda dist: Trainer(cfg, dist),
-                   force=force,
+    ``torchrun``. ``sinks``: where its log records also go while it trains, e.g.
+    ``[TensorBoard("tb")]`` (:mod:`smallinit.llm.training.sinks`; None: as the environment
+    says); they are not part of the run's config and never change its key."""
+    return fit_run(RunStore(runs_dir), KIND, VERSION, cfg,
+                   lambda dist: Trainer(cfg, dist, sinks=sinks), force=force,
                    prepare=lambda: corpus_mod.prepare(cfg.data, cfg.model.vocab_size),
                    check=lambda: corpus_mod.check_source(cfg.data))

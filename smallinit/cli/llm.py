@@ -50,10 +50,12 @@ def load_run_config(args):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from smallinit.llm.training.sinks import TensorBoard
     from smallinit.llm.training.train import Dist, train
 
     cfg = load_run_config(args)
-    run = train(cfg, runs_dir=args.runs_dir, force=args.force)
+    sinks = [TensorBoard(args.tensorboard)] if args.tensorboard else None
+    run = train(cfg, runs_dir=args.runs_dir, force=args.force, sinks=sinks)
     if not Dist.from_env().main:
         return 0
     status = run.status()
@@ -129,6 +131,10 @@ def register(subparsers) -> None:
     )
     _config_args(p, required=False)
     add_run_options(p)
+    p.add_argument("--tensorboard", default=None, metavar="DIR",
+                   help="also log every metric to TensorBoard in DIR/<kind>/<key> (needs "
+                        "pip install 'smallinit[tb]'; default: $SMALLINIT_TENSORBOARD, "
+                        "else off); not part of the run's config or key")
     p = add_command(commands, "eval", cmd_eval,
                     help="re-evaluate a trained run on its held-out split",
                     description="Loss per category, greedy answer accuracy and per-token "
@@ -160,8 +166,10 @@ def register(subparsers) -> None:
     # commands of the other llm modules (anchor task, benchmarks, figure sweeps)
     from smallinit.cli.llm_anchor import register_anchor_commands
     from smallinit.cli.llm_bench import register_bench_commands
+    from smallinit.cli.llm_coord import register_coord_commands
     from smallinit.cli.llm_sweep import register_sweep_commands
 
     register_anchor_commands(commands)
     register_bench_commands(commands)
     register_sweep_commands(commands)
+    register_coord_commands(commands)
