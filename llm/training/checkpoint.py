@@ -23,11 +23,13 @@ from typing import Any
 
 import torch
 
-from smallinit.runs import temp_path
+from smallinit.runs import atomic_write_bytes, temp_path
 
 log = logging.getLogger(__name__)
 KEEP_CHECKPOINTS = 2  # the newest ones; older checkpoints are deleted after each save
 PATTERN = "step-*.pt"
+WEIGHTS = "model.safetensors"  # a finished run's final weights (also model.pt; older runs
+# have only that)
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> Path:
@@ -70,6 +72,26 @@ def _fsync_dir(directory: Path) -> None:
 def safe_load(path: str | Path) -> Any:
     """``torch.load`` of tensors and plain data only, onto the CPU."""
     return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def atomic_save_safetensors(state: dict[str, torch.Tensor], path: str | Path) -> Path:
+    """Write a dict of tensors as a ``.safetensors`` file (a JSON header and raw bytes: no
+    code, readable by any safetensors reader) atomically. Tensors sharing storage (a tied
+    head) are stored once each, as copies."""
+    from safetensors.torch import save  # lazy: only writers of final weights need it
+
+    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in state.items()}
+    path = Path(path)
+    atomic_write_bytes(path, save(tensors, metadata={"format": "pt"}))
+    _fsync_dir(path.parent)
+    return path
+
+
+def load_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
+    """The tensors of a ``.safetensors`` file, on the CPU (no unpickling)."""
+    from safetensors.torch import load_file  # lazy: only readers of final weights need it
+
+    return load_file(str(path), device="cpu")
 
 
 def checkpoints(run_dir: str | Path) -> list[Path]:
