@@ -293,3 +293,63 @@ def test_benchmark_hf_refuses_what_is_not_a_model_folder(trained, task_dir, tmp_
         benchmark(run.path.name, ["arc_easy"], hf=tmp_path, **common)
     with pytest.raises(ConfigError, match="either a RUN or --hf"):
         benchmark(None, ["arc_easy"], **common)
+
+
+# ----------------------------------------------------------------------------- lm-eval
+@pytest.mark.slow  # about a minute: lm-eval's imports (datasets, evaluate, accelerate)
+def test_lm_eval_scores_an_export_like_our_scorer(trained, task_dir, tmp_path):
+    """``lm_eval run --model hf`` on an export with a local task (offline) gives per choice
+    the log-likelihoods our scorer gives, hence the same acc (raw) and acc_norm."""
+    pytest.importorskip("lm_eval")
+    pytest.importorskip("accelerate")
+    from smallinit.llm.bench.hf_model import load_lm
+    from smallinit.llm.bench.lmeval import write_task_yaml
+    from smallinit.llm.bench.scoring import pick, score_mc
+    from smallinit.llm.bench.tasks import Item
+
+    base, run = trained
+    out = tmp_path / "hf"
+    ex.export_run(run.path.name, out)
+    write_task_yaml(task_dir / "arc_easy.jsonl", tmp_path / "tasks", "smallinit_arith")
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    lm_eval = Path(sys.executable).with_name("lm_eval")
+    got = subprocess.run(
+        [str(lm_eval), "run", "--model", "hf", "--model_args",
+         f"pretrained={out},dtype=float32", "--tasks", "smallinit_arith", "--include_path",
+         str(tmp_path / "tasks"), "--device", "cpu", "--batch_size", "1", "--output_path",
+         str(tmp_path / "lm-out"), "--log_samples"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert got.returncode == 0, got.stderr[-3000:]
+    [samples] = (tmp_path / "lm-out").rglob("samples_smallinit_arith_*.jsonl")
+    rows = sorted((json.loads(line) for line in samples.read_text().splitlines()),
+                  key=lambda r: r["doc_id"])
+    [results] = (tmp_path / "lm-out").rglob("results_*.json")
+    summary = json.loads(results.read_text())["results"]["smallinit_arith"]
+
+    items = [Item(it["id"], it["query"], tuple(it["choices"]), it["gold"]) for it in MC_ITEMS]
+    ours = score_mc(load_lm(run.path.name, runs_dir=base / "runs", batch_size=4), items)
+    assert [r["doc"]["id"] for r in rows] == [it.id for it in items]
+    raw, norm = [], []
+    for row, rec, item in zip(rows, ours, items, strict=True):
+        theirs = [float(resp[0]) for resp in row["filtered_resps"]]
+        assert max(abs(a - b) for a, b in zip(theirs, rec["loglik"], strict=True)) < 1e-4
+        raw.append(pick(rec["loglik"]) == item.gold)
+        norm.append(pick(rec["loglik"], [len(c) for c in item.choices]) == item.gold)
+        assert (row["acc"], row["acc_norm"]) == (float(raw[-1]), float(norm[-1]))
+    assert summary["acc,none"] == pytest.approx(sum(raw) / len(raw))
+    assert summary["acc_norm,none"] == pytest.approx(sum(norm) / len(norm))
+
+
+def test_lm_eval_task_yaml_refuses_bad_names_and_generative_items(task_dir, tmp_path):
+    from smallinit.llm.bench.lmeval import write_task_yaml
+
+    with pytest.raises(ConfigError, match="task name"):
+        write_task_yaml(task_dir / "arc_easy.jsonl", tmp_path, "../x")
+    gen = tmp_path / "gsm8k.jsonl"
+    gen.write_text(json.dumps({"id": "g", "query": "2+3=", "answers": ["5"]}) + "\n")
+    with pytest.raises(ConfigError, match="not multiple choice"):
+        write_task_yaml(gen, tmp_path, "gen")
+    path = write_task_yaml(task_dir / "arc_easy.jsonl", tmp_path, "ok_task")
+    text = path.read_text()
+    assert "task: ok_task" in text and str((task_dir / "arc_easy.jsonl").resolve()) in text

@@ -34,6 +34,7 @@ with ``safetensors`` (a dependency of ``transformers``).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -80,7 +81,8 @@ def hf_config(cfg: ModelConfig, *, eos_token_id: int | None = None,
     family = hf_family(cfg)
     eos = 0 if eos_token_id is None else int(eos_token_id)
     common: dict[str, Any] = {"vocab_size": cfg.vocab_size, "tie_word_embeddings":
-                              cfg.tie_embeddings, "bos_token_id": eos, "eos_token_id": eos}
+                              cfg.tie_embeddings, "bos_token_id": eos, "eos_token_id": eos,
+                              "pad_token_id": eos, "architectures": [ARCHITECTURES[family]]}
     if extra:
         common["smallinit"] = extra
     if family == "llama":
@@ -162,13 +164,24 @@ def to_hf(model: Transformer, *, eos_token_id: int | None = None):
     return hf_model.eval()
 
 
-def hf_tokenizer(tokenizer, eot: str):
+def hf_tokenizer(tokenizer, eot: str, context: int):
     """A ``PreTrainedTokenizerFast`` around our ``tokenizers.Tokenizer`` (byte-level BPE),
-    with ``eot`` as its end-of-text (and padding) token."""
+    with ``eot`` as its end-of-text (and padding) token and ``context`` its longest input."""
     tf = _transformers()
     return tf.PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=eot,
                                       bos_token=eot, unk_token=eot, pad_token=eot,
-                                      model_max_length=None, clean_up_tokenization_spaces=False)
+                                      model_max_length=context,
+                                      clean_up_tokenization_spaces=False)
+
+
+def _save_tokenizer(tokenizer, eot: str, context: int, folder: Path) -> None:
+    """The tokenizer files, with ``tokenizer_class`` the name both transformers 4 and 5
+    resolve (5 writes its own new class name, which 4 does not know)."""
+    hf_tokenizer(tokenizer, eot, context).save_pretrained(folder)
+    path = folder / "tokenizer_config.json"
+    meta = json.loads(path.read_text())
+    meta["tokenizer_class"] = "PreTrainedTokenizerFast"
+    path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
 
 def max_logit_difference(model: Transformer, hf_model, *, n_tokens: int | None = None,
@@ -220,7 +233,7 @@ def write_hf_folder(model: Transformer, tokenizer, out: str | Path, *, eot: str,
             tf.GenerationConfig(bos_token_id=eos_id, eos_token_id=eos_id,
                                 pad_token_id=eos_id).save_pretrained(tmp)
         save_file(hf_state_dict(model), str(tmp / WEIGHTS), metadata={"format": "pt"})
-        hf_tokenizer(tokenizer, eot).save_pretrained(tmp)
+        _save_tokenizer(tokenizer, eot, model.cfg.context, tmp)
         cls = tf.LlamaForCausalLM if family == "llama" else tf.GPT2LMHeadModel
         loaded = cls.from_pretrained(tmp)
         diff = max_logit_difference(model, loaded)
