@@ -48,7 +48,7 @@ from smallinit.llm.config import ModelConfig
 from smallinit.llm.data.tokenizer import END_OF_TEXT
 from smallinit.llm.model.hf import _transformers
 from smallinit.llm.model.transformer import Transformer
-from smallinit.llm.training.trained import load_trained, resolve_run, run_tokenizer
+from smallinit.llm.training.trained import load_trained, resolve_run, run_config, run_tokenizer
 
 LLAMA = {"norm": "rmsnorm", "positions": "rope", "mlp": "swiglu"}
 GPT2 = {"norm": "layernorm", "positions": "learned", "mlp": "gelu"}
@@ -256,6 +256,7 @@ def export_run(ref: str, out: str | Path, *, runs_dir: str | Path | None = None,
     The folder's ``config.json`` records the run, its init scheme and seed under
     ``smallinit``. Returns ``out`` and a summary of what was written."""
     run = resolve_run(ref, runs_dir)
+    hf_family(run_config(run.path).model)  # refuse before loading anything
     cfg, model = load_trained(run.path)
     family = hf_family(cfg.model)
     tok = run_tokenizer(run, cfg, trust_data=trust_data)

@@ -110,6 +110,12 @@ def data_config(run: TrainedRun, cfg: RunConfig, *, trust_data: bool = False) ->
     return replace(cfg.data, cache_dir=None)
 
 
+def run_config(run_dir: str | Path) -> RunConfig:
+    """The :class:`RunConfig` stored in a run directory's ``config.json``."""
+    return config_from_dict(RunConfig, read_json(Path(run_dir) / "config.json")["config"],
+                            where="config")
+
+
 def load_trained(run_dir: str | Path) -> tuple[RunConfig, Transformer]:
     """The config and final weights (CPU) of a finished ``llm-train`` run: its
     ``model.safetensors``, or for a run trained before those were written, ``model.pt``
@@ -124,8 +130,7 @@ def load_trained(run_dir: str | Path) -> tuple[RunConfig, Transformer]:
         weights = run_dir / "model.pt"
     if not weights.is_file():
         raise StoreError(f"{weights} is missing; the run finished without saving weights")
-    cfg = config_from_dict(RunConfig, read_json(run_dir / "config.json")["config"],
-                           where="config")
+    cfg = run_config(run_dir)
     check_model_memory(cfg.model, f"loading {weights}")
     try:  # tensors only: no pickled code runs
         state = load_safetensors(weights) if weights.name == WEIGHTS else safe_load(weights)
