@@ -22,7 +22,6 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
@@ -73,8 +72,9 @@ def check_hf_folder(path: str | Path) -> Path:
     """``path`` as a Hugging Face model folder, or a ConfigError saying what is missing."""
     folder = Path(path)
     if not folder.is_dir():
-        raise ConfigError(f"--hf {path}: no such folder; give a local Hugging Face model "
-                          "folder (config.json, model.safetensors, tokenizer files)")
+        what = "not a folder" if folder.exists() else "no such folder"
+        raise ConfigError(f"--hf {path}: {what}; give a local Hugging Face model folder "
+                          "(config.json, model.safetensors, tokenizer files)")
     if not is_hf_folder(folder):
         raise ConfigError(f"--hf {path}: no Hugging Face config.json (with a model_type) in "
                           "it; give a folder written by save_pretrained or smallinit llm "
@@ -160,11 +160,6 @@ def load_lm(source: str | Path, *, runs_dir: str | Path | None = None, device: s
         model, tok, _, eot = load_trained(resolve_run(str(source), runs_dir), device,
                                           trust_data=trust_data)
     return scoring.TorchLM(model, tok, device=device, batch_size=batch_size, eot_id=eot)
-
-
-def describe(folder: Path) -> dict[str, Any]:
-    """Where an HF model came from, for a benchmark summary."""
-    return {"hf_path": str(Path(folder).resolve())}
 
 
 __all__ = ["HFCausalLM", "is_hf_folder", "check_hf_folder", "hf_model_name", "load_hf",
