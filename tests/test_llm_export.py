@@ -280,6 +280,26 @@ def test_benchmark_hf_matches_the_run_item_by_item(trained, task_dir, tmp_path):
     assert [r["pred"] for r in via_run] == [r["pred"] for r in via_hf] == [r["pred"] for r in a]
 
 
+def test_an_export_generates_what_the_run_generates(trained, tmp_path):
+    """Greedy generation (the generative benchmarks' path) through the HF folder gives the
+    run's text token for token."""
+    from smallinit.llm.bench.hf_model import load_lm
+    from smallinit.llm.bench.scoring import score_gen
+    from smallinit.llm.bench.tasks import TASKS, Item
+
+    base, run = trained
+    out = tmp_path / "hf"
+    ex.export_run(run.path.name, out)
+    items = [Item("a", "Question: 2 plus 3?\nAnswer:", answers=("5",)),
+             Item("b", "the cat sat on the", answers=("mat",))]
+    kwargs = {"max_new_tokens": 12}
+    via_run = score_gen(load_lm(run.path.name, runs_dir=base / "runs"), items,
+                        TASKS["gsm8k"], **kwargs)
+    via_hf = score_gen(load_lm(out), items, TASKS["gsm8k"], **kwargs)
+    assert [r["generation"] for r in via_hf] == [r["generation"] for r in via_run]
+    assert any(r["generation"] for r in via_run)  # something was generated
+
+
 def test_benchmark_hf_refuses_what_is_not_a_model_folder(trained, task_dir, tmp_path):
     from smallinit.llm.bench.run import benchmark
 
@@ -287,6 +307,9 @@ def test_benchmark_hf_refuses_what_is_not_a_model_folder(trained, task_dir, tmp_
     common = {"data_dir": task_dir, "fetch": False, "runs_dir": base / "runs"}
     with pytest.raises(ConfigError, match="no such folder"):
         benchmark(None, ["arc_easy"], hf=tmp_path / "nope", **common)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="not a folder"):
+        benchmark(None, ["arc_easy"], hf=tmp_path / "file", **common)
     with pytest.raises(ConfigError, match="no Hugging Face config.json"):
         benchmark(None, ["arc_easy"], hf=run.path, **common)  # a run, not an HF folder
     with pytest.raises(ConfigError, match="either a RUN or --hf"):
