@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import save_file
 
 from smallinit.errors import ConfigError
 from smallinit.llm.config import ModelConfig
@@ -211,8 +212,6 @@ def write_hf_folder(model: Transformer, tokenizer, out: str | Path, *, eot: str,
     ``out`` is refused unless ``force``; then the files written here replace their
     namesakes (other files in it are left alone). Returns the max abs logit difference."""
     tf = _transformers()
-    from safetensors.torch import save_file  # lazy: transformers' dependency, like it optional
-
     out = Path(out)
     family = hf_family(model.cfg)  # refuse before touching the disk
     if out.exists() and not out.is_dir():
