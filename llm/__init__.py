@@ -21,6 +21,8 @@ _EXPORTS = {
     "EvalConfig": "smallinit.llm.config",
     "RunConfig": "smallinit.llm.config",
     "train": "smallinit.llm.training.train",
+    "export_run": "smallinit.llm.model.export",
+    "load_lm": "smallinit.llm.bench.hf_model",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -70,9 +70,10 @@ def api(name: str, code: str) -> Case:
 # Placeholders filled by the fixture: {tmp} scratch folder, {file} a regular file, {dir} an
 # existing folder, {nodir} a path below a regular file (cannot be created), {runs} the store
 # holding one tiny finished run, {run} that run's folder, {cache} its data cache, and damaged
-# copies of the run: {run_badmodel}, {run_mismatch}; {badtok_cache} a cache whose tokenizer
-# is corrupt; {bigjsonl} a benchmark JSONL with one 50 MB line; {notrun} a folder that is
-# not a run.
+# copies of the run: {run_badmodel} (model.pt only, truncated), {run_badsafetensors},
+# {run_mismatch}, {run_gated} (its config says gated attention); {badtok_cache} a cache
+# whose tokenizer is corrupt; {bigjsonl} a benchmark JSONL with one 50 MB line; {notrun} a
+# folder that is not a run.
 CASES: list[Case] = [
     # -- theory: values out of range, hangs
     cli("theory classify huge gamma", "theory", "classify", "--gamma", "1e100000000",
@@ -235,6 +236,24 @@ CASES: list[Case] = [
         "--runs-dir", "{runs}"),
     cli("llm benchmark 50 MB line", "llm", "benchmark", "{run}", "--tasks", "arc_easy",
         "--data-dir", "{bigjsonl}", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm export unknown run", "llm", "export", "ffffffffffff", "{tmp}/export-new",
+        "--runs-dir", "{runs}"),
+    cli("llm export into a non-empty folder", "llm", "export", "{run}", "{notrun}",
+        "--runs-dir", "{runs}"),
+    cli("llm export onto a file", "llm", "export", "{run}", "{file}", "--runs-dir", "{runs}"),
+    cli("llm export below a file", "llm", "export", "{run}", "{nodir}", "--runs-dir", "{runs}"),
+    cli("llm export gated attention", "llm", "export", "{run_gated}", "{tmp}/export-gated",
+        "--runs-dir", "{runs}"),
+    cli("llm export corrupt model.safetensors", "llm", "export", "{run_badsafetensors}",
+        "{tmp}/export-bad", "--runs-dir", "{runs}"),
+    cli("llm benchmark --hf a file", "llm", "benchmark", "--hf", "{file}", "--no-fetch",
+        "--runs-dir", "{runs}"),
+    cli("llm benchmark --hf a run, not an HF folder", "llm", "benchmark", "--hf", "{run}",
+        "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm benchmark RUN and --hf", "llm", "benchmark", "{run}", "--hf", "{dir}",
+        "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm eval corrupt model.safetensors", "llm", "eval", "{run_badsafetensors}",
+        "--runs-dir", "{runs}"),
     cli("llm bench-compare non-runs", "llm", "bench-compare", "/etc", "/usr",
         "--runs-dir", "{runs}"),
     cli("llm bench-compare bootstrap huge", "llm", "bench-compare", "{run}", "{run}",
@@ -302,18 +321,26 @@ def make_fixture(root: Path) -> dict[str, str]:
     outside = root / "outside"
     if outside.exists():
         shutil.rmtree(outside)
-    badmodel = outside / "badmodel" / run.name
+    badmodel = outside / "badmodel" / run.name  # a run from before model.safetensors
     shutil.copytree(run, badmodel)
+    (badmodel / "model.safetensors").unlink(missing_ok=True)
     model = badmodel / "model.pt"
     model.write_bytes(model.read_bytes()[: model.stat().st_size // 3])
     places["run_badmodel"] = str(badmodel)
-    meta = json.loads((run / "config.json").read_text())
-    meta["config"]["model"]["d_model"] = 32
-    meta["key"] = config_key("llm-train", meta["config"], str(meta["version"]))
-    mismatch = outside / "mismatch" / meta["key"]
-    shutil.copytree(run, mismatch)
-    (mismatch / "config.json").write_text(json.dumps(meta))
-    places["run_mismatch"] = str(mismatch)
+    badst = outside / "badsafetensors" / run.name
+    shutil.copytree(run, badst)
+    weights = badst / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 3])
+    places["run_badsafetensors"] = str(badst)
+    for place, edit in (("run_mismatch", {"d_model": 32}),
+                        ("run_gated", {"gated_attention": True})):
+        meta = json.loads((run / "config.json").read_text())
+        meta["config"]["model"].update(edit)
+        meta["key"] = config_key("llm-train", meta["config"], str(meta["version"]))
+        copy = outside / place / meta["key"]
+        shutil.copytree(run, copy)
+        (copy / "config.json").write_text(json.dumps(meta))
+        places[place] = str(copy)
     badtok = root / "badtok-cache"
     if badtok.exists():
         shutil.rmtree(badtok)

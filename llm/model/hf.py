@@ -18,6 +18,7 @@ def _transformers():
         raise ConfigError("this needs the transformers package: "
                           "pip install 'smallinit[hf]'") from None
     transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()  # no "Loading weights" bar on stderr
     return transformers
 
 

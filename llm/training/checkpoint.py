@@ -8,6 +8,9 @@ empty file, or a planted pickle) is *damaged*: :func:`latest_loadable` logs a wa
 renames it to ``<name>.damaged`` (out of the ``step-*.pt`` pattern, kept for inspection)
 and falls back to the next older checkpoint, or to a fresh start if none is left.
 
+A finished run's final weights are ``model.pt`` (a state dict, loaded the same way) and
+``model.safetensors`` (:data:`WEIGHTS`; tensors only by construction, read first).
+
 Every file is written to a temporary name unique to this writer (pid and a random suffix,
 so two writers never share one), fsynced, renamed over the target, and its directory
 fsynced, so a crash at any moment leaves either the old file or the complete new one.
@@ -22,12 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file, save_file
 
 from smallinit.runs import temp_path
 
 log = logging.getLogger(__name__)
 KEEP_CHECKPOINTS = 2  # the newest ones; older checkpoints are deleted after each save
 PATTERN = "step-*.pt"
+WEIGHTS = "model.safetensors"  # a finished run's final weights (also model.pt; older runs
+# have only that)
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> Path:
@@ -70,6 +76,40 @@ def _fsync_dir(directory: Path) -> None:
 def safe_load(path: str | Path) -> Any:
     """``torch.load`` of tensors and plain data only, onto the CPU."""
     return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def atomic_save_safetensors(state: dict[str, torch.Tensor], path: str | Path) -> Path:
+    """Write a dict of tensors as a ``.safetensors`` file (a JSON header and raw bytes: no
+    code, readable by any safetensors reader), atomically as :func:`atomic_torch_save`.
+    A tensor sharing storage with an earlier one (a tied head) is stored as its own copy,
+    so every name of the state dict loads back."""
+    tensors: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for name, value in state.items():
+        value = value.detach().to("cpu").contiguous()
+        if value.data_ptr() in seen:
+            value = value.clone()
+        seen.add(value.data_ptr())
+        tensors[name] = value
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path(path)
+    try:
+        save_file(tensors, str(tmp), metadata={"format": "pt"})
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def load_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
+    """The tensors of a ``.safetensors`` file, on the CPU (no unpickling)."""
+    return load_file(str(path), device="cpu")
 
 
 def checkpoints(run_dir: str | Path) -> list[Path]:

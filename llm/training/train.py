@@ -26,8 +26,9 @@ evaluation after any step; then :meth:`Trainer.on_step` sees the step and its lo
 checkpoint (:mod:`smallinit.llm.training.checkpoint`: model, optimizer, step, RNG states);
 a run asked for again after a kill resumes from its newest intact checkpoint, cuts its
 metrics back to it and reproduces the uninterrupted run's numbers exactly on CPU. At the
-end the task evaluates and saves what it keeps, the trainer writes ``model.pt``
-atomically and deletes the checkpoints. Under ``torchrun`` only rank 0 writes.
+end the task evaluates and saves what it keeps (pretraining: also the run's tokenizer,
+``tokenizer.json``), the trainer writes the final weights atomically as ``model.pt`` and
+``model.safetensors`` and deletes the checkpoints. Under ``torchrun`` only rank 0 writes.
 
 Every record written goes to metrics.jsonl and then to the run's log sinks
 (:mod:`smallinit.llm.training.sinks`): a plain log line per record when progress bars are
@@ -53,9 +54,12 @@ import torch
 from smallinit.errors import ConfigError, RunFailed
 from smallinit.llm.config import RunConfig
 from smallinit.llm.data import corpus as corpus_mod
+from smallinit.llm.data.tokenizer import TOKENIZER
 from smallinit.llm.model.init import init_table
 from smallinit.llm.model.transformer import Transformer, meta_transformer
 from smallinit.llm.training.checkpoint import (
+    WEIGHTS,
+    atomic_save_safetensors,
     atomic_torch_save,
     checkpoints,
     latest_loadable,
@@ -67,7 +71,7 @@ from smallinit.llm.training.evaluate import evaluate
 from smallinit.llm.training.memory import check_training_memory
 from smallinit.llm.training.sinks import LogLines, Sink, SinkedRun, sinks_from_env
 from smallinit.progress import bars_shown, progress
-from smallinit.runs import Run, RunStore
+from smallinit.runs import Run, RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
 KIND = "llm-train"
@@ -272,6 +276,7 @@ class LMTask:
                                        n_items=cfg.eval.answer_items, context=cfg.model.context)
         run.save_arrays(**tokens)
         run.write_json("eval.json", metrics)
+        atomic_write_text(run.path / TOKENIZER, self.corpus.tokenizer.to_str())
         return {"train_loss": train_loss, "val_loss": val, "steps": cfg.train.steps,
                 "tokens": cfg.train.steps * self.tokens_per_step,
                 "params": model.num_params(), **metrics,
@@ -428,6 +433,7 @@ class Trainer:
         """The task's final evaluation and results, then the final weights (rank 0)."""
         summary = self.task.finish(run, self.model, ctx, last_loss)
         atomic_torch_save(self.model.state_dict(), run.path / "model.pt")
+        atomic_save_safetensors(self.model.state_dict(), run.path / WEIGHTS)
         for old in checkpoints(run.path):  # the final weights supersede them
             old.unlink(missing_ok=True)
         return summary

@@ -22,14 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tokenizers import Tokenizer
 
 from smallinit.config import config_from_dict
 from smallinit.errors import ConfigError, StoreError, one_line
 from smallinit.llm.config import DataConfig, ModelConfig, RunConfig
 from smallinit.llm.data import corpus as corpus_mod
+from smallinit.llm.data.tokenizer import TOKENIZER, load_tokenizer
 from smallinit.llm.model import hf
 from smallinit.llm.model.transformer import Transformer, meta_transformer
-from smallinit.llm.training.checkpoint import safe_load
+from smallinit.llm.training.checkpoint import WEIGHTS, load_safetensors, safe_load
 from smallinit.llm.training.evaluate import evaluate
 from smallinit.llm.training.memory import check_model_memory
 from smallinit.runs import Run, RunStore, config_key, read_json
@@ -108,22 +110,32 @@ def data_config(run: TrainedRun, cfg: RunConfig, *, trust_data: bool = False) ->
     return replace(cfg.data, cache_dir=None)
 
 
+def run_config(run_dir: str | Path) -> RunConfig:
+    """The :class:`RunConfig` stored in a run directory's ``config.json``."""
+    return config_from_dict(RunConfig, read_json(Path(run_dir) / "config.json")["config"],
+                            where="config")
+
+
 def load_trained(run_dir: str | Path) -> tuple[RunConfig, Transformer]:
-    """The config and final weights (``model.pt``, CPU) of a finished ``llm-train`` run."""
+    """The config and final weights (CPU) of a finished ``llm-train`` run: its
+    ``model.safetensors``, or for a run trained before those were written, ``model.pt``
+    (loaded weights-only)."""
     run_dir = Path(run_dir)
     state = Run(run_dir, TRAIN_KIND, run_dir.name, None, "").state
     if state != "done":
         raise ConfigError(f"trained run {run_dir} is {state}, not done; train it first "
                           "(smallinit llm train)")
-    weights = run_dir / "model.pt"
+    weights = run_dir / WEIGHTS
+    if not weights.is_file():
+        weights = run_dir / "model.pt"
     if not weights.is_file():
         raise StoreError(f"{weights} is missing; the run finished without saving weights")
-    cfg = config_from_dict(RunConfig, read_json(run_dir / "config.json")["config"],
-                           where="config")
+    cfg = run_config(run_dir)
     check_model_memory(cfg.model, f"loading {weights}")
-    try:
-        state = safe_load(weights)  # tensors only: no pickled code runs
-    except Exception as err:  # torch raises RuntimeError, OSError, EOFError, pickle errors
+    try:  # tensors only: no pickled code runs
+        state = load_safetensors(weights) if weights.name == WEIGHTS else safe_load(weights)
+    except Exception as err:  # torch: RuntimeError, OSError, EOFError, pickle errors;
+        # safetensors: SafetensorError
         raise StoreError(f"{weights} cannot be read ({type(err).__name__}: "
                          f"{one_line(err)[:200]}); the file is damaged: train the run again "
                          "(smallinit llm train with its config and --force)") from None
@@ -133,6 +145,19 @@ def load_trained(run_dir: str | Path) -> tuple[RunConfig, Transformer]:
         raise StoreError(f"{weights} does not match its config.json: {mismatch}")
     model.load_state_dict(state)
     return cfg, model
+
+
+def run_tokenizer(run: TrainedRun, cfg: RunConfig, *, trust_data: bool = False) -> Tokenizer:
+    """The tokenizer ``run`` was trained with: its ``tokenizer.json``, or for a run trained
+    before that was stored, the one of its corpus, rebuilt deterministically from the run's
+    data config if it is not cached (BPE trained on the same training split; the trust
+    rule of :func:`data_config` applies)."""
+    path = run.path / TOKENIZER
+    if path.is_file():
+        return load_tokenizer(path)
+    folder = corpus_mod.prepare(data_config(run, cfg, trust_data=trust_data),
+                                cfg.model.vocab_size)
+    return load_tokenizer(folder / TOKENIZER)
 
 
 def first_mismatch(expected: dict[str, Any], loaded: Any) -> str | None:

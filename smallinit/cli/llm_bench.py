@@ -40,7 +40,8 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     runs = benchmark(args.run, tasks, limit=args.limit, runs_dir=args.runs_dir,
                      data_dir=args.data_dir, fetch=not args.no_fetch,
                      batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
-                     device=args.device, force=args.force, trust_data=args.trust_run_data)
+                     device=args.device, force=args.force, trust_data=args.trust_run_data,
+                     hf=args.hf)
     print(f"{'task':<14}{'n':>7}{'acc':>9}{'± se':>9}{'chance':>8}  {'source':<10} result")
     for run in runs:
         if not run.done:
@@ -97,9 +98,13 @@ def register_bench_commands(commands) -> None:
         "match. Each (run, task) result is stored as an llm-bench run with per-item outputs "
         "and reused until --force.\n\nexample: smallinit llm benchmark runs/llm-train/<key> "
         "--tasks arc_easy,hellaswag,gsm8k --limit 200")
-    p.add_argument("run", metavar="RUN",
+    p.add_argument("run", metavar="RUN", nargs="?", default=None,
                    help="trained run: llm-train/<key> or a key prefix under RUNS_DIR, or a "
                    "run directory (results are stored under RUNS_DIR, never beside it)")
+    p.add_argument("--hf", default=None, metavar="PATH",
+                   help="instead of a RUN: a local Hugging Face causal-LM folder (e.g. from "
+                   "smallinit llm export; safetensors weights), scored the same way and "
+                   "stored as hf/<digest of its files>")
     p.add_argument("--tasks", default="arc_easy,hellaswag,gsm8k", help=_TASKS_HELP)
     p.add_argument("--limit", type=positive_int, default=None, metavar="N",
                    help="score a deterministic subset of N items per task (default: all)")
