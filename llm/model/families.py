@@ -279,8 +279,8 @@ def family_of(model: nn.Module) -> Family:
         except Exception:  # a matcher written for another kind of model: not this family
             continue
     raise ConfigError(f"apply_init does not know how to read {type(model).__name__}; "
-                      f"known: smallinit.llm Transformer and the families "
-                      f"{', '.join(families())}; add one with smallinit.llm.register_family")
+                      f"supported: smallinit.llm Transformer and the model families "
+                      f"{', '.join(families())} (add one with smallinit.llm.register_family)")
 
 
 def _model_type(model: nn.Module) -> str | None:
