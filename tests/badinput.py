@@ -135,7 +135,7 @@ CASES: list[Case] = [
     cli("figs out below a file", "figs", "--only", "1", "--out", "{nodir}",
         "--runs-dir", "{runs}"),
     cli("figs out is a file", "figs", "--only", "1", "--out", "{file}", "--runs-dir", "{runs}"),
-    cli("anchor-scan json below a file", "llm", "anchor-scan", "--json", "{nodir}/t.json",
+    cli("anchor-scan json takes no file", "llm", "anchor-scan", "--json", "{nodir}/t.json",
         "--gammas", "0.5", "--layers", "1", "--weight-decays", "0", "scan.seeds=[0]",
         "train.steps=1", "--runs-dir", "{runs}"),
     cli("figs unknown number", "figs", "--only", "99"),
