@@ -8,7 +8,7 @@ load on first use (``import smallinit`` itself imports none of them)::
     from smallinit import theory, toy, llm
 
 * :mod:`smallinit.theory` — exact results (sympy): ``classify``, ``PhasePoint``,
-  ``coordinates``, ``matrix_std``, ``transformer_report``, ... (docs/science.md §2–§5);
+  ``coordinates``, ``matrix_std``, ``report``, ... (docs/science.md §2–§5);
 * :mod:`smallinit.toy` — two-layer simulations (JAX): ``run_scan``, ``ScanConfig``, ...;
 * :mod:`smallinit.llm` — transformers: ``apply_init``, ``register_family``, ``Transformer``,
   ``train``, ... (docs/science.md §1, §5, §6);
