@@ -136,7 +136,7 @@ CASES: list[Case] = [
     cli("figs out below a file", "figs", "--only", "1", "--out", "{nodir}",
         "--runs-dir", "{runs}"),
     cli("figs out is a file", "figs", "--only", "1", "--out", "{file}", "--runs-dir", "{runs}"),
-    cli("anchor-scan json below a file", "llm", "anchor-scan", "--json", "{nodir}/t.json",
+    cli("anchor-scan json takes no file", "llm", "anchor-scan", "--json", "{nodir}/t.json",
         "--gammas", "0.5", "--layers", "1", "--weight-decays", "0", "scan.seeds=[0]",
         "train.steps=1", "--runs-dir", "{runs}"),
     cli("figs unknown number", "figs", "--only", "99"),
@@ -260,6 +260,18 @@ CASES: list[Case] = [
         "--bootstrap", "1000000000000", "--runs-dir", "{runs}"),
     cli("llm bench-compare bad groups", "llm", "bench-compare", "{run}", "{run}",
         "--groups", "a==", "--runs-dir", "{runs}"),
+    # -- runs as objects, classify's tolerance
+    cli("runs show unknown key", "runs", "show", "abcdef123", "--runs-dir", "{runs}"),
+    cli("runs show not a key", "runs", "show", "../../etc", "--runs-dir", "{runs}"),
+    cli("runs show unknown kind", "runs", "show", "nokind/abc", "--runs-dir", "{runs}"),
+    cli("runs ls unknown kind", "runs", "ls", "--kind", "nokind", "--runs-dir", "{runs}"),
+    cli("runs ls root is a file", "runs", "ls", "--runs-dir", "{file}"),
+    cli("theory classify negative tol", "theory", "classify", "--gamma", "1",
+        "--gamma-prime", "0", "--tol=-1"),
+    cli("theory classify huge tol", "theory", "classify", "--gamma", "1", "--gamma-prime",
+        "0", "--tol", "0.7"),
+    cli("theory classify nan tol", "theory", "classify", "--gamma", "1", "--gamma-prime",
+        "0", "--tol", "nan"),
     # -- the Python API
     api("apply_init None", "from smallinit.llm import apply_init, Transformer, ModelConfig\n"
         "apply_init(Transformer(ModelConfig(d_model=16, n_heads=2, vocab_size=64,"
@@ -269,6 +281,15 @@ CASES: list[Case] = [
         " vocab_size=64, context=8, n_layers=1)), 'gamma:1e308')"),
     api("apply_init unknown model", "import torch\nfrom smallinit.llm import apply_init\n"
         "apply_init(torch.nn.Conv2d(3, 3, 3), 'gamma:1')"),
+    api("load_run unknown key", "import smallinit\n"
+        "smallinit.load_run('abcdef12', runs_dir='{runs}')"),
+    api("classify tol text", "from smallinit.theory import classify\nclassify(1, 0, tol='x')"),
+    api("apply_init unknown 1-D parameter", "import torch\nfrom smallinit.llm import "
+        "apply_init, Transformer, ModelConfig\nm = Transformer(ModelConfig(d_model=16, "
+        "n_heads=2, vocab_size=64, context=8, n_layers=1))\nm.register_parameter('scale', "
+        "torch.nn.Parameter(torch.ones(3)))\napply_init(m, 'gamma:1')"),
+    api("register_family unknown role", "from smallinit.llm import register_family\n"
+        "register_family('x', lambda m: False, matrices={'w$': 'attn.z'})"),
     api("ModelConfig d_model 0", "from smallinit.llm import ModelConfig\n"
         "ModelConfig(d_model=0)"),
     api("RunConfig bad init", "from smallinit.llm import RunConfig\nRunConfig(init='x:1')"),

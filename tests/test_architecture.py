@@ -8,7 +8,8 @@ Floor plan (lowest floor first; an arrow may only point down):
   progress, plotting, memory, jobs, profiles, downloads): imports only the core. Three core
   modules sit on top of everything by design and may import the components and
   :mod:`smallinit.compare`: the experiment registry ``smallinit/experiments.py``, the
-  figure driver ``smallinit/figs.py`` and the prepared GPU check ``smallinit/gpu_check.py``. ``smallinit/__main__.py`` is the CLI's entry point.
+  figure driver ``smallinit/figs.py`` and the prepared GPU check ``smallinit/gpu_check.py``.
+  ``smallinit/__main__.py`` is the CLI's entry point.
 * **toy/** and **llm/**: import theory, kernels and the core; llm never imports toy and
   toy never imports llm.
 * **compare** (``smallinit/compare/``), **paper_figs/**: on top of the components; compare

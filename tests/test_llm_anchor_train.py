@@ -129,17 +129,17 @@ def test_cli_anchor_and_scan(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "gamma:0.5" in out and "gamma:1 " in out and "inferential" in out
     assert len(list(RunStore(runs).runs(KIND))) == 2
-    table = tmp_path / "scan.json"
-    args = _parser().parse_args(["anchor-scan", "--gammas", "0.5,1.0", "--layers", "1",
-                                 "--weight-decays", "0.01", "--runs-dir", runs,
-                                 "--json", str(table), *TINY, "scan.wd_layers=1",
-                                 "scan.seeds=[0]"])
+    scan = ["anchor-scan", "--gammas", "0.5,1.0", "--layers", "1", "--weight-decays", "0.01",
+            "--runs-dir", runs, *TINY, "scan.wd_layers=1", "scan.seeds=[0]"]
+    args = _parser().parse_args([*scan, "--json"])
     assert args.func(args) == 0
-    rows = json.loads(table.read_text())
+    rows = json.loads(capsys.readouterr().out)
     assert {(r["panel"], r["gamma"]) for r in rows} == {
         (p, g) for p in ("depth", "wd") for g in (0.5, 1.0)}
     # the (γ, depth) cells at the base λ = 0.01 are the (γ, λ) cells at depth 1: reused
     assert len(list(RunStore(runs).runs(KIND))) == 2
+    args = _parser().parse_args(scan)  # the table (runs reused)
+    assert args.func(args) == 0
     assert "seen/test" in capsys.readouterr().out
 
 

@@ -12,6 +12,7 @@ from smallinit.llm.model.init import (
     apply_init,
     init_table,
     matrix_table,
+    recorded_scheme,
     truncated_std_factor,
 )
 from smallinit.llm.model.transformer import Transformer
@@ -105,6 +106,109 @@ def test_tied_head_shares_the_embedding_draw():
     assert "head.weight" not in {s.name for s in matrix_table(model)}
 
 
+# ----------------------------------------------------------------------------- seeds, wrappers
+def _weights(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_default_draws_follow_torch_manual_seed():
+    """Without ``seed``, apply_init draws from torch's global generator: the usual
+    ``torch.manual_seed(s)`` sweep gives one model per s, and the same s the same model."""
+    def init(s):
+        torch.manual_seed(s)
+        return _weights(apply_init(Transformer(ModelConfig(**SIZES)), "gamma:1.0"))
+
+    a, b, c = init(1), init(1), init(2)
+    assert _same(a, b)
+    differ = [n for n in a if a[n].dim() == 2 and not torch.equal(a[n], c[n])]
+    assert len(differ) == sum(1 for n in a if a[n].dim() == 2)
+    # and the draws still follow the rule (σ = 1/d_in for γ = 1 on the down projection)
+    torch.manual_seed(7)
+    model = apply_init(Transformer(ModelConfig(**SIZES)), "gamma:1.0")
+    check_stats(model, "gamma:1.0", SIZES["n_layers"])
+
+
+def test_explicit_seed_is_reproducible_and_leaves_the_global_generator_alone():
+    model = Transformer(ModelConfig(**SIZES))
+    torch.manual_seed(0)
+    state = torch.get_rng_state()
+    a = _weights(apply_init(model, "gamma:0.75", seed=11))
+    assert torch.equal(torch.get_rng_state(), state)  # nothing drawn from the global one
+    torch.manual_seed(123)  # the global state does not matter with a seed
+    b = _weights(apply_init(model, "gamma:0.75", seed=11))
+    assert _same(a, b)
+    # the trainer's path (Transformer(cfg, scheme, seed=cfg.seed)) is this seeded one
+    assert _same(a, _weights(Transformer(ModelConfig(**SIZES), "gamma:0.75", seed=11)))
+
+
+@pytest.mark.parametrize("seed", [True, 1.5, "3"])
+def test_seed_must_be_an_integer(seed):
+    with pytest.raises(ValueError, match="seed="):
+        apply_init(Transformer(ModelConfig(**SIZES)), "gamma:1.0", seed=seed)
+
+
+def test_compiled_and_data_parallel_models_are_unwrapped():
+    """torch.compile's OptimizedModule (``_orig_mod``) and ``.module`` wrappers share the
+    inner model's parameters: initializing the wrapper gives the inner model the same
+    weights as initializing it directly."""
+    want = _weights(apply_init(Transformer(ModelConfig(**SIZES)), "gamma:0.5", seed=4))
+    for wrap in (torch.compile, torch.nn.DataParallel,
+                 lambda m: torch.nn.DataParallel(torch.compile(m))):
+        inner = Transformer(ModelConfig(**SIZES))
+        wrapped = wrap(inner)
+        assert apply_init(wrapped, "gamma:0.5", seed=4) is wrapped
+        assert _same(_weights(inner), want)
+        assert len(matrix_table(wrapped)) == len(matrix_table(inner))
+        assert recorded_scheme(wrapped) == "gamma:0.5"
+
+
+def test_ddp_model_is_unwrapped(tmp_path):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0,
+                            world_size=1)
+    try:
+        inner = Transformer(ModelConfig(**SIZES))
+        ddp = DistributedDataParallel(inner)
+        apply_init(ddp, "gamma:1.0", seed=4)
+        want = _weights(apply_init(Transformer(ModelConfig(**SIZES)), "gamma:1.0", seed=4))
+        assert _same(_weights(inner), want)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_scheme_is_recorded_on_our_model():
+    model = Transformer(ModelConfig(**SIZES))
+    assert recorded_scheme(model) is None
+    apply_init(model, "GAMMA:0.5, qk=1.0", seed=0)
+    assert model.smallinit_init == "gamma:0.5,qk=1" == recorded_scheme(model)
+
+
+def test_unknown_one_dimensional_parameter_is_refused_before_any_draw():
+    """A 1-D parameter that is neither a norm gain nor a bias of a known module is named
+    in the error, and the model is left as it was (σ and meanings are checked first)."""
+    model = Transformer(ModelConfig(**SIZES))
+    model.blocks[1].attn.register_parameter("temperature", torch.nn.Parameter(torch.ones(4)))
+    before = _weights(model)
+    with pytest.raises(ValueError, match=r"blocks\.1\.attn\.temperature .*not guessed"):
+        apply_init(model, "gamma:1.0", seed=0)
+    assert _same(_weights(model), before)
+
+
+def test_gamma_without_a_value_is_an_error():
+    from smallinit.llm.config import RunConfig
+
+    with pytest.raises(ValueError, match="has no γ"):
+        apply_init(Transformer(ModelConfig(**SIZES)), "gamma")
+    with pytest.raises(ValueError, match="has no γ"):
+        RunConfig(init="gamma")
+
+
 # ----------------------------------------------------------------------------- Hugging Face
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
@@ -174,6 +278,7 @@ def test_hf_llama_three_lines_and_forward():
 
     from smallinit.llm import apply_init as apply
 
+    torch.manual_seed(0)  # the draws come from torch's global generator
     model = apply(LlamaForCausalLM(LlamaConfig(
         vocab_size=300, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=4, bos_token_id=0, eos_token_id=0,
@@ -182,8 +287,185 @@ def test_hf_llama_three_lines_and_forward():
         pytest.approx(1 / 192, rel=0.05)
     out = model(torch.randint(0, 300, (1, 10), generator=torch.Generator().manual_seed(0))).logits
     assert out.shape == (1, 10, 300)
-    # γ = 1 everywhere: logits tiny, next-token distribution ≈ uniform
-    assert out.abs().max().item() < 0.5
+    # γ = 1 everywhere: the final RMSNorm's output has RMS 1, so a logit has std √d·σ_head =
+    # √64/64: tiny logits, next-token distribution ≈ uniform
+    assert out.std().item() == pytest.approx(64 ** 0.5 / 64, rel=0.15)
+    assert out.abs().max().item() < 1.0
+
+
+def test_hf_scheme_recorded_in_config_and_global_seed():
+    from smallinit.llm.model.hf import gpt2_from
+
+    def init(s):
+        torch.manual_seed(s)
+        return apply_init(gpt2_from(HF), "xavier")
+
+    a, b, c = init(3), init(3), init(4)
+    assert _same(_weights(a), _weights(b)) and not _same(_weights(a), _weights(c))
+    assert a.config.smallinit_init == "xavier" == recorded_scheme(a)
+    assert a.config.to_dict()["smallinit_init"] == "xavier"  # saved with config.json
+
+
+# ----------------------------------------------------------------------------- families
+@pytest.fixture
+def family():
+    """Register families for one test and forget them afterwards."""
+    from smallinit.llm import register_family
+    from smallinit.llm.model.families import unregister_family
+
+    added = []
+
+    def register(name, *args, **kwargs):
+        registered = register_family(name, *args, **kwargs)
+        added.append(name)
+        return registered
+
+    yield register
+    for name in added:
+        unregister_family(name)
+
+
+OPT_MATRICES = {
+    r"embed_tokens\.weight$": "embedding", r"embed_positions\.weight$": "positions",
+    r"q_proj\.weight$": "attn.q", r"k_proj\.weight$": "attn.k", r"v_proj\.weight$": "attn.v",
+    r"out_proj\.weight$": "attn.o", r"fc1\.weight$": "mlp.up", r"fc2\.weight$": "mlp.down",
+    r"lm_head\.weight$": "head",
+}
+
+
+def tiny_opt():
+    return transformers.OPTForCausalLM(transformers.OPTConfig(
+        vocab_size=300, hidden_size=64, num_hidden_layers=3, ffn_dim=192,
+        num_attention_heads=4, max_position_embeddings=40, word_embed_proj_dim=64))
+
+
+@pytest.mark.parametrize("scheme", ["gamma:1.0", "gamma:0.5,qk=1.0,mlp_out=0.8,depth",
+                                    "mitchell", "xavier"])
+def test_registered_opt_family_follows_the_rule(family, scheme):
+    """OPT is not built in: refused until registered by name patterns, then every matrix
+    has theory's σ with its true fan-in (fc2: d_ff), the tied head is drawn once, and its
+    LayerNorm gains and Linear biases are 1 and 0 without being listed."""
+    with pytest.raises(ValueError, match="does not know how to read OPTForCausalLM"):
+        apply_init(tiny_opt(), scheme)
+    family("opt", lambda m: m.config.model_type == "opt", matrices=OPT_MATRICES)
+    model = apply_init(tiny_opt(), scheme, seed=0)
+    # embed_tokens, embed_positions, and per layer q, k, v, out, fc1, fc2 (head tied)
+    assert check_stats(model, scheme, 3) == 2 + 3 * 6
+    check_norms_and_biases(model)
+    by_name = {s.name: s for s in matrix_table(model)}
+    fc2 = by_name["model.decoder.layers.2.fc2.weight"]
+    assert (fc2.kind, fc2.part, fc2.d_in, fc2.d_out, fc2.layer, fc2.residual_out) == \
+        ("mlp.down", "mlp_out", 192, 64, 2, True)
+    assert by_name["model.decoder.layers.0.self_attn.out_proj.weight"].residual_out
+    assert by_name["model.decoder.embed_positions.weight"].kind == "positions"
+    assert model.config.smallinit_init == parse_scheme(scheme).describe()
+    out = model(torch.randint(0, 300, (1, 8), generator=torch.Generator().manual_seed(0)))
+    assert torch.isfinite(out.logits).all()
+
+
+def test_registered_family_splits_fused_parameters(family):
+    """Phi-3 fuses q|k|v and gate|up into one Linear each: a pattern mapped to several roles
+    splits the parameter into equal row blocks, each with its own part and σ."""
+    family("phi3", lambda m: m.config.model_type == "phi3", matrices={
+        r"embed_tokens\.weight$": "embedding", r"qkv_proj\.weight$": ("attn.q", "attn.k",
+                                                                        "attn.v"),
+        r"o_proj\.weight$": "attn.o", r"gate_up_proj\.weight$": ("mlp.gate", "mlp.up"),
+        r"down_proj\.weight$": "mlp.down", r"lm_head\.weight$": "head"})
+    model = transformers.Phi3ForCausalLM(transformers.Phi3Config(
+        vocab_size=300, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=40,
+        pad_token_id=0, bos_token_id=0, eos_token_id=0))
+    scheme = "gamma:0.5,qk=1.0"
+    apply_init(model, scheme, seed=1)
+    assert check_stats(model, scheme, 2) == 2 + 2 * 7
+    check_norms_and_biases(model)
+    by_name = {s.name: s for s in matrix_table(model)}
+    q = by_name["model.layers.1.self_attn.qkv_proj.weight[q]"]
+    v = by_name["model.layers.1.self_attn.qkv_proj.weight[v]"]
+    assert (q.part, q.shape, v.part) == ("qk", (64, 64), "vo")
+    assert q.weight.std().item() == pytest.approx(1 / 64, rel=0.1)  # γ = 1 on q, k
+    assert v.weight.std().item() == pytest.approx(64 ** -0.5, rel=0.1)  # γ = 0.5 on v
+    assert by_name["model.layers.0.mlp.gate_up_proj.weight[up]"].d_out == 192
+
+
+def tiny_gemma():
+    return transformers.GemmaForCausalLM(transformers.GemmaConfig(
+        vocab_size=300, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, head_dim=16, pad_token_id=0,
+        bos_token_id=0, eos_token_id=0))
+
+
+def test_gemma_norms_are_refused_then_registered_as_offset_gains(family):
+    """Gemma's RMSNorm computes x̂·(1 + w): setting w = 1 (a plain gain) would double every
+    norm. It has Llama's names, so only its norms are in doubt: refused with the parameter
+    named and nothing drawn; registered as ``offset_gain`` they are set to 0, gain 1."""
+    from smallinit.llm.model.families import _LLAMA
+
+    model = tiny_gemma()
+    before = _weights(model)
+    with pytest.raises(ValueError, match=r"input_layernorm\.weight of GemmaRMSNorm.*1\+w"):
+        apply_init(model, "gamma:1.0")
+    assert _same(_weights(model), before)
+    family("gemma", lambda m: m.config.model_type == "gemma", matrices=_LLAMA,
+           vectors={r"norm\.weight$": "offset_gain"})
+    apply_init(model, "gamma:1.0", seed=0)
+    norm = model.model.norm
+    assert torch.all(norm.weight == 0)
+    x = torch.randn(3, 64, generator=torch.Generator().manual_seed(0))
+    unit = x / x.pow(2).mean(-1, keepdim=True).add(norm.eps).sqrt()
+    assert torch.allclose(norm(x), unit, atol=1e-6)  # effective gain 1
+    check_stats(model, "gamma:1.0", 2)
+
+
+def test_known_gain_norms_compute_w_times_xhat():
+    """Every Hugging Face norm class set to 1 as a gain really computes w ⊙ x̂: with w = 0
+    its output vanishes (a Gemma norm's does not: it is x̂·(1 + w))."""
+    import importlib
+
+    from smallinit.llm.model.families import GAIN_NORMS
+
+    found = 0
+    for module in (importlib.import_module(f"transformers.models.{n}.modeling_{n}")
+                   for n in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe",
+                             "phi3", "olmo2", "granite", "gemma")):
+        for name in dir(module):
+            cls = getattr(module, name)
+            if not (name.endswith("RMSNorm") and isinstance(cls, type)):
+                continue
+            norm = cls(8)
+            with torch.no_grad():
+                norm.weight.zero_()
+            vanishes = bool(torch.all(norm(torch.randn(2, 8)) == 0))
+            assert vanishes == (name in GAIN_NORMS), name
+            found += name in GAIN_NORMS
+    assert found == len(GAIN_NORMS)
+
+
+def test_family_registration_checks_its_input(family):
+    with pytest.raises(ValueError, match="role 'attn.x' of pattern"):
+        family("bad", lambda m: False, matrices={"q$": "attn.x"})
+    with pytest.raises(ValueError, match="not a regular expression"):
+        family("bad", lambda m: False, matrices={"(": "attn.q"})
+    with pytest.raises(ValueError, match="vector meaning 'one'"):
+        family("bad", lambda m: False, matrices={"q$": "attn.q"}, vectors={"n$": "one"})
+    with pytest.raises(ValueError, match="needs matrices"):
+        family("bad", lambda m: False)
+
+
+def test_registered_table_function_is_used(family):
+    """The escape hatch: a family's ``table(model)`` lists the matrices itself."""
+    from smallinit.llm.model.matrices import ALL, MatrixSpec
+
+    class Toy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.empty(32, 48))  # stored (d_in, d_out)
+
+    family("toy", lambda m: isinstance(m, Toy), table=lambda m: [
+        MatrixSpec("w", m.w, ALL, "mlp", 32, 48, 0, False, "mlp.up", in_out=True)])
+    model = apply_init(Toy(), "gamma:1.0", seed=0)
+    assert model.w.std().item() == pytest.approx(1 / 32, rel=0.1)
+    assert model.smallinit_init == "gamma:1"
 
 
 def test_unknown_model_is_rejected():

@@ -230,8 +230,27 @@ def delta(gamma: Any, gamma_prime: Any) -> sp.Expr:
     return g - 1 - sp.Max(gp, 0)
 
 
-def _sign(value: sp.Expr, what: str) -> int:
+#: |Δ| at or below which a point counts as critical (Δ = 0). Exact inputs (0.1 is read as
+#: 1/10) need none; a γ derived by float arithmetic (1.1 − 1 = 0.10000000000000009) carries
+#: rounding noise of order 1e-16 that must not decide the regime. 1e-9 is far above that
+#: noise and far below any Δ that could show in m^Δ at a width a computer holds
+#: (m^(1e-9) − 1 < 1e-7 for m < 1e40). ``tol=0`` classifies exactly.
+DEFAULT_TOL = 1e-9
+
+
+def _check_tol(tol: Any) -> float:
+    if isinstance(tol, bool) or not isinstance(tol, int | float) or not math.isfinite(tol) \
+            or tol < 0 or tol >= 0.5:
+        raise ValueError(f"tol={tol!r} is not allowed; give a number with 0 <= tol < 0.5 "
+                         f"(default {DEFAULT_TOL:g}; 0 classifies exactly)")
+    return float(tol)
+
+
+def _sign(value: sp.Expr, what: str, tol: float = 0.0) -> int:
+    """−1, 0 or +1: the sign of ``value``, with |value| <= ``tol`` counting as 0."""
     if value.is_zero:
+        return 0
+    if tol and value.is_number and abs(value) <= sp.Rational(repr(tol)):
         return 0
     if value.is_positive:
         return 1
@@ -243,23 +262,28 @@ def _sign(value: sp.Expr, what: str) -> int:
     )
 
 
-def classify(gamma: Any, gamma_prime: Any) -> str:
-    """``"linear"`` (Δ < 0), ``"critical"`` (Δ = 0) or ``"condensed"`` (Δ > 0), exactly.
+def classify(gamma: Any, gamma_prime: Any, *, tol: float = DEFAULT_TOL) -> str:
+    """``"linear"`` (Δ < 0), ``"critical"`` (Δ = 0) or ``"condensed"`` (Δ > 0), exactly up
+    to ``tol``: |Δ| <= tol counts as Δ = 0 (:data:`DEFAULT_TOL`; 0 for exact).
 
-    Floats are read as the decimals they print as, so classify(1.1, 0.1) is critical.
+    Floats are read as the decimals they print as, so classify(1.1, 0.1) is critical, and
+    with the default tolerance so is classify(1.1, 1.1 - 1) (Δ = −9e-17 by rounding).
     """
-    return REGIMES[_sign(delta(gamma, gamma_prime), "Delta") + 1]
+    tol = _check_tol(tol)
+    return REGIMES[_sign(delta(gamma, gamma_prime), "Delta", tol) + 1]
 
 
-def slope_interval(gamma: Any, gamma_prime: Any) -> tuple[sp.Expr, sp.Expr]:
+def slope_interval(gamma: Any, gamma_prime: Any, *,
+                   tol: float = DEFAULT_TOL) -> tuple[sp.Expr, sp.Expr]:
     """Predicted interval (lo, hi) of the width slope S_w = d ln RD / d ln m (docs/science.md §2).
 
     Linear regime: RD ≲ m^Δ log m, so S_w ≤ Δ (up to the log factor): (−∞, Δ].
     Condensed regime: RD ≳ m^{Δ/2}, so S_w ≥ Δ/2: [Δ/2, +∞).
-    Critical (Δ = 0): both bounds meet, S_w = 0 (RD stays O(1), e.g. mean field).
+    Critical (Δ = 0, or |Δ| <= ``tol`` as in :func:`classify`): both bounds meet, S_w = 0
+    (RD stays O(1), e.g. mean field).
     """
     dl = delta(gamma, gamma_prime)
-    sign = _sign(dl, "Delta")
+    sign = _sign(dl, "Delta", _check_tol(tol))
     if sign < 0:
         return -sp.oo, dl
     if sign > 0:
@@ -398,9 +422,11 @@ class PhasePoint:
     slope: tuple[sp.Expr, sp.Expr]
 
     @classmethod
-    def at(cls, gamma: Any, gamma_prime: Any) -> PhasePoint:
+    def at(cls, gamma: Any, gamma_prime: Any, *, tol: float = DEFAULT_TOL) -> PhasePoint:
+        """The point (γ, γ'); |Δ| <= ``tol`` counts as critical (:func:`classify`)."""
         g, gp = to_exact(gamma, "gamma"), to_exact(gamma_prime, "gamma_prime")
-        return cls(g, gp, sp.simplify(delta(g, gp)), classify(g, gp), slope_interval(g, gp))
+        return cls(g, gp, sp.simplify(delta(g, gp)), classify(g, gp, tol=tol),
+                   slope_interval(g, gp, tol=tol))
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -1,21 +1,25 @@
-"""Apply an init scheme to a transformer: this package's model or a Hugging Face one.
+"""Apply an init scheme to a transformer: this package's model, a Hugging Face one, or any
+model whose family is registered.
 
 Every weight matrix is drawn from N(0, σ²) with σ from
 :func:`smallinit.theory.init_rules.matrix_std` (the single source of σ; docs/science.md §1),
-truncated at ±kσ when :func:`~smallinit.theory.init_rules.truncation` says so; norm gains are set
-to 1 and biases to 0. What a matrix *is* — its part, role, true fan-in d_in, fan-out d_out,
-block index and whether it writes into the residual stream — is one
+truncated at ±kσ when :func:`~smallinit.theory.init_rules.truncation` says so; norm gains are
+set to 1 and biases to 0. What a matrix *is* — its part, role, true fan-in d_in, fan-out
+d_out, block index and whether it writes into the residual stream — is one
 :class:`~smallinit.llm.model.matrices.MatrixSpec` per matrix (:func:`matrix_table`):
 
 * this package's :class:`~smallinit.llm.model.transformer.Transformer` declares its own as its
   modules build them (fused Q|K|V rows and fused SwiGLU gate|up rows are separate matrices,
   each with its own part and d_out); this module does not know the model class;
-* Hugging Face models are read here by module name: GPT-2 (``Conv1D`` weights are stored
-  (in, out): d_in is the row count, and ``c_attn`` holds Q|K|V as column blocks);
-* Hugging Face Llama-family models (``q_proj``/``k_proj``/``v_proj``/``o_proj``,
-  ``gate_proj``/``up_proj``/``down_proj``; also Mistral, Qwen2 and others with these names).
+* any other model is read by its family (:mod:`.families`): GPT-2 (``Conv1D`` weights are
+  stored (in, out), ``c_attn`` holds Q|K|V as column blocks) and Llama-named models
+  (``q_proj`` … ``down_proj``: Llama, Mistral, Qwen2 and others) are built in, and
+  :func:`~.families.register_family` adds more (OPT, GPT-NeoX, ...).
 
-A tied LM head shares the embedding table and is drawn once, as ``embedding``.
+One-dimensional parameters are set only when their meaning is known (a Gemma norm computing
+x·(1+w) is refused unless its family says ``offset_gain``). A tied LM head shares the
+embedding table and is drawn once, as ``embedding``. Draws come from torch's global
+generator unless ``seed`` is given, and the scheme is recorded on the model.
 
 Three lines for a Hugging Face model::
 
@@ -27,20 +31,19 @@ Three lines for a Hugging Face model::
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import torch
 from torch import nn
 
 from smallinit.errors import ConfigError
-from smallinit.llm.model.matrices import (
-    ALL,
-    MatrixSpec,
-    cols,
-    declared_matrices,
-    has_declarations,
+from smallinit.llm.model.families import (
+    VECTOR_VALUES,
+    families,
+    family_of,
+    vector_meaning,
 )
+from smallinit.llm.model.matrices import MatrixSpec, declared_matrices, has_declarations
 from smallinit.theory.init_rules import (
     InitScheme,
     effective_gamma,
@@ -49,88 +52,81 @@ from smallinit.theory.init_rules import (
     truncation,
 )
 
-# ----------------------------------------------------------------------------- Hugging Face
-_LAYER = re.compile(r"\.(?:h|layers)\.(\d+)\.")
 
-_LLAMA_PARTS = {  # module name → (part, kind, residual_out); nn.Linear weights are (out, in)
-    "q_proj": ("qk", "attn.q", False), "k_proj": ("qk", "attn.k", False),
-    "v_proj": ("vo", "attn.v", False), "o_proj": ("vo", "attn.o", True),
-    "gate_proj": ("mlp", "mlp.gate", False), "up_proj": ("mlp", "mlp.up", False),
-    "down_proj": ("mlp_out", "mlp.down", True), "lm_head": ("head", "head", False),
-}
-_EMBEDDINGS = {"wte": "embedding", "embed_tokens": "embedding", "wpe": "positions",
-               "embed_positions": "positions"}
-
-
-def _hf_specs(model: nn.Module) -> list[MatrixSpec]:
-    config = model.config
-    d = config.hidden_size
-    specs: list[MatrixSpec] = []
-    seen: set[int] = set()
-    for name, param in model.named_parameters():  # tied parameters are listed once
-        if param.dim() < 2:
+# ----------------------------------------------------------------------------- reading a model
+def unwrap(model: Any) -> nn.Module:
+    """The model inside its wrappers: ``torch.compile``'s ``OptimizedModule`` (``_orig_mod``)
+    and data-parallel wrappers that hold it as ``.module`` (DDP, ``nn.DataParallel``, FSDP1)
+    — a module whose one child is ``.module`` and that has no parameter of its own. They
+    share the wrapped model's parameters, so initializing the inner model initializes both."""
+    seen = set()
+    while isinstance(model, nn.Module) and id(model) not in seen:
+        seen.add(id(model))
+        inner = getattr(model, "_orig_mod", None)
+        if isinstance(inner, nn.Module):
+            model = inner
             continue
-        if id(param) in seen:
+        inner = model._modules.get("module")
+        if isinstance(inner, nn.Module) and len(model._modules) == 1 and \
+                not any(True for _ in model.named_parameters(recurse=False)):
+            model = inner
             continue
-        seen.add(id(param))
-        module = name.rsplit(".", 1)[0].rsplit(".", 1)[-1]
-        match = _LAYER.search(name)
-        layer = int(match.group(1)) if match else 0
-        if module in _EMBEDDINGS:
-            specs.append(MatrixSpec(name, param, ALL, "embedding", d, param.shape[0], 0, False,
-                                    _EMBEDDINGS[module]))
-        elif module == "c_attn":  # GPT-2 Conv1D (in, out) = (d, 3d): columns q | k | v
-            for j, (tag, part) in enumerate((("q", "qk"), ("k", "qk"), ("v", "vo"))):
-                specs.append(MatrixSpec(f"{name}[{tag}]", param, cols(j * d, (j + 1) * d),
-                                        part, d, d, layer, False, f"attn.{tag}", in_out=True))
-        elif module in ("c_proj", "c_fc"):  # GPT-2 Conv1D (in, out)
-            d_in, d_out = param.shape
-            if ".attn." in name:
-                part, kind, residual = "vo", "attn.o", True
-            elif module == "c_fc":
-                part, kind, residual = "mlp", "mlp.up", False
-            else:
-                part, kind, residual = "mlp_out", "mlp.down", True
-            specs.append(MatrixSpec(name, param, ALL, part, d_in, d_out, layer, residual, kind,
-                                    in_out=True))
-        elif module in _LLAMA_PARTS:
-            part, kind, residual = _LLAMA_PARTS[module]
-            d_out, d_in = param.shape
-            if part in ("head", "embedding"):
-                d_in, d_out = d, param.shape[0]
-            specs.append(MatrixSpec(name, param, ALL, part, d_in, d_out, layer, residual, kind))
-        else:
-            raise ConfigError(
-                f"parameter {name} {tuple(param.shape)} of {type(model).__name__} has no known "
-                "init part; supported: this package's Transformer, GPT-2 and Llama-family models"
-            )
-    return specs
+        break
+    return model
 
 
-def _n_layers(model: nn.Module) -> int:
-    if hasattr(model, "cfg"):
+def _n_layers(model: nn.Module, specs: list[MatrixSpec]) -> int:
+    """The depth L of the depth-scaled schemes: our config's, a Hugging Face config's, else
+    one more than the largest block index of the table."""
+    if hasattr(model, "cfg") and hasattr(model.cfg, "n_layers"):
         return model.cfg.n_layers
-    config = model.config
-    return getattr(config, "num_hidden_layers", None) or config.n_layer
+    config = getattr(model, "config", None)
+    for attr in ("num_hidden_layers", "n_layer", "num_layers"):
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return 1 + max((s.layer for s in specs), default=0)
 
 
 def matrix_table(model: nn.Module) -> list[MatrixSpec]:
-    """Every weight matrix of ``model`` with its part, role, fan-in, fan-out and layer: the
-    model's own declarations when it has them, else the Hugging Face reader."""
-    if not isinstance(model, nn.Module):
-        raise ConfigError(f"apply_init needs a torch.nn.Module, got {type(model).__name__}; "
-                          "supported: smallinit.llm Transformer, Hugging Face GPT-2 and Llama")
+    """Every weight matrix of ``model`` (wrappers removed, :func:`unwrap`) with its part,
+    role, fan-in, fan-out and layer: the model's own declarations when it has them, else
+    those of its family (:mod:`.families`)."""
+    model = _checked_module(model)
     if has_declarations(model):
         return declared_matrices(model)
-    if hasattr(model, "config") and hasattr(model.config, "hidden_size"):
-        return _hf_specs(model)
-    raise ConfigError(f"apply_init does not know how to read {type(model).__name__}; "
-                      "supported: smallinit.llm Transformer, Hugging Face GPT-2 and Llama")
+    return family_of(model).matrix_table(model)
+
+
+def _checked_module(model: Any) -> nn.Module:
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"apply_init needs a torch.nn.Module, got {type(model).__name__}; "
+                          "supported: smallinit.llm Transformer and the model families "
+                          f"{', '.join(families())}")
+    return unwrap(model)
+
+
+def vector_values(model: nn.Module, specs: list[MatrixSpec]) -> list[tuple[str, nn.Parameter,
+                                                                           float]]:
+    """(name, parameter, value) of every parameter that is not a matrix of ``specs``: norm
+    gains 1, biases 0, offset gains (x·(1+w)) 0. A parameter whose meaning neither the model's
+    family nor its module states is a ConfigError naming it (nothing is guessed)."""
+    covered = {id(s.param) for s in specs}
+    family = None if has_declarations(model) else family_of(model)
+    out = []
+    for name, param in model.named_parameters():
+        if id(param) in covered:
+            continue
+        if param.dim() != 1:
+            raise ConfigError(f"parameter {name} {tuple(param.shape)} of "
+                              f"{type(model).__name__} has no init rule (not a declared "
+                              "matrix, not a gain or bias)")
+        meaning = vector_meaning(model, name, family)
+        out.append((name, param, VECTOR_VALUES[meaning]))
+    return out
 
 
 # ----------------------------------------------------------------------------- drawing
-
-
 def as_scheme(scheme: InitScheme | str) -> InitScheme:
     """An :class:`InitScheme` from itself or its text; anything else is a ConfigError."""
     if isinstance(scheme, InitScheme):
@@ -156,34 +152,60 @@ def spec_std(spec: MatrixSpec, scheme: InitScheme, n_layers: int) -> float:
         raise ConfigError(f"matrix {spec.name}: {err}") from None
 
 
-def apply_init(model: nn.Module, scheme: InitScheme | str, *, seed: int = 0) -> nn.Module:
+#: where the scheme a model was initialized with is recorded (HF: on ``model.config``, so it
+#: is saved in config.json; other models: an attribute of the model)
+RECORD_ATTR = "smallinit_init"
+
+
+def apply_init(model: nn.Module, scheme: InitScheme | str, *,
+               seed: int | None = None) -> nn.Module:
     """Re-initialize ``model`` in place by ``scheme`` (an :class:`InitScheme` or a string
-    such as ``"gamma:1.0"``) and return it. Draws come from one CPU generator seeded with
-    ``seed``, in parameter order, so the result is the same on every device."""
+    such as ``"gamma:1.0"``) and return it.
+
+    Matrices are drawn in parameter order on the CPU (so the result is the same on every
+    device): from torch's global CPU generator by default, so ``torch.manual_seed(s)``
+    before the call decides the weights as it does for any torch init; with ``seed`` from
+    a fresh generator seeded with it, which leaves the global generator untouched. Norm gains
+    are set to 1, biases to 0, x·(1+w) gains to 0; a parameter whose meaning is not known is
+    refused before anything is drawn (:mod:`.families`). ``torch.compile`` and
+    data-parallel wrappers are looked through (:func:`unwrap`). The scheme's canonical text is
+    recorded as ``model.config.smallinit_init`` (Hugging Face) or ``model.smallinit_init``."""
     scheme = as_scheme(scheme)
-    specs = matrix_table(model)
-    n_layers = _n_layers(model)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ConfigError(f"seed={seed!r} is not allowed; give an integer or None (torch's "
+                          "global generator)")
+    inner = _checked_module(model)
+    specs = matrix_table(inner)
+    n_layers = _n_layers(inner, specs)
     sigmas = [spec_std(spec, scheme, n_layers) for spec in specs]  # all checked before a draw
+    vectors = vector_values(inner, specs)  # every other parameter's value, also checked first
     k = truncation(scheme)
-    gen = torch.Generator().manual_seed(seed)
-    covered = {id(s.param) for s in specs}
+    gen = None if seed is None else torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for spec, sigma in zip(specs, sigmas, strict=True):
             target = spec.param[spec.index]
-            draw = torch.empty(target.shape, dtype=torch.float32)
+            draw = torch.empty(target.shape, dtype=torch.float32, device="cpu")
             if k is None:
                 draw.normal_(0.0, sigma, generator=gen)
             else:
                 nn.init.trunc_normal_(draw, 0.0, sigma, -k * sigma, k * sigma, generator=gen)
             target.copy_(draw.to(target.dtype))
-        for name, param in model.named_parameters():
-            if id(param) in covered:
-                continue
-            if param.dim() != 1:
-                raise ConfigError(f"parameter {name} {tuple(param.shape)} has no init rule")
-            is_bias = name.endswith("bias")
-            param.fill_(0.0 if is_bias else 1.0)
+        for _, param, value in vectors:
+            param.fill_(value)
+    config = getattr(inner, "config", None)
+    setattr(config if config is not None and not has_declarations(inner) else inner,
+            RECORD_ATTR, scheme.describe())
     return model
+
+
+def recorded_scheme(model: nn.Module) -> str | None:
+    """The canonical scheme :func:`apply_init` recorded on ``model`` (None if none)."""
+    inner = unwrap(model)
+    for holder in (getattr(inner, "config", None), inner):
+        value = getattr(holder, RECORD_ATTR, None) if holder is not None else None
+        if isinstance(value, str):
+            return value
+    return None
 
 
 def truncated_std_factor(k: float | None) -> float:
@@ -199,7 +221,7 @@ def init_table(model: nn.Module, scheme: InitScheme | str) -> list[dict[str, Any
     """One row per matrix: name, part, shape, d_in, d_out, layer, σ and γ_eff."""
     scheme = as_scheme(scheme)
     specs = matrix_table(model)
-    n_layers = _n_layers(model)
+    n_layers = _n_layers(unwrap(model), specs)
     rows = []
     for spec in specs:
         sigma = spec_std(spec, scheme, n_layers)

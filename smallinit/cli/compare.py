@@ -12,9 +12,11 @@ import argparse
 
 from smallinit.cli.util import (
     HelpFormatter,
+    add_print_config_option,
     add_run_options,
     float_list,
     positive_int_list,
+    print_config,
     print_json,
     profile_arg,
 )
@@ -68,6 +70,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from smallinit.runs import RunStore
 
     cfg = build_config(args)
+    if print_config(args, cfg):
+        return 0
     result = run_compare(cfg, RunStore(args.runs_dir), force=args.force)
     if args.json:
         print_json(result.records, sort_keys=True)
@@ -98,5 +102,6 @@ def register(subparsers) -> None:
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", default=argparse.SUPPRESS,
                         help="config overrides, e.g. llm.train.steps=400 toy_seeds=5 "
                         "ffn_ratio=2 llm.model.n_layers=4 (keys of CompareConfig)")
+    add_print_config_option(parser)
     add_run_options(parser)
     parser.set_defaults(func=_cmd_compare)

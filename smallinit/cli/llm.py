@@ -9,8 +9,11 @@ from smallinit.cli.llm_bench import add_trust_option
 from smallinit.cli.util import (
     add_command,
     add_group,
+    add_json_option,
+    add_print_config_option,
     add_run_options,
     positive_int,
+    print_config,
     print_json,
     user_error,
 )
@@ -54,11 +57,18 @@ def cmd_train(args: argparse.Namespace) -> int:
     from smallinit.llm.training.train import Dist, train
 
     cfg = load_run_config(args)
+    if print_config(args, cfg):
+        return 0
     sinks = [TensorBoard(args.tensorboard)] if args.tensorboard else None
     run = train(cfg, runs_dir=args.runs_dir, force=args.force, sinks=sinks)
     if not Dist.from_env().main:
         return 0
     status = run.status()
+    if args.json:
+        print_json({"run": str(run.path), "kind": run.kind, "key": run.key,
+                    "state": status["state"], "reason": status.get("reason"),
+                    "summary": status.get("summary", {})}, sort_keys=True)
+        return 1 if status["state"] == "failed" else 0
     if status["state"] == "failed":
         print(f"run {run.path} failed: {status.get('reason')}")
         return 1
@@ -81,10 +91,16 @@ def cmd_init_table(args: argparse.Namespace) -> int:
     from smallinit.llm.training.trained import build_for_table
 
     cfg = load_run_config(args)
-    scheme = args.init or cfg.init
+    if args.init is not None:
+        from smallinit.config import replace_config
+
+        cfg = replace_config(cfg, init=args.init)
+    if print_config(args, cfg):
+        return 0
+    scheme = cfg.init
     model = build_for_table(cfg.model, args.model)
     rows = init_table(model, scheme)
-    if args.format == "json":
+    if args.json or args.format == "json":
         print_json(rows)
         return 0
     cols = ("name", "part", "shape", "d_in", "std", "gamma_eff")
@@ -112,6 +128,7 @@ def _config_args(parser: argparse.ArgumentParser, required: bool) -> None:
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="config overrides, e.g. init=gamma:1.0 model.d_model=256 "
                              "train.steps=1000")
+    add_print_config_option(parser)
 
 
 def register(subparsers) -> None:
@@ -130,6 +147,8 @@ def register(subparsers) -> None:
         "  torchrun --nproc_per_node 2 -m smallinit llm train --config quick",
     )
     _config_args(p, required=False)
+    add_json_option(p, help="print one JSON object (run path, kind, key, state, summary) "
+                    "instead of the run line and summary")
     add_run_options(p)
     p.add_argument("--tensorboard", default=None, metavar="DIR",
                    help="also log every metric to TensorBoard in DIR/<kind>/<key> (needs "
@@ -161,8 +180,9 @@ def register(subparsers) -> None:
     p.add_argument("--model", choices=("ours", "gpt2", "llama"), default="ours",
                    help="which model family to build from the config's sizes (gpt2 and "
                         "llama need the transformers package)")
+    add_json_option(p, help="print the rows as JSON (same as --format json)")
     p.add_argument("--format", choices=("text", "csv", "json"), default="text",
-                   help="output format")
+                   help="output format (json: the same as --json)")
     # commands of the other llm modules (anchor task, benchmarks, figure sweeps)
     from smallinit.cli.llm_anchor import register_anchor_commands
     from smallinit.cli.llm_bench import register_bench_commands

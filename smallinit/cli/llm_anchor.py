@@ -6,18 +6,20 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from smallinit.cli.util import (
     add_command,
+    add_json_option,
+    add_print_config_option,
     add_run_options,
     finite_float,
     float_list,
     positive_int,
     positive_int_list,
+    print_config,
+    print_json,
     profile_arg,
 )
-from smallinit.runs import json_text
 
 DESCRIPTION_ONE = """\
 Train the transformer on the anchor-function composite task (Zhang et al., NeurIPS 2024,
@@ -42,6 +44,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="config overrides, e.g. train.steps=2000 model.d_model=128 "
                              "task.n_train=20000 (scan.KEY=VALUE for the grid)")
+    add_print_config_option(parser)
     add_run_options(parser)
 
 
@@ -51,11 +54,26 @@ def _load(args: argparse.Namespace):
     return load_profile(args.config or args.profile, args.overrides)
 
 
+def _print_cells(args: argparse.Namespace, base, cell_config) -> bool:
+    """``--print-config``: the one cell's config, or every cell as a ``[[run]]`` table."""
+    if not args.print_config:
+        return False
+    from smallinit.config import config_to_dict
+
+    cells = [cell_config(base, gamma=g, layers=n, weight_decay=args.weight_decay,
+                         seed=args.seed)
+             for g in args.gamma or [None] for n in args.layers or [None]]
+    return print_config(args, cells[0] if len(cells) == 1 else
+                        {"run": [config_to_dict(c) for c in cells]})
+
+
 def cmd_anchor(args: argparse.Namespace) -> int:
     from smallinit.llm.experiments.anchor import cell_config, init_gamma, run_anchor
     from smallinit.runs import RunStore
 
     base, _ = _load(args)
+    if _print_cells(args, base, cell_config):
+        return 0
     store = RunStore(args.runs_dir)
     gammas = args.gamma or [None]
     layers = args.layers or [None]
@@ -95,12 +113,15 @@ def cmd_anchor_scan(args: argparse.Namespace) -> int:
                      + "]")
     args.overrides = list(args.overrides) + extra
     base, scan = _load(args)
+    if print_config(args, base, scan=scan):
+        return 0
     results = run_scan(base, scan, RunStore(args.runs_dir), force=args.force,
                        workers=args.workers)
     rows = scan_table(results)
-    print(format_table(rows))
     if args.json:
-        Path(args.json).write_text(json_text(rows, indent=2) + "\n", encoding="utf-8")
+        print_json(rows)
+    else:
+        print(format_table(rows))
     return 1 if any(r["failed"] for r in rows) else 0
 
 
@@ -131,6 +152,5 @@ def register_anchor_commands(commands) -> None:
     s.add_argument("--workers", type=positive_int, default=1,
                    help="processes training cells side by side (a worker that dies fails "
                         "its cell only; workers exit with this process)")
-    s.add_argument("--json", default=None, metavar="FILE",
-                   help="also write the per-cell table as JSON to FILE")
+    add_json_option(s, help="print the per-cell table as JSON instead of the text table")
     _common(s)

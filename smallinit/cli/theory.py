@@ -14,6 +14,7 @@ from smallinit.cli.util import (
     add_command,
     add_group,
     add_json_option,
+    finite_float,
     float_list,
     positive_float,
     positive_int,
@@ -97,14 +98,17 @@ REGIME_WORDS = {
 def cmd_classify(args: argparse.Namespace) -> int:
     from smallinit.theory import phase
 
-    point = phase.PhasePoint.at(args.gamma, args.gamma_prime)
-    data = point.as_dict()
+    tol = phase.DEFAULT_TOL if args.tol is None else args.tol
+    point = phase.PhasePoint.at(args.gamma, args.gamma_prime, tol=tol)
+    data = {**point.as_dict(), "tol": tol}
     if args.json:
         print_json(data)
         return 0
     print(f"γ = {data['gamma']}, γ' = {data['gamma_prime']}")
     print(f"Δ = γ − 1 − max(γ', 0) = {data['delta']}")
-    print(f"regime: {point.regime} ({REGIME_WORDS[point.regime]})")
+    within = point.regime == "critical" and not point.delta.is_zero
+    print(f"regime: {point.regime} ({REGIME_WORDS[point.regime]})"
+          + (f" [|Δ| <= tol = {tol:g}]" if within else ""))
     print(f"predicted slope S_w = d ln RD / d ln m: {point.slope_text()}")
     return 0
 
@@ -289,6 +293,11 @@ def register(subparsers) -> None:
                    help="γ = lim −ln κ / ln m (horizontal axis)")
     p.add_argument("--gamma-prime", type=exact_number, required=True, metavar="G2",
                    help="γ' = lim −ln κ' / ln m (vertical axis)")
+    p.add_argument("--tol", type=finite_float, default=None, metavar="T",
+                   help="|Δ| <= T counts as critical, so that a γ derived by float "
+                        "arithmetic (1.1 − 1 = 0.10000000000000009) does not classify by "
+                        "rounding noise; 0 classifies exactly (default: 1e-09, "
+                        "smallinit.theory.phase.DEFAULT_TOL)")
     add_json_option(p)
 
     p = add_command(

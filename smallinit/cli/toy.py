@@ -6,10 +6,12 @@ from smallinit.cli.util import (
     add_command,
     add_group,
     add_json_option,
+    add_print_config_option,
     add_run_options,
     float_list,
     positive_int,
     positive_int_list,
+    print_config,
     print_json,
     profile_arg,
 )
@@ -32,8 +34,10 @@ def _cmd_scan(args) -> int:
     from smallinit.runs import RunStore
     from smallinit.toy.scan import format_table, run_scan
 
-    result = run_scan(_scan_config(args), RunStore(args.runs_dir), force=args.force,
-                      engine=args.engine)
+    cfg = _scan_config(args)
+    if print_config(args, cfg):
+        return 0
+    result = run_scan(cfg, RunStore(args.runs_dir), force=args.force, engine=args.engine)
     if args.json:
         keys = ("gamma", "gamma_prime", "S_w", "regime", "agree", "delta", "interval",
                 "in_interval", "failed_networks")
@@ -53,6 +57,8 @@ def _cmd_condense(args) -> int:
     changes = {k: getattr(args, k) for k in ("gammas", "gamma_primes", "width", "seed")
                if getattr(args, k) is not None}
     cfg = replace_config(condense.CondenseConfig(), **changes)
+    if print_config(args, cfg):
+        return 0
     r = condense.run(cfg, RunStore(args.runs_dir), force=args.force)
     rows = []
     for i, g in enumerate(cfg.gammas):
@@ -79,6 +85,8 @@ def _cmd_diagonal(args) -> int:
 
     changes = {k: getattr(args, k) for k in ("alphas", "depth") if getattr(args, k) is not None}
     cfg = replace_config(diagonal.DiagonalConfig(), **changes)
+    if print_config(args, cfg):
+        return 0
     r = diagonal.run(cfg, RunStore(args.runs_dir), force=args.force)
     rows = [{"alpha": float(a), "rel_err": float(r["rel_err"][i]),
              "dist_l1": float(r["dist_l1"][i]), "dist_l2": float(r["dist_l2"][i]),
@@ -99,6 +107,8 @@ def _cmd_escape(args) -> int:
     from smallinit.toy import escape
 
     cfg = escape.EscapeConfig()
+    if print_config(args, cfg):
+        return 0
     r = escape.run(cfg, RunStore(args.runs_dir), force=args.force)
     if args.json:
         print_json({"summary": r["summary"],
@@ -153,6 +163,7 @@ def register(subparsers) -> None:
                         "as a separate run")
     p.add_argument("--json", action="store_true",
                    help="print the per-point records as JSON instead of the table")
+    add_print_config_option(p)
     add_run_options(p)
 
     p = add_command(
@@ -173,6 +184,7 @@ def register(subparsers) -> None:
                    help="even width m (default 1000)")
     p.add_argument("--seed", type=int, default=None, help="init seed (default 0)")
     add_json_option(p)
+    add_print_config_option(p)
     add_run_options(p)
 
     p = add_command(
@@ -188,6 +200,7 @@ def register(subparsers) -> None:
                    help="init scales α (default 0.01,0.03,...,10)")
     p.add_argument("--depth", type=positive_int, default=None, help="depth D >= 2 (default 2)")
     add_json_option(p)
+    add_print_config_option(p)
     add_run_options(p)
 
     p = add_command(
@@ -200,4 +213,5 @@ def register(subparsers) -> None:
         ),
     )
     add_json_option(p)
+    add_print_config_option(p)
     add_run_options(p)

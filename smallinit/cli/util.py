@@ -90,6 +90,48 @@ def print_json(obj: Any, *, indent: int = 2, sort_keys: bool = False) -> None:
                      ensure_ascii=False, default=str))
 
 
+def _plain(data: Any) -> Any:
+    """A config dataclass as a dict; anything else as it is."""
+    import dataclasses
+
+    from smallinit.config import config_to_dict
+
+    if dataclasses.is_dataclass(data) and not isinstance(data, type):
+        return config_to_dict(data)
+    return data
+
+
+def toml_text(data: Any) -> str:
+    """TOML of a config dataclass or a plain dict (keys whose value is None left out: TOML
+    has no null)."""
+    import tomli_w
+
+    def drop_none(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: drop_none(v) for k, v in x.items() if v is not None}
+        if isinstance(x, list):
+            return [drop_none(v) for v in x]
+        return x
+
+    return tomli_w.dumps(drop_none(_plain(data)))
+
+
+def add_print_config_option(parser: argparse.ArgumentParser) -> None:
+    """``--print-config``: print the resolved config as TOML and exit 0 without running."""
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the resolved config (defaults, profile, file, options and "
+                             "overrides applied) as TOML and exit without running")
+
+
+def print_config(args: argparse.Namespace, config: Any, **tables: Any) -> bool:
+    """With ``--print-config``: print ``config`` as TOML, each extra ``tables`` entry as its
+    own ``[name]`` table, and return True (the handler then returns 0 without running)."""
+    if not getattr(args, "print_config", False):
+        return False
+    print(toml_text({**_plain(config), **{k: _plain(v) for k, v in tables.items()}}), end="")
+    return True
+
+
 def add_json_option(parser: argparse.ArgumentParser,
                     help: str = "print JSON records instead of a table") -> None:
     """``--json``: machine-readable output for scripts."""

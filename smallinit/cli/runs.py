@@ -1,0 +1,91 @@
+"""``smallinit runs ls | show``: the run store as a list of runs (:mod:`smallinit.results`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from smallinit.cli.util import add_command, add_group, add_json_option, print_json, toml_text
+
+DESCRIPTION = """\
+Every result lives in the run store (./runs, $SMALLINIT_RUNS or --runs-dir) as
+<kind>/<key>/ with config.json, status.json, metrics.jsonl and arrays.npz. These commands
+read it (they never write). From Python: smallinit.load_run(KEY) and smallinit.list_runs()."""
+
+
+def _runs_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs-dir", default=None, metavar="DIR",
+                        help="run store root (default: $SMALLINIT_RUNS or ./runs)")
+
+
+def _metrics_text(metrics: dict) -> str:
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                    for k, v in metrics.items())
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from smallinit.results import list_runs
+
+    runs = list_runs(args.runs_dir, kind=args.kind)
+    if args.json:
+        print_json([r.record() for r in runs])
+        return 0
+    if not runs:
+        print("no runs")
+        return 0
+    width = max(len(r.kind) for r in runs)
+    print(f"{'kind':<{width}}  {'key':<16}  {'state':<8}  {'created':<24}  config | metrics")
+    for r in runs:
+        metrics = _metrics_text(r.main_metrics())
+        print(f"{r.kind:<{width}}  {r.key:<16}  {r.state:<8}  {r.created or '-':<24}  "
+              f"{r.config_summary(60)}" + (f" | {metrics}" if metrics else ""))
+    print(f"{len(runs)} runs")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from smallinit.results import load_run
+
+    run = load_run(args.run, runs_dir=args.runs_dir)
+    info = run.describe()
+    if args.json:
+        print_json(info)
+        return 0
+    print(f"run {run.name} ({run.state}{': ' + run.reason if run.reason else ''})")
+    print(f"path      {run.path}")
+    print(f"version   {run.version or '-'}")
+    print(f"created   {run.created or '-'}   finished {run.finished or '-'}")
+    print("\n[config]")
+    print(toml_text(run.config).rstrip() if run.config else "(none)")
+    if run.summary:
+        print("\n[summary]")
+        for k, v in run.summary.items():
+            print(f"{k} = {v:.6g}" if isinstance(v, float) else f"{k} = {v}")
+    overview = info["metrics"]
+    print("\n[metrics.jsonl]")
+    if "error" in overview:
+        print(overview["error"])
+    else:
+        print(f"{overview['records']} records; fields: {', '.join(overview['fields']) or '-'}")
+    print("\n[files]")
+    for f in info["files"]:
+        print(f"{f['bytes']:>12,d}  {f['path']}")
+    return 0
+
+
+def register(subparsers) -> None:
+    commands = add_group(subparsers, "runs", help="list and inspect stored runs",
+                         description=DESCRIPTION)
+    p = add_command(commands, "ls", cmd_ls, help="list the stored runs",
+                    description="One line per run: kind, key, state, when it was started, "
+                    "its config in short and its main metrics (oldest first).")
+    p.add_argument("--kind", default=None, metavar="K",
+                   help="only runs of this kind (e.g. llm-train, toy-scan)")
+    add_json_option(p, help="print one JSON record per run instead of the table")
+    _runs_dir_option(p)
+    p = add_command(commands, "show", cmd_show, help="show one run: config, state, metrics, "
+                    "files", description="The full config (as TOML), state, summary, "
+                    "metrics overview and files of one run.")
+    p.add_argument("run", metavar="KEY", help="a run key, a unique key prefix, KIND/KEY or a "
+                   "run directory")
+    add_json_option(p, help="print everything as one JSON object")
+    _runs_dir_option(p)

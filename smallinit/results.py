@@ -1,0 +1,261 @@
+"""Runs as objects: list the run store and open one run by its key.
+
+The run store (:mod:`smallinit.runs`) keeps every result in ``<root>/<kind>/<key>/``
+(``config.json``, ``status.json``, ``metrics.jsonl``, ``arrays.npz`` and the files a kind
+adds). This module reads it back for people and scripts::
+
+    import smallinit
+    run = smallinit.load_run("3f2a")          # a key, a unique key prefix, kind/key or a folder
+    run.config                                 # the config it was keyed by (a dict)
+    run.summary                                # what the run finished with
+    run.metrics()                              # metrics.jsonl as a list of dicts
+    run.metrics_frame()                        # ... as a pandas DataFrame (the pandas extra)
+    run.arrays()                               # arrays.npz as a dict of NumPy arrays
+
+:func:`list_runs` lists every run (``smallinit runs ls``); a damaged run is listed with
+state ``corrupt`` instead of stopping the listing. Nothing here writes to the store.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from smallinit.errors import ConfigError, StoreError, one_line
+from smallinit.runs import Run, RunStore, read_json
+
+KEY = re.compile(r"[0-9a-f]{16}")  # a run key: 16 hex digits of SHA-256 (smallinit.runs)
+KEY_PREFIX = re.compile(r"[0-9a-f]{1,16}")
+#: summary entries shown first as a run's main metrics, when present (else the first
+#: numeric entries of its summary)
+MAIN_METRICS = ("val_loss", "train_loss", "acc", "acc_norm", "acc_reasoning", "acc_fact",
+                "share_inferential", "share_symmetric", "agree", "graded", "converged")
+#: config fields named first in a run's one-line summary, when present
+SUMMARY_FIELDS = ("init", "task", "corpus", "d_model", "n_layers", "steps", "gammas",
+                  "gamma_primes", "widths", "gamma", "depth", "model", "seed", "seeds")
+
+
+@dataclass
+class StoredRun:
+    """One run of the store, read back: its kind, key, config, state and results."""
+
+    path: Path
+    kind: str
+    key: str
+    version: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    status: dict[str, Any] = field(default_factory=dict)
+    state: str = "absent"
+    problem: str | None = None  # why the run is ``corrupt``
+
+    def __repr__(self) -> str:
+        return f"StoredRun({self.kind}/{self.key}, {self.state})"
+
+    @property
+    def _run(self) -> Run:
+        return Run(self.path, self.kind, self.key, self.config, self.version)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}/{self.key}"
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """What a done run finished with (its ``status.json`` summary); {} otherwise."""
+        return (self.status.get("summary") or {}) if self.state == "done" else {}
+
+    @property
+    def created(self) -> str | None:
+        """When the run was started (its status), else when its config was written."""
+        started = self.status.get("started")
+        if isinstance(started, str):
+            return started
+        try:
+            mtime = (self.path / "config.json").stat().st_mtime
+        except OSError:
+            return None
+        return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(mtime))
+
+    @property
+    def finished(self) -> str | None:
+        value = self.status.get("finished")
+        return value if isinstance(value, str) else None
+
+    @property
+    def reason(self) -> str | None:
+        """Why a failed run failed (or why it is corrupt)."""
+        return self.problem or self.status.get("reason")
+
+    def main_metrics(self, limit: int = 3) -> dict[str, Any]:
+        """A few numeric summary entries: those of :data:`MAIN_METRICS` first."""
+        numeric = {k: v for k, v in self.summary.items()
+                   if isinstance(v, int | float) and not isinstance(v, bool)}
+        chosen = [k for k in MAIN_METRICS if k in numeric]
+        chosen += [k for k in numeric if k not in chosen]
+        return {k: numeric[k] for k in chosen[:limit]}
+
+    def config_summary(self, width: int = 80) -> str:
+        """The config in one line: ``key=value`` of its telling fields (leaf names of
+        :data:`SUMMARY_FIELDS` first), cut to ``width`` characters."""
+        leaves = dict(_leaves(self.config))
+        order = sorted(leaves, key=lambda k: (_rank(k), list(leaves).index(k)))
+        text = " ".join(f"{k}={_short(leaves[k])}" for k in order)
+        return text if len(text) <= width else text[:width - 3] + "..."
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """``metrics.jsonl`` as a list of dicts ([] when the run logged none)."""
+        return self._run.metrics()
+
+    def metrics_frame(self):
+        """``metrics.jsonl`` as a pandas DataFrame, nested records flattened to dotted
+        columns (``loss.reasoning``); needs pandas (``pip install 'smallinit[pandas]'``)."""
+        try:
+            import pandas  # lazy: optional dependency (the pandas extra)
+        except ImportError:
+            raise ConfigError("metrics_frame needs pandas: pip install 'smallinit[pandas]' "
+                              "(run.metrics() gives the same records as a list of dicts)"
+                              ) from None
+        return pandas.json_normalize(self.metrics(), sep=".")
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """``arrays.npz`` as a dict of NumPy arrays (read without pickles)."""
+        return self._run.arrays()
+
+    def files(self) -> list[dict[str, Any]]:
+        """Every file of the run directory: path relative to it and size in bytes."""
+        out = []
+        for p in sorted(self.path.rglob("*")):
+            if p.is_file() and not p.name.startswith("."):
+                out.append({"path": str(p.relative_to(self.path)), "bytes": p.stat().st_size})
+        return out
+
+    def record(self) -> dict[str, Any]:
+        """The listing record (``smallinit runs ls --json``)."""
+        return {"kind": self.kind, "key": self.key, "state": self.state,
+                "created": self.created, "config": self.config_summary(),
+                "metrics": self.main_metrics(), "path": str(self.path)}
+
+    def describe(self) -> dict[str, Any]:
+        """Everything about the run (``smallinit runs show --json``)."""
+        return {"kind": self.kind, "key": self.key, "version": self.version,
+                "state": self.state, "reason": self.reason, "created": self.created,
+                "finished": self.finished, "path": str(self.path), "config": self.config,
+                "summary": self.summary, "metrics": self._metrics_overview(),
+                "files": self.files()}
+
+    def _metrics_overview(self) -> dict[str, Any]:
+        """How many metrics records, their fields and the last record."""
+        try:
+            records = self.metrics()
+        except StoreError as err:
+            return {"error": one_line(err)}
+        fields = sorted({k for r in records for k in r})
+        return {"records": len(records), "fields": fields,
+                "last": records[-1] if records else None}
+
+
+def _leaves(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield from _leaves(v, f"{prefix}{k}.")
+    else:
+        yield prefix[:-1], data
+
+
+def _rank(key: str) -> int:
+    leaf = key.rpartition(".")[2]
+    return SUMMARY_FIELDS.index(leaf) if leaf in SUMMARY_FIELDS else len(SUMMARY_FIELDS)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, list):
+        inner = ",".join(_short(v) for v in value[:4])
+        return f"[{inner}{',...' if len(value) > 4 else ''}]"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+# ----------------------------------------------------------------------------- reading the store
+def open_dir(path: Path) -> StoredRun:
+    """The run in directory ``path`` (``<root>/<kind>/<key>``); a damaged one comes back with
+    state ``corrupt`` and the reason, never an exception."""
+    kind, key = path.parent.name, path.name
+    run = StoredRun(path, kind, key)
+    try:
+        meta = read_json(path / "config.json")
+        if not isinstance(meta, dict):
+            raise StoreError(f"{path / 'config.json'} is corrupt (not a JSON object)")
+        run.version = str(meta.get("version", ""))
+        run.config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+        live = Run(path, kind, key, run.config, run.version)
+        run.status = live.status()
+        run.state = live._state_of(run.status)
+    except StoreError as err:
+        run.state, run.problem = "corrupt", one_line(err)
+    return run
+
+
+def kinds(root: Path) -> list[str]:
+    """The run kinds present under ``root`` (folders not starting with a dot); none when
+    the store does not exist yet, a ConfigError when ``root`` is not a folder."""
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"run store root {root} is a file, not a folder; give the store's "
+                          "folder with --runs-dir or $SMALLINIT_RUNS")
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def _run_dirs(root: Path, kind: str) -> list[Path]:
+    base = root / kind
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.iterdir() if p.is_dir() and KEY.fullmatch(p.name))
+
+
+def list_runs(runs_dir: str | Path | None = None, *, kind: str | None = None) -> list[StoredRun]:
+    """Every run under the store root (``runs_dir``, else ``$SMALLINIT_RUNS``, else
+    ``./runs``), optionally of one ``kind``, sorted by creation time."""
+    root = RunStore(runs_dir).root
+    present = kinds(root)
+    if kind is not None and kind not in present:
+        raise ConfigError(f"run kind {kind!r} has no runs under {root}; kinds there: "
+                          f"{', '.join(present) or '(none)'}")
+    runs = [open_dir(p) for k in ([kind] if kind else present) for p in _run_dirs(root, k)]
+    return sorted(runs, key=lambda r: (r.created or "", r.kind, r.key))
+
+
+def load_run(ref: str | Path, *, runs_dir: str | Path | None = None) -> StoredRun:
+    """One run by ``ref``: its key or a unique key prefix (any kind), ``kind/key-prefix``,
+    or a run directory. A ConfigError names ``ref`` when it matches no run or several."""
+    root = RunStore(runs_dir).root
+    path = Path(ref)
+    if (path / "config.json").is_file():
+        return open_dir(path)
+    text = str(ref).strip()
+    kind, _, prefix = text.rpartition("/")
+    if not KEY_PREFIX.fullmatch(prefix):
+        raise ConfigError(f"RUN {text!r} matches no run: it is neither a run directory (with "
+                          "a config.json) nor a run key (1 to 16 lowercase hex digits, "
+                          "optionally after KIND/)")
+    present = kinds(root)
+    if kind and kind not in present:
+        raise ConfigError(f"RUN {text!r}: run kind {kind!r} has no runs under {root}; kinds "
+                          f"there: {', '.join(present) or '(none)'}")
+    found = [p for k in ([kind] if kind else present) for p in _run_dirs(root, k)
+             if p.name.startswith(prefix)]
+    if len(found) != 1:
+        if not found:
+            raise ConfigError(f"RUN {text!r} matches no run under {root}; `smallinit runs ls` "
+                              "lists them (see --runs-dir / $SMALLINIT_RUNS)")
+        names = ", ".join(f"{p.parent.name}/{p.name}" for p in found[:4])
+        raise ConfigError(f"RUN {text!r} matches {len(found)} runs ({names}"
+                          f"{', ...' if len(found) > 4 else ''}); give more of the key")
+    return open_dir(found[0])
