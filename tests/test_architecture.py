@@ -45,7 +45,8 @@ PACKAGES = {
     "paper_figs": "smallinit.paper_figs",
 }
 COMPONENTS = ("smallinit.theory", "smallinit.toy", "smallinit.llm", "smallinit.kernels")
-ON_TOP = {"smallinit.experiments", "smallinit.figs", "smallinit.gpu_check"}  # core modules above the components
+# core modules above the components
+ON_TOP = {"smallinit.experiments", "smallinit.figs", "smallinit.gpu_check"}
 LAZY_MARK = "# lazy:"
 #: heavy third-party packages: lazy only where a module must import without them
 HEAVY = ("torch", "jax", "sympy")
