@@ -7,7 +7,10 @@ intervals over held-out windows (both seeds' pairs pooled); dots: the bucket's s
 tokens (where the bars would sit if every token gained equally). Buckets
 (:mod:`smallinit.llm.analysis.tokens`): quartiles of add-½ unigram and bigram loss of the
 target, whether (previous token, target) already occurred in the window (copyable), and the
-synthetic corpus's category of the target with item answers split off.
+synthetic corpus's category of the target with item answers split off. The title carries
+the ``token-gains-context-constrained`` record of docs/science.md §13
+(:mod:`smallinit.claims`): per seed S_B − n_B/n for B the top bigram-loss quartile, seeds
+with a total gain ≤ 0 dropped (effect, 95% CI over seeds, one-sided p, n, verdict).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
+from smallinit import claims
 from smallinit.llm.analysis.tokens import bucket_families, gain_shares, total_gain_ci
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.plotting import use_style
@@ -55,6 +59,7 @@ def make(ctx):
     train = np.asarray(corpus_mod.load(cfg.data, cfg.model.vocab_size).train)
     fams = bucket_families(tokens, train, cfg.model.vocab_size)
     total = total_gain_ci(gain)
+    judged = claims.judge("token-gains-context-constrained", pairs, ctx.profile)
     results = {}
     with use_style():
         fig, axes = plt.subplots(1, 4, figsize=(15, 4.5), constrained_layout=True,
@@ -79,9 +84,13 @@ def make(ctx):
                           for s, (m, lo, hi) in per_seed.items())
         fig.suptitle(f"gain = loss(γ = 0.5) − loss(γ = 1) per held-out token, d_model = "
                      f"{cfg.model.d_model}: mean {total[0]:+.4f} nats/token "
-                     f"[{total[1]:+.4f}, {total[2]:+.4f}] ({seeds})", fontsize=9)
+                     f"[{total[1]:+.4f}, {total[2]:+.4f}] (n = {len(per_seed)} seeds; "
+                     f"{seeds})\ntoken-gains-context-constrained, S_B − n_B/n for B = top "
+                     f"bigram-loss quartile: {judged.label('Δ')}"
+                     + (f" ({judged.detail})" if judged.detail else ""), fontsize=9)
         paths = ctx.save(fig)
-    log.info("fig 11 total gain %s per seed %s", total, per_seed)
+    log.info("fig 11 total gain %s per seed %s; claim %s (per seed %s)", total, per_seed,
+             judged.label("Δ"), judged.values)
     for res in results.values():
         for r in res:
             log.info("fig 11 %s: n %d tokens %.3f share %.3f [%.3f, %.3f] mean gain %.4f "

@@ -26,6 +26,7 @@ COMMAND_GROUPS = (
     "smallinit.cli.llm",  # smallinit llm ...
     "smallinit.cli.compare",  # smallinit compare
     "smallinit.cli.figs",  # smallinit figs
+    "smallinit.cli.claims",  # smallinit claims
 )
 
 DESCRIPTION = """\
