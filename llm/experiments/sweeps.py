@@ -193,10 +193,13 @@ def gain_scaling(profile: str, plan: Plan) -> list[Job]:
     """Fig 12: the gain of small init against size — γ ∈ {0.5, 1} × (ε standard, relaxed)
     × (gate off, on) × ``scaling_seeds`` at each of ``scaling_sizes``, plain runs, ε per
     size chosen as fig 8's (a width-d model with the saturation threshold of ``d_large``).
+    At fig 8's size the runs are traced, so that the runs both experiments need train once
+    (same config, same kind; a traced run's summary is its plain run's); plain elsewhere.
     No runs when the profile sets no ``scaling_sizes``."""
     jobs = []
     for d in plan.scaling_sizes:
-        jobs += _eps_gating_grid("train", profile, plan, d, COMPARED, plan.scaling_seeds)
+        how = "traced" if d == plan.sizes[0] else "train"
+        jobs += _eps_gating_grid(how, profile, plan, d, COMPARED, plan.scaling_seeds)
     return jobs
 
 
