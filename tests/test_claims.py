@@ -351,3 +351,38 @@ def test_cli_claims_on_an_empty_store_trains_nothing(tmp_path, capsys, monkeypat
     table = capsys.readouterr().out
     assert "small-init-lower-loss" in table and "missing llm-train/" in table
     assert not runs.exists()
+
+
+@pytest.mark.slow
+def test_claims_from_tiny_trained_runs(tmp_path):
+    """End to end: fig 8's standard-ε, ungated γ = 0.5 / 1 traced jobs of quick, shrunk to
+    tiny runs and trained through the job driver into a temp store, feed the claims that
+    read such runs; the numbers are the runs' own (recomputed here from their summaries
+    and probes)."""
+    from smallinit.jobs import run_jobs
+    from smallinit.llm.experiments.sweeps import _with
+    from smallinit.llm.training.dynamics import trajectory
+
+    jobs = [j for j in experiments.jobs("eps-gating", "quick")
+            if j.tags["eps_setting"] == "standard" and not j.tags["gated"]
+            and j.tags["gamma"] in (0.5, 1.0)]
+    for job in jobs:
+        job.config = _with(job.config, train__steps=24, train__checkpoint_every=0,
+                           train__log_every=4, eval__answer_items=8, eval__token_windows=8)
+    results = run_jobs(jobs, RunStore(tmp_path))
+    assert all(r.done for r in results.runs) and len(jobs) == 4
+
+    by = {(j.tags["seed"], j.tags["gamma"]): r for j, r in results}
+    c = {k: condensation({n: m["effective_rank"] for n, m in trajectory(r)["weights"].items()})
+         for k, r in by.items()}
+    cond = claims.judge("condense-then-expand", results, "quick")
+    assert cond.values == pytest.approx({s: c[(s, 1.0)] - c[(s, 0.5)] for s in (0, 1)})
+    assert cond.verdict in claims.VERDICTS[:4]
+
+    tokens = claims.judge("token-gains-context-constrained", results, "quick")
+    total, _ = claims.token_excess(results)
+    for s in (0, 1):
+        a, b = by[(s, 0.5)].arrays(), by[(s, 1.0)].arrays()
+        assert total[s] == pytest.approx(float((a["losses"] - b["losses"]).sum()), rel=1e-6)
+    assert set(tokens.values) == {s for s in total if total[s] > 0}
+    assert tokens.verdict in claims.VERDICTS[:4]
