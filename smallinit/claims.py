@@ -113,8 +113,8 @@ def directional(x: dict[int, float]) -> Judgement:
     """docs/science.md §13 directional rule on per-seed values that the claim says are
     positive: ``holds`` p(mean > 0) < 0.05 with ≥ 2 seeds, ``contradicted`` p(mean < 0)
     < 0.05, ``partial`` every seed > 0 (≥ 2 seeds), else ``not at this scale``."""
-    if not x:
-        return Judgement(NO_ESTIMATE, "not at this scale", {}, "no seed")
+    if not x:  # only on a partial set of runs (a figure's); the table checks runs first
+        return not_run("no seed has every run the rule needs")
     vals = [x[s] for s in sorted(x)]
     up = stats.one_sample(vals, 0.0, alternative="greater")
     if len(vals) < 2:
@@ -179,7 +179,7 @@ def chance_rule(by_gamma: dict[float, dict[int, Sequence[Any]]]) -> Judgement:
     scores = {g: float(np.mean([mean_excess(cells) for cells in seeds.values()]))
               for g, seeds in by_gamma.items() if seeds and all(seeds.values())}
     if not scores:
-        return Judgement(NO_ESTIMATE, "not at this scale", {}, "no reasoning cells")
+        return not_run("no run with reasoning cells")
     best = max(sorted(scores), key=lambda g: scores[g])  # ties: the smallest γ
     runs = by_gamma[best]
     keyed = {s: {(c.task, c.difficulty): c for c in cells} for s, cells in runs.items()}

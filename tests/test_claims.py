@@ -386,3 +386,72 @@ def test_claims_from_tiny_trained_runs(tmp_path):
         assert total[s] == pytest.approx(float((a["losses"] - b["losses"]).sum()), rel=1e-6)
     assert set(tokens.values) == {s for s in total if total[s] > 0}
     assert tokens.verdict in claims.VERDICTS[:4]
+
+    # figs 8, 10 and 11 draw these runs and put the same judgements in their titles
+    import matplotlib.pyplot as plt
+
+    from smallinit.figs import load_figure
+
+    titles = {}
+
+    class Ctx:
+        profile = "quick"
+
+        def __init__(self, number):
+            self.number = number
+
+        def results(self, experiment):
+            return results
+
+        def save(self, fig, suffix=""):
+            titles[self.number] = fig._suptitle.get_text() + " ".join(
+                ax.get_title() for ax in fig.axes)
+            plt.close(fig)
+            return []
+
+    for number in (8, 10, 11):
+        load_figure(number).make(Ctx(number))
+    assert cond.estimate.label("Δc") in titles[10]
+    assert tokens.estimate.label("Δ") in titles[11]
+    eps = claims.judge("eps-restrains", results, "quick")
+    assert eps.verdict == "not run" and "eps-restrains" in titles[8]  # no relaxed-ε runs
+
+
+def test_relaxed_scaling_and_fig12_from_a_constructed_medium_store(tmp_path):
+    """The slope of g against ln d per seed, judged as relaxed-scaling; fig 12 draws the
+    same numbers in its relaxed, gated panel; quick has no scaling runs (nothing drawn)."""
+    import matplotlib.pyplot as plt
+
+    from smallinit.figs import FigureContext, load_figure
+
+    store = RunStore(tmp_path / "runs")
+    jobs = experiments.jobs("gain-scaling", "medium")
+    slope = {("relaxed", True): 0.05, ("relaxed", False): 0.0, ("standard", True): -0.02,
+             ("standard", False): -0.04}
+
+    def summary(job):
+        t = job.tags
+        g = slope[(t["eps_setting"], t["gated"])] * math.log(t["size"] / 32) \
+            + 0.01 * t["seed"] + 0.002 * t["seed"] ** 2 * math.log(t["size"])
+        return {"val_loss": 3.5 - (g if t["gamma"] == 1.0 else 0.0)}
+
+    _fill(store, jobs, summary)
+    rec = claims.evaluate("relaxed-scaling", "medium", store)
+    sizes = sorted({j.tags["size"] for j in jobs})
+    expected = {s: 0.05 + 0.002 * s ** 2 * (np.polyfit(np.log(sizes), np.log(sizes), 1)[0])
+                for s in range(5)}
+    assert rec.judgement.values == pytest.approx(expected)
+    assert rec.verdict == "holds" and rec.judgement.estimate.n == 5
+
+    saved = {}
+
+    def capture(fig, suffix=""):
+        saved["titles"] = [ax.get_title() for ax in fig.axes]
+        plt.close(fig)
+        return ["fig12"]
+
+    ctx = FigureContext(12, "medium", tmp_path / "out", store)
+    ctx.save = capture
+    assert load_figure(12).make(ctx) == ["fig12"]
+    assert any(rec.judgement.estimate.label("b") in t for t in saved["titles"])
+    assert load_figure(12).make(FigureContext(12, "quick", tmp_path / "out", store)) == []
