@@ -143,8 +143,10 @@ def make(ctx):
                     ax.set_ylabel(label)
                 if row == 1:
                     eps = eps_of.get(setting[0], np.nan)
-                    ax.set_title(setting_label(*setting, eps) + "\nγ_ε = "
-                                 f"{rmsnorm_gamma_threshold(d, eps):.2f}", fontsize=8)
+                    threshold = (f"{rmsnorm_gamma_threshold(d, eps):.2f}"
+                                 if np.isfinite(eps) else "— (no finished run)")
+                    ax.set_title(setting_label(*setting, eps) + f"\nγ_ε = {threshold}",
+                                 fontsize=8)
                     ax.set_ylim(-0.03, 1.03)
                     ax.legend(fontsize=6)
         fig.suptitle(f"ε × gated attention, d_model = {d} imitating d = "
