@@ -34,7 +34,6 @@ Readings chosen where §13 leaves room (each also said at its code):
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -279,7 +278,7 @@ def reasoning_cells(summary: dict[str, Any]) -> list[Any] | None:
     """The run's reasoning task × difficulty cells (``smallinit.llm.analysis.reasoning``),
     or None when that parser is not installed or the summary has none."""
     try:
-        reasoning = importlib.import_module("smallinit.llm.analysis.reasoning")
+        from smallinit.llm.analysis import reasoning  # lazy: issue 15 adds it on another branch
     except ImportError:  # the per-task evaluation is not in this checkout
         return None
     cells = list(reasoning.cells(summary))
@@ -359,6 +358,8 @@ def token_excess(results: Results, bucket: int = 3) -> tuple[dict[int, float], d
             raise ValueError(f"seed {s}: the two runs scored different held-out tokens")
         g = a["losses"].astype(float) - b["losses"].astype(float)
         train = np.asarray(corpus_mod.load(cfg.data, cfg.model.vocab_size).train)
+        # quartile edges from this seed's held-out tokens (fig 11 pools the seeds; the
+        # evaluator scores the same held-out windows for every seed, so the edges agree)
         idx, labels = bucket_families(a, train, cfg.model.vocab_size)["bigram"]
         share = gain_shares(g, idx, labels)[bucket]
         total[s] = float(g.sum())
