@@ -4,7 +4,8 @@ Matched models (smallest size, same seed, data and steps; γ = 1 against γ = 0.
 per seed. For each held-out token the gain is ℓ(γ = 0.5) − ℓ(γ = 1) (> 0: small init
 better). Bars: each bucket's share of the total gain, Σ_B g / Σ g, with 95% bootstrap
 intervals over held-out windows (both seeds' pairs pooled); dots: the bucket's share of
-tokens (where the bars would sit if every token gained equally). Buckets
+tokens (where the bars would sit if every token gained equally); grey dots: each seed's own
+share. Buckets
 (:mod:`smallinit.llm.analysis.tokens`): quartiles of add-½ unigram and bigram loss of the
 target, whether (previous token, target) already occurred in the window (copyable), and the
 synthetic corpus's category of the target with item answers split off. The title carries
@@ -74,6 +75,13 @@ def make(ctx):
             ax.bar(x, share, yerr=err, color="tab:green", alpha=0.8, capsize=2,
                    label="share of total gain")
             ax.plot(x, [r.token_share for r in res], "ko", ms=4, label="share of tokens")
+            # each seed's own S_B (its windows are one block of the stacked arrays)
+            for k, (g_s, i_s) in enumerate(zip(np.split(gain, len(per_seed)),
+                                               np.split(idx, len(per_seed)), strict=True)):
+                mine = [r.share for r in gain_shares(g_s, i_s, labels, n_boot=200)]
+                ax.plot(x + 0.12 * (k - (len(per_seed) - 1) / 2) / max(len(per_seed), 1),
+                        mine, ".", color="0.35", ms=3,
+                        label="single seeds" if k == 0 else None)
             ax.axhline(0, color="k", lw=0.6)
             ax.set_xticks(x, [r.label.replace(f"{fam} ", "") for r in res], rotation=45,
                           ha="right", fontsize=7)
