@@ -9,7 +9,11 @@ so it sits on the same side of saturation as the large model would.
 Top left: held-out loss per setting and γ; top right: the gap L(γ = 1) − L(γ = 0.5) per
 setting for the held-out loss and for the loss on reasoning answer tokens (negative: small
 init is better); bars are means over seeds, dots single seeds (lighter lines below: the
-second seed). Rows 2–4, one column per
+later seeds). The titles carry the two claims of docs/science.md §13 this figure tests,
+computed by :mod:`smallinit.claims` (the numbers ``smallinit claims`` prints):
+``eps-restrains``, g(relaxed ε) − g(standard ε) without gate, and ``sinks-restrain``,
+g(gated) − g(not gated) at standard ε, with g = L(γ = 0.5) − L(γ = 1) per seed (effect,
+95% CI, one-sided p, n, verdict). Rows 2–4, one column per
 setting, over training (log-spaced probes on a fixed held-out batch): share of RMSNorm
 inputs with mean(x²) < ε (saturation), mean attention on position 0 of queries past the
 4th (sink; dotted: uniform causal attention), max/median |residual|.
@@ -23,6 +27,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
+from smallinit import claims
 from smallinit.llm.analysis.critical import reasoning_answer_loss
 from smallinit.llm.training.dynamics import trajectory
 from smallinit.plotting import use_style
@@ -73,6 +78,9 @@ def make(ctx):
     colors = dict(zip(gammas, plt.get_cmap("plasma")(np.linspace(0, 0.8, len(gammas))),
                       strict=True))
     g = gaps(rows)
+    n_seeds = {s: len(v) for s, v in g.items()}
+    eps_claim = claims.judge("eps-restrains", pairs, ctx.profile)
+    sink_claim = claims.judge("sinks-restrain", pairs, ctx.profile)
     with use_style():
         fig = plt.figure(figsize=(14, 12), constrained_layout=True)
         grid = fig.add_gridspec(4, 4)
@@ -98,7 +106,8 @@ def make(ctx):
                                           (0.2, "ans", "tab:orange",
                                            "reasoning answer tokens")):
             ax.bar(x + shift, [gap_mean(g, s, what) for s in SETTINGS], 0.4, color=color,
-                   alpha=0.8, label=f"{label} (mean; dots: seeds)")
+                   alpha=0.8, label=f"{label} (mean over n = "
+                   f"{'/'.join(str(n_seeds.get(s, 0)) for s in SETTINGS)} seeds; dots: seeds)")
             for i, s in enumerate(SETTINGS):
                 vals = [v[what] for v in g.get(s, [])]
                 ax.plot([i + shift] * len(vals), vals, "k.", ms=4)
@@ -107,6 +116,9 @@ def make(ctx):
                           for e, gt in SETTINGS], fontsize=7)
         ax.set_ylabel("L(γ = 1) − L(γ = 0.5)")
         ax.legend(fontsize=7)
+        ax.set_title("eps-restrains, g(relaxed) − g(standard), gate off: "
+                     f"{eps_claim.label('Δg')}\nsinks-restrain, g(gated) − g(not gated), "
+                     f"standard ε: {sink_claim.label('Δg')}", fontsize=8)
         diag = [("saturation", "RMSNorm saturation share"), ("sink", "sink mass (pos. 0)"),
                 ("resid_ratio", "max/median |residual|")]
         for col, setting in enumerate(SETTINGS):
@@ -131,13 +143,17 @@ def make(ctx):
                     ax.set_ylabel(label)
                 if row == 1:
                     eps = eps_of.get(setting[0], np.nan)
-                    ax.set_title(setting_label(*setting, eps) + "\nγ_ε = "
-                                 f"{rmsnorm_gamma_threshold(d, eps):.2f}", fontsize=8)
+                    threshold = (f"{rmsnorm_gamma_threshold(d, eps):.2f}"
+                                 if np.isfinite(eps) else "— (no finished run)")
+                    ax.set_title(setting_label(*setting, eps) + f"\nγ_ε = {threshold}",
+                                 fontsize=8)
                     ax.set_ylim(-0.03, 1.03)
                     ax.legend(fontsize=6)
         fig.suptitle(f"ε × gated attention, d_model = {d} imitating d = "
                      f"{pairs[0][0].tags['d_large']} (ε 1e-5 / 1e-12)", fontsize=10)
         paths = ctx.save(fig)
+    log.info("fig 8 eps-restrains %s; sinks-restrain %s", eps_claim.label("Δg"),
+             sink_claim.label("Δg"))
     for s, per_seed in g.items():
         for v in per_seed:
             log.info("fig 8 %s seed %d: gap val %.4f, answer %.4f ± %.4f, acc %.3f", s,

@@ -7,7 +7,10 @@ through ``smallinit.kernels.measure_all``, the effective rank exp(H(σ/Σσ)) (R
 clustering at cos ≥ 0.95) and the mean |cos| between rows of the token embedding, W_Q, W_K
 and the FFN input (gate) weights, per layer (lighter lines: the second seed). The claim to
 test: with small init the matrices first collapse onto few directions (rank and cluster
-count fall, top share rises), then spread out.
+count fall, top share rises), then spread out. The title carries the
+``condense-then-expand`` record of docs/science.md §13 (:mod:`smallinit.claims`): per
+seed c = min(drop, rebound) of the mean relative effective rank at γ = 1 minus the same at
+γ = 0.5 (effect, 95% CI, one-sided p, n, verdict), and each run's c.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
+from smallinit import claims
 from smallinit.llm.training.dynamics import trajectory
 from smallinit.plotting import use_style
 
@@ -48,6 +52,8 @@ def summarize(tr) -> dict:
 def make(ctx):
     pairs = ctx.results("condense-expand")
     runs = [(job, trajectory(run)) for job, run in pairs.done()]
+    judged = claims.judge("condense-then-expand", pairs, ctx.profile)
+    c = claims.condensations(pairs)
     colors = {0.5: "tab:blue", 1.0: "tab:red"}
     styles = ["-", "--", ":", "-."]
     with use_style():
@@ -75,11 +81,17 @@ def make(ctx):
                 if row == 0 and col in (0, 1):
                     ax.legend(fontsize=6)
         cfg = pairs[0][0].cfg
+        seeds = sorted({j.tags["seed"] for j, _ in runs})
+        per_run = ", ".join(f"γ {g:g} seed {s}: {v:.3f}" for (s, g), v in sorted(
+            c.items(), key=lambda kv: (kv[0][1], kv[0][0])))
         fig.suptitle(f"d_model = {cfg.model.d_model}, {cfg.model.n_layers} layers, "
-                     f"{cfg.train.steps} steps, seeds "
-                     f"{sorted({j.tags['seed'] for j, _ in runs})} (lighter: later seeds), "
-                     f"RMSNorm ε = {cfg.model.norm_eps:.2g}", fontsize=10)
+                     f"{cfg.train.steps} steps, n = {len(seeds)} seeds {seeds} (lighter: "
+                     f"later seeds), RMSNorm ε = {cfg.model.norm_eps:.2g}\n"
+                     f"condense-then-expand, c(γ = 1) − c(γ = 0.5): {judged.label('Δc')}\n"
+                     f"c = min(drop, rebound) of the mean relative effective rank: {per_run}",
+                     fontsize=9)
         paths = ctx.save(fig)
+    log.info("fig 10 condense-then-expand %s; c %s", judged.label("Δc"), c)
     for job, tr in runs:
         for (name, metric), (v0, ext, at, end) in summarize(tr).items():
             log.info("fig 10 γ=%g seed %d %s %s: init %.3f extreme %.3f at step %d final %.3f",

@@ -6,7 +6,8 @@ experiment) into its list of :class:`~smallinit.jobs.Job` without running anythi
 which computes the missing runs through the run store and returns a
 :class:`~smallinit.jobs.Results`. Figure scripts ask :func:`results` for their experiments
 at ``ctx.profile`` and only draw; :func:`plan` lists every run of a profile
-(``smallinit figs --plan``).
+(``smallinit figs --plan``); :func:`existing` looks the runs up without computing any
+(``smallinit claims``).
 
 The toy phase scan keeps its own engine (one run computes the whole grid); its grid comes
 from the profile like every other experiment's.
@@ -171,6 +172,8 @@ _LIST = [
                _sweep_jobs("condense-expand"), _sweep_workers),
     Experiment("token-gains", (11,), "LLM: matched γ = 0.5 / γ = 1 models per seed",
                _sweep_jobs("token-gains"), _sweep_workers),
+    Experiment("gain-scaling", (12,), "LLM: γ = 0.5 / 1 gain against size under ε × gating",
+               _sweep_jobs("gain-scaling"), _sweep_workers),
 ]
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in _LIST}
 
@@ -200,6 +203,14 @@ def results(name: str, profile: str, store: RunStore | None = None, *, force: bo
     the_jobs = jobs(name, profile)
     return run_jobs(the_jobs, store, force=force,
                     workers=workers or experiment.workers(profile), desc=name)
+
+
+def existing(name: str, profile: str, store: RunStore | None = None) -> Results:
+    """Experiment ``name``'s jobs at ``profile`` with their runs as the store holds them
+    now: nothing is computed or written (runs that are not done are in ``failed()``)."""
+    the_jobs = jobs(name, profile)
+    store = store or RunStore()
+    return Results(the_jobs, [job.run_of(store) for job in the_jobs])
 
 
 def single(results: Results) -> Run:

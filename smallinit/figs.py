@@ -43,6 +43,7 @@ FIGURES: dict[int, str] = {
     9: "critical_init",
     10: "condense_expand",
     11: "token_gains",
+    12: "gain_scaling",
 }
 PACKAGE = "smallinit.paper_figs"
 

@@ -141,6 +141,7 @@ CASES: list[Case] = [
         "train.steps=1", "--runs-dir", "{runs}"),
     cli("figs unknown number", "figs", "--only", "99"),
     cli("figs bad profile", "figs", "--profile", "enormous"),
+    cli("claims bad profile", "claims", "--profile", "quick", "enormous"),
     # -- configs
     cli("llm train config is a folder", "llm", "train", "--config", "{dir}",
         "--runs-dir", "{runs}"),

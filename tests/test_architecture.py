@@ -5,10 +5,11 @@ Floor plan (lowest floor first; an arrow may only point down):
 * **theory/** (``smallinit.theory``) and **kernels/** (``smallinit.kernels``): import
   nothing of ours outside their own package (they raise plain ``ValueError``).
 * **core**, ``smallinit/*.py`` and ``smallinit/profiles/`` (runs, config, errors,
-  progress, plotting, memory, jobs, profiles, downloads): imports only the core. Three core
+  progress, plotting, memory, jobs, profiles, downloads): imports only the core. Four core
   modules sit on top of everything by design and may import the components and
   :mod:`smallinit.compare`: the experiment registry ``smallinit/experiments.py``, the
-  figure driver ``smallinit/figs.py`` and the prepared GPU check ``smallinit/gpu_check.py``.
+  figure driver ``smallinit/figs.py``, the claims table ``smallinit/claims.py`` and the
+  prepared GPU check ``smallinit/gpu_check.py``.
   ``smallinit/__main__.py`` is the CLI's entry point.
 * **toy/** and **llm/**: import theory, kernels and the core; llm never imports toy and
   toy never imports llm.
@@ -45,8 +46,8 @@ PACKAGES = {
     "paper_figs": "smallinit.paper_figs",
 }
 COMPONENTS = ("smallinit.theory", "smallinit.toy", "smallinit.llm", "smallinit.kernels")
-# core modules above the components
-ON_TOP = {"smallinit.experiments", "smallinit.figs", "smallinit.gpu_check"}
+#: core modules above the components
+ON_TOP = {"smallinit.experiments", "smallinit.figs", "smallinit.claims", "smallinit.gpu_check"}
 LAZY_MARK = "# lazy:"
 #: heavy third-party packages: lazy only where a module must import without them
 HEAVY = ("torch", "jax", "sympy")

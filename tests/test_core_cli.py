@@ -80,7 +80,7 @@ def test_user_error_inside_a_command_exits_2_without_traceback(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "smallinit: error: config 'nope' is neither a file nor a packaged config "
-        "(quick, full)"
+        "(quick, full, medium)"
     )
 
 

@@ -5,7 +5,10 @@ those files: ``smallinit figs --plan --profile P --json`` lists the new keys.
 
 Deliberate changes so far: the canonical init spelling (``gamma:1.0`` → ``gamma:1``) moved
 compare's γ = 1 transformer runs of fig 5 to new keys (3 in quick, 4 in full); their
-configs are otherwise the same, so their numbers are too."""
+configs are otherwise the same, so their numbers are too. Issue 15 added the medium
+profile (run_keys_medium.json) and the gain-scaling experiment (fig 12: new keys in full,
+none at quick); fig 7's ``grid_seeds`` and fig 12's ``scaling_*`` plan fields default to
+the old job lists, so no earlier key moved."""
 
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ def _keys_by_figure(profile: str) -> dict[str, list[list[str]]]:
     return {f: sorted([list(k) for k in v]) for f, v in out.items()}
 
 
-@pytest.mark.parametrize("profile", ["quick", "full"])
+@pytest.mark.parametrize("profile", ["quick", "medium", "full"])
 def test_every_figures_run_keys_are_unchanged(profile):
     recorded = json.loads((DATA / f"run_keys_{profile}.json").read_text())
     assert _keys_by_figure(profile) == recorded
@@ -39,8 +42,9 @@ def test_profiles_are_data_with_one_table_per_experiment():
         tables = set(profiles.load(name))
         assert {"toy-scan", "rd-vs-width", "condense", "initial-condensation", "diagonal",
                 "compare", "anchor", "llm-sweeps", "llm-train"} <= tables
-    with pytest.raises(ConfigError, match="profile 'medium' does not exist"):
-        profiles.path("medium")
+    assert "medium" in profiles.names()
+    with pytest.raises(ConfigError, match="profile 'huge' does not exist"):
+        profiles.path("huge")
 
 
 def test_every_experiment_names_its_figures_and_shares_runs():
@@ -80,3 +84,26 @@ def test_llm_train_config_names_read_the_profiles_unchanged(profile, key):
 
     cfg = load_run_config(argparse.Namespace(config=profile, overrides=[]))
     assert config_key(train.KIND, cfg, train.VERSION) == key
+
+
+def test_medium_gives_every_compared_setting_five_seeds():
+    """Issue 15: γ = 1 against γ = 0.5 at every fig 7 size, fig 8's ε × gating, fig 9's
+    grid, figs 10 and 11 and the scaling experiment (≥ 3 sizes) each with ≥ 5 seeds; the
+    anchor scan too. Quick has no scaling runs."""
+    def seeds_by(experiment, *keys):
+        out = {}
+        for job in experiments.jobs(experiment, "medium"):
+            out.setdefault(tuple(job.tags.get(k) for k in keys), set()).add(job.tags["seed"])
+        return out
+
+    sweep = seeds_by("gamma-sweep", "size", "gamma")
+    assert len({size for size, _ in sweep}) >= 3
+    assert all(len(sweep[(size, g)]) >= 5 for size, _ in sweep for g in (0.5, 1.0))
+    for name, keys in (("eps-gating", ("eps_setting", "gated", "gamma")),
+                       ("critical-init", ("gamma",)), ("condense-expand", ("gamma",)),
+                       ("token-gains", ("gamma",)),
+                       ("gain-scaling", ("size", "eps_setting", "gated", "gamma")),
+                       ("anchor-scan", ("gamma", "layers", "weight_decay"))):
+        assert all(len(s) >= 5 for s in seeds_by(name, *keys).values()), name
+    assert len({k[0] for k in seeds_by("gain-scaling", "size")}) >= 3
+    assert experiments.jobs("gain-scaling", "quick") == []

@@ -104,3 +104,20 @@ def loss_threshold(final_losses, factor: float = THRESHOLD_FACTOR) -> float:
     a level the typical run reaches well before its end, so the crossing time measures
     the early phase (plateau plus first descent), not the tail."""
     return float(factor * np.nanmedian(np.asarray(final_losses, dtype=float)))
+
+
+def best_gamma(gammas, losses) -> float:
+    """The loss-optimal γ of a grid (fig 7's rule, docs/science.md §11): the vertex of the
+    parabola through the grid minimum and its two neighbours; the grid minimum itself when
+    it lies at an edge of the grid or the parabola opens downward. NaN losses are skipped
+    when finding the minimum; an all-NaN curve gives NaN."""
+    order = np.argsort(np.asarray(gammas, dtype=float))
+    g = np.asarray(gammas, dtype=float)[order]
+    y = np.asarray(losses, dtype=float)[order]
+    if not np.isfinite(y).any():
+        return float("nan")
+    i = int(np.nanargmin(y))
+    if i == 0 or i == len(g) - 1:
+        return float(g[i])
+    a, b, _ = np.polyfit(g[i - 1:i + 2], y[i - 1:i + 2], 2)
+    return float(-b / (2 * a)) if a > 0 else float(g[i])

@@ -1,4 +1,4 @@
-"""The LLM experiments of figs 7–11 as lists of runs.
+"""The LLM experiments of figs 7–12 as lists of runs.
 
 Each experiment (:data:`EXPERIMENTS`) turns a profile's ``[llm-sweeps]`` table
 (:mod:`smallinit.profiles`; ``quick``: tiny models, CPU minutes; ``full``: the GPU-scale
@@ -57,6 +57,13 @@ class Plan:
     dynamics_gammas: tuple[float, ...] = (0.5, 1.0)
     dynamics_steps: int | None = None  # fig 10's run length (None: reuse fig 8's runs)
     workers: int = 1
+    #: fig 7's seeds at the γ grid points other than 0.5 and 1 and for the baselines
+    #: (None: ``seeds``; the γ = 0.5 / 1 comparison always gets every seed of ``seeds``)
+    grid_seeds: tuple[int, ...] | None = None
+    #: the size-scaling experiment (fig 12): its sizes (empty: no runs at this profile)
+    #: and seeds; ε per size as fig 8's (``eps_nominal`` imitating ``d_large``)
+    scaling_sizes: tuple[int, ...] = ()
+    scaling_seeds: tuple[int, ...] = (0,)
 
 
 def plan(profile: str) -> Plan:
@@ -124,14 +131,19 @@ def _with(cfg: RunConfig, **changes: Any) -> RunConfig:
     return config_from_dict(RunConfig, data)
 
 
+COMPARED = (0.5, 1.0)  # the γ pair every comparison of the study contrasts (fig 7 ... 12)
+
+
 def gamma_sweep(profile: str, plan: Plan) -> list[Job]:
-    """Fig 7: every size × (γ grid + baselines) × seeds, same steps and batch per size."""
+    """Fig 7: every size × (γ grid + baselines) × seeds, same steps and batch per size (the
+    grid points other than γ = 0.5 and 1, and the baselines, at ``grid_seeds`` if set)."""
     jobs = []
+    others = plan.seeds if plan.grid_seeds is None else plan.grid_seeds
     for d in plan.sizes:
         base = base_config(profile, d)
         schemes = [(gamma_init(g), g) for g in plan.gammas] + [(b, None) for b in plan.baselines]
         for init, g in schemes:
-            for seed in plan.seeds:
+            for seed in (plan.seeds if g in COMPARED else others):
                 jobs.append(llm_job("train", _with(base, init=init, seed=seed),
                                 {"size": d, "init": init, "gamma": g, "seed": seed}))
     return jobs
@@ -151,23 +163,43 @@ def token_gains(profile: str, plan: Plan) -> list[Job]:
     return [j for j in critical_init(profile, plan) if j.tags["gamma"] in (0.5, 1.0)]
 
 
-def eps_gating(profile: str, plan: Plan) -> list[Job]:
-    """Fig 8: (ε standard, relaxed) × (gate off, on) × ``eps_gammas`` × ``eps_seeds``, traced,
-    smallest size."""
-    d = plan.sizes[0]
+def _eps_gating_grid(how: str, profile: str, plan: Plan, d: int, gammas, seeds) -> list[Job]:
+    """(ε standard, relaxed) × (gate off, on) × ``gammas`` × ``seeds`` at width ``d``, ε
+    imitating ``plan.d_large`` (module doc)."""
     base = base_config(profile, d)
     jobs = []
     for eps_name, nominal in zip(("standard", "relaxed"), plan.eps_nominal, strict=True):
         eps = small_eps(d, plan.d_large, nominal)
         for gated in (False, True):
-            for g in plan.eps_gammas:
-                for seed in plan.eps_seeds:
+            for g in gammas:
+                for seed in seeds:
                     cfg = _with(base, init=gamma_init(g), seed=seed, model__norm_eps=eps,
                                 model__gated_attention=gated)
-                    jobs.append(llm_job("traced", cfg, {
+                    jobs.append(llm_job(how, cfg, {
                         "size": d, "gamma": g, "init": gamma_init(g), "seed": seed,
                         "eps_setting": eps_name, "eps_nominal": nominal, "eps": eps,
                         "gated": gated, "d_large": plan.d_large}))
+    return jobs
+
+
+def eps_gating(profile: str, plan: Plan) -> list[Job]:
+    """Fig 8: (ε standard, relaxed) × (gate off, on) × ``eps_gammas`` × ``eps_seeds``, traced,
+    smallest size."""
+    return _eps_gating_grid("traced", profile, plan, plan.sizes[0], plan.eps_gammas,
+                            plan.eps_seeds)
+
+
+def gain_scaling(profile: str, plan: Plan) -> list[Job]:
+    """Fig 12: the gain of small init against size — γ ∈ {0.5, 1} × (ε standard, relaxed)
+    × (gate off, on) × ``scaling_seeds`` at each of ``scaling_sizes``, plain runs, ε per
+    size chosen as fig 8's (a width-d model with the saturation threshold of ``d_large``).
+    At fig 8's size the runs are traced, so that the runs both experiments need train once
+    (same config, same kind; a traced run's summary is its plain run's); plain elsewhere.
+    No runs when the profile sets no ``scaling_sizes``."""
+    jobs = []
+    for d in plan.scaling_sizes:
+        how = "traced" if d == plan.sizes[0] else "train"
+        jobs += _eps_gating_grid(how, profile, plan, d, COMPARED, plan.scaling_seeds)
     return jobs
 
 
@@ -189,6 +221,7 @@ EXPERIMENTS: dict[str, Callable[[str, Plan], list[Job]]] = {
     "critical-init": critical_init,
     "condense-expand": condense_expand,
     "token-gains": token_gains,
+    "gain-scaling": gain_scaling,
 }
 
 

@@ -27,6 +27,7 @@ COMMAND_GROUPS = (
     "smallinit.cli.compare",  # smallinit compare
     "smallinit.cli.figs",  # smallinit figs
     "smallinit.cli.runs",  # smallinit runs ...
+    "smallinit.cli.claims",  # smallinit claims
 )
 
 DESCRIPTION = """\

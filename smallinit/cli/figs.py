@@ -58,6 +58,8 @@ def _cmd_figs(args: argparse.Namespace) -> int:
         label = f"fig {number:2d} {FIGURES[number]:<18}"
         if paths is None:
             print(f"{label} not yet available (its experiment is not built)")
+        elif not paths:
+            print(f"{label} nothing drawn (its experiment has no runs at this profile)")
         else:
             print(f"{label} " + ", ".join(str(p) for p in paths))
     return 0

@@ -1,0 +1,84 @@
+"""``smallinit claims``: the study's claims table from stored runs (:mod:`smallinit.claims`).
+
+It never trains: runs are looked up in the store read-only, and a claim whose runs are
+missing at a profile says ``not run`` (the table's notes list which runs)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from smallinit.cli.util import HelpFormatter, add_json_option, print_json, profile_arg
+
+DEFAULT_PROFILES = ("quick", "medium")
+
+
+def _number(x: float, digits: int = 3) -> str:
+    return "—" if not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _p(x: float) -> str:
+    return "—" if not math.isfinite(x) else ("<1e-4" if x < 1e-4 else f"{x:.2g}")
+
+
+def format_table(records) -> str:
+    """One line per claim and profile, then notes: each record's detail and missing runs."""
+    head = f"{'id':<32} {'profile':<8} {'effect':>8} {'95% CI':>19} {'p':>7} {'n':>3}  verdict"
+    lines = [head, "-" * len(head)]
+    notes = []
+    for r in records:
+        e = r.judgement.estimate
+        ci = f"[{_number(e.ci_low)}, {_number(e.ci_high)}]"
+        mark = ""
+        if r.judgement.detail or r.missing:
+            notes.append((r, len(notes) + 1))
+            mark = f" [{len(notes)}]"
+        lines.append(f"{r.id:<32} {r.profile:<8} {_number(e.effect):>8} {ci:>19} "
+                     f"{_p(e.p_value):>7} {e.n if e.n else '—':>3}  {r.verdict}{mark}")
+    if notes:
+        lines.append("")
+    for r, i in notes:
+        lines.append(f"[{i}] {r.id} at {r.profile}: {r.judgement.detail}")
+        shown = r.missing[:5]
+        lines += [f"      missing {m}" for m in shown]
+        if len(r.missing) > len(shown):
+            lines.append(f"      ... and {len(r.missing) - len(shown)} more")
+    return "\n".join(lines)
+
+
+def _cmd_claims(args: argparse.Namespace) -> int:
+    from smallinit import profiles
+    from smallinit.claims import table
+    from smallinit.runs import RunStore
+
+    chosen = args.profile or [p for p in DEFAULT_PROFILES if p in profiles.names()]
+    chosen = list(dict.fromkeys(chosen))
+    records = table(chosen, RunStore(args.runs_dir))
+    if args.json:
+        print_json([r.as_json() for r in records])
+    else:
+        print(format_table(records))
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "claims",
+        help="the study's claims table (docs/science.md §13) from stored runs",
+        description=(
+            "Judge the study's twelve claims by the verdict rules of docs/science.md §13 on "
+            "the runs already in the store (made by `smallinit figs --profile P` or `make "
+            "figs PROFILE=P`). Nothing is trained: a claim whose runs are missing at a "
+            "profile is `not run`, and the notes list the missing runs. Verdicts: holds, "
+            "partial, not at this scale, contradicted, not run."),
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument("--profile", type=profile_arg, nargs="+", action="extend",
+                        default=None, metavar="P",
+                        help="profiles to judge, e.g. --profile quick medium full (default: "
+                        "quick and medium)")
+    parser.add_argument("--runs-dir", default=None, metavar="DIR",
+                        help="run store root (default: $SMALLINIT_RUNS or ./runs)")
+    add_json_option(parser, help="print a JSON list of records (id, claim, profile, effect, "
+                    "ci_low, ci_high, p_value, n_seeds, verdict) instead of the table")
+    parser.set_defaults(func=_cmd_claims)
