@@ -83,7 +83,7 @@ def draw_paired_cells(ax, rows, where=None):
     for i, (task, k) in enumerate((t, k) for t in REASONING for k in LEVELS):
         a, b = paired_by_seed(rows, lambda r, c=(task, k): getattr(r["cells"].get(c), "acc",
                                                                    None), where=where)
-        names.append(f"{task[:5]} d{k}")
+        names.append(f"{task} d{k}")
         if not a:
             continue
         est = paired(a, b)
