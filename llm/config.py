@@ -158,7 +158,7 @@ class TrainConfig:
 class EvalConfig:
     """Held-out evaluation at the end of training (and the periodic loss during it)."""
 
-    answer_items: int = 200  # reasoning items (and as many facts) for greedy accuracy
+    answer_items: int = 200  # held-out items per reasoning task and level (and facts) scored
     token_windows: int = 16  # context-length windows whose per-token losses are saved
 
     def __post_init__(self) -> None:

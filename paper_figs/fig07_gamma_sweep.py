@@ -4,9 +4,13 @@
 Every size trains for the same steps × batch × context tokens. Top: held-out loss against
 γ (σ = d_in^−γ) per size, with the ``nanogpt`` and ``fixed:0.02`` baselines drawn at their
 effective γ, γ_eff = −ln 0.02 / ln d (docs/science.md §1); the best γ per size (minimum of a
-parabola through the grid minimum and its neighbours) against size. Bottom: greedy answer accuracy
-on held-out reasoning items (arith, anchor, logic pooled; logic is yes/no, so chance is
-≈ 1/6 of the pool), the loss on reasoning answer tokens, and fact (memorization) accuracy.
+parabola through the grid minimum and its neighbours, per seed) against size, and the paired
+difference of the held-out loss γ = 1 − γ = 0.5 per size (seeds as dots, mean with its 95%
+CI; the title gives the largest size's effect, CI and paired p). Middle and bottom, one column
+per reasoning task: greedy accuracy and answer-token loss per difficulty level against γ
+(colour: level, line style: size, dots: seeds, dashed: each level's chance 1/|answer
+space|); fact (memorization) accuracy; and per (task, level) the paired accuracy difference
+γ = 1 − γ = 0.5 at the largest size.
 """
 
 from __future__ import annotations
@@ -17,40 +21,32 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit.llm.analysis.critical import reasoning_answer_loss
+from smallinit.llm.analysis.critical import best_gamma, excess_accuracy
+from smallinit.paper_figs.reasoning_panels import (
+    draw_paired_cells,
+    draw_tasks,
+    paired_by_seed,
+    run_cells,
+)
 from smallinit.plotting import use_style
+from smallinit.stats import paired
 
 NUMBER = 7
 TITLE = "LLM loss, reasoning and memorization versus γ across model sizes"
 log = logging.getLogger(__name__)
 
 
-def best_gamma(gammas, losses) -> float:
-    """Vertex of the parabola through the grid minimum and its two neighbours (the grid
-    minimum itself at an edge)."""
-    g, y = np.asarray(gammas, float), np.asarray(losses, float)
-    if not np.isfinite(y).any():
-        return float("nan")
-    i = int(np.nanargmin(y))
-    if i == 0 or i == len(g) - 1:
-        return float(g[i])
-    a, b, _ = np.polyfit(g[i - 1:i + 2], y[i - 1:i + 2], 2)
-    return float(-b / (2 * a)) if a > 0 else float(g[i])
-
-
 def collect(pairs):
     rows = []
     for job, run in pairs.done():
         s = run.summary
-        ans, ans_se = reasoning_answer_loss(run.arrays())
         d = job.tags["size"]
         gamma = job.tags["gamma"]
         rows.append({"size": d, "init": job.tags["init"], "seed": job.tags["seed"],
                      "gamma": gamma, "gamma_eff": -math.log(0.02) / math.log(d)
                      if gamma is None else gamma, "val_loss": s["val_loss"],
-                     "acc_reasoning": s.get("acc_reasoning", np.nan),
-                     "acc_fact": s.get("acc_fact", np.nan), "answer_loss": ans,
-                     "answer_se": ans_se})
+                     "excess": excess_accuracy(s)[0], "cells": run_cells(s),
+                     "acc_fact": s.get("acc_fact", np.nan)})
     return rows
 
 
@@ -68,15 +64,16 @@ def make(ctx):
     colors = plt.get_cmap("viridis")(np.linspace(0, 0.85, len(sizes)))
     marks = {"nanogpt": "s", "fixed:0.02": "D"}
     seeds = sorted({r["seed"] for r in rows})
+    largest = sizes[-1]
     with use_style():
-        fig, axes = plt.subplots(2, 3, figsize=(13, 7.5), constrained_layout=True)
-        panels = [(axes[0, 0], "val_loss", "held-out loss (nats/token)"),
-                  (axes[1, 0], "acc_reasoning", "reasoning accuracy (greedy)"),
-                  (axes[1, 1], "answer_loss", "loss on reasoning answer tokens"),
-                  (axes[1, 2], "acc_fact", "memorization accuracy (facts)")]
+        fig, axes = plt.subplots(3, 4, figsize=(17, 11.5), constrained_layout=True)
         best = {}
-        for ax, key, label in panels:
+        for ax, key, label in ((axes[0, 0], "val_loss", "held-out loss (nats/token)"),
+                               (axes[1, 3], "acc_fact", "memorization accuracy (facts)")):
             for size, color in zip(sizes, colors, strict=True):
+                for r in rows:
+                    if r["size"] == size and r["gamma"] is not None:
+                        ax.plot(r["gamma"], r[key], ".", color=color, ms=3, alpha=0.5)
                 g, y = _series(rows, size, key)
                 ax.plot(g, y, "o-", color=color, label=f"d = {size}", ms=4)
                 for init, mark in marks.items():
@@ -91,10 +88,8 @@ def make(ctx):
                                ls=":")
             ax.set_xlabel("γ (σ = d_in^−γ)")
             ax.set_ylabel(label)
-        axes[1, 0].axhline(1 / 6, color="0.5", ls="--", lw=0.8)
-        axes[1, 0].text(0.99, 1 / 6, "≈ chance (logic yes/no guessed)", fontsize=7,
-                        ha="right", va="bottom", transform=axes[1, 0].get_yaxis_transform())
-        axes[0, 0].legend(fontsize=7, title="□ nanogpt, ◇ fixed 0.02 at γ_eff", title_fontsize=7)
+        axes[0, 0].legend(fontsize=7, title="□ nanogpt, ◇ fixed 0.02 at γ_eff; dots: seeds",
+                          title_fontsize=7)
         ax = axes[0, 1]
         for size, color in zip(sizes, colors, strict=True):
             g, y = _series(rows, size, "val_loss")
@@ -102,11 +97,11 @@ def make(ctx):
         ax.set_ylim(-0.01, 0.15)
         ax.set_xlabel("γ")
         ax.set_ylabel("held-out loss − best of its size")
-        ax.set_title("zoom near the optimum", fontsize=9)
+        ax.set_title("zoom near the optimum (mean over seeds)", fontsize=9)
         ax = axes[0, 2]
         ax.plot(sizes, [np.nanmean(list(best[s].values())) for s in sizes], "ko-",
                 label="mean over seeds")
-        for seed, marker in zip(seeds, "s^v", strict=False):
+        for seed, marker in zip(seeds, "s^vD<>", strict=False):
             ax.plot(sizes, [best[s][seed] for s in sizes], marker, color="0.5", mfc="none",
                     label=f"seed {seed}")
         ax.legend(fontsize=7)
@@ -115,23 +110,48 @@ def make(ctx):
         ax.minorticks_off()
         ax.set_xlabel("d_model")
         ax.set_ylabel("best γ (parabolic vertex of the held-out loss)")
+        ax = axes[0, 3]
+        loss_gain = {}
+        for i, (size, color) in enumerate(zip(sizes, colors, strict=True)):
+            a, b = paired_by_seed(rows, lambda r: r["val_loss"],
+                                  where=lambda r, size=size: r["size"] == size)
+            if not a:
+                continue
+            est = loss_gain[size] = paired(a, b)
+            ax.plot(np.full(len(a), i), np.asarray(a) - np.asarray(b), "o", color=color, ms=4)
+            if np.isfinite(est.ci_low):
+                ax.errorbar(i, est.effect, [[est.effect - est.ci_low],
+                                            [est.ci_high - est.effect]],
+                            fmt="_", color="k", ms=12, capsize=3)
+        ax.axhline(0, color="0.5", lw=0.8)
+        ax.set_xticks(range(len(sizes)), [f"d = {s}" for s in sizes])
+        ax.set_ylabel("held-out loss: γ = 1 − γ = 0.5 (per seed; mean, 95% CI)", fontsize=8)
+        if largest in loss_gain:
+            ax.set_title(f"d = {largest}: {loss_gain[largest].label('Δ loss')}", fontsize=8)
+        draw_tasks([axes[1, 0], axes[1, 1], axes[1, 2]], [axes[2, 0], axes[2, 1], axes[2, 2]],
+                   rows, groups=sizes, styles=(":", "--", "-"), markers=("v", "s", "o"))
+        ax = axes[2, 3]
+        cell_gain = draw_paired_cells(ax, rows, where=lambda r: r["size"] == largest)
+        a, b = paired_by_seed(rows, lambda r: r["excess"], where=lambda r: r["size"] == largest)
+        excess_gain = paired(a, b) if a else None
+        ax.set_title(f"d = {largest}, accuracy above baseline pooled:\n"
+                     f"{excess_gain.label('Δ') if excess_gain else 'no paired seeds'}",
+                     fontsize=8)
         steps = pairs[0][0].cfg.train.steps
         tokens = steps * pairs[0][0].cfg.train.batch_size * pairs[0][0].cfg.model.context
         fig.suptitle(f"γ sweep, {steps} steps ({tokens:,} tokens) per run; curves: mean over "
-                     f"seeds {seeds}", fontsize=10)
+                     f"seeds {seeds} (n = {len(seeds)})", fontsize=10)
         paths = ctx.save(fig)
+    for size, est in loss_gain.items():
+        log.info("fig 7 d=%d held-out loss γ=1 − γ=0.5: %s; best γ per seed %s", size,
+                 est.label("Δ"), best[size])
+    for name, est in cell_gain.items():
+        log.info("fig 7 d=%d accuracy γ=1 − γ=0.5 %s: %s", largest, name, est.label("Δ"))
     for size in sizes:
-        for seed in seeds:
-            base = {r["init"]: r for r in rows if r["size"] == size and r["seed"] == seed}
-
-            def show(init, key, base=base):
-                return base[init][key] if init in base else np.nan
-
-            log.info("fig 7 d=%d seed %d best γ %.3f; val loss γ=0.5 %.4f γ=1 %.4f nanogpt "
-                     "%.4f fixed %.4f; acc_reasoning γ=0.5 %.3f γ=1 %.3f; acc_fact γ=0.5 %.3f "
-                     "γ=1 %.3f", size, seed, best[size][seed], show("gamma:0.5", "val_loss"),
-                     show("gamma:1", "val_loss"), show("nanogpt", "val_loss"),
-                     show("fixed:0.02", "val_loss"), show("gamma:0.5", "acc_reasoning"),
-                     show("gamma:1", "acc_reasoning"), show("gamma:0.5", "acc_fact"),
-                     show("gamma:1", "acc_fact"))
+        for r in sorted((r for r in rows if r["size"] == size and r["gamma"] in (0.5, 1.0)),
+                        key=lambda r: (r["gamma"], r["seed"])):
+            log.info("fig 7 d=%d γ=%g seed %d: val loss %.4f, acc_fact %.3f, %s", size,
+                     r["gamma"], r["seed"], r["val_loss"], r["acc_fact"],
+                     ", ".join(f"{c.name} {c.acc:.3f} (chance {c.chance:.3f})"
+                               for c in r["cells"].values()))
     return paths

