@@ -42,6 +42,7 @@ import numpy as np
 
 from smallinit import experiments, stats
 from smallinit.jobs import Job, Results
+from smallinit.llm.analysis import reasoning
 from smallinit.llm.analysis.critical import best_gamma, reasoning_answer_loss
 from smallinit.llm.analysis.tokens import bucket_families, gain_shares
 from smallinit.llm.data import corpus as corpus_mod
@@ -163,17 +164,23 @@ class CellScore:
     difficulty: Any
     acc: float
     chance: float
+    majority: float = math.nan
+
+    @property
+    def baseline(self) -> float:
+        return self.chance if math.isnan(self.majority) else max(self.chance, self.majority)
 
 
 def chance_rule(by_gamma: dict[float, dict[int, Sequence[Any]]]) -> Judgement:
     """§13 chance rule. ``by_gamma[γ][seed]``: that run's reasoning cells (objects with
-    ``task``, ``difficulty``, ``acc``, ``chance``). The best γ has the highest seed-mean of
-    the cell-averaged acc − chance; there every cell gets a one-sample test of acc above
-    its chance over seeds (on acc_s − chance_s, the same test when chance is fixed) and the
-    smallest p is multiplied by the number of cells K (Bonferroni). The record's p is the
-    corrected one; effect, CI and n are the best cell's (accuracy above chance)."""
+    ``task``, ``difficulty``, ``acc`` and ``baseline`` = max(chance, majority), §13's
+    amendment). The best γ has the highest seed-mean of the cell-averaged acc − baseline;
+    there every cell gets a one-sample test of acc above its baseline over seeds (on
+    acc_s − baseline_s) and the smallest p is multiplied by the number of cells K
+    (Bonferroni). The record's p is the corrected one; effect, CI and n are the best
+    cell's (accuracy above the baseline)."""
     def mean_excess(cells) -> float:
-        return float(np.mean([c.acc - c.chance for c in cells]))
+        return float(np.mean([c.acc - c.baseline for c in cells]))
 
     scores = {g: float(np.mean([mean_excess(cells) for cells in seeds.values()]))
               for g, seeds in by_gamma.items() if seeds and all(seeds.values())}
@@ -185,7 +192,7 @@ def chance_rule(by_gamma: dict[float, dict[int, Sequence[Any]]]) -> Judgement:
     common = sorted(set.intersection(*(set(k) for k in keyed.values())), key=str)
     tests = {}
     for cell in common:
-        diffs = [keyed[s][cell].acc - keyed[s][cell].chance for s in sorted(keyed)]
+        diffs = [keyed[s][cell].acc - keyed[s][cell].baseline for s in sorted(keyed)]
         tests[cell] = stats.one_sample(diffs, 0.0, alternative="greater")
     finite = {k: t for k, t in tests.items() if math.isfinite(t.p_value)}
     if not finite:
@@ -198,7 +205,7 @@ def chance_rule(by_gamma: dict[float, dict[int, Sequence[Any]]]) -> Judgement:
     corrected = min(1.0, k * t.p_value)
     verdict = ("holds" if corrected < CHANCE_ALPHA[0] else
                "partial" if corrected < CHANCE_ALPHA[1] else "not at this scale")
-    values = {s: keyed[s][top].acc - keyed[s][top].chance for s in sorted(keyed)}
+    values = {s: keyed[s][top].acc - keyed[s][top].baseline for s in sorted(keyed)}
     return Judgement(Estimate(t.effect, t.ci_low, t.ci_high, corrected, t.n), verdict, values,
                      f"best γ {best:g}; cell {top[0]} difficulty {top[1]}, "
                      f"uncorrected p {t.p_value:.2g} × K = {k}")
@@ -276,11 +283,7 @@ def gain_condition(total: dict[int, float], excess: dict[int, float]) -> Judgeme
 # ----------------------------------------------------------------------------- quantities
 def reasoning_cells(summary: dict[str, Any]) -> list[Any] | None:
     """The run's reasoning task × difficulty cells (``smallinit.llm.analysis.reasoning``),
-    or None when that parser is not installed or the summary has none."""
-    try:
-        from smallinit.llm.analysis import reasoning  # lazy: issue 15 adds it on another branch
-    except ImportError:  # the per-task evaluation is not in this checkout
-        return None
+    or None when the summary has none (a run made before the per-task evaluation)."""
     cells = list(reasoning.cells(summary))
     return cells or None
 

@@ -4,13 +4,8 @@ on an empty store (``not run`` everywhere, nothing trained or written)."""
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import json
 import math
-import re
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -130,6 +125,16 @@ def test_chance_rule_picks_the_best_gamma_and_corrects_by_the_number_of_cells():
     assert chance_rule(_by_gamma({1.0: many})).verdict == "not at this scale"
 
 
+def test_chance_rule_tests_against_the_majority_baseline_not_bare_chance():
+    """A prompt-blind model writing the most frequent scored answer gets the same accuracy
+    on every seed (sd 0): above 1/|space| with p = 0, but not above the majority share."""
+    blind = [{("a", 1): 0.0} for _ in range(5)]
+    runs = [[CellScore(t, d, 0.3, 0.25, majority=0.3) for (t, d) in cells] for cells in blind]
+    assert chance_rule({1.0: dict(enumerate(runs))}).verdict == "not at this scale"
+    bare = [[CellScore(t, d, 0.3, 0.25) for (t, d) in cells] for cells in blind]
+    assert chance_rule({1.0: dict(enumerate(bare))}).verdict == "holds"
+
+
 def test_chance_rule_partial_between_0_01_and_0_05_and_never_contradicted():
     mid = _sample_with_p(0.012, 0.04)
     assert chance_rule(_by_gamma({1.0: [{("a", 1): v} for v in mid]})).verdict == "partial"
@@ -209,40 +214,6 @@ def test_gain_condition_drops_seeds_without_gain_and_needs_half_left():
 
 
 # ----------------------------------------------------------------------------- the store
-@pytest.fixture
-def reasoning_parser(monkeypatch):
-    """``smallinit.llm.analysis.reasoning.cells`` (written on another branch): the real
-    module when installed, else a stand-in reading the same summary keys."""
-    try:
-        importlib.import_module("smallinit.llm.analysis.reasoning")
-        return
-    except ImportError:
-        pass
-
-    @dataclasses.dataclass
-    class Cell:
-        task: str
-        difficulty: int
-        acc: float
-        chance: float
-        n: int
-        answer_loss: float
-
-    def cells(summary):
-        out = []
-        for key in sorted(summary):
-            m = re.fullmatch(r"acc_(\w+?)_d(\d+)", key)
-            if m:
-                t, k = m.group(1), m.group(2)
-                out.append(Cell(t, int(k), summary[key], summary[f"chance_{t}_d{k}"],
-                                summary[f"n_{t}_d{k}"], summary[f"answer_loss_{t}_d{k}"]))
-        return out
-
-    module = types.ModuleType("smallinit.llm.analysis.reasoning")
-    module.cells = cells
-    monkeypatch.setitem(sys.modules, module.__name__, module)
-
-
 def _fill(store, jobs, summary_of, arrays_of=None):
     for job in jobs:
         def body(run, job=job):
@@ -265,7 +236,7 @@ def test_every_claim_is_not_run_on_an_empty_store_and_nothing_is_written(tmp_pat
     assert not (tmp_path / "runs").exists()
 
 
-def test_claims_from_a_constructed_store_at_quick(tmp_path, reasoning_parser):
+def test_claims_from_a_constructed_store_at_quick(tmp_path):
     """Finished runs written straight into a store (the summaries a trainer would leave):
     the directional claims follow the planted per-seed gains, a missing run gives not
     run."""
