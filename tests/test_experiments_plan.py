@@ -5,7 +5,10 @@ those files: ``smallinit figs --plan --profile P --json`` lists the new keys.
 
 Deliberate changes so far: the canonical init spelling (``gamma:1.0`` → ``gamma:1``) moved
 compare's γ = 1 transformer runs of fig 5 to new keys (3 in quick, 4 in full); their
-configs are otherwise the same, so their numbers are too."""
+configs are otherwise the same, so their numbers are too. Issue 17 chose the full
+profile's token budgets, batch, learning rate, warmup and synthetic corpus size from
+published practice (full.toml): every full transformer run of figs 5 and 7-11 (and the
+compare run over them) has a new key; figs 1-4 and 6 keep theirs."""
 
 from __future__ import annotations
 

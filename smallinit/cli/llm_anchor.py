@@ -10,10 +10,10 @@ from pathlib import Path
 
 from smallinit.cli.util import (
     add_command,
+    add_executor_options,
     add_run_options,
     finite_float,
     float_list,
-    positive_int,
     positive_int_list,
     profile_arg,
 )
@@ -96,7 +96,7 @@ def cmd_anchor_scan(args: argparse.Namespace) -> int:
     args.overrides = list(args.overrides) + extra
     base, scan = _load(args)
     results = run_scan(base, scan, RunStore(args.runs_dir), force=args.force,
-                       workers=args.workers)
+                       workers=args.workers, executor=args.executor)
     rows = scan_table(results)
     print(format_table(rows))
     if args.json:
@@ -128,9 +128,7 @@ def register_anchor_commands(commands) -> None:
                    help="depths of the (γ, depth) panel; unset: the profile's scan.layers")
     s.add_argument("--weight-decays", type=float_list, default=None, metavar="L[,L...]",
                    help="weight decays of the (γ, λ) panel; unset: scan.weight_decays")
-    s.add_argument("--workers", type=positive_int, default=1,
-                   help="processes training cells side by side (a worker that dies fails "
-                        "its cell only; workers exit with this process)")
+    add_executor_options(s)
     s.add_argument("--json", default=None, metavar="FILE",
                    help="also write the per-cell table as JSON to FILE")
     _common(s)
