@@ -409,16 +409,22 @@ def _ray_task(job: Job, root: str, force: bool, probe: str) -> tuple[str, str]:
 
 
 def _ray_resources(ray, job: Job) -> dict[str, float]:
-    """What one run asks Ray for: its threads as CPUs (a run without a thread count takes
-    a whole node: the smallest node's CPUs), and one GPU when it trains on one (device
-    ``cuda``, or ``auto`` on a cluster that has GPUs)."""
+    """What one run asks Ray for: one GPU when it trains on one (device ``cuda``, or
+    ``auto`` on a cluster that has GPUs), and its threads as CPUs; a run without a thread
+    count takes a whole node (the smallest node's CPUs), or a GPU's share of a node's CPUs
+    when it has a GPU, so that every GPU of a node gets a run."""
     nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
     node_cpus = min((n.get("CPU", 1.0) for n in nodes), default=1.0)
-    threads = run_threads(job)
-    cpus = float(min(threads, node_cpus) if threads else node_cpus)
     device = getattr(getattr(job.config, "train", None), "device", None)
-    has_gpu = any(n.get("GPU", 0) > 0 for n in nodes)
-    gpus = 1.0 if device == "cuda" or (device == "auto" and has_gpu) else 0.0
+    gpu_nodes = [n for n in nodes if n.get("GPU", 0) > 0]
+    gpus = 1.0 if device == "cuda" or (device == "auto" and gpu_nodes) else 0.0
+    threads = run_threads(job)
+    if threads:
+        cpus = float(min(threads, node_cpus))
+    elif gpus and gpu_nodes:
+        cpus = float(min(n.get("CPU", 1.0) // n["GPU"] for n in gpu_nodes))
+    else:
+        cpus = float(node_cpus)
     return {"num_cpus": max(cpus, 1.0), "num_gpus": gpus}
 
 

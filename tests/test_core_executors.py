@@ -174,3 +174,27 @@ def test_cli_sweep_commands_take_workers_and_executor():
         args = parser.parse_args([*argv, "--workers", "3", "--executor", "ray"])
         assert (args.workers, args.executor) == (3, "ray")
         assert parser.parse_args(argv).workers is None  # every core unless given
+
+
+def test_ray_tasks_ask_for_their_threads_and_a_gpu_when_they_train_on_one():
+    from smallinit.jobs import _ray_resources
+
+    class FakeRay:  # ray.nodes() of a cluster: two nodes of 16 CPUs, one with 8 GPUs
+        def __init__(self, gpus: float):
+            self.gpus = gpus
+
+        def nodes(self):
+            return [{"Alive": True, "Resources": {"CPU": 16.0, "GPU": self.gpus}},
+                    {"Alive": True, "Resources": {"CPU": 16.0}},
+                    {"Alive": False, "Resources": {"CPU": 1.0}}]
+
+    def cfg(*extra):
+        return load_config(RunConfig, None, list(extra))
+
+    quick = Job("llm-train", "1", cfg("train.threads=1", "train.device=cpu"), "m:f")
+    gpu = Job("llm-train", "1", cfg("train.threads=0", "train.device=auto"), "m:f")
+    toy = Job("toy-scan", "1", {"widths": [250]}, "m:f")
+    assert _ray_resources(FakeRay(8.0), quick) == {"num_cpus": 1.0, "num_gpus": 0.0}
+    assert _ray_resources(FakeRay(8.0), gpu) == {"num_cpus": 2.0, "num_gpus": 1.0}
+    assert _ray_resources(FakeRay(0.0), gpu) == {"num_cpus": 16.0, "num_gpus": 0.0}
+    assert _ray_resources(FakeRay(8.0), toy) == {"num_cpus": 16.0, "num_gpus": 0.0}
