@@ -17,6 +17,7 @@ from smallinit.cli.util import (
     positive_int_list,
     profile_arg,
 )
+from smallinit.errors import ConfigError
 from smallinit.runs import json_text
 
 DESCRIPTION_ONE = """\
@@ -85,6 +86,11 @@ def cmd_anchor_scan(args: argparse.Namespace) -> int:
     from smallinit.llm.experiments.anchor import format_table, run_scan, scan_table
     from smallinit.runs import RunStore
 
+    if args.json:  # refuse a destination that cannot be written before training anything
+        folder = Path(args.json).parent
+        if not folder.is_dir():
+            raise ConfigError(f"--json {args.json}: {folder} is not an existing folder; "
+                              "give a file in a folder that exists")
     extra = []
     if args.gammas:
         extra.append("scan.gammas=[" + ",".join(f"{g:g}" for g in args.gammas) + "]")
