@@ -7,6 +7,8 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PROFILE ?= quick
+WORKERS ?=
+EXECUTOR ?=
 PIP     := $(BIN)/python -m pip --disable-pip-version-check
 
 .PHONY: test figs bench install lint clean
@@ -21,8 +23,11 @@ $(STAMP): pyproject.toml constraints.txt
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# WORKERS=N: local processes (default every core: cores // threads per run);
+# EXECUTOR=ray: one Ray task per run on the cluster at $RAY_ADDRESS (README).
 figs: $(STAMP)
-	$(BIN)/smallinit figs --profile $(PROFILE)
+	$(BIN)/smallinit figs --profile $(PROFILE) $(if $(WORKERS),--workers $(WORKERS)) \
+		$(if $(EXECUTOR),--executor $(EXECUTOR))
 
 bench: $(STAMP)
 	mkdir -p bench-results

@@ -26,6 +26,7 @@ from smallinit.config import canonical_json, config_to_dict
 from smallinit.errors import ConfigError, RunFailed
 from smallinit.jobs import Job, Results, run_jobs
 from smallinit.llm.experiments import anchor, sweeps
+from smallinit.llm.training import compute as cost
 from smallinit.runs import Run, RunStore
 from smallinit.toy import condense, diagonal, scan
 from smallinit.toy import initial_condensation as ic
@@ -41,7 +42,8 @@ class Experiment:
     figures: tuple[int, ...]
     about: str
     jobs: Callable[[str], list[Job]]
-    workers: Callable[[str], int] = lambda profile: 1
+    #: worker processes the profile pins (None: every core, :func:`smallinit.jobs.run_jobs`)
+    workers: Callable[[str], int | None] = lambda profile: None
     #: runs that its jobs compute inside themselves (listed by :func:`plan` only)
     inner: Callable[[str], list[Job]] = lambda profile: []
 
@@ -143,7 +145,7 @@ def _sweep_jobs(name: str) -> Callable[[str], list[Job]]:
     return jobs
 
 
-def _sweep_workers(profile: str) -> int:
+def _sweep_workers(profile: str) -> int | None:
     return sweeps.plan(profile).workers
 
 
@@ -197,12 +199,34 @@ def jobs(name: str, profile: str) -> list[Job]:
 
 
 def results(name: str, profile: str, store: RunStore | None = None, *, force: bool = False,
-            workers: int | None = None) -> Results:
-    """Experiment ``name`` at ``profile``: missing runs computed by the job driver."""
+            workers: int | None = None, executor: str | None = None) -> Results:
+    """Experiment ``name`` at ``profile``: missing runs computed by the job driver
+    (``workers``: given, else the profile's pin, else every core; ``executor``: local or
+    ray, :func:`smallinit.jobs.run_jobs`)."""
     experiment = get(name)
     the_jobs = jobs(name, profile)
     return run_jobs(the_jobs, store, force=force,
-                    workers=workers or experiment.workers(profile), desc=name)
+                    workers=workers or experiment.workers(profile), executor=executor,
+                    desc=name)
+
+
+def compute(names: list[str], profile: str, store: RunStore | None = None, *,
+            force: bool = False, workers: int | None = None,
+            executor: str | None = None) -> Results:
+    """Every run the experiments ``names`` need at ``profile`` in one call of the job
+    driver, so independent runs of different figures run side by side: the runs their
+    jobs compute inside themselves (compare's transformers) and the jobs of the
+    experiments that have none. Experiments with inner runs are left to :func:`results`,
+    which then finds those runs done. ``workers``: given, else the smallest pin among the
+    experiments (a profile that pins one worker keeps it), else every core."""
+    chosen = [get(n) for n in dict.fromkeys(names)]
+    the_jobs: list[Job] = []
+    for experiment in chosen:
+        inner = experiment.inner(profile)
+        the_jobs += inner if inner else jobs(experiment.name, profile)
+    pins = [p for p in (e.workers(profile) for e in chosen) if p is not None]
+    return run_jobs(the_jobs, store, force=force, workers=workers or min(pins, default=None),
+                    executor=executor, desc="runs of the figures")
 
 
 def existing(name: str, profile: str, store: RunStore | None = None) -> Results:
@@ -244,14 +268,36 @@ def summary(job: Job) -> str:
 def plan(profile: str, figures: list[int] | None = None) -> list[dict[str, Any]]:
     """Every run of the chosen figures at ``profile``: one row per (figure, experiment,
     job) with kind, key and a config summary; runs that a job computes inside itself
-    (compare's transformers) follow it with ``inner`` set. Nothing is computed."""
+    (compare's transformers) follow it with ``inner`` set. A transformer run also gets its
+    ``cost`` (:func:`smallinit.llm.training.compute.run_cost`: parameters, tokens,
+    training FLOPs, peak memory, H200 hours); other runs ``cost: None``. Nothing is
+    computed."""
     rows = []
     for number in sorted(figures or {n for e in _LIST for n in e.figures}):
         for experiment in of_figure(number):
             listed = [(job, False) for job in jobs(experiment.name, profile)]
             listed += [(job, True) for job in experiment.inner(profile)]
             for job, inner in listed:
+                the_cost = cost.run_cost(job.config)
                 rows.append({"figure": number, "experiment": experiment.name,
                              "kind": job.kind, "key": job.key, "summary": summary(job),
-                             "inner": inner})
+                             "inner": inner,
+                             "cost": the_cost.as_dict() if the_cost else None})
     return rows
+
+
+def plan_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Totals over the distinct runs of :func:`plan` rows (a run shared by figures counts
+    once): runs, transformer runs, their FLOPs and H200 hours at the stated MFU, and the
+    largest peak-memory estimate; with the formula and the figures it assumes."""
+    distinct: dict[tuple[str, str], dict[str, Any] | None] = {}
+    for r in rows:
+        distinct.setdefault((r["kind"], r["key"]), r["cost"])
+    costs = [c for c in distinct.values() if c is not None]
+    return {"runs": len(distinct), "transformer_runs": len(costs),
+            "flops": sum(c["flops"] for c in costs),
+            "h200_hours": sum(c["h200_hours"] for c in costs),
+            "max_memory_bytes": max((c["memory_bytes"] for c in costs), default=0),
+            "mfu": cost.MFU, "peak_flops": cost.H200_PEAK_BF16_DENSE,
+            "gpu_memory_gib": cost.H200_MEMORY_GIB,
+            "formula": cost.FORMULA, "sources": cost.SOURCES, "peak_source": cost.PEAK_SOURCE}

@@ -57,6 +57,8 @@ class FigureContext:
     out_dir: Path
     store: RunStore
     force: bool = False
+    workers: int | None = None  # None: every core (smallinit.jobs.run_jobs)
+    executor: str | None = None  # local or ray (None: $SMALLINIT_EXECUTOR, else local)
 
     @property
     def stem(self) -> str:
@@ -68,7 +70,8 @@ class FigureContext:
 
     def results(self, experiment: str):
         """The runs of ``experiment`` at this profile (computed when missing)."""
-        return experiments.results(experiment, self.profile, self.store, force=self.force)
+        return experiments.results(experiment, self.profile, self.store, force=self.force,
+                                   workers=self.workers, executor=self.executor)
 
 
 def module_name(number: int) -> str:
@@ -130,20 +133,30 @@ def make_figures(
     out_dir: Path | None = None,
     store: RunStore | None = None,
     force: bool = False,
+    workers: int | None = None,
+    executor: str | None = None,
 ) -> dict[int, list[Path] | None]:
-    """Render the chosen figures; value ``None`` marks a figure not yet available."""
+    """Render the chosen figures; value ``None`` marks a figure not yet available. The
+    runs of all chosen figures are computed first, side by side
+    (:func:`smallinit.experiments.compute`: ``workers`` local processes, default every
+    core, or on a Ray cluster with ``executor="ray"``); then each figure draws."""
     check_choice("profile", profile, profiles.names())
     for n in only or []:
         check_choice("figure number", n, FIGURES)
     out_dir = prepare_out_dir(Path(out_dir) if out_dir else default_out_dir())
     store = store or RunStore()
     available = figure_modules()
+    chosen = [n for n in sorted(only or FIGURES) if n in available]
+    names = [e.name for n in chosen for e in experiments.of_figure(n)]
+    if names:
+        experiments.compute(names, profile, store, force=force, workers=workers,
+                            executor=executor)
     results: dict[int, list[Path] | None] = {}
     for number in sorted(only or FIGURES):
         if number not in available:
             results[number] = None
             continue
-        ctx = FigureContext(number, profile, out_dir, store, force)
+        ctx = FigureContext(number, profile, out_dir, store, force, workers, executor)
         t0 = time.perf_counter()
         results[number] = list(load_figure(number).make(ctx))
         log.info("fig %02d done in %.1f s", number, time.perf_counter() - t0)

@@ -12,7 +12,21 @@ it stands for in its experiment. :func:`run_jobs` takes any list of jobs (of any
   ``workers`` at a time. A worker that dies (killed for memory, a signal) fails that run
   only: it is recorded as failed (retryable) with the reason and the others go on. Workers
   exit with their parent (Linux ``PR_SET_PDEATHSIG`` plus a thread that watches the
-  parent's pid), so killing a sweep leaves no orphan training.
+  parent's pid), so killing a sweep leaves no orphan training;
+- every local core by default: without ``workers`` (and without ``$SMALLINIT_WORKERS``)
+  the missing runs are grouped by the threads each uses (:func:`run_threads`) and each
+  group runs ``max(1, cores // threads)`` at a time (:func:`default_workers`; ``cores`` is
+  the CPUs this process may run on, ``os.sched_getaffinity``). The per-run lock of the run
+  store is the safety: a run is computed by one process whatever the count, and a run's
+  numbers do not depend on the process that computes it;
+- ``executor="ray"`` (the ``ray`` extra) hands each missing run to a Ray cluster as one
+  ``ray.remote`` task instead (:func:`_run_on_ray`; ``ray.init(address=$RAY_ADDRESS)``:
+  that cluster, else a local one). The store must lie on a file system every node mounts
+  at the same path: each task checks a probe file the driver wrote there first. Ray retries
+  a task whose worker died or that raised (``max_retries``, ``retry_exceptions``; the run
+  resumes from its checkpoints); a run still failing is recorded as failed (retryable) with
+  the reason, as a dead local worker is. Ray schedules; this module only declares what
+  each task needs (CPUs: its threads; a GPU when it trains on one).
 
 The answer is a :class:`Results`: the jobs in the given order with their runs.
 """
@@ -32,11 +46,17 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from smallinit.errors import ConfigError
+from smallinit.errors import ConfigError, one_line
 from smallinit.progress import progress
 from smallinit.runs import Run, RunStore, config_key
 
 log = logging.getLogger(__name__)
+
+EXECUTORS = ("local", "ray")
+WORKERS_ENV = "SMALLINIT_WORKERS"  # default worker count (else cores // threads per run)
+EXECUTOR_ENV = "SMALLINIT_EXECUTOR"  # default executor (else local)
+RAY_RETRIES_ENV = "SMALLINIT_RAY_RETRIES"  # Ray retries per run (default RAY_RETRIES)
+RAY_RETRIES = 2
 
 
 @dataclasses.dataclass
@@ -123,10 +143,14 @@ _FORCED: set[tuple[str, str, str]] = set()  # (store root, kind, key) forced in 
 
 
 def run_jobs(jobs: list[Job], store: RunStore | None = None, *, force: bool = False,
-             workers: int = 1, desc: str = "runs") -> Results:
-    """Compute every job not finished yet (module docstring) and return all of them."""
-    if workers < 1:
-        raise ConfigError(f"workers={workers} is not allowed; it must be >= 1")
+             workers: int | None = None, executor: str | None = None,
+             desc: str = "runs") -> Results:
+    """Compute every job not finished yet (module docstring) and return all of them.
+    ``workers``: local processes at a time (None: ``$SMALLINIT_WORKERS``, else every core,
+    :func:`default_workers`); ``executor``: ``local`` or ``ray`` (None:
+    ``$SMALLINIT_EXECUTOR``, else ``local``)."""
+    workers = chosen_workers(workers)
+    executor = chosen_executor(executor)
     store = store or RunStore()
     root = str(store.root)
     unique: dict[tuple[str, str], Job] = {}
@@ -140,12 +164,16 @@ def run_jobs(jobs: list[Job], store: RunStore | None = None, *, force: bool = Fa
         _prepare(todo)
 
         with progress(total=len(todo), desc=desc, unit="run") as bar:
-            if workers == 1 or len(todo) == 1:
-                for job in todo:
-                    _run_here(job, store, job.ident in to_force)
-                    bar.update(1)
+            if executor == "ray":
+                _run_on_ray(todo, store, to_force, bar)
             else:
-                _run_in_workers(todo, store, to_force, workers, bar)
+                for group, count in _local_groups(todo, workers):
+                    if count == 1 or len(group) == 1:
+                        for job in group:
+                            _run_here(job, store, job.ident in to_force)
+                            bar.update(1)
+                    else:
+                        _run_in_workers(group, store, to_force, count, bar)
     runs = [j.run_of(store) for j in jobs]
     failed = [(j, r) for j, r in zip(jobs, runs, strict=True) if not r.done]
     if failed:
@@ -153,6 +181,74 @@ def run_jobs(jobs: list[Job], store: RunStore | None = None, *, force: bool = Fa
         log.warning("%d of %d runs not done: %s", len({r.key for _, r in failed}),
                     len(unique), "; ".join(reasons))
     return Results(list(jobs), runs)
+
+
+# ----------------------------------------------------------------------------- how many
+def local_cores() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one, e.g. under
+    ``taskset`` or a SLURM allocation; else ``os.cpu_count()``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def run_threads(job: Job) -> int | None:
+    """Threads the job's run computes with: its config's ``train.threads`` when set
+    (> 0); None when the run uses every core it finds (torch's default, the JAX toy)."""
+    threads = getattr(getattr(job.config, "train", None), "threads", 0)
+    return threads if isinstance(threads, int) and threads > 0 else None
+
+
+def default_workers(jobs: list[Job], cores: int | None = None) -> int:
+    """``max(1, cores // threads)``, threads the most any of ``jobs`` uses per run (a run
+    without a thread count uses every core, so it runs alone)."""
+    cores = cores or local_cores()
+    threads = [run_threads(j) for j in jobs] or [None]
+    most = cores if any(t is None for t in threads) else max(threads)
+    return max(1, cores // most)
+
+
+def chosen_workers(workers: int | None) -> int | None:
+    """``workers`` checked; None becomes ``$SMALLINIT_WORKERS`` when set (else stays None:
+    every core, per group of runs)."""
+    where = "workers"
+    if workers is None:
+        text = os.environ.get(WORKERS_ENV, "").strip()
+        if not text:
+            return None
+        where = WORKERS_ENV
+        try:
+            workers = int(text)
+        except ValueError:
+            raise ConfigError(f"{WORKERS_ENV}={text!r} is not allowed; give an integer "
+                              ">= 1 (or unset it: every core)") from None
+    if workers < 1:
+        raise ConfigError(f"{where}={workers} is not allowed; it must be >= 1")
+    return workers
+
+
+def chosen_executor(executor: str | None) -> str:
+    """``executor`` checked; None becomes ``$SMALLINIT_EXECUTOR``, else ``local``."""
+    where = "executor"
+    if executor is None:
+        executor = os.environ.get(EXECUTOR_ENV, "").strip() or "local"
+        where = EXECUTOR_ENV
+    if executor not in EXECUTORS:
+        raise ConfigError(f"{where}={executor!r} is not allowed; use "
+                          f"{' or '.join(EXECUTORS)}")
+    return executor
+
+
+def _local_groups(todo: list[Job], workers: int | None) -> list[tuple[list[Job], int]]:
+    """The runs with how many at a time: all at ``workers`` when given, else grouped by
+    threads per run (in order of first appearance), each at :func:`default_workers`."""
+    if workers is not None:
+        return [(todo, workers)]
+    groups: dict[int | None, list[Job]] = {}
+    for job in todo:
+        groups.setdefault(run_threads(job), []).append(job)
+    return [(group, default_workers(group)) for group in groups.values()]
 
 
 def _prepare(todo: list[Job]) -> None:
@@ -268,5 +364,128 @@ def _run_in_workers(todo: list[Job], store: RunStore, to_force: set, workers: in
             proc.kill()
             proc.join()
             conn.close()
+    if config_error is not None:
+        raise ConfigError(config_error)
+
+
+# ----------------------------------------------------------------------------- Ray
+def _import_ray():
+    try:
+        import ray  # lazy: the optional `ray` extra, needed only with executor="ray"
+    except ImportError:
+        raise ConfigError("executor 'ray' needs Ray: pip install 'smallinit[ray]' (or "
+                          "pip install ray), or use --executor local") from None
+    return ray
+
+
+def ray_retries() -> int:
+    """Retries per run on Ray (``$SMALLINIT_RAY_RETRIES``, default :data:`RAY_RETRIES`)."""
+    text = os.environ.get(RAY_RETRIES_ENV, "").strip()
+    try:
+        value = int(text) if text else RAY_RETRIES
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(f"{RAY_RETRIES_ENV}={text!r} is not allowed; give an integer >= 0")
+    return value
+
+
+def _ray_task(job: Job, root: str, force: bool, probe: str) -> tuple[str, str]:
+    """Body of one Ray task: compute one job in the shared store. A config error comes
+    back as a message (it is the caller's mistake, not worth a retry); any other error
+    propagates so that Ray retries the task (the store has recorded it as retryable)."""
+    if not os.path.isfile(probe):
+        import socket  # lazy: only for this message
+
+        return ("config", f"run store {root} is not visible from Ray node "
+                f"{socket.gethostname()}: with --executor ray the store must be on a file "
+                "system every node mounts at the same path (--runs-dir or $SMALLINIT_RUNS)")
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        resolve(job.entry)(job.config, RunStore(root), force)
+    except ConfigError as err:
+        return ("config", str(err))
+    return ("ok", "")
+
+
+def _ray_resources(ray, job: Job) -> dict[str, float]:
+    """What one run asks Ray for: one GPU when it trains on one (device ``cuda``, or
+    ``auto`` on a cluster that has GPUs), and its threads as CPUs; a run without a thread
+    count takes a whole node (the smallest node's CPUs), or a GPU's share of a node's CPUs
+    when it has a GPU, so that every GPU of a node gets a run."""
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    node_cpus = min((n.get("CPU", 1.0) for n in nodes), default=1.0)
+    device = getattr(getattr(job.config, "train", None), "device", None)
+    gpu_nodes = [n for n in nodes if n.get("GPU", 0) > 0]
+    gpus = 1.0 if device == "cuda" or (device == "auto" and gpu_nodes) else 0.0
+    threads = run_threads(job)
+    if threads:
+        cpus = float(min(threads, node_cpus))
+    elif gpus and gpu_nodes:
+        cpus = float(min(n.get("CPU", 1.0) // n["GPU"] for n in gpu_nodes))
+    else:
+        cpus = float(node_cpus)
+    return {"num_cpus": max(cpus, 1.0), "num_gpus": gpus}
+
+
+def _forwarded_env() -> dict[str, str]:
+    """The driver's ``SMALLINIT_*`` settings (cache folder, memory limit, quiet), which Ray
+    workers do not inherit by themselves."""
+    return {k: v for k, v in os.environ.items()
+            if k.startswith("SMALLINIT_") and k not in (WORKERS_ENV, EXECUTOR_ENV)}
+
+
+def _run_on_ray(todo: list[Job], store: RunStore, to_force: set, bar) -> None:
+    ray = _import_ray()
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS") or None,
+                 logging_level=logging.WARNING)
+    store.check_root()
+    root = str(store.root.resolve())
+    probe = store.root.resolve() / ".executor" / f"ray-{os.getpid()}-{time.time_ns()}"
+    probe.parent.mkdir(parents=True, exist_ok=True)
+    probe.write_text("this run store is shared with the Ray cluster\n")
+    retries = ray_retries()
+    task = ray.remote(_ray_task)
+    env = _forwarded_env()
+    pending: dict[Any, Job] = {}
+    config_error: str | None = None
+    try:
+        for job in todo:
+            options: dict[str, Any] = dict(_ray_resources(ray, job), max_retries=retries,
+                                           retry_exceptions=True,
+                                           name=f"{job.kind}-{job.key}")
+            if env:
+                options["runtime_env"] = {"env_vars": env}
+            ref = task.options(**options).remote(job, root, job.ident in to_force,
+                                                 str(probe))
+            pending[ref] = job
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                job = pending.pop(ref)
+                try:
+                    kind, message = ray.get(ref)
+                except Exception as err:  # retries spent: the worker died or the run raised
+                    reason = (f"failed on Ray after {retries + 1} attempts: "
+                              f"{type(err).__name__}: {one_line(str(err))[:500]}")
+                    run = job.run_of(store)
+                    if not run.done:
+                        run.fail(reason, final=False)
+                    log.error("run %s (%s/%s) %s", job.tags, job.kind, job.key, reason)
+                else:
+                    if kind == "config":
+                        config_error = config_error or message
+                        for other in pending:
+                            ray.cancel(other)
+                bar.update(1)
+            if config_error is not None:
+                break
+    finally:
+        for ref in pending:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref)
+        with contextlib.suppress(OSError):
+            probe.unlink()
     if config_error is not None:
         raise ConfigError(config_error)

@@ -235,7 +235,8 @@ def test_the_checker_accepts_what_the_plan_allows(rel, source):
 
 # ----------------------------------------------------------------------------- one job driver
 #: what only the job driver does: start worker processes, and remember which runs it forced
-DRIVER_ONLY = ("ProcessPoolExecutor", "multiprocessing", "get_context(", "_FORCED")
+DRIVER_ONLY = ("ProcessPoolExecutor", "multiprocessing", "get_context(", "_FORCED",
+               "ray.remote")
 
 
 def driver_copies(rel: str, source: str) -> list[str]:

@@ -386,10 +386,12 @@ def mechanism_jobs(base: AnchorConfig, scan: AnchorScan) -> list[Job]:
 
 
 def run_scan(base: AnchorConfig, scan: AnchorScan, store: RunStore | None = None, *,
-             force: bool = False, workers: int = 1) -> Results:
-    """Train every cell of the grid through the job driver (reusing finished runs)."""
+             force: bool = False, workers: int | None = None,
+             executor: str | None = None) -> Results:
+    """Train every cell of the grid through the job driver (reusing finished runs;
+    ``workers`` None: every core; ``executor``: local or ray)."""
     return run_jobs(scan_jobs(base, scan), store, force=force, workers=workers,
-                    desc="anchor scan")
+                    executor=executor, desc="anchor scan")
 
 
 def mechanism_runs(base: AnchorConfig, scan: AnchorScan, store: RunStore | None = None, *,

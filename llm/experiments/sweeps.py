@@ -56,7 +56,7 @@ class Plan:
     d_large: int = 2048  # the large model fig 8's small one imitates
     dynamics_gammas: tuple[float, ...] = (0.5, 1.0)
     dynamics_steps: int | None = None  # fig 10's run length (None: reuse fig 8's runs)
-    workers: int = 1
+    workers: int | None = None  # pinned worker count (None: every core, smallinit.jobs)
     #: fig 7's seeds at the γ grid points other than 0.5 and 1 and for the baselines
     #: (None: ``seeds``; the γ = 0.5 / 1 comparison always gets every seed of ``seeds``)
     grid_seeds: tuple[int, ...] | None = None
@@ -242,8 +242,10 @@ def experiment_jobs(name: str, profile: str) -> list[Job]:
 
 
 def run_experiment(name: str, profile: str, store: RunStore | None = None, *,
-                   force: bool = False, workers: int | None = None) -> Results:
-    """:func:`experiment_jobs` through the job driver (workers: the profile's default)."""
+                   force: bool = False, workers: int | None = None,
+                   executor: str | None = None) -> Results:
+    """:func:`experiment_jobs` through the job driver (workers: given, else the profile's
+    pin, else every core; executor: local or ray)."""
     jobs = experiment_jobs(name, profile)
     return run_jobs(jobs, store, force=force, workers=workers or plan(profile).workers,
-                    desc=name)
+                    executor=executor, desc=name)

@@ -12,6 +12,7 @@ import argparse
 
 from smallinit.cli.util import (
     HelpFormatter,
+    add_executor_options,
     add_print_config_option,
     add_run_options,
     float_list,
@@ -37,7 +38,7 @@ the run store, with table.csv, table.json and measurements.json.
 Quick profile (CPU minutes on 2 cores): widths 32,64,128 — not 64..512, because one
 training step at d_model = 512 takes ~1.4 s on one thread, so a few hundred steps for five
 γ would take most of an hour; 2 layers, context 64, 240 steps of 16 sequences, GELU FFN
-with d_ff = 4·d_model. Full profile (GPU): widths 128..1024, 4 layers, 4000 steps.
+with d_ff = 4·d_model. Full profile (GPU): widths 128..1024, 4 layers, 5120 steps of 256.
 
 Examples:
   smallinit compare
@@ -72,7 +73,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     cfg = build_config(args)
     if print_config(args, cfg):
         return 0
-    result = run_compare(cfg, RunStore(args.runs_dir), force=args.force)
+    result = run_compare(cfg, RunStore(args.runs_dir), force=args.force,
+                         workers=args.workers, executor=args.executor)
     if args.json:
         print_json(result.records, sort_keys=True)
         return 0
@@ -103,5 +105,6 @@ def register(subparsers) -> None:
                         help="config overrides, e.g. llm.train.steps=400 toy_seeds=5 "
                         "ffn_ratio=2 llm.model.n_layers=4 (keys of CompareConfig)")
     add_print_config_option(parser)
+    add_executor_options(parser)
     add_run_options(parser)
     parser.set_defaults(func=_cmd_compare)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from smallinit.cli.util import HelpFormatter, add_run_options, print_json, profile_arg
+from smallinit.cli.util import (
+    HelpFormatter,
+    add_executor_options,
+    add_run_options,
+    print_json,
+    profile_arg,
+)
 from smallinit.runs import RunStore
 
 
@@ -25,20 +31,31 @@ def _figure_numbers(text: str) -> list[int]:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from smallinit.experiments import plan
+    from smallinit.experiments import plan, plan_totals
+    from smallinit.memory import human
 
     rows = plan(args.profile, args.only)
+    totals = plan_totals(rows)
     if args.json:
-        print_json(rows, indent=1)
+        print_json({"profile": args.profile, "runs": rows, "total": totals}, indent=1)
         return 0
     seen = set()
     for r in rows:
         again = " (shared)" if (r["kind"], r["key"]) in seen else ""
         again += f" (inside {r['experiment']})" if r["inner"] else ""
         seen.add((r["kind"], r["key"]))
+        c = r["cost"]
+        size = (f"  N={c['params']:.3g} (non-emb {c['params_non_embedding']:.3g}) "
+                f"T={c['tokens']:.3g} C={c['flops']:.3g} mem {human(c['memory_bytes'])} "
+                f"{c['h200_hours']:.3f} H200-h" if c else "")
         print(f"fig {r['figure']:2d} {r['experiment']:<20} {r['kind']:<24} {r['key']}  "
-              f"{r['summary']}{again}")
-    print(f"{len(seen)} distinct runs in {len(rows)} rows at profile {args.profile}")
+              f"{r['summary']}{again}{size}")
+    print(f"{totals['transformer_runs']} transformer runs: {totals['flops']:.3g} training "
+          f"FLOPs, {totals['h200_hours']:.1f} H200-hours at {totals['mfu']:.0%} MFU of "
+          f"{totals['peak_flops'] / 1e12:.0f} TFLOP/s, largest peak memory "
+          f"{human(totals['max_memory_bytes'])} (of {totals['gpu_memory_gib']} GiB)")
+    print(f"  {totals['formula']}  [{totals['sources']}; {totals['peak_source']}]")
+    print(f"{totals['runs']} distinct runs in {len(rows)} rows at profile {args.profile}")
     return 0
 
 
@@ -53,6 +70,8 @@ def _cmd_figs(args: argparse.Namespace) -> int:
         out_dir=args.out,
         store=RunStore(args.runs_dir),
         force=args.force,
+        workers=args.workers,
+        executor=args.executor,
     )
     for number, paths in results.items():
         label = f"fig {number:2d} {FIGURES[number]:<18}"
@@ -85,7 +104,11 @@ def register(subparsers) -> None:
                              "figure scripts themselves always come from the package")
     parser.add_argument("--plan", action="store_true",
                         help="list every run of the chosen figures (figure, experiment, kind, "
-                             "run key, config summary) without computing anything")
-    parser.add_argument("--json", action="store_true", help="with --plan: print JSON rows")
+                             "run key, config summary; for transformers parameters, tokens, "
+                             "training FLOPs, peak memory and H200 hours) and the totals, "
+                             "without computing anything")
+    parser.add_argument("--json", action="store_true",
+                        help="with --plan: print JSON ({profile, runs: [rows], total})")
+    add_executor_options(parser)
     add_run_options(parser)
     parser.set_defaults(func=_cmd_figs)

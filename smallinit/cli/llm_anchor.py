@@ -9,12 +9,12 @@ import argparse
 
 from smallinit.cli.util import (
     add_command,
+    add_executor_options,
     add_json_option,
     add_print_config_option,
     add_run_options,
     finite_float,
     float_list,
-    positive_int,
     positive_int_list,
     print_config,
     print_json,
@@ -116,7 +116,7 @@ def cmd_anchor_scan(args: argparse.Namespace) -> int:
     if print_config(args, base, scan=scan):
         return 0
     results = run_scan(base, scan, RunStore(args.runs_dir), force=args.force,
-                       workers=args.workers)
+                       workers=args.workers, executor=args.executor)
     rows = scan_table(results)
     if args.json:
         print_json(rows)
@@ -149,8 +149,6 @@ def register_anchor_commands(commands) -> None:
                    help="depths of the (γ, depth) panel; unset: the profile's scan.layers")
     s.add_argument("--weight-decays", type=float_list, default=None, metavar="L[,L...]",
                    help="weight decays of the (γ, λ) panel; unset: scan.weight_decays")
-    s.add_argument("--workers", type=positive_int, default=1,
-                   help="processes training cells side by side (a worker that dies fails "
-                        "its cell only; workers exit with this process)")
+    add_executor_options(s)
     add_json_option(s, help="print the per-cell table as JSON instead of the text table")
     _common(s)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from smallinit.cli.util import add_command, add_run_options, positive_int, profile_arg
+from smallinit.cli.util import add_command, add_executor_options, add_run_options, profile_arg
 
 DESCRIPTION = """\
 Run the training runs of one LLM experiment at a profile (quick: tiny models on CPU, about
@@ -30,7 +30,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     jobs = experiment_jobs(args.experiment, args.profile)
     workers = args.workers or plan(args.profile).workers
     pairs = run_jobs(jobs, RunStore(args.runs_dir), force=args.force, workers=workers,
-                     desc=args.experiment)
+                     executor=args.executor, desc=args.experiment)
     failed = 0
     for job, run in pairs:
         label = " ".join(f"{k}={v}" for k, v in job.tags.items() if k in
@@ -59,7 +59,5 @@ def register_sweep_commands(commands) -> None:
                    help="which experiment's runs to compute")
     p.add_argument("--profile", type=profile_arg, default="quick",
                    help="quick (CPU minutes, tiny models) or full (GPU scale)")
-    p.add_argument("--workers", type=positive_int, default=None,
-                   help="processes training runs side by side, one torch thread each in "
-                        "the quick profile (default: the profile's, 2 for quick, 1 for full)")
+    add_executor_options(p)
     add_run_options(p)

@@ -80,6 +80,20 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_executor_options(parser: argparse.ArgumentParser) -> None:
+    """``--workers`` and ``--executor``, for every command that runs many runs (the job
+    driver, :func:`smallinit.jobs.run_jobs`)."""
+    parser.add_argument(
+        "--workers", type=positive_int, default=None, metavar="N",
+        help="local processes computing runs side by side (default: a profile's pin, else "
+             "$SMALLINIT_WORKERS, else every core: max(1, cores // threads per run))")
+    parser.add_argument(
+        "--executor", choices=("local", "ray"), default=None,
+        help="where runs compute: local worker processes, or one Ray task per run on the "
+             "cluster at $RAY_ADDRESS (else a local Ray); needs the ray extra and a run "
+             "store every node mounts (default: $SMALLINIT_EXECUTOR, else local)")
+
+
 def print_json(obj: Any, *, indent: int = 2, sort_keys: bool = False) -> None:
     """Print ``obj`` as strict JSON, the one way every command writes JSON to stdout: NumPy
     values become plain ones and NaN/±inf print as null (:func:`smallinit.runs.finite_json`);

@@ -148,16 +148,19 @@ class CompareResult:
 
 
 def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
-                force: bool = False) -> CompareResult:
+                force: bool = False, workers: int | None = None,
+                executor: str | None = None) -> CompareResult:
     """Compute (or reuse) the comparison through the run store (module docstring);
-    ``force`` recomputes it and every run under it."""
+    ``force`` recomputes it and every run under it; the transformers train side by side
+    (``workers``, None: every core; ``executor``: local or ray, :func:`run_jobs`)."""
     store = store or RunStore()
     check_transformers(cfg, store, force=force)
 
     def body(run):
         predictions = theory_points(cfg)
         toy = toy_points(cfg, predictions, store, force)
-        trained = run_jobs(llm_jobs(cfg), store, force=force, desc="compare: transformers")
+        trained = run_jobs(llm_jobs(cfg), store, force=force, workers=workers,
+                           executor=executor, desc="compare: transformers")
         llm = [llm_point(cfg, job.tags["gamma"], job.tags["width"], r) for job, r in trained]
         run.write_json("measurements.json", llm)
         records = build_table(cfg, predictions, toy, llm)
