@@ -152,3 +152,50 @@ def test_classifier_on_constructed_predictions():
     # composition of the single maps
     assert np.all(anchor.label(x, 3, 4)[kinds == 1] == pred[kinds == 1])
     assert np.all(anchor.label(x, 4, 3)[kinds == 0] == pred[kinds == 0])
+
+
+class _Run:
+    """A finished run as :class:`Cell` reads it (done, summary)."""
+
+    def __init__(self, **shares):
+        self.done = True
+        self.summary = shares
+
+
+def _cell(gamma, seed, sym, inf, layers=2, wd=0.01, panel="depth"):
+    from smallinit.llm.experiments.anchor import Cell
+
+    return Cell(panel, gamma, layers, wd, seed,
+                _Run(share_symmetric=sym, share_inferential=inf, share_other=1 - sym - inf))
+
+
+def test_seed_shares_and_verdicts_against_scipy():
+    from scipy import stats
+
+    from smallinit.llm.experiments.anchor import seed_shares, share_verdicts
+
+    sym05 = [0.9, 0.85, 0.2, 0.95, 0.7]
+    inf08 = [0.97, 0.99, 0.92, 0.4, 0.88]
+    cells = [_cell(0.5, s, v, 0.05) for s, v in enumerate(sym05)]
+    cells += [_cell(0.8, s, 0.0, v) for s, v in enumerate(inf08)]
+    cells += [_cell(0.7, s, 0.3, 0.3) for s in range(5)]  # no published expectation
+    cells += [_cell(0.5, s, 0.0, 1.0, layers=3) for s in range(5)]  # another depth: left out
+    cells += [_cell(0.5, s, 0.0, 1.0, panel="wd") for s in range(5)]  # another panel
+    shares = seed_shares(cells, "depth", layers=2, weight_decay=0.01)
+    assert sorted(shares) == [0.5, 0.7, 0.8]
+    assert shares[0.5]["seed"].tolist() == [0, 1, 2, 3, 4]
+    np.testing.assert_allclose(shares[0.5]["share_symmetric"], sym05)
+    verdicts = share_verdicts(shares)
+    assert [(v.gamma, v.solution) for v in verdicts] == [(0.5, "symmetric"),
+                                                          (0.8, "inferential")]
+    for v, vals in zip(verdicts, (sym05, inf08), strict=True):
+        ref = stats.ttest_1samp(vals, 0.5, alternative="greater")
+        assert v.estimate.p_value == pytest.approx(ref.pvalue)
+        assert v.mean == pytest.approx(np.mean(vals))
+        assert v.estimate.n == 5
+        half = stats.t.ppf(0.975, 4) * np.std(vals, ddof=1) / np.sqrt(5)
+        assert v.estimate.ci_low + 0.5 == pytest.approx(np.mean(vals) - half)
+    assert verdicts[0].majority == 4 and verdicts[1].majority == 4
+    label = verdicts[0].label()
+    assert label.startswith("γ 0.5 symmetric = 0.72 [") and label.endswith("majority 4/5")
+    assert "p(>0.5) = " in label
