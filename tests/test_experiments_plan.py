@@ -5,7 +5,10 @@ those files: ``smallinit figs --plan --profile P --json`` lists the new keys.
 
 Deliberate changes so far: the canonical init spelling (``gamma:1.0`` → ``gamma:1``) moved
 compare's γ = 1 transformer runs of fig 5 to new keys (3 in quick, 4 in full); their
-configs are otherwise the same, so their numbers are too."""
+configs are otherwise the same, so their numbers are too. Issue 15 put the published anchor
+recipe (1 head, post-LN, 2 layers, lr 2e-4, ~210 epochs, 5 seeds) into full's [anchor]:
+fig 6's full keys changed (64 → 320); pre-LN keys elsewhere are unchanged (the new
+``model.norm_position`` is key-neutral at its default)."""
 
 from __future__ import annotations
 
