@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from smallinit.config import KEY_NEUTRAL
 from smallinit.errors import ConfigError, require
 from smallinit.theory.init_rules import canonical_scheme, parse_scheme
 from smallinit.theory.transformer import default_ffn_dim
@@ -17,9 +18,11 @@ from smallinit.theory.transformer import default_ffn_dim
 
 @dataclass
 class ModelConfig:
-    """A decoder-only, pre-norm transformer. Defaults are Llama-style (RMSNorm, RoPE, SwiGLU,
-    untied embeddings); ``norm="layernorm"``, ``positions="learned"``, ``mlp="gelu"``,
-    ``tie_embeddings=true``, ``bias=true`` give a GPT-2-style model."""
+    """A decoder-only transformer, pre-norm by default. Defaults are Llama-style (RMSNorm,
+    RoPE, SwiGLU, untied embeddings); ``norm="layernorm"``, ``positions="learned"``,
+    ``mlp="gelu"``, ``tie_embeddings=true``, ``bias=true`` give a GPT-2-style model;
+    ``norm_position="post"`` the original transformer's post-norm blocks (Vaswani et al.
+    2017), as the anchor task's published runs (docs/science.md §6)."""
 
     vocab_size: int = 4096
     context: int = 128
@@ -36,6 +39,9 @@ class ModelConfig:
     gate_kind: Literal["elementwise", "headwise"] = "elementwise"
     tie_embeddings: bool = False
     bias: bool = False
+    # Added after runs were stored: at "pre" it stays out of the run key (KEY_NEUTRAL).
+    norm_position: Literal["pre", "post"] = field(default="pre",
+                                                  metadata={KEY_NEUTRAL: True})
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context", "d_model", "n_layers", "n_heads"):

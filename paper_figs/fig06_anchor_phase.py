@@ -1,9 +1,14 @@
 """Fig 6: the anchor-task phase diagram over (γ, depth) and (γ, weight decay) (docs/science.md §6).
 
 First file: share of the unseen pair (4, 3) answered inferentially (x − 10), symmetrically
-(x − 6) and otherwise, per cell (mean over the profile's seeds); hatched cells reached less
-than 90% accuracy on the seen pairs' held-out (x, position) combinations, so their (4, 3)
-answers say little about how they solved the task. Second file (``_mechanism``): two
+(x − 6) and otherwise, per cell (mean over the n seeds written in the cell); hatched cells
+reached less than 90% accuracy on the seen pairs' held-out (x, position) combinations, so
+their (4, 3) answers say little about how they solved the task. Bottom row: every seed's
+symmetric and inferential share at the base depth and weight decay, per γ; the title gives,
+for the published expectation at each γ (symmetric at γ <= 0.5, inferential at γ >= 0.8),
+the mean share with its 95% t CI, the one-sided p of mean > 0.5 and how many seeds had a
+majority of that answer (:func:`smallinit.llm.experiments.anchor.share_verdicts`,
+docs/science.md §11). Second file (``_mechanism``): two
 contrasting models (the profile's ``scan.mechanism_gammas``) — cosine similarity of the
 anchor embeddings, the cosine Gram of the first layer's query rows W_Q^(1) (condensation
 score in the title) and where the last position attends (x, a1, a2, rest) in every layer.
@@ -17,7 +22,7 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit.llm.experiments.anchor import format_table, scan_table
+from smallinit.llm.experiments.anchor import format_table, scan_table, seed_shares, share_verdicts
 from smallinit.plotting import use_style
 
 NUMBER = 6
@@ -42,6 +47,7 @@ def _heatmap(ax, rows, panel, key, ylabel, cmap):
                  for r in rows if r["panel"] == panel})
     gammas, share = _grid(rows, panel, key, ys)
     _, fit = _grid(rows, panel, "acc_seen_test", ys)
+    _, n = _grid([dict(r, n=r["seeds"] - r["failed"]) for r in rows], panel, "n", ys)
     im = ax.imshow(share, origin="lower", cmap=cmap, vmin=0, vmax=1, aspect="auto")
     ax.grid(False)
     for i in range(len(ys)):
@@ -52,8 +58,9 @@ def _heatmap(ax, rows, panel, key, ylabel, cmap):
             if not fit[i, j] >= FIT_THRESHOLD:
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
                                            edgecolor="0.4", linewidth=0))
-            ax.text(j, i, f"{share[i, j]:.2f}\n({fit[i, j]:.2f})", ha="center", va="center",
-                    fontsize=7, color="white" if share[i, j] > 0.6 else "black")
+            ax.text(j, i, f"{share[i, j]:.2f}\n({fit[i, j]:.2f})\nn={int(n[i, j])}",
+                    ha="center", va="center", fontsize=6.5,
+                    color="white" if share[i, j] > 0.6 else "black")
     ax.set_xticks(range(len(gammas)), [f"{g:g}" for g in gammas])
     ax.set_yticks(range(len(ys)), [f"{y:g}" for y in ys])
     ax.set_xlabel("γ (σ = d_in^−γ)")
@@ -61,23 +68,54 @@ def _heatmap(ax, rows, panel, key, ylabel, cmap):
     return im
 
 
-def _phase_figure(rows, base, n_seeds):
-    fig, axes = plt.subplots(2, 3, figsize=(13, 6.5), constrained_layout=True)
+def _seed_panel(ax, shares, verdicts):
+    """Every seed's symmetric and inferential share per γ (dots), the mean (bar), 0.5."""
+    gammas = sorted(shares)
+    for k, (key, color, what) in enumerate((("share_symmetric", "tab:orange", "symmetric"),
+                                            ("share_inferential", "tab:blue", "inferential"))):
+        for j, g in enumerate(gammas):
+            vals = shares[g][key]
+            x = j + (k - 0.5) * 0.3 + np.linspace(-0.06, 0.06, len(vals))
+            ax.scatter(x, vals, s=18, color=color, alpha=0.8, zorder=3,
+                       label=what if j == 0 else None)
+            ax.hlines(vals.mean(), j + (k - 0.5) * 0.3 - 0.12, j + (k - 0.5) * 0.3 + 0.12,
+                      color=color, linewidth=2)
+    ax.axhline(0.5, color="0.5", linestyle="--", linewidth=0.8)
+    ax.set_xticks(range(len(gammas)),
+                  [f"γ = {g:g}\nn = {len(shares[g]['seed'])}" for g in gammas])
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_ylabel("share of (4, 3) answers")
+    ax.legend(loc="upper center", fontsize=7, ncol=2)
+    ax.set_title("; ".join(v.label() for v in verdicts) or "no γ with a published expectation",
+                 fontsize=7.5)
+
+
+def _phase_figure(rows, base, n_seeds, shares, verdicts):
+    mosaic = [["depth_inferential", "depth_symmetric", "depth_other"],
+              ["wd_inferential", "wd_symmetric", "wd_other"],
+              ["seeds", "seeds", "seeds"]]
+    fig, axd = plt.subplot_mosaic(mosaic, figsize=(13, 9.5), constrained_layout=True,
+                                  height_ratios=[1, 1, 0.9])
     wd = base.train.weight_decay
-    for col, (key, cmap, what) in enumerate((("share_inferential", "Blues", "inferential"),
-                                             ("share_symmetric", "Oranges", "symmetric"),
-                                             ("share_other", "Greys", "other"))):
-        im = _heatmap(axes[0, col], rows, "depth", key, "layers", cmap)
-        axes[0, col].set_title(f"{what} share on (4, 3), λ = {wd:g}")
-        _heatmap(axes[1, col], rows, "wd", key, "weight decay λ", cmap)
-        depth = next((r["layers"] for r in rows if r["panel"] == "wd"), base.model.n_layers)
-        axes[1, col].set_title(f"{what} share on (4, 3), {depth} layers")
-        fig.colorbar(im, ax=axes[:, col], shrink=0.6, label=f"{what} share")
+    depth = next((r["layers"] for r in rows if r["panel"] == "wd"), base.model.n_layers)
+    for key, cmap, what in (("share_inferential", "Blues", "inferential"),
+                            ("share_symmetric", "Oranges", "symmetric"),
+                            ("share_other", "Greys", "other")):
+        top, bottom = axd[f"depth_{what}"], axd[f"wd_{what}"]
+        im = _heatmap(top, rows, "depth", key, "layers", cmap)
+        top.set_title(f"{what} share on (4, 3), λ = {wd:g}")
+        _heatmap(bottom, rows, "wd", key, "weight decay λ", cmap)
+        bottom.set_title(f"{what} share on (4, 3), {depth} layers")
+        fig.colorbar(im, ax=[top, bottom], shrink=0.6, label=f"{what} share")
+    _seed_panel(axd["seeds"], shares, verdicts)
+    axd["seeds"].set_xlabel(f"per seed, {base.model.n_layers} layers, λ = {wd:g} "
+                            "(dots: seeds; bars: mean; dashed: majority)")
     seeds = "1 seed" if n_seeds == 1 else f"mean of {n_seeds} seeds"
-    fig.suptitle(f"Anchor task, d_model = {base.model.d_model}, {base.task.n_train} samples, "
-                 f"{base.train.steps} steps, {seeds}. Cell: share of (4, 3) answers "
-                 f"(seen-pair held-out accuracy); hatched: accuracy < {FIT_THRESHOLD:.0%}",
-                 fontsize=9)
+    norm = f"{base.model.norm_position}-{base.model.norm}"
+    fig.suptitle(f"Anchor task, d_model = {base.model.d_model}, {base.model.n_heads} head(s), "
+                 f"{norm}, {base.task.n_train} samples, {base.train.steps} steps, {seeds}. "
+                 f"Cell: share of (4, 3) answers (seen-pair held-out accuracy), n seeds; "
+                 f"hatched: accuracy < {FIT_THRESHOLD:.0%}", fontsize=9)
     return fig
 
 
@@ -130,8 +168,12 @@ def make(ctx):
     mech = [(job, run) for job, run in results if job.tags["panel"] == "mechanism"]
     base = mech[0][0].config  # the profile's run config at its first seed
     seeds = {job.tags["seed"] for job, _ in results if job.tags["panel"] != "mechanism"}
+    shares = seed_shares(results, "depth", base.model.n_layers, base.train.weight_decay)
+    verdicts = share_verdicts(shares)
+    for v in verdicts:
+        log.info("anchor %s", v.label())
     with use_style():
-        paths = ctx.save(_phase_figure(rows, base, len(seeds)))
+        paths = ctx.save(_phase_figure(rows, base, len(seeds), shares, verdicts))
         paths += ctx.save(_mechanism_figure([r for _, r in mech],
                                             [j.tags["gamma"] for j, _ in mech]),
                           suffix="_mechanism")

@@ -29,13 +29,22 @@ from smallinit.errors import ConfigError
 
 C = TypeVar("C")
 
+# A field added to a config class after runs of it were stored is declared with
+# ``field(default=..., metadata={KEY_NEUTRAL: True})``: at its default value it is left out
+# of the plain dict, hence of the canonical JSON and of every run key, so the runs made
+# before the field existed keep their keys (and a stored config without it loads with the
+# default). Set to anything else it is written out and the run gets a key of its own.
+KEY_NEUTRAL = "key_neutral_default"
+
 
 # ----------------------------------------------------------------------------- to plain data
 def config_to_dict(cfg: Any) -> dict[str, Any]:
-    """Plain, JSON- and TOML-ready dict of a config dataclass (tuples become lists)."""
+    """Plain, JSON- and TOML-ready dict of a config dataclass (tuples become lists); a
+    :data:`KEY_NEUTRAL` field at its default is left out."""
     if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
         raise TypeError(f"expected a dataclass instance, got {type(cfg).__name__}")
-    return {f.name: _plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
+    return {f.name: _plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)
+            if not (f.metadata.get(KEY_NEUTRAL) and getattr(cfg, f.name) == f.default)}
 
 
 def _plain(value: Any) -> Any:

@@ -11,10 +11,13 @@ trained on the synthetic corpus — figs 5 and 7–11, and ``llm train --config`
 keys; quick's sweeps also score 3000 held-out items and fig 9 has 5 seeds. Issue 15 also
 added the medium profile (run_keys_medium.json) and the gain-scaling experiment (fig 12:
 new keys in full, none at quick); fig 7's ``grid_seeds`` and fig 12's ``scaling_*`` plan
-fields default to the old job lists. Issue 17 chose
-the full profile's token budgets, batch, learning rate, warmup and synthetic corpus size
-from published practice (full.toml): every full transformer run of figs 5 and 7-11 (and
-the compare run over them) has a new key; figs 1-4 and 6 keep theirs."""
+fields default to the old job lists. Issue 17 chose the full profile's token budgets,
+batch, learning rate, warmup and synthetic corpus size from published practice
+(full.toml): every full transformer run of figs 5 and 7-11 (and the compare run over
+them) has a new key; figs 1-4 keep theirs. Issue 15 put the published anchor recipe
+(1 head, post-LN, 2 layers, lr 2e-4, ~210 epochs, 5 seeds) into full's [anchor]:
+fig 6's full keys changed (64 → 320); pre-LN keys elsewhere are unchanged (the new
+``model.norm_position`` is key-neutral at its default)."""
 
 from __future__ import annotations
 

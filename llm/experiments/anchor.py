@@ -61,6 +61,7 @@ from smallinit.llm.model.matrices import one
 from smallinit.llm.training.objectives import LastPositionLoss, last_logits
 from smallinit.llm.training.train import Trainer, fit_run
 from smallinit.runs import Run, RunStore
+from smallinit.stats import Estimate, one_sample
 from smallinit.theory.init_rules import canonical_scheme
 
 log = logging.getLogger(__name__)
@@ -431,6 +432,81 @@ def scan_table(scan: Results | list[Cell]) -> list[dict[str, Any]]:
             row[k] = float(np.mean([s[k] for s in done])) if done else float("nan")
         rows.append(row)
     return rows
+
+
+# ----------------------------------------------------------------------------- seeds
+MAJORITY = 0.5  # a seed "answers (4, 3) symmetrically" when more than half its answers are
+
+
+def expected_solution(gamma: float) -> str | None:
+    """The published outcome's solution at ``gamma`` (Zhang et al., docs/science.md §6):
+    ``symmetric`` at γ <= 0.5 (large init), ``inferential`` at γ >= 0.8 (small init), None
+    between (no published claim)."""
+    if gamma <= 0.5:
+        return "symmetric"
+    if gamma >= 0.8:
+        return "inferential"
+    return None
+
+
+def seed_shares(scan: Results | list[Cell], panel: str = "depth", layers: int | None = None,
+                weight_decay: float | None = None) -> dict[float, dict[str, np.ndarray]]:
+    """Per γ, the finished seeds of one (depth, λ) line of the grid and their (4, 3) shares
+    (arrays ``seed``, ``share_inferential``, ``share_symmetric``, ``share_other``, in seed
+    order). ``layers``/``weight_decay`` None: the line's only value (the first one seen)."""
+    chosen = [c for c in (cells(scan) if isinstance(scan, Results) else scan)
+              if c.panel == panel and c.ok]
+    if chosen and layers is None:
+        layers = chosen[0].layers
+    if chosen and weight_decay is None:
+        weight_decay = chosen[0].weight_decay
+    out: dict[float, dict[str, list]] = {}
+    for c in sorted(chosen, key=lambda c: (c.gamma, c.seed)):
+        if c.layers != layers or c.weight_decay != weight_decay:
+            continue
+        row = out.setdefault(c.gamma, {"seed": [], **{f"share_{k}": []
+                                                       for k in anchor.SOLUTIONS}})
+        row["seed"].append(c.seed)
+        for k in anchor.SOLUTIONS:
+            row[f"share_{k}"].append(float(c.summary()[f"share_{k}"]))
+    return {g: {k: np.asarray(v) for k, v in row.items()} for g, row in out.items()}
+
+
+@dataclass(frozen=True)
+class ShareVerdict:
+    """One γ's expected-solution share over seeds: the mean against 0.5 (one-sided t,
+    :func:`smallinit.stats.one_sample`) and how many seeds had a majority of that solution."""
+
+    gamma: float
+    solution: str
+    estimate: Estimate  # effect = mean share − 0.5
+    majority: int  # seeds whose share > 0.5
+
+    @property
+    def mean(self) -> float:
+        return self.estimate.effect + MAJORITY
+
+    def label(self) -> str:
+        e = self.estimate
+        shifted = Estimate(self.mean, e.ci_low + MAJORITY, e.ci_high + MAJORITY, e.p_value, e.n)
+        return (shifted.label(f"γ {self.gamma:g} {self.solution}", digits=2)
+                .replace("p =", "p(>0.5) =").replace("p <", "p(>0.5) <")
+                + f", majority {self.majority}/{e.n}")
+
+
+def share_verdicts(shares: dict[float, dict[str, np.ndarray]]) -> list[ShareVerdict]:
+    """For every γ with a published expectation (:func:`expected_solution`): that
+    solution's share over seeds, tested one-sided against 0.5."""
+    out = []
+    for gamma in sorted(shares):
+        solution = expected_solution(gamma)
+        if solution is None:
+            continue
+        vals = shares[gamma][f"share_{solution}"]
+        out.append(ShareVerdict(gamma, solution,
+                                one_sample(vals, MAJORITY, alternative="greater"),
+                                int(np.sum(vals > MAJORITY))))
+    return out
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:

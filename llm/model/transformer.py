@@ -1,14 +1,20 @@
-"""A decoder-only, pre-norm transformer with the knobs the γ-init experiments need.
+"""A decoder-only transformer with the knobs the γ-init experiments need.
 
-Each block computes (pre-norm, Xiong et al. 2020)
+Each block computes (``norm_position="pre"``, the default; pre-norm, Xiong et al. 2020)
 
-    h = x + W_o · Attn(N₁(x)),    y = h + MLP(N₂(h))
+    h = x + W_o · Attn(N₁(x)),    y = h + MLP(N₂(h)),
 
-with N the norm (RMSNorm, y = g ⊙ x / √(mean(x²) + ε), Zhang & Sennrich 2019; or LayerNorm),
-Attn causal multi-head attention softmax(QKᵀ/√d_head + M)V through
-``F.scaled_dot_product_attention`` (or an explicit path that also returns the weights),
-positions by RoPE (Su et al. 2021; rotate-half form) or a learned table, and MLP either
-SwiGLU, W_down(silu(W_gate x) ⊙ W_up x) (Shazeer 2020), or W_down GELU(W_up x).
+followed by a final norm N_f before the head, or (``"post"``, the original transformer's
+post-norm, Vaswani et al. 2017, as the anchor task's published runs, docs/science.md §6)
+
+    h = N₁(x + W_o · Attn(x)),    y = N₂(h + MLP(h)),
+
+whose last block's output is already normed (N_f is then the identity). N is the norm
+(RMSNorm, y = g ⊙ x / √(mean(x²) + ε), Zhang & Sennrich 2019; or LayerNorm), Attn causal
+multi-head attention softmax(QKᵀ/√d_head + M)V through ``F.scaled_dot_product_attention``
+(or an explicit path that also returns the weights), positions by RoPE (Su et al. 2021;
+rotate-half form) or a learned table, and MLP either SwiGLU, W_down(silu(W_gate x) ⊙ W_up x)
+(Shazeer 2020), or W_down GELU(W_up x).
 
 Optional gated attention (Qiu et al., arXiv 2505.06708; docs/science.md §5): each head's output is
 multiplied by sigmoid(X W_g) computed from the (normed) layer input, before W_o —
@@ -130,14 +136,21 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
+    """One attention + MLP block, pre-norm or post-norm (module docstring)."""
+
     def __init__(self, cfg: ModelConfig, layer: int = 0):
         super().__init__()
+        self.post = cfg.norm_position == "post"
         self.norm1 = make_norm(cfg)
         self.attn = Attention(cfg, layer)
         self.norm2 = make_norm(cfg)
         self.mlp = MLP(cfg, layer)
 
     def forward(self, x, rope, need_weights=False):
+        if self.post:  # N₂(h + MLP(h)) with h = N₁(x + Attn(x))
+            a, weights = self.attn(x, rope, need_weights)
+            h = self.norm1(x + a)
+            return self.norm2(h + self.mlp(h)), weights
         a, weights = self.attn(self.norm1(x), rope, need_weights)
         x = x + a
         return x + self.mlp(self.norm2(x)), weights
@@ -163,7 +176,7 @@ class Transformer(nn.Module):
             declare(self.pos_emb, part="embedding", kind="positions", d_in=d,
                     d_out=cfg.context)
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
-        self.norm_f = make_norm(cfg)
+        self.norm_f = nn.Identity() if cfg.norm_position == "post" else make_norm(cfg)
         self.head = nn.Linear(d, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:  # one matrix, drawn once as the embedding
             self.head.weight = self.tok_emb.weight
