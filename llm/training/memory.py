@@ -6,7 +6,8 @@ T = context:
 
     P = V·d (token table) [+ T·d learned positions] [+ V·d head unless tied]
         + L·(4d² + 3·d·f (SwiGLU: gate, up, down) or 2·d·f (GELU) [+ d·d or d·H gate])
-        + (2L + 1)·d norm gains (biases are counted with their matrices' d_out, negligible).
+        + (2L + 1)·d norm gains (2L·d post-norm, which has no final norm; biases are
+        counted with their matrices' d_out, negligible).
 
 Training in fp32 with AdamW holds weights, gradients and the two moments: 16·P bytes
 (Loshchilov & Hutter 2019; the usual mixed-precision accounting, Rajbhandari et al. 2020,
@@ -42,7 +43,7 @@ def param_count(model) -> int:
     gate = 0
     if model.gated_attention:
         gate = d * (d if model.gate_kind == "elementwise" else model.n_heads)
-    norms = (2 * layers + 1) * d
+    norms = (2 * layers + (0 if model.norm_position == "post" else 1)) * d
     return embed + head + layers * (4 * d * d + mlp + gate) + norms
 
 
