@@ -160,8 +160,10 @@ def register(subparsers) -> None:
     # commands of the other llm modules (anchor task, benchmarks, figure sweeps)
     from smallinit.cli.llm_anchor import register_anchor_commands
     from smallinit.cli.llm_bench import register_bench_commands
+    from smallinit.cli.llm_sample import register_sample_command
     from smallinit.cli.llm_sweep import register_sweep_commands
 
     register_anchor_commands(commands)
     register_bench_commands(commands)
+    register_sample_command(commands)
     register_sweep_commands(commands)
