@@ -244,11 +244,11 @@ class Transformer(nn.Module):
         """
         B, T = idx.shape
         start = cache.length if cache is not None else 0
-        limit = min(self.cfg.context, cache.size) if cache is not None else self.cfg.context
-        if start + T > limit:
+        if start + T > self.cfg.context:
             raise ValueError(f"sequence length {start + T} exceeds model.context="
-                             f"{self.cfg.context}" if limit == self.cfg.context else
-                             f"{start + T} tokens overflow a KV cache of {cache.size} slots")
+                             f"{self.cfg.context}")
+        if cache is not None and start + T > cache.size:
+            raise ValueError(f"{start + T} tokens overflow a KV cache of {cache.size} slots")
         x = self.tok_emb(idx)
         pos = mask = None
         if cache is not None or pad is not None:
