@@ -207,3 +207,27 @@ def test_run_references_are_checked(tmp_path):
     (other / "config.json").write_text(json.dumps({"kind": "toy-scan", "key": "k1"}))
     with pytest.raises(ConfigError, match="kind 'toy-scan', not 'llm-train'"):
         resolve_run(str(other))
+
+
+def test_results_table_shows_raw_and_normalized_accuracy_and_the_cut_items():
+    from smallinit.cli.llm_bench import format_results, truncation_warning
+
+    results = [
+        {"task": "arc_easy", "n": 4, "acc": 0.25, "acc_stderr": 0.25, "acc_norm": 0.75,
+         "acc_norm_stderr": 0.25, "chance": 0.25, "truncated": 1, "source": "local",
+         "result": "runs/llm-bench/k1"},
+        {"task": "gsm8k", "n": 3, "exact_match": 1 / 3, "exact_match_stderr": 0.3333,
+         "truncated": 0, "source": "file", "result": "runs/llm-bench/k2"},
+        {"task": "piqa", "failed": "diverged"},
+    ]
+    lines = format_results(results).splitlines()
+    assert lines[0].split()[:6] == ["task", "n", "metric", "value", "stderr", "chance"]
+    assert lines[1].split()[:8] == ["arc_easy", "4", "acc", "0.2500", "0.2500", "0.250",
+                                    "1", "local"]
+    assert lines[2].split() == ["arc_easy", "4", "acc_norm", "0.7500", "0.2500"]
+    assert lines[3].split()[:4] == ["gsm8k", "3", "exact_match", "0.3333"]
+    assert lines[4].startswith("piqa") and "failed: diverged" in lines[4]
+    warning = truncation_warning(results)
+    assert warning.startswith("warning:") and "arc_easy 1/4" in warning
+    assert "gsm8k" not in warning and "\n" not in warning
+    assert truncation_warning(results[1:]) is None

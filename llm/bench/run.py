@@ -134,7 +134,9 @@ def benchmark(ref: str, tasks: list[str], *, limit: int | None = None,
               runs_dir: str | Path | None = None, data_dir: str | Path | None = None,
               fetch: bool = True, batch_size: int = 16, max_new_tokens: int | None = None,
               device: str = "cpu", force: bool = False, trust_data: bool = False) -> list[Run]:
-    """Evaluate trained run ``ref`` on ``tasks``; returns the ``llm-bench`` runs."""
+    """Evaluate trained run ``ref`` on ``tasks`` (benchmark names or paths of custom
+    ``.jsonl`` tasks, :func:`smallinit.llm.bench.tasks.file_task`); ``limit``: the first N
+    items of each; returns the ``llm-bench`` runs."""
     check_device(device)
     trained = resolve_run(ref, runs_dir)
     sources = Sources(data_dir, fetch=fetch)

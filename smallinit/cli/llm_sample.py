@@ -72,7 +72,7 @@ def register_sample_command(commands) -> None:
         "generator seeded by --seed, so a run, prompt and seed give the same text on CPU. A "
         "sample ends at the end-of-text token or after --max-new-tokens; a prompt longer "
         "than the model's context is read through a sliding window of its last `context` "
-        "tokens.\n\nexample: smallinit llm sample llm-train/<key> --prompt 'Question: "
+        "tokens.\n\nexample: smallinit llm sample llm-train/<key> --prompt $'Question: "
         "2 plus 3?\\nAnswer:' --temperature 0")
     p.add_argument("run", metavar="RUN",
                    help="trained run: llm-train/<key> or a key prefix under RUNS_DIR, or a "
