@@ -131,12 +131,14 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
                 need_weights: bool = False, cache: KVCache | None = None,
                 mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``rope``: cos and sin at the tokens' positions; ``mask``: True where a query may
-        attend (None: causal over the T tokens); ``cache``: earlier tokens' keys/values."""
+        """``rope``: cos and sin tables whose first T positions are the tokens' (shared, or
+        per row as (B, 1, T, hd)); ``mask``: True where a query may attend (None: causal over
+        the T tokens); ``cache``: earlier tokens' keys and values."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        if rope is not None:
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        if rope is not None:  # tables of ≥ T positions (…, positions, head_dim)
+            cos, sin = rope[0][..., :T, :], rope[1][..., :T, :]
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is not None:
             k, v = cache.append(self.layer, k, v)
         weights = None
@@ -258,7 +260,7 @@ class Transformer(nn.Module):
         if self.pos_emb is not None:
             x = x + (self.pos_emb.weight[:T] if pos is None else self.pos_emb(pos))
         elif pos is None:
-            rope = (self.rope_cos[:T], self.rope_sin[:T])
+            rope = (self.rope_cos, self.rope_sin)
         else:  # (B, 1, T, hd): one position per row and token, shared by the heads
             rope = (self.rope_cos[pos].unsqueeze(1), self.rope_sin[pos].unsqueeze(1))
         all_weights = []
