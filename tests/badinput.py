@@ -73,7 +73,8 @@ def api(name: str, code: str) -> Case:
 # copies of the run: {run_badmodel} (model.pt only, truncated), {run_badsafetensors},
 # {run_mismatch}, {run_gated} (its config says gated attention); {badtok_cache} a cache
 # whose tokenizer is corrupt; {bigjsonl} a benchmark JSONL with one 50 MB line; {notrun} a
-# folder that is not a run.
+# folder that is not a run; {task_badjson}, {task_nofield}, {task_nogold} custom task files
+# with a broken line, an item of no kind, a multiple-choice item without its gold index.
 CASES: list[Case] = [
     # -- theory: values out of range, hangs
     cli("theory classify huge gamma", "theory", "classify", "--gamma", "1e100000000",
@@ -255,6 +256,35 @@ CASES: list[Case] = [
         "--no-fetch", "--runs-dir", "{runs}"),
     cli("llm eval corrupt model.safetensors", "llm", "eval", "{run_badsafetensors}",
         "--runs-dir", "{runs}"),
+    cli("llm benchmark custom task malformed line", "llm", "benchmark", "{run}", "--tasks",
+        "{task_badjson}", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm benchmark custom task no kind", "llm", "benchmark", "{run}", "--tasks",
+        "{task_nofield}", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm benchmark custom task missing gold", "llm", "benchmark", "{run}", "--tasks",
+        "{task_nogold}", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm benchmark custom task absent", "llm", "benchmark", "{run}", "--tasks",
+        "{tmp}/absent.jsonl", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm sample not a run", "llm", "sample", "{notrun}", "--runs-dir", "{runs}"),
+    cli("llm sample unknown key", "llm", "sample", "ffffffffffff", "--runs-dir", "{runs}"),
+    cli("llm sample negative temperature", "llm", "sample", "{run}", "--temperature", "-1",
+        "--runs-dir", "{runs}"),
+    cli("llm sample nan temperature", "llm", "sample", "{run}", "--temperature", "nan",
+        "--runs-dir", "{runs}"),
+    cli("llm sample top-k 0", "llm", "sample", "{run}", "--top-k", "0", "--runs-dir", "{runs}"),
+    cli("llm sample seed huge", "llm", "sample", "{run}", "--seed", "1" + "0" * 30,
+        "--runs-dir", "{runs}"),
+    cli("llm sample max-new-tokens 0", "llm", "sample", "{run}", "--max-new-tokens", "0",
+        "--runs-dir", "{runs}"),
+    cli("llm sample max-new-tokens 1e12", "llm", "sample", "{run}", "--max-new-tokens",
+        "1000000000000", "--runs-dir", "{runs}"),
+    cli("llm sample num-samples 1e9", "llm", "sample", "{run}", "--num-samples",
+        "1000000000", "--runs-dir", "{runs}"),
+    cli("llm sample device bogus", "llm", "sample", "{run}", "--device", "bogus",
+        "--runs-dir", "{runs}"),
+    cli("llm sample corrupt model.pt", "llm", "sample", "{run_badmodel}", "--runs-dir",
+        "{runs}"),
+    cli("llm sample corrupt tokenizer", "llm", "sample", "{run}", "--runs-dir", "{runs}",
+        SMALLINIT_CACHE="{badtok_cache}"),
     cli("llm bench-compare non-runs", "llm", "bench-compare", "/etc", "/usr",
         "--runs-dir", "{runs}"),
     cli("llm bench-compare bootstrap huge", "llm", "bench-compare", "{run}", "{run}",
@@ -376,6 +406,15 @@ def make_fixture(root: Path) -> dict[str, str]:
     with open(big / "arc_easy.jsonl", "w") as fh:
         fh.write('{"query": "' + "x" * (50 * 1024**2) + '"}\n')
     places["bigjsonl"] = str(big)
+    tasks = root / "custom-tasks"
+    tasks.mkdir(exist_ok=True)
+    good = '{"id": "a", "query": "Q:", "choices": [" x", " y"], "gold": 0}\n'
+    for name, text in (("task_badjson", good + '{"id": "b", "query": \n'),
+                       ("task_nofield", '{"id": "a", "query": "Q:"}\n'),
+                       ("task_nogold", good + '{"id": "b", "query": "Q:", "choices": '
+                                              '[" x", " y"]}\n')):
+        (tasks / f"{name}.jsonl").write_text(text)
+        places[name] = str(tasks / f"{name}.jsonl")
     return places
 
 

@@ -16,7 +16,8 @@ batch, learning rate, warmup and synthetic corpus size from published practice
 (full.toml): every full transformer run of figs 5 and 7-11 (and the compare run over
 them) has a new key; figs 1-4 keep theirs. Issue 15 put the published anchor recipe
 (1 head, post-LN, 2 layers, lr 2e-4, ~210 epochs, 5 seeds) into full's [anchor]:
-fig 6's full keys changed (64 → 150 after trimming the scan to one H200-day); pre-LN keys elsewhere are unchanged (the new
+fig 6's full keys changed (64 → 150 after trimming the scan to one H200-day); pre-LN
+keys elsewhere are unchanged (the new
 ``model.norm_position`` is key-neutral at its default)."""
 
 from __future__ import annotations

@@ -32,20 +32,53 @@ def test_length_normalization_can_overturn_the_raw_choice():
     assert be.pick([-2.0, -2.0]) == 0  # ties go to the lowest index
 
 
-def test_score_mc_uses_per_character_normalization_and_records_both_rules():
+def test_score_mc_records_raw_acc_and_per_character_acc_norm_as_lm_eval_names_them():
     class FixedLM:  # log-likelihoods chosen so the two rules disagree on item 0
         def loglikelihood(self, pairs, desc=""):
             table = {" a": -4.0, " bbbbbbbbb": -6.0, " yes": -1.0, " no": -2.0}
-            return [{"loglik": table[c], "tokens": 1, "truncated": False} for _, c in pairs]
+            return [{"loglik": table[c], "tokens": 1, "truncated": c == " no"}
+                    for _, c in pairs]
 
     items = [Item("0", "q", (" a", " bbbbbbbbb"), 1), Item("1", "q", (" yes", " no"), 1)]
     recs = be.score_mc(FixedLM(), items)
-    assert [(r["pred"], r["pred_raw"], r["correct"], r["correct_raw"]) for r in recs] == [
-        (1, 0, 1, 0), (0, 0, 0, 0)]
+    # item 0: raw -4 > -6 picks " a" (wrong); per character -4/2 = -2 < -6/10 picks the gold
+    assert [(r["pred"], r["pred_norm"], r["acc"], r["acc_norm"]) for r in recs] == [
+        (0, 1, 0, 1), (0, 0, 0, 0)]
     summary = be.summarize(recs, TASKS["arc_easy"])
-    assert summary["acc"] == 0.5 and summary["acc_raw"] == 0.0
-    assert summary["se"] == pytest.approx(0.5)  # s = 0.7071, n = 2
-    assert summary["chance"] == 0.5
+    assert summary["acc"] == 0.0 and summary["acc_norm"] == 0.5
+    assert summary["acc_norm_stderr"] == pytest.approx(0.5)  # s = 0.7071, n = 2
+    assert summary["acc_stderr"] == 0.0
+    assert summary["chance"] == 0.5 and summary["primary"] == "acc_norm"
+    assert summary["truncated"] == 1 and summary["normalization"] == "characters"
+
+
+def test_stderr_is_lm_evals_sample_std_over_sqrt_n():
+    rng = np.random.default_rng(0)
+    outcomes = (rng.random(37) < 0.4).astype(int)
+    recs = [{"id": str(i), "exact_match": int(o)} for i, o in enumerate(outcomes)]
+    s = be.summarize(recs, TASKS["gsm8k"])
+    mu = outcomes.mean()
+    lm_eval = math.sqrt(sum((x - mu) ** 2 for x in outcomes) / (len(outcomes) - 1))
+    assert s["exact_match"] == pytest.approx(mu)
+    assert s["exact_match_stderr"] == pytest.approx(lm_eval / math.sqrt(len(outcomes)))
+    assert s["primary"] == "exact_match" and s["truncated"] == 0
+
+
+def test_results_stored_under_the_old_names_read_as_lm_eval_names():
+    old_mc = {"task": "arc_easy", "n": 4, "acc": 0.75, "se": 0.25, "acc_raw": 0.5,
+              "se_raw": 0.29, "metric": "acc_norm", "truncated": 0, "chance": 0.25}
+    new = be.summary_metrics(old_mc)
+    assert (new["acc"], new["acc_stderr"], new["acc_norm"], new["acc_norm_stderr"]) == (
+        0.5, 0.29, 0.75, 0.25)
+    assert new["primary"] == "acc_norm" and "se" not in new and "metric" not in new
+    old_gen = {"task": "gsm8k", "n": 3, "acc": 1 / 3, "se": 0.33, "metric": "exact_match/number"}
+    assert be.summary_metrics(old_gen)["exact_match"] == pytest.approx(1 / 3)
+    current = be.summarize([{"id": "0", "exact_match": 1}], TASKS["gsm8k"])
+    assert be.summary_metrics(current) == current
+    old_rec = {"id": "x", "correct": 1, "correct_raw": 0, "chars": [2, 3]}
+    assert (be.outcome(old_rec, "acc_norm"), be.outcome(old_rec, "acc")) == (1.0, 0.0)
+    assert be.primary_metric([old_rec]) == "acc_norm"
+    assert be.outcome({"correct": 1}, "exact_match") == 1.0
 
 
 def test_standard_error_of_an_accuracy():
@@ -141,7 +174,7 @@ def test_real_model_picks_the_memorized_choice(memorized):
              Item("fr", "Question: capital of France?\nAnswer:", (" Rome", " Paris"), 1),
              Item("long", TEXT * 3 + "the cat sat on the", (" mat.", " cat."), 0)]
     recs = be.score_mc(memorized, items)
-    assert [r["correct"] for r in recs] == [1, 1, 1]
+    assert [r["acc_norm"] for r in recs] == [1, 1, 1]
     assert [r["truncated"] for r in recs] == [False, False, True]  # left-cut context
 
 
@@ -158,8 +191,41 @@ def test_real_model_generates_and_is_judged(memorized):
            Item("w", "Question: capital of France?\nAnswer:", answers=("6",))]
     recs = be.score_gen(memorized, gsm, TASKS["gsm8k"], max_new_tokens=12)
     assert recs[0]["generation"] == " So the answer is 5."  # stopped before "\n\n"
-    assert [r["correct"] for r in recs] == [1, 0]
+    assert [r["exact_match"] for r in recs] == [1, 0]
+    assert [r["truncated"] for r in recs] == [False, False]
     qa = be.score_gen(memorized, [Item("p", "Question: capital of France?\nAnswer:",
                                        answers=("paris",))], TASKS["nq_open"],
                       max_new_tokens=8)
-    assert qa[0]["extracted"] == "Paris" and qa[0]["correct"] == 1
+    assert qa[0]["extracted"] == "Paris" and qa[0]["exact_match"] == 1
+
+
+def _greedy_reference(lm, prompt, max_new_tokens, stops):
+    """The decoding the benchmark did before the KV cache: one full forward of the last
+    ``context`` tokens per new token, one prompt at a time."""
+    seq = lm.encode([prompt])[0]
+    new = []
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            logits = lm.model(torch.tensor([seq[-lm.context:]]))
+            token = int(logits[0, -1].argmax())
+            if token == lm.eot_id:
+                break
+            seq.append(token)
+            new.append(token)
+            if be.cut_at_stop(lm.tok.decode(new), stops)[1]:
+                break
+    return be.cut_at_stop(lm.tok.decode(new), stops)[0]
+
+
+def test_cached_batched_generation_equals_recomputing_each_prompt_alone(memorized):
+    prompts = ["Question: 2 plus 3?\nAnswer:", "the cat", "Question: capital of France?",
+               TEXT * 2 + "Question: 2 plus"]  # the last is longer than the context (48)
+    stops = TASKS["gsm8k"].stop
+    got = memorized.generate(prompts, max_new_tokens=20, stops=stops)
+    want = [_greedy_reference(memorized, p, 20, stops) for p in prompts]
+    assert [g["text"] for g in got] == want
+    assert want[0] == " So the answer is 5."
+    assert [g["truncated"] for g in got] == [False, False, False, True]
+    single = be.TorchLM(memorized.model, memorized.tok, batch_size=1,
+                        eot_id=memorized.eot_id)
+    assert single.generate(prompts, max_new_tokens=20, stops=stops) == got

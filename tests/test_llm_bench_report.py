@@ -35,6 +35,19 @@ def test_pairing_aligns_items_by_id():
         br.pair_records("t", a, [{"id": "w", "correct": 1}])
 
 
+def test_pairing_reads_old_and_new_record_names_on_the_headline_metric():
+    old = [{"id": "x", "correct": 1, "correct_raw": 0, "chars": [3, 4]},
+           {"id": "y", "correct": 0, "correct_raw": 1, "chars": [3, 4]}]
+    new = [{"id": "x", "acc": 1, "acc_norm": 0, "chars": [3, 4]},
+           {"id": "y", "acc": 1, "acc_norm": 1, "chars": [3, 4]}]
+    p = br.pair_records("arc_easy", old, new)
+    assert p.metric == "acc_norm" and list(p.a) == [1, 0] and list(p.b) == [0, 1]
+    raw = br.pair_records("arc_easy", old, new, metric="acc")
+    assert list(raw.a) == [0, 1] and list(raw.b) == [1, 1]
+    gen = br.pair_records("gsm8k", [{"id": "g", "correct": 1}], [{"id": "g", "exact_match": 0}])
+    assert gen.metric == "exact_match" and (list(gen.a), list(gen.b)) == ([1], [0])
+
+
 def _paired(task, a, b):
     ids = [str(i) for i in range(len(a))]
     return br.Paired(task, ids, np.asarray(a, float), np.asarray(b, float))
@@ -129,8 +142,12 @@ def test_two_trained_runs_benchmarked_stored_and_compared(tmp_path, monkeypatch,
         summary = json.loads((d / "summary.json").read_text())
         lines = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
         assert summary["n"] == len(lines) == len(rows[summary["task"]])
-        assert summary["acc"] == pytest.approx(np.mean([r["correct"] for r in lines]))
-        assert summary["source"] == "local"
+        metric = summary["primary"]
+        assert metric == ("exact_match" if summary["task"] == "gsm8k" else "acc_norm")
+        assert summary[metric] == pytest.approx(np.mean([r[metric] for r in lines]))
+        if metric == "acc_norm":
+            assert summary["acc"] == pytest.approx(np.mean([r["acc"] for r in lines]))
+        assert summary["source"] == "local" and summary["truncated"] == 0
         by_task.setdefault(summary["task"], []).append(summary)
     assert set(by_task) == set(rows)
 
@@ -155,7 +172,29 @@ def test_two_trained_runs_benchmarked_stored_and_compared(tmp_path, monkeypatch,
     assert report["groups"]["commonsense"]["tasks"] == ["hellaswag", "arc_easy"]
     assert report["groups"]["knowledge"]["tasks"] == []
     assert report["tasks"]["arc_easy"]["n"] == 6  # the full runs, not the --limit 2 ones
+    assert report["tasks"]["arc_easy"]["metric"] == "acc_norm"
+    assert report["tasks"]["gsm8k"]["metric"] == "exact_match"
     assert "commonsense" in printed and "missing: mmlu, triviaqa, nq_open" in printed
+
+    # a custom task file, JSON output, and the truncation warning (context is 64 tokens)
+    custom = data / "long_mc.jsonl"
+    custom.write_text(json.dumps({"id": "short", "query": "A man walks. He",
+                                  "choices": [" sits.", " runs."], "gold": 0}) + "\n"
+                      + json.dumps({"id": "long", "query": "the man walks. " * 60,
+                                    "choices": [" sits.", " runs."], "gold": 1}) + "\n")
+    assert _cli(["benchmark", run_a.key, "--tasks", f"{custom},gsm8k", "--json",
+                 *common[2:]]) == 0
+    captured = capsys.readouterr()
+    results = json.loads(captured.out)
+    assert [r["task"] for r in results] == ["long_mc", "gsm8k"]
+    mine = results[0]
+    assert (mine["source"], mine["n"], mine["truncated"], mine["primary"]) == (
+        "file", 2, 1, "acc_norm")
+    assert {"acc", "acc_stderr", "acc_norm", "acc_norm_stderr"} <= set(mine)
+    assert "exact_match_stderr" in results[1] and "acc" not in results[1]
+    warnings = [line for line in captured.err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "long_mc 1/2" in warnings[0]
+    assert "gsm8k" not in warnings[0]
 
 
 def test_run_references_are_checked(tmp_path):
@@ -168,3 +207,27 @@ def test_run_references_are_checked(tmp_path):
     (other / "config.json").write_text(json.dumps({"kind": "toy-scan", "key": "k1"}))
     with pytest.raises(ConfigError, match="kind 'toy-scan', not 'llm-train'"):
         resolve_run(str(other))
+
+
+def test_results_table_shows_raw_and_normalized_accuracy_and_the_cut_items():
+    from smallinit.cli.llm_bench import format_results, truncation_warning
+
+    results = [
+        {"task": "arc_easy", "n": 4, "acc": 0.25, "acc_stderr": 0.25, "acc_norm": 0.75,
+         "acc_norm_stderr": 0.25, "chance": 0.25, "truncated": 1, "source": "local",
+         "result": "runs/llm-bench/k1"},
+        {"task": "gsm8k", "n": 3, "exact_match": 1 / 3, "exact_match_stderr": 0.3333,
+         "truncated": 0, "source": "file", "result": "runs/llm-bench/k2"},
+        {"task": "piqa", "failed": "diverged"},
+    ]
+    lines = format_results(results).splitlines()
+    assert lines[0].split()[:6] == ["task", "n", "metric", "value", "stderr", "chance"]
+    assert lines[1].split()[:8] == ["arc_easy", "4", "acc", "0.2500", "0.2500", "0.250",
+                                    "1", "local"]
+    assert lines[2].split() == ["arc_easy", "4", "acc_norm", "0.7500", "0.2500"]
+    assert lines[3].split()[:4] == ["gsm8k", "3", "exact_match", "0.3333"]
+    assert lines[4].startswith("piqa") and "failed: diverged" in lines[4]
+    warning = truncation_warning(results)
+    assert warning.startswith("warning:") and "arc_easy 1/4" in warning
+    assert "gsm8k" not in warning and "\n" not in warning
+    assert truncation_warning(results[1:]) is None

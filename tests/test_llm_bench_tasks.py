@@ -67,18 +67,58 @@ def test_duplicate_ids_and_empty_files_are_rejected(tmp_path):
         bt.read_jsonl_items(write_jsonl(tmp_path / "piqa.jsonl", [""]), bt.TASKS["piqa"])
 
 
-def test_limit_is_a_deterministic_ordered_subset():
+def test_limit_takes_the_first_n_items_as_lm_eval_does():
     items = [bt.Item(str(i), f"q{i}", (" a", " b"), i % 2) for i in range(500)]
     first = bt.subsample(items, 37)
-    again = bt.subsample(list(items), 37)
-    assert [i.id for i in first] == [i.id for i in again]
-    assert len(first) == 37 and len({i.id for i in first}) == 37
-    positions = [int(i.id) for i in first]
-    assert positions == sorted(positions)  # source order kept
-    assert positions != list(range(37))  # a spread sample, not the head
+    assert [i.id for i in first] == [str(i) for i in range(37)]
     assert bt.subsample(items, 10_000) == items and bt.subsample(items, None) == items
-    assert bt.items_digest(first) == bt.items_digest(again)
+    assert bt.items_digest(first) == bt.items_digest(bt.subsample(list(items), 37))
     assert bt.items_digest(first) != bt.items_digest(bt.subsample(items, 36))
+    with pytest.raises(ConfigError, match="--limit 0"):
+        bt.subsample(items, 0)
+
+
+def test_aliases_context_and_a_single_answer(tmp_path):
+    f = write_jsonl(tmp_path / "arc_easy.jsonl", [{"context": "Q:", "choices": [" x", " y"],
+                                                   "gold": 1}])
+    assert bt.read_jsonl_items(f, bt.TASKS["arc_easy"])[0].query == "Q:"
+    g = write_jsonl(tmp_path / "gsm8k.jsonl", [{"query": "1+1=", "answer": "2"}])
+    assert bt.read_jsonl_items(g, bt.TASKS["gsm8k"])[0].answers == ("2",)
+
+
+def test_a_jsonl_path_is_a_custom_task_named_by_the_file(tmp_path):
+    mc = write_jsonl(tmp_path / "colors.jsonl", [MC, {**MC, "id": "b", "gold": 0}])
+    gen = write_jsonl(tmp_path / "sums.jsonl", ["", GEN])
+    known = write_jsonl(tmp_path / "gsm8k.jsonl", [GEN])
+    assert bt.parse_tasks(f"arc_easy,{mc},{gen}") == ["arc_easy", str(mc), str(gen)]
+    spec = bt.file_task(mc)
+    assert (spec.name, spec.kind, spec.answer) == ("colors", "mc", "choice")
+    spec = bt.file_task(gen)
+    assert (spec.name, spec.kind, spec.answer, spec.stop) == ("sums", "gen", "exact", ("\n\n",))
+    assert bt.file_task(known) == bt.TASKS["gsm8k"]  # a known name keeps its rules
+    found = bt.Sources(tmp_path / "nolocal", fetch=False, use_hf=False).find(str(mc))
+    assert (found.task, found.source, found.where) == ("colors", "file", str(mc))
+    assert [i.gold for i in found.items] == [2, 0]
+
+
+@pytest.mark.parametrize("rows, words", [
+    ([{"query": "Q:", "gold": 0}], [":1:", "'choices'", "'answers'"]),
+    (["", "{oops"], [":2:", "not valid JSON"]),
+    (["[1]"], [":1:", "JSON object"]),
+    ([MC, GEN], [":2:", "'choices'"]),  # the first item made it multiple choice
+    ([GEN, {"id": "h", "query": "Q"}], [":2:", "'answers'"]),
+    ([MC, {**MC, "id": "z", "gold": 7}], [":2:", "'gold'", "got 7"]),
+])
+def test_bad_custom_task_files_name_the_line_and_field(tmp_path, rows, words):
+    f = write_jsonl(tmp_path / "mine.jsonl", rows)
+    with pytest.raises(ConfigError) as err:
+        bt.read_jsonl_items(f, bt.file_task(f))
+    message = str(err.value)
+    assert "\n" not in message and str(f) in message
+    for word in words:
+        assert word in message
+    with pytest.raises(ConfigError, match="does not exist"):
+        bt.parse_tasks(str(tmp_path / "absent.jsonl"))
 
 
 def test_unknown_tasks_are_rejected_with_the_allowed_list():

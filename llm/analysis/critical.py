@@ -66,20 +66,6 @@ def knee_gamma(gammas, acc, tol: float) -> float:
     return float(g[np.flatnonzero(a >= best - tol - 1e-12)[0]])
 
 
-def best_gamma(gammas, losses) -> float:
-    """Vertex of the parabola through the grid minimum and its two neighbours (the grid
-    minimum itself at an edge, or when the three points do not open upward)."""
-    order = np.argsort(np.asarray(gammas, float))
-    g, y = np.asarray(gammas, float)[order], np.asarray(losses, float)[order]
-    if not np.isfinite(y).any():
-        return float("nan")
-    i = int(np.nanargmin(y))
-    if i == 0 or i == len(g) - 1:
-        return float(g[i])
-    a, b, _ = np.polyfit(g[i - 1:i + 2], y[i - 1:i + 2], 2)
-    return float(-b / (2 * a)) if a > 0 else float(g[i])
-
-
 def excess_accuracy(summary: dict) -> tuple[float, float]:
     """Reasoning accuracy above what a prompt-blind model scores, pooled over every scored
     (task, level) cell with its item count as weight: Σ n_c (acc_c − b_c) / Σ n_c, b_c the

@@ -7,7 +7,11 @@ Groups (configurable): by default
     knowledge   = mmlu, triviaqa, nq_open
     commonsense = hellaswag, piqa, arc_easy
 
-A group's score is the unweighted mean of its tasks' accuracies (macro average, so a large
+Each task is compared on its headline metric (:func:`smallinit.llm.bench.scoring.primary_metric`:
+``acc_norm`` for multiple choice, ``exact_match`` for generation), read from the per-item
+records of either record format (:func:`smallinit.llm.bench.scoring.outcome`: results
+stored before llm-bench VERSION 2 call it ``correct``). A group's score is the unweighted
+mean of its tasks' accuracies (macro average, so a large
 task does not drown a small one). The two runs are paired item by item: only items that
 both runs were scored on count. The interval for a difference A − B is the percentile
 interval of the paired bootstrap (Efron & Tibshirani 1993; Koehn 2004): each replicate
@@ -30,6 +34,7 @@ import numpy as np
 from smallinit.config import read_toml
 from smallinit.errors import ConfigError
 from smallinit.llm.bench.run import bench_runs_of, resolve_run
+from smallinit.llm.bench.scoring import outcome, primary_metric
 from smallinit.llm.bench.tasks import TASKS
 from smallinit.memory import check_memory
 from smallinit.runs import RunStore
@@ -85,24 +90,27 @@ class Paired:
     a: np.ndarray
     b: np.ndarray
     notes: list[str] = field(default_factory=list)
+    metric: str = "acc_norm"
 
 
 def pair_records(task: str, recs_a: Sequence[Mapping[str, Any]],
-                 recs_b: Sequence[Mapping[str, Any]]) -> Paired:
-    """Align two runs' per-item records by item id (items both have, in A's order)."""
+                 recs_b: Sequence[Mapping[str, Any]], metric: str | None = None) -> Paired:
+    """Align two runs' per-item 0/1 outcomes under ``metric`` (default: the task's
+    headline metric) by item id (items both have, in A's order)."""
     by_b = {r["id"]: r for r in recs_b}
     ids = [r["id"] for r in recs_a if r["id"] in by_b]
     if not ids:
         raise ConfigError(f"benchmark {task}: the two runs share no scored items; evaluate "
                           "both on the same data and --limit")
     by_a = {r["id"]: r for r in recs_a}
-    a = np.array([by_a[i]["correct"] for i in ids], dtype=np.float64)
-    b = np.array([by_b[i]["correct"] for i in ids], dtype=np.float64)
+    metric = metric or primary_metric(recs_a)
+    a = np.array([outcome(by_a[i], metric) for i in ids], dtype=np.float64)
+    b = np.array([outcome(by_b[i], metric) for i in ids], dtype=np.float64)
     notes = []
     if len(ids) < max(len(recs_a), len(recs_b)):
         notes.append(f"paired on {len(ids)} shared items (A has {len(recs_a)}, "
                      f"B has {len(recs_b)})")
-    return Paired(task, ids, a, b, notes)
+    return Paired(task, ids, a, b, notes, metric)
 
 
 # ----------------------------------------------------------------------------- bootstrap
@@ -138,7 +146,7 @@ def compare_paired(paired: Mapping[str, Paired], groups: Mapping[str, Sequence[s
     tasks = {}
     for t, p in paired.items():
         a, b = float(p.a.mean()), float(p.b.mean())
-        tasks[t] = {"n": len(p.ids), "acc_a": a, "acc_b": b,
+        tasks[t] = {"n": len(p.ids), "metric": p.metric, "acc_a": a, "acc_b": b,
                     **_interval(a - b, reps[t], alpha), "notes": p.notes}
     out_groups = {}
     for name, members in groups.items():

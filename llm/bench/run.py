@@ -3,9 +3,12 @@ store.
 
 One stored run of kind ``llm-bench`` per (trained run, task, data, limit, generation
 length). Its ``metrics.jsonl`` holds one record per item (prediction, log-likelihoods or
-generation, correctness), appended in chunks, so an interrupted evaluation resumes after
-the last finished chunk; its summary (and ``summary.json``) holds the accuracy, its
-standard error, the data source and the license the source states.
+generation, 0/1 outcomes), appended in chunks, so an interrupted evaluation resumes after
+the last finished chunk; its summary (and ``summary.json``) holds lm-evaluation-harness's
+metrics with their standard errors (:func:`smallinit.llm.bench.scoring.summarize`), the
+count of items cut to the context, the data source and the license the source states.
+Results stored by VERSION 1 used other names (``acc`` was the length-normalized accuracy);
+:func:`smallinit.llm.bench.scoring.summary_metrics` and ``outcome`` read both.
 
 A trained run is named by its directory (``runs/llm-train/<key>``), by ``llm-train/<key>``,
 by its key, or by a unique prefix of the key, looked up below the run store root
@@ -25,7 +28,16 @@ import torch
 
 from smallinit.errors import ConfigError
 from smallinit.llm.bench import hf_model, scoring
-from smallinit.llm.bench.tasks import Found, Sources, items_digest, subsample, task_spec
+from smallinit.llm.bench.tasks import (
+    Found,
+    Sources,
+    TaskSpec,
+    file_task,
+    is_task_file,
+    items_digest,
+    subsample,
+    task_spec,
+)
 from smallinit.llm.data.tokenizer import END_OF_TEXT
 from smallinit.llm.training.trained import TrainedRun, resolve_run, run_tokenizer
 from smallinit.llm.training.trained import load_trained as load_weights
@@ -35,7 +47,7 @@ from smallinit.runs import Run, RunStore
 log = logging.getLogger(__name__)
 
 KIND = "llm-bench"
-VERSION = "1"
+VERSION = "2"  # 2: lm-eval metric names (acc raw, acc_norm), --limit = first N, KV cache
 CHUNK = 128  # items scored between two appends to metrics.jsonl
 
 
@@ -85,9 +97,7 @@ def check_device(device: str) -> None:
 
 
 # ----------------------------------------------------------------------------- one task
-def _body(lm, found: Found, items, cfg: BenchConfig):
-    spec = task_spec(cfg.task)
-
+def _body(lm, found: Found, items, cfg: BenchConfig, spec: TaskSpec):
     def body(run: Run) -> dict[str, Any]:
         done = {r["id"]: r for r in run.metrics() if "id" in r}
         if done:
@@ -124,8 +134,9 @@ def benchmark(ref: str | None, tasks: list[str], *, limit: int | None = None,
               device: str = "cpu", force: bool = False, trust_data: bool = False,
               hf: str | Path | None = None) -> list[Run]:
     """Evaluate trained run ``ref`` (or the local Hugging Face model folder ``hf``, stored
-    as ``hf/<digest>``: :mod:`smallinit.llm.bench.hf_model`) on ``tasks``; returns the
-    ``llm-bench`` runs."""
+    as ``hf/<digest>``: :mod:`smallinit.llm.bench.hf_model`) on ``tasks`` (benchmark names
+    or paths of custom ``.jsonl`` tasks, :func:`smallinit.llm.bench.tasks.file_task`);
+    ``limit``: the first N items of each; returns the ``llm-bench`` runs."""
     check_device(device)
     if (ref is None) == (hf is None):
         raise ConfigError("give either a RUN or --hf PATH (a Hugging Face model folder), "
@@ -138,6 +149,7 @@ def benchmark(ref: str | None, tasks: list[str], *, limit: int | None = None,
         name, store = hf_model.hf_model_name(folder), RunStore(runs_dir)
     sources = Sources(data_dir, fetch=fetch)
     found = {t: sources.find(t) for t in tasks}  # fail on missing data before loading
+    specs = {t: file_task(t) if is_task_file(t) else task_spec(t) for t in tasks}
     if hf is None:
         model, tok, _, eot = load_trained(trained, device, trust_data=trust_data)
     else:
@@ -145,13 +157,13 @@ def benchmark(ref: str | None, tasks: list[str], *, limit: int | None = None,
     lm = scoring.TorchLM(model, tok, device=device, batch_size=batch_size, eot_id=eot)
     runs = []
     for task in tasks:
-        spec = task_spec(task)
+        spec = specs[task]
         items = subsample(found[task].items, limit)
-        cfg = BenchConfig(model=name, task=task, source=found[task].source,
+        cfg = BenchConfig(model=name, task=spec.name, source=found[task].source,
                           data=items_digest(items), n_items=len(items), limit=limit or 0,
                           max_new_tokens=0 if spec.is_mc else
                           int(max_new_tokens or spec.max_new_tokens))
-        runs.append(store.get_or_run(KIND, cfg, _body(lm, found[task], items, cfg),
+        runs.append(store.get_or_run(KIND, cfg, _body(lm, found[task], items, cfg, spec),
                                      version=VERSION, force=force))
     return runs
 

