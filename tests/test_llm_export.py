@@ -266,10 +266,11 @@ def test_benchmark_hf_matches_the_run_item_by_item(trained, task_dir, tmp_path):
     a, b = ours.metrics(), theirs.metrics()
     assert [r["id"] for r in a] == [r["id"] for r in b] == [it["id"] for it in MC_ITEMS]
     for ra, rb in zip(a, b, strict=True):
-        assert (ra["pred"], ra["pred_raw"], ra["correct"]) == (rb["pred"], rb["pred_raw"],
-                                                              rb["correct"])
+        assert (ra["pred"], ra["pred_norm"], ra["acc"], ra["acc_norm"]) == (
+            rb["pred"], rb["pred_norm"], rb["acc"], rb["acc_norm"])
         assert max(abs(x - y) for x, y in zip(ra["loglik"], rb["loglik"], strict=True)) < 1e-4
     assert ours.summary["acc"] == theirs.summary["acc"]
+    assert ours.summary["acc_norm"] == theirs.summary["acc_norm"]
     # the Python loader gives the same scorer for both
     from smallinit.llm.bench.scoring import score_mc
     from smallinit.llm.bench.tasks import Item

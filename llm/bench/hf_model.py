@@ -54,6 +54,37 @@ class HFCausalLM(nn.Module):
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.hf(input_ids=idx, use_cache=False).logits
 
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0,
+                 stop_tokens=(), prompt_lengths=None, until=None, pad_id: int = 0,
+                 **_ignored) -> torch.Tensor:
+        """Greedy decoding with :meth:`Transformer.generate
+        <smallinit.llm.model.transformer.Transformer.generate>`'s interface and semantics
+        (left-padded rows of ``prompt_lengths`` real tokens, a sliding window of the last
+        ``context`` tokens, stop tokens, the ``until(row, new_ids)`` callback, finished rows
+        filled with ``pad_id``), one row at a time and without a cache: the benchmark
+        scorer's path for a Hugging Face model, where equality matters more than speed."""
+        if temperature != 0.0:
+            raise ConfigError("a Hugging Face model is decoded greedily here (temperature 0)")
+        rows, width = idx.shape
+        lengths = list(prompt_lengths) if prompt_lengths is not None else [width] * rows
+        out = torch.full((rows, width + max_new_tokens), pad_id, dtype=torch.long,
+                         device=idx.device)
+        out[:, :width] = idx
+        context = self.cfg.context
+        for r in range(rows):
+            seq = idx[r, width - lengths[r]:].tolist()
+            new: list[int] = []
+            for _ in range(max_new_tokens):
+                window = torch.tensor([seq[-context:]], dtype=torch.long, device=idx.device)
+                token = int(self.forward(window)[0, -1].argmax())
+                seq.append(token)
+                new.append(token)
+                if token in stop_tokens or (until is not None and until(r, new)):
+                    break
+            out[r, width:width + len(new)] = torch.tensor(new, dtype=torch.long)
+        return out
+
 
 def is_hf_folder(path: str | Path) -> bool:
     """Whether ``path`` is a folder with a Hugging Face ``config.json`` (not one of our run
