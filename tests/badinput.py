@@ -71,6 +71,7 @@ def api(name: str, code: str) -> Case:
 # existing folder, {nodir} a path below a regular file (cannot be created), {runs} the store
 # holding one tiny finished run, {run} that run's folder, {cache} its data cache, and damaged
 # copies of the run: {run_badmodel} (model.pt only, truncated), {run_badsafetensors},
+# {run_badtok} (its stored tokenizer.json damaged),
 # {run_mismatch}, {run_gated} (its config says gated attention); {badtok_cache} a cache
 # whose tokenizer is corrupt; {bigjsonl} a benchmark JSONL with one 50 MB line; {notrun} a
 # folder that is not a run; {task_badjson}, {task_nofield}, {task_nogold} custom task files
@@ -283,8 +284,8 @@ CASES: list[Case] = [
         "--runs-dir", "{runs}"),
     cli("llm sample corrupt model.pt", "llm", "sample", "{run_badmodel}", "--runs-dir",
         "{runs}"),
-    cli("llm sample corrupt tokenizer", "llm", "sample", "{run}", "--runs-dir", "{runs}",
-        SMALLINIT_CACHE="{badtok_cache}"),
+    cli("llm sample corrupt stored tokenizer", "llm", "sample", "{run_badtok}", "--runs-dir",
+        "{runs}"),
     cli("llm bench-compare non-runs", "llm", "bench-compare", "/etc", "/usr",
         "--runs-dir", "{runs}"),
     cli("llm bench-compare bootstrap huge", "llm", "bench-compare", "{run}", "{run}",
@@ -384,6 +385,10 @@ def make_fixture(root: Path) -> dict[str, str]:
     weights = badst / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 3])
     places["run_badsafetensors"] = str(badst)
+    badtok_run = outside / "badtok" / run.name  # the tokenizer stored with the run, damaged
+    shutil.copytree(run, badtok_run)
+    (badtok_run / "tokenizer.json").write_text('{"model": ')
+    places["run_badtok"] = str(badtok_run)
     for place, edit in (("run_mismatch", {"d_model": 32}),
                         ("run_gated", {"gated_attention": True})):
         meta = json.loads((run / "config.json").read_text())
