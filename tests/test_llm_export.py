@@ -377,3 +377,42 @@ def test_lm_eval_task_yaml_refuses_bad_names_and_generative_items(task_dir, tmp_
     path = write_task_yaml(task_dir / "arc_easy.jsonl", tmp_path, "ok_task")
     text = path.read_text()
     assert "task: ok_task" in text and str((task_dir / "arc_easy.jsonl").resolve()) in text
+
+
+def test_readme_export_block_runs_as_written(trained, tmp_path):
+    """The README's export → from_pretrained → benchmark --hf lines, run as a user types
+    them in a fresh folder (the run's key filled in; my_task.jsonl a custom task of the
+    README's schema). The lm_eval line runs where lm-evaluation-harness is installed."""
+    import re
+    import shlex
+
+    base, run = trained
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", readme, re.S)
+                 if "smallinit llm export" in b)
+    with open(tmp_path / "my_task.jsonl", "w") as fh:
+        for item in MC_ITEMS:
+            fh.write(json.dumps(item) + "\n")
+    env = {**os.environ, "SMALLINIT_RUNS": str(base / "runs"),
+           "SMALLINIT_CACHE": str(base / "cache"), "SMALLINIT_QUIET": "1"}
+    outputs = []
+    for line in block.strip().splitlines():
+        line = line.replace("llm-train/<key>", f"llm-train/{run.path.name}")
+        argv = shlex.split(line, comments=True)
+        if argv[0] == "lm_eval":
+            if shutil.which("lm_eval") is None:
+                continue
+            from smallinit.llm.bench.lmeval import write_task_yaml
+
+            write_task_yaml(tmp_path / "my_task.jsonl", tmp_path / "tasks", "my_task")
+        elif argv[0] == "smallinit":
+            argv = [sys.executable, "-m", "smallinit", *argv[1:]]
+        elif argv[0] == "python":
+            argv = [sys.executable, *argv[1:]]
+        proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=600, check=False)
+        assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
+        outputs.append(proc.stdout)
+    assert (tmp_path / "exported" / "model.safetensors").is_file()
+    assert "LlamaForCausalLM" in outputs[1]
+    assert re.search(r"my_task\s+\d+\s+acc_norm\s+\d\.\d{4}", outputs[2])

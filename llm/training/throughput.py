@@ -1,16 +1,10 @@
 """Training throughput and model FLOPs utilization (MFU) of the one training step.
 
-FLOPs per token of a decoder-only transformer trained with forward + backward
-(Kaplan et al. 2020, arXiv 2001.08361, §2.1; Chowdhery et al. 2022, PaLM, arXiv 2204.02311,
-appendix B):
-
-    F = 6·N + 12·L·d·T
-
-N counts the parameters of the matrices a token passes through (all but the embedding
-lookup; a tied or untied output head counts, since it is a matmul), L layers, d model
-width, T context (the attention score and value products, forward and backward). MFU is
-tokens/s · F divided by the device's dense peak; only the peaks listed in
-:data:`PEAK_FLOPS` are known, anywhere else MFU is None.
+FLOPs per token are the planning formula of :mod:`smallinit.llm.training.compute`
+(C = 6·(N + V·d) + 12·L·d·T per token: Kaplan et al. 2020; Chinchilla App. F; PaLM App. B),
+so a measured MFU and the full profile's planned hours use one count. MFU is tokens/s · F
+divided by the device's dense bf16 peak; only the peaks listed in :data:`PEAK_FLOPS` are
+known, anywhere else MFU is None.
 
 The step timed is :func:`smallinit.llm.training.train.train_step` (forward, backward, clip,
 AdamW), on random tokens, after warm-up steps (which also absorb ``torch.compile``), with
@@ -26,28 +20,17 @@ import torch
 
 from smallinit.llm.config import ModelConfig, RunConfig
 from smallinit.llm.model.transformer import Transformer
+from smallinit.llm.training.compute import H200_PEAK_BF16_DENSE, training_flops
 from smallinit.llm.training.train import autocast, make_optimizer, train_step
 
 #: dense bf16 tensor-core peak in FLOP/s, by a substring of the device name (NVIDIA data
-#: sheets: H100 SXM and H200 SXM 989 TFLOP/s dense, i.e. half the "with sparsity" figure;
-#: A100 312 TFLOP/s)
-PEAK_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
+#: sheets: H200 and H100 SXM 989 TFLOP/s dense, half the "with sparsity" figure; A100 312)
+PEAK_FLOPS = {"H200": H200_PEAK_BF16_DENSE, "H100": 989e12, "A100": 312e12}
 
 
-def matmul_params(model: Transformer) -> int:
-    """N of the module docstring: every parameter except the lookup tables (token
-    embedding, learned positions); a tied token table stays in, as the output head."""
-    n = model.num_params()
-    if model.pos_emb is not None:
-        n -= model.pos_emb.weight.numel()
-    if model.head.weight is not model.tok_emb.weight:
-        n -= model.tok_emb.weight.numel()
-    return n
-
-
-def flops_per_token(model: Transformer, cfg: ModelConfig) -> float:
-    """6·N + 12·L·d·T (module docstring)."""
-    return 6.0 * matmul_params(model) + 12.0 * cfg.n_layers * cfg.d_model * cfg.context
+def flops_per_token(cfg: ModelConfig) -> float:
+    """Training FLOPs of one token (:func:`smallinit.llm.training.compute.training_flops`)."""
+    return training_flops(cfg, 1)
 
 
 def peak_flops(device: torch.device) -> float | None:
@@ -97,13 +80,13 @@ def measure(cfg: RunConfig, *, steps: int = 20, warmup: int = 5,
     elapsed = time.perf_counter() - t1
     tokens = steps * shape[0] * shape[1]
     tok_s = tokens / elapsed
-    fpt = flops_per_token(model, m)
+    fpt = flops_per_token(m)
     peak = peak_flops(device)
     return {"device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
             "compile": compile, "precision": "bf16" if device.type == "cuda"
             or cfg.train.precision == "bf16" else "fp32",
             "params": sum(p.numel() for p in model.parameters()),
-            "matmul_params": matmul_params(model), "flops_per_token": fpt,
+            "flops_per_token": fpt,
             "tokens_per_step": shape[0] * shape[1], "steps": steps,
             "step_s": elapsed / steps, "tokens_per_s": tok_s,
             "flops_per_s": tok_s * fpt, "peak_flops": peak,
