@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,19 +37,18 @@ WEIGHTS = "model.safetensors"  # a finished run's final weights (also model.pt; 
 # have only that)
 
 
-def atomic_torch_save(obj: Any, path: str | Path) -> Path:
-    """``torch.save(obj)`` to ``path`` so that no reader (or crash) sees a partial file.
-
-    The temporary file ``.<name>.<pid>.<random>.tmp`` is created exclusively (O_EXCL), so
-    two writers never share one; it gets the mode a plain ``open`` would (umask)."""
+def _atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Run ``write(tmp)`` on an exclusive temporary file beside ``path`` (``.<name>.<pid>.
+    <random>.tmp``, created with O_EXCL so two writers never share one, the mode a plain
+    ``open`` would give), fsync it, rename it over ``path`` and fsync the folder: no reader
+    (or crash) sees a partial file. The temporary file is removed on any failure."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(obj, fh)
-            fh.flush()
+        write(tmp)
+        with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -57,6 +57,11 @@ def atomic_torch_save(obj: Any, path: str | Path) -> Path:
         raise
     _fsync_dir(path.parent)
     return path
+
+
+def atomic_torch_save(obj: Any, path: str | Path) -> Path:
+    """``torch.save(obj)`` to ``path`` atomically (:func:`_atomic_write`)."""
+    return _atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -91,20 +96,8 @@ def atomic_save_safetensors(state: dict[str, torch.Tensor], path: str | Path) ->
             value = value.clone()
         seen.add(value.data_ptr())
         tensors[name] = value
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(path)
-    try:
-        save_file(tensors, str(tmp), metadata={"format": "pt"})
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-    return path
+    return _atomic_write(path, lambda tmp: save_file(tensors, str(tmp),
+                                                     metadata={"format": "pt"}))
 
 
 def load_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
