@@ -195,3 +195,17 @@ def test_readme_coord_check_line_runs(tmp_path, capsys):
     assert rows[("attn_in", 0)] == pytest.approx(-0.5 - 0.115, abs=0.05)
     assert math.isfinite(rows[("residual", 1)])
     assert (tmp_path / "coord-gamma-1.png").is_file()
+
+
+def test_print_config_shows_the_resolved_template_and_round_trips(tmp_path, capsys):
+    """--print-config prints the coord check's config (defaults, overrides, --init) as TOML
+    without measuring; fed back through --config it prints the same text."""
+    assert main(["llm", "coord-check", "--init", "gamma:1", "--print-config",
+                 "model.n_layers=3", "--out", str(tmp_path / "none")]) == 0
+    text = capsys.readouterr().out
+    assert 'init = "gamma:1"' in text and "n_layers = 3" in text
+    assert not (tmp_path / "none").exists()  # nothing was measured or written
+    (tmp_path / "cc.toml").write_text(text)
+    assert main(["llm", "coord-check", "--config", str(tmp_path / "cc.toml"),
+                 "--print-config"]) == 0
+    assert capsys.readouterr().out == text

@@ -8,7 +8,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from smallinit.cli.util import add_command, add_json_option, positive_int, positive_int_list
+from smallinit.cli.util import (
+    add_command,
+    add_json_option,
+    add_print_config_option,
+    positive_int,
+    positive_int_list,
+    print_config,
+)
 
 DESCRIPTION = """\
 Build the transformer at several widths d_model (same depth, heads, vocabulary; d_ff in
@@ -116,6 +123,8 @@ def cmd_coord_check(args: argparse.Namespace) -> int:
     from smallinit.runs import atomic_write_json
 
     cfg = load_coord_config(args)
+    if print_config(args, cfg):
+        return 0
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {str(out)!r} is a file; give a folder for the figure and JSON")
@@ -163,6 +172,7 @@ def register_coord_commands(commands) -> None:
     add_json_option(p, help="print the whole result as JSON instead of the slope table")
     p.add_argument("--config", default=None, metavar="FILE",
                    help=CONFIG_HELP + "; default: the coord check's small template")
+    add_print_config_option(p)
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="config overrides, e.g. model.n_layers=4 model.norm_eps=1e-10 "
                         "train.lr=0.01 train.threads=1")
