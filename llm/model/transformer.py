@@ -145,10 +145,13 @@ class Attention(nn.Module):
         the T tokens); ``cache``: earlier tokens' keys and values."""
         B, T, C = x.shape
         qkv = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv
-        if rope is not None:  # tables of ≥ T positions (…, positions, head_dim)
+        if rope is None:
+            q, k, v = qkv
+        else:  # tables of ≥ T positions (…, positions, head_dim); q and k in one call
             cos, sin = rope[0][..., :T, :], rope[1][..., :T, :]
-            q, k = apply_rope(qkv[:2], cos, sin)  # q and k in one call
+            qk, v = qkv.split([2, 1])  # (split: the backward is one cat, no zero-filled grads)
+            q, k = apply_rope(qk, cos, sin)
+            v = v[0]
         if cache is not None:
             k, v = cache.append(self.layer, k, v)
         weights = None
