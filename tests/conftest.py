@@ -7,9 +7,23 @@ from __future__ import annotations
 
 import importlib.util
 
+import pytest
+
 
 def pytest_configure(config) -> None:
     if importlib.util.find_spec("jax") is not None:
         from smallinit.toy.jaxsetup import use_all_cpu_cores
 
         use_all_cpu_cores()
+
+
+@pytest.fixture
+def bench_torch_threads(request):
+    """torch's intra-op threads set to the benchmark module's ``THREADS`` for one test, and
+    restored after it (the training-step and generation benchmarks time at 2 threads)."""
+    import torch  # only the benchmarks that ask for this fixture need torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(request.module.THREADS)
+    yield
+    torch.set_num_threads(before)

@@ -17,18 +17,10 @@ import torch
 from smallinit.llm.config import ModelConfig
 from smallinit.llm.model.transformer import Transformer
 
-pytestmark = pytest.mark.bench
+pytestmark = [pytest.mark.bench, pytest.mark.usefixtures("bench_torch_threads")]
 
 BATCH, PROMPT, NEW, THREADS = 8, 100, 32, 2
 ROUNDS, WARMUP = 3, 1
-
-
-@pytest.fixture(autouse=True)
-def two_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_generate_kv_cache_against_recompute(benchmark):

@@ -22,7 +22,7 @@ from smallinit.llm.config import ModelConfig, RunConfig
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.training.train import make_optimizer, train_step
 
-pytestmark = pytest.mark.bench
+pytestmark = [pytest.mark.bench, pytest.mark.usefixtures("bench_torch_threads")]
 
 LAYERS, HEADS, D, CTX, BATCH, VOCAB, THREADS = 4, 4, 256, 128, 16, 4096, 2
 TOKENS = BATCH * CTX
@@ -151,14 +151,6 @@ class Reference:
 
 
 ROUNDS, WARMUP = 9, 2
-
-
-@pytest.fixture(autouse=True)
-def two_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_reference_nanogpt_step(benchmark):

@@ -12,6 +12,7 @@ from smallinit.cli.util import (
     add_command,
     add_json_option,
     add_print_config_option,
+    nonnegative_int,
     positive_int,
     positive_int_list,
     print_config,
@@ -31,17 +32,6 @@ The model template is small by default (2 layers, 4 heads, vocabulary 256, conte
 batch 8: seconds on a CPU); change it with KEY=VALUE overrides or --config, e.g.
   smallinit llm coord-check --init gamma:1 --widths 32,64,128,256 model.norm_eps=1e-10
 """
-
-
-def nonnegative_int(text: str) -> int:
-    """An integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
-    return value
 
 
 def slug(scheme: str) -> str:

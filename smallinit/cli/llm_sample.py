@@ -10,7 +10,14 @@ import argparse
 import sys
 
 from smallinit.cli.llm_bench import add_trust_option
-from smallinit.cli.util import add_command, add_json_option, finite_float, positive_int, print_json
+from smallinit.cli.util import (
+    add_command,
+    add_json_option,
+    finite_float,
+    integer,
+    positive_int,
+    print_json,
+)
 
 
 def nonnegative_float(text: str) -> float:
@@ -23,10 +30,7 @@ def nonnegative_float(text: str) -> float:
 
 def seed_int(text: str) -> int:
     """A generator seed: an integer in [0, 2**63)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    value = integer(text)
     if not 0 <= value < 2**63:
         raise argparse.ArgumentTypeError(f"{text!r} must be an integer in [0, 2**63)")
     return value

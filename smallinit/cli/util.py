@@ -182,14 +182,27 @@ def finite_float(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
+def integer(text: str) -> int:
+    """An integer, or the argparse error every integer option gives."""
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    value = integer(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer >= 0."""
+    value = integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
     return value
 
 
