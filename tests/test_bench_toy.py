@@ -8,6 +8,12 @@ call: compile included) and warm (same scan again), the ratios, and network-step
 (warm); S_w must agree to 1e-6. ``SMALLINIT_BENCH_WIDTHS`` (comma
 list) shrinks the widths for a faster look.
 
+PyTorch reference (``test_bench_engine_vs_pytorch_loop``): the same scan trained the way a
+researcher would write it, one network at a time, a Python loop over steps with autograd
+(tests/torch_phase_loop.py), against the warm batched engine; reported as a ratio, with
+S_w and every network's stopping step compared. The engine's goal (issue 17): the bench grid
+in under 2 s warm on 2 cores (``goal_met`` in ``extra_info``).
+
 Grouped engine (:mod:`smallinit.toy.grouped_engine`, the whole scan as one ragged batch
 through the kernels' grouped step) against the JAX engine: on CPU a small grid (NumPy
 fallback; expected slower than JAX), and, marked ``gpu``, the quick scan grid (7×7 × widths
@@ -88,6 +94,66 @@ def test_bench_batched_vs_loop(benchmark):
     }
     benchmark.extra_info.update(info)
     print("\ntoy scan benchmark:", info)
+
+
+GOAL_WARM_S = 2.0
+
+
+def test_bench_engine_vs_pytorch_loop(benchmark):
+    """Warm batched engine against the Python-stepped PyTorch autograd loop, one run each
+    after a warm-up of the engine on the same grid (compile excluded; the PyTorch loop has
+    nothing to compile)."""
+    import torch
+    import torch_phase_loop
+
+    from smallinit.toy import twolayer as tl
+    from smallinit.toy.scan import _width_batch
+
+    cfg = _config()
+    X, y = tl.reference_data()
+    simulate(cfg)  # compile every batch shape of this grid
+    batches = [_width_batch(cfg, m) for m in cfg.widths]
+    results = {}
+
+    def run_both():
+        t0 = time.perf_counter()
+        results["engine"] = simulate(cfg)
+        results["engine_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        results["torch"] = torch_phase_loop.train_scan(batches, X, y,
+                                                       max_steps=cfg.max_steps)
+        results["torch_s"] = time.perf_counter() - t0
+
+    benchmark.pedantic(run_both, rounds=1, iterations=1)
+    sim, ref = results["engine"], results["torch"]
+    G, Gp = len(cfg.gammas), len(cfg.gamma_primes)
+    ref_steps = np.stack([s.reshape(G, Gp, 1) for s in ref["steps"]], axis=2)
+    ref_status = np.stack([s.reshape(G, Gp, 1) for s in ref["status"]], axis=2)
+    ref_rd = np.stack([s.reshape(G, Gp, 1) for s in ref["rd"]], axis=2)
+    np.testing.assert_array_equal(ref_status, sim["status"])
+    assert np.abs(ref_steps - sim["steps"]).max() <= 1  # a tol crossing within rounding
+    _, sw = fit_slopes(sim["rd"], sim["status"], cfg.widths)
+    _, sw_ref = fit_slopes(ref_rd, ref_status, cfg.widths)
+    np.testing.assert_allclose(sw, sw_ref, atol=1e-6)
+    te, tt = results["engine_s"], results["torch_s"]
+    steps = int(sim["steps"].sum())
+    info = {
+        "networks": int(sim["steps"].size),
+        "network_steps": steps,
+        "stalled_networks": int((sim["status"] == tl.STALLED).sum()),
+        "engine_warm_s": round(te, 2),
+        "pytorch_loop_s": round(tt, 2),
+        "ratio_pytorch_loop_over_engine": round(tt / te, 1),
+        "engine_network_steps_per_s": round(steps / te),
+        "pytorch_network_steps_per_s": round(steps / tt),
+        "torch_threads": torch.get_num_threads(),
+        "jax_devices": len(__import__("jax").devices()),
+        "goal_warm_s": GOAL_WARM_S,
+        "goal_met": te < GOAL_WARM_S,
+        "widths": list(cfg.widths),
+    }
+    benchmark.extra_info.update(info)
+    print("\nengine vs Python-stepped PyTorch loop:", info)
 
 
 def _grouped_vs_jax(benchmark, cfg: ScanConfig) -> dict:

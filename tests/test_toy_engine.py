@@ -112,3 +112,66 @@ def test_diverging_network_is_recorded_as_failed_and_the_batch_goes_on():
     assert tl.STATUS[out["status"][0]] == "diverged"
     assert tl.STATUS[out["status"][1]] == "converged"
     assert out["loss"][1] < 1e-6
+
+
+# ----------------------------------------------------------------------------- stalled networks
+# (γ, γ') = (1.75, −0.75) at width 20, seed 0 lands on the affine trap within 100 steps (the
+# same happens at widths 250–1000 of the benchmark grid); the other two points converge.
+TRAP_POINTS = [(1.75, -0.75), (0.5, 0.0), (1.0, 0.75)]
+
+
+def _trap_run(**overrides):
+    X, y = tl.reference_data()
+    settings = tl.TrainSettings(max_steps=4000, **overrides)
+    return tl.train_batch(*_batch(TRAP_POINTS, 20), X, y, settings)
+
+
+def test_a_network_at_an_exact_stationary_point_stops_as_stalled_and_nothing_else_moves():
+    """docs/science.md §2 "Stopping": the stall rule stops the trapped network (which ran to
+    the budget before) and leaves every other network's steps, status and weights as they
+    were without the rule."""
+    with_rule = _trap_run()
+    without = _trap_run(stall_window=10**6)  # no check step is ever reached
+    assert list(with_rule["status"]) == [tl.STALLED, tl.CONVERGED, tl.CONVERGED]
+    assert without["status"][0] == tl.BUDGET and without["step"][0] == 4000
+    assert with_rule["step"][0] == 2000  # the second check: no progress since the first
+    for key in ("step", "status", "rd", "loss"):
+        np.testing.assert_array_equal(with_rule[key][1:], without[key][1:])
+    np.testing.assert_array_equal(with_rule["W"][0], without["W"][0])  # it never moved
+
+
+def test_the_stalled_network_sits_at_the_least_squares_affine_fit_with_zero_gradient():
+    """Why it stalls: every unit is active on all four points or on none, so the network is
+    affine on the data, its loss is the least-squares affine fit's, and the residual is
+    orthogonal to (x, 1), which makes every gradient component vanish."""
+    import jax.numpy as jnp
+
+    X, y = tl.reference_data()
+    out = _trap_run()
+    a, W = out["a"][0], out["W"][0]
+    active = (X @ W.T) > 0
+    assert (active.all(axis=0) | ~active.any(axis=0)).all()
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    affine_loss = 0.5 * np.mean((X @ coef - y) ** 2)
+    kappa = _batch(TRAP_POINTS[:1], 20)[2][0]
+    loss, ga, gW = tl.gradients(jnp.asarray(a), jnp.asarray(W), kappa, jnp.asarray(X),
+                                jnp.asarray(y), "relu")
+    assert float(loss) == pytest.approx(affine_loss, rel=1e-12)
+    assert np.abs(np.asarray(ga)).max() < 1e-15 and np.abs(np.asarray(gW)).max() < 1e-15
+
+
+def test_engine_matches_a_python_stepped_pytorch_autograd_loop():
+    """The engine against the independent reference of tests/torch_phase_loop.py (autograd
+    gradients, closed-form Gram step, same stopping): same status and stopping step for
+    every network, RD equal to rounding."""
+    import torch_phase_loop as torch_loop  # tests/ is on sys.path (rootdir conftest)
+    X, y = tl.reference_data()
+    settings = tl.TrainSettings(max_steps=4000)
+    batch = _batch(TRAP_POINTS, 20)
+    ours = tl.train_batch(*batch, X, y, settings)
+    ref = torch_loop.train_scan([batch], X, y, max_steps=4000)
+    np.testing.assert_array_equal(ref["status"][0], ours["status"])
+    np.testing.assert_array_equal(ref["steps"][0], ours["step"])
+    rd = np.linalg.norm(ours["W"] - batch[1], axis=(1, 2)) / np.linalg.norm(batch[1],
+                                                                             axis=(1, 2))
+    np.testing.assert_allclose(ref["rd"][0], rd, rtol=1e-10)

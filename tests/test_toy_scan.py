@@ -14,6 +14,7 @@ from smallinit.errors import RunFailed  # noqa: E402
 from smallinit.runs import RunStore  # noqa: E402
 from smallinit.theory import phase  # noqa: E402
 from smallinit.theory.phase import log_allowance  # noqa: E402
+from smallinit.toy import scan as scan_module  # noqa: E402
 from smallinit.toy.scan import ScanConfig, fit_slopes, run_scan  # noqa: E402
 
 GRID = ScanConfig(gammas=(0.5, 1.0, 1.75), gamma_primes=(-0.5, 0.0, 0.5),
@@ -128,7 +129,7 @@ def test_an_interrupted_scan_resumes_from_its_finished_widths(tmp_path, monkeypa
     store = RunStore(tmp_path / "b")
     with pytest.raises(RuntimeError, match="killed"):
         run_scan(cfg, store)
-    run = store.run("toy-scan", cfg, version="3")
+    run = store.run("toy-scan", cfg, version=scan_module.VERSION)
     assert run.state == "failed" and (run.path / "partial" / "width-20.npz").is_file()
     calls.clear()
     armed[0] = False

@@ -28,7 +28,7 @@ from smallinit.toy.jaxsetup import use_all_cpu_cores
 from smallinit.toy.limits import check_family_scales, condense_bytes
 
 KIND = "toy-condense"
-VERSION = "1"
+VERSION = "2"  # 2: the "stalled" stopping rule of toy.stopping
 
 
 @dataclasses.dataclass

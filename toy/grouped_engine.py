@@ -8,8 +8,8 @@ preconditioned gradient descent
     ā ← ā − (η̄/κ') ∇_ā R,   w̄ ← w̄ − η̄κ' ∇_w̄ R,
 
 the same step rules (``"gram"``: η̄ = c/L through :mod:`smallinit.toy.steprule`;
-``"fixed"``), the same stopping (loss < tol → converged, step budget → budget, non-finite
-or ``div_factor``-fold growth → diverged), RD of input weights (biases included) at the
+``"fixed"``), the same stopping (:mod:`smallinit.toy.stopping`: converged, diverged,
+stalled, budget), RD of input weights (biases included) at the
 stopping step and RD(t)/loss records every ``record_every`` steps.
 
 Layout (the kernels' ragged layout): the neurons of all B networks are concatenated, ā (M,)
@@ -45,8 +45,8 @@ import numpy as np
 from smallinit.kernels import backend as kernels_backend
 from smallinit.kernels import grouped_two_layer_step
 from smallinit.kernels.backend import cp
-from smallinit.toy import steprule
-from smallinit.toy.twolayer import BUDGET, CONVERGED, DIVERGED, MAX_POINTS, TrainSettings
+from smallinit.toy import steprule, stopping
+from smallinit.toy.twolayer import BUDGET, MAX_POINTS, TrainSettings
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,8 @@ class _Segments:
 class _Batch:
     """Device state of the networks still in the ragged batch (all arrays indexed alike)."""
 
-    FIELDS = ("kappa", "kappa_p", "w0norm", "loss0", "step", "stop", "status", "loss",
-              "rd", "time")
+    FIELDS = ("kappa", "kappa_p", "w0norm", "loss0", "loss_ref", "step", "stop", "status",
+              "loss", "rd", "time")
 
     def __init__(self, xp, idx, widths, a, W, W0, per_net):
         self.xp, self.idx, self.widths = xp, idx, widths
@@ -124,9 +124,8 @@ def _step(bt: _Batch, k: int, X, y, XX, settings: TrainSettings):
     loss = out.loss
     dW = bt.W - bt.W0
     rd = xp.sqrt(seg.sum(xp.sum(dW * dW, axis=1))) / net["w0norm"]
-    bad = ~xp.isfinite(loss) | (loss > settings.div_factor * net["loss0"])
-    ok = loss < settings.tol
-    stop_now = bad | ok | (k >= settings.max_steps)
+    status, stop_now, loss_ref = stopping.decide(loss, net["loss0"], net["loss_ref"], k,
+                                                 settings, xp)
     live = ~net["stop"]
     move = live & ~stop_now
     kappa, kappa_p = net["kappa"], net["kappa_p"]
@@ -148,7 +147,7 @@ def _step(bt: _Batch, k: int, X, y, XX, settings: TrainSettings):
     bt.a = xp.where(rows, bt.a - seg.spread(eta / kappa_p) * out.grad_a, bt.a)
     bt.W = xp.where(rows[:, None], bt.W - seg.spread(eta * kappa_p)[:, None] * out.grad_W,
                     bt.W)
-    status = xp.where(bad, DIVERGED, xp.where(ok, CONVERGED, BUDGET)).astype(np.int32)
+    net["loss_ref"] = xp.where(live, loss_ref, net["loss_ref"])
     net["step"] = xp.where(move, net["step"] + 1, net["step"]).astype(np.int32)
     net["stop"] = net["stop"] | stop_now
     net["status"] = xp.where(live, status, net["status"])
@@ -189,7 +188,8 @@ def train_grouped(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings) -> dict
     per_net = {
         "kappa": kappa, "kappa_p": np.asarray(kappa_p, np.float64),
         "w0norm": np.sqrt(np.add.reduceat((W_all * W_all).sum(axis=1), offsets[:-1])),
-        "loss0": np.zeros(B), "step": np.zeros(B, np.int32), "stop": np.zeros(B, bool),
+        "loss0": np.zeros(B), "loss_ref": np.zeros(B), "step": np.zeros(B, np.int32),
+        "stop": np.zeros(B, bool),
         "status": np.full(B, BUDGET, np.int32), "loss": np.zeros(B), "rd": np.zeros(B),
         "time": np.zeros(B),
     }
@@ -199,7 +199,7 @@ def train_grouped(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings) -> dict
     XX = Xd @ Xd.T
     bt.net["loss0"] = grouped_two_layer_step(Xd, yd, bt.a, bt.W, offsets=offsets,
                                              alpha=bt.alpha, activation=settings.activation).loss
-    bt.net["loss"] = bt.net["loss0"]
+    bt.net["loss"] = bt.net["loss_ref"] = bt.net["loss0"]
     res = {k: np.asarray(v).copy() for k, v in per_net.items()
            if k in ("step", "status", "loss", "rd", "time")}
     res_a, res_W = a_all.copy(), W_all.copy()

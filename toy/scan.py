@@ -31,8 +31,9 @@ algorithm and give the same S_w to rounding. The engine is an execution choice, 
 stored under version ``VERSION + "-grouped"`` of the same kind, so the two never overwrite
 each other and can be compared.
 
-A network that diverges or runs out of steps is recorded with its status and left out of
-the fit; only a scan where no network converged fails as a whole.
+A network that diverges, stalls (:mod:`smallinit.toy.stopping`) or runs out of steps is
+recorded with its status and left out of the fit; only a scan where no network converged
+fails as a whole.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ from smallinit.toy.twolayer import TrainSettings
 log = logging.getLogger(__name__)
 
 KIND = "toy-scan"
-VERSION = "3"
+VERSION = "4"  # 4: networks at an exact stationary point stop as "stalled" (toy.stopping)
 ENGINES = ("jax", "grouped")
 
 BENCH_WIDTHS = (250, 500, 1000, 2000, 4000)
@@ -361,7 +362,7 @@ def run_scan(cfg: ScanConfig, store=None, *, force: bool = False,
         if partial is not None:  # the whole grid is in arrays.npz now
             shutil.rmtree(partial, ignore_errors=True)
         counts = {name: int((sim["status"] == code).sum()) for code, name in
-                  enumerate(("converged", "budget", "diverged"))}
+                  enumerate(tl.STATUS)}
         run.log({"event": "simulated", "engine": engine, "seconds": time.perf_counter() - t0,
                  **counts})
         if counts["converged"] == 0:
