@@ -154,8 +154,11 @@ class Attention(nn.Module):
         the T tokens); ``cache``: earlier tokens' keys and values."""
         B, T, C = x.shape
         qkv = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim)
-        if rope is not None and rope[0].dim() == 2 and fastpath.enabled(qkv):
-            q, k, v = fastpath.rotary_qkv(qkv, rope[0][:T], rope[1][:T])
+        if fastpath.enabled(qkv) and (rope is None or rope[0].dim() == 2):
+            if rope is None:  # the backward stacks ∂q, ∂k, ∂v in the projection's layout
+                q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
+            else:
+                q, k, v = fastpath.rotary_qkv(qkv, rope[0][:T], rope[1][:T])
             return self.attend(x, q, k, v, need_weights, cache, mask)
         qkv = qkv.permute(2, 0, 3, 1, 4)
         if rope is None:
