@@ -92,6 +92,20 @@ def test_rotary_qkv_is_rope_bitwise():
     assert torch.equal(q[:, :, 0], raw[:, :, 0])
 
 
+def test_cross_entropy_is_the_composite_bitwise():
+    torch.manual_seed(0)
+    for n, v in ((64, 50), (64, 50), (30, 7)):  # again (the buffer reused), then resized
+        logits, t = torch.randn(n, v) * 4, torch.randint(0, v, (n,))
+        t[3] = -100  # F.cross_entropy's ignore_index: no loss, no gradient
+        out = grads(lambda x, t=t: fastpath.cross_entropy(x, t), [logits])
+        assert same(out, grads(lambda x, t=t: F.cross_entropy(x, t), [logits]))
+        # and it is the cross-entropy: mean over counted rows of −log softmax(x)[target]
+        keep = t != -100
+        expect = -logits[keep].double().log_softmax(-1)[torch.arange(int(keep.sum())),
+                                                        t[keep]].mean()
+        torch.testing.assert_close(fastpath.cross_entropy(logits, t).double(), expect)
+
+
 VARIANTS = {
     "llama": {},
     "gated, post-norm": dict(gated_attention=True, norm_position="post", bias=True),

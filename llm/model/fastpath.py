@@ -20,6 +20,12 @@ concatenated and copied intermediates.
 * :func:`rotary_qkv`: the fused projection's (q | k | v) split into heads, with RoPE
   x ⊙ cos + rotate_half(x) ⊙ sin (Su et al. 2021) applied to q and k, half by half
   (no roll); the backward writes ∂q, ∂k, ∂v straight into the projection's layout.
+* :func:`cross_entropy`: ``F.cross_entropy``'s own two kernels (log_softmax, then the
+  negative log-likelihood; their backward kernels in reverse), but the backward reuses
+  memory: the sparse ∂loss/∂log-probs goes into a buffer kept from step to step, and the
+  gradient of the logits overwrites the saved log-probs. At a vocabulary of thousands these
+  (tokens × vocab) tensors are tens of MB, and each fresh one costs the kernel a page fault
+  per 4 KiB on first touch — as much time as the kernels themselves.
 
 :func:`enabled` says when they are used: eager CPU steps without autocast. CUDA (which has
 fused kernels, and bf16 autocast), ``torch.compile`` (which fuses the composites itself)
@@ -138,3 +144,52 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
     """q, k, v of shape (B, H, T, hd) from the fused projection viewed as (B, T, 3, H, hd),
     q and k rotated by the tables ``cos``, ``sin`` of the T positions (T, hd)."""
     return _RotaryQKV.apply(qkv, cos, sin)
+
+
+# ----------------------------------------------------------------------------- cross-entropy
+_MEAN, _IGNORE = 1, -100  # F.cross_entropy's defaults: reduction "mean", ignore_index −100
+
+
+class _Workspace:
+    """One buffer reused from call to call while the shape, dtype and device stay the same
+    (a backward pass fills it and is done with it before the next one starts)."""
+
+    def __init__(self):
+        self.buffer: torch.Tensor | None = None
+
+    def get(self, like: torch.Tensor) -> torch.Tensor:
+        b = self.buffer
+        if b is None or b.shape != like.shape or b.dtype != like.dtype or b.device != like.device:
+            self.buffer = b = torch.empty_like(like)
+        return b
+
+
+_NLL_GRAD = _Workspace()
+
+
+class _CrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, targets):  # logits (N, V), targets (N,)
+        log_probs = torch.log_softmax(logits, dim=-1)
+        loss, total_weight = torch.ops.aten.nll_loss_forward(log_probs, targets, None, _MEAN,
+                                                             _IGNORE)
+        ctx.save_for_backward(log_probs, targets, total_weight)
+        return loss
+
+    @staticmethod
+    def backward(ctx, g):
+        log_probs, targets, total_weight = ctx.saved_tensors
+        g_log_probs = torch.ops.aten.nll_loss_backward.grad_input(
+            g, log_probs, targets, None, _MEAN, _IGNORE, total_weight,
+            grad_input=_NLL_GRAD.get(log_probs))
+        # ∂logits = ∂lp − exp(lp)·Σ∂lp row by row: each element reads its log-prob, then
+        # its gradient takes its place
+        torch.ops.aten._log_softmax_backward_data.out(g_log_probs, log_probs, -1,
+                                                      log_probs.dtype, out=log_probs)
+        return log_probs, None
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``logits`` (N, V) against class ids ``targets`` (N,):
+    ``F.cross_entropy``'s numbers."""
+    return _CrossEntropy.apply(logits, targets)

@@ -322,7 +322,9 @@ class Transformer(nn.Module):
         h, weights = self.hidden(idx, need_weights)
         logits = self.head(h)
         loss = None
-        if targets is not None:
+        if targets is not None and fastpath.enabled(logits):
+            loss = fastpath.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        elif targets is not None:
             loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
         if need_weights:
             return logits, loss, weights
