@@ -116,18 +116,20 @@ def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor,
 class _RotaryQKV(torch.autograd.Function):
     @staticmethod
     def forward(ctx, qkv, cos, sin):  # qkv (B, T, 3, H, hd); cos, sin (T, hd)
-        cos, ssin = cos[:, None, :], signed_sin(sin)[:, None, :]  # (T, 1, hd): over heads
-        q, k = (torch.empty_like(qkv[:, :, 0]) for _ in range(2))
-        _rotate_into(q, qkv[:, :, 0], cos, ssin)
-        _rotate_into(k, qkv[:, :, 1], cos, ssin)
+        # (T, 1, 1, hd): one angle per position and frequency, shared by q, k and the heads
+        cos, ssin = cos[:, None, None, :], signed_sin(sin)[:, None, None, :]
+        qk = torch.empty_like(qkv[:, :, :2])  # q and k rotated together, (B, T, 2, H, hd)
+        _rotate_into(qk, qkv[:, :, :2], cos, ssin)
         ctx.save_for_backward(cos, ssin)
-        return q.transpose(1, 2), k.transpose(1, 2), qkv[:, :, 2].transpose(1, 2)
+        return qk[:, :, 0].transpose(1, 2), qk[:, :, 1].transpose(1, 2), \
+            qkv[:, :, 2].transpose(1, 2)
 
     @staticmethod
     def backward(ctx, g_q, g_k, g_v):
         cos, ssin = ctx.saved_tensors
         B, H, T, hd = g_v.shape
         half = hd // 2
+        cos, ssin = cos[:, :, 0], ssin[:, :, 0]  # (T, 1, hd)
         g_qkv = g_v.new_empty((B, T, 3, H, hd))
         for j, g in ((0, g_q), (1, g_k)):  # the transpose of the rotation: roll back
             g = g.transpose(1, 2)
