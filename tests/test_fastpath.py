@@ -158,3 +158,42 @@ def test_enabled_only_for_eager_fp32_cpu():
     assert not fastpath.enabled(torch.ones(2, device="meta"))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert not fastpath.enabled(x)
+
+
+def test_recycled_logits_are_never_overwritten_while_held():
+    cfg = ModelConfig(vocab_size=64, context=16, d_model=32, n_layers=1, n_heads=4)
+    model = Transformer(cfg, "nanogpt")
+    g = torch.Generator().manual_seed(0)
+    batches = [[torch.randint(0, 64, (4, 16), generator=g) for _ in range(2)] for _ in range(3)]
+    kept, copies = [], []
+    for x, y in batches:  # each call's logits stay held while the next calls run
+        logits, loss = model(x, y)
+        loss.backward()
+        kept.append(logits)
+        copies.append(logits.detach().clone())
+    assert all(torch.equal(a, b) for a, b in zip(kept, copies, strict=True))
+    assert len({t.data_ptr() for t in kept}) == 3  # three live buffers, none shared
+    with torch.no_grad():
+        assert torch.equal(model(batches[0][0]), copies[0])  # logits alone: the plain head
+
+
+def test_released_buffers_are_reused_by_the_next_step():
+    cfg = ModelConfig(vocab_size=64, context=16, d_model=32, n_layers=1, n_heads=4)
+    model = Transformer(cfg, "nanogpt")
+    opt = make_optimizer(model, RunConfig(), torch.device("cpu"))
+    x, y = (torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(0))
+            for _ in range(2))
+    homes = []
+
+    def objective(x, y):
+        logits, loss = model(x, y)
+        bases = fastpath._POOL.pool[((64, 64), torch.float32, torch.device("cpu"))]
+        homes.append(next((i for i, b in enumerate(bases)
+                           if b.data_ptr() == logits.data_ptr()), None))
+        return logits, loss
+
+    for _ in range(6):
+        train_step(objective, opt, x, y, lr=1e-3, clip=1.0)
+    # every step's logits live in one of the three buffers a step needs (logits, log-probs,
+    # the NLL gradient), none made afresh after the first step
+    assert None not in homes and set(homes) <= {0, 1, 2}

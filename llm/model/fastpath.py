@@ -20,12 +20,12 @@ concatenated and copied intermediates.
 * :func:`rotary_qkv`: the fused projection's (q | k | v) split into heads, with RoPE
   x ⊙ cos + rotate_half(x) ⊙ sin (Su et al. 2021) applied to q and k, half by half
   (no roll); the backward writes ∂q, ∂k, ∂v straight into the projection's layout.
-* :func:`cross_entropy`: ``F.cross_entropy``'s own two kernels (log_softmax, then the
-  negative log-likelihood; their backward kernels in reverse), but the backward reuses
-  memory: the sparse ∂loss/∂log-probs goes into a buffer kept from step to step, and the
-  gradient of the logits overwrites the saved log-probs. At a vocabulary of thousands these
-  (tokens × vocab) tensors are tens of MB, and each fresh one costs the kernel a page fault
-  per 4 KiB on first touch — as much time as the kernels themselves.
+* :func:`head` and :func:`cross_entropy`: the logits h Wᵀ and ``F.cross_entropy``'s own
+  kernels (log_softmax, the negative log-likelihood; their backward kernels in reverse),
+  with their (tokens × vocab) tensors in buffers recycled from step to step (a buffer is
+  reused only once nothing else refers to it) and the logits' gradient written over the
+  saved log-probs. At a vocabulary of thousands these tensors are tens of MB, and each
+  fresh one costs a page fault per 4 KiB on first touch — as much time as the kernels.
 
 :func:`enabled` says when they are used: eager CPU steps without autocast. CUDA (which has
 fused kernels, and bf16 autocast), ``torch.compile`` (which fuses the composites itself)
@@ -148,31 +148,67 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
     return _RotaryQKV.apply(qkv, cos, sin)
 
 
-# ----------------------------------------------------------------------------- cross-entropy
+# ----------------------------------------------------------------------------- head, loss
 _MEAN, _IGNORE = 1, -100  # F.cross_entropy's defaults: reduction "mean", ignore_index −100
 
 
-class _Workspace:
-    """One buffer reused from call to call while the shape, dtype and device stay the same
-    (a backward pass fills it and is done with it before the next one starts)."""
-
-    def __init__(self):
-        self.buffer: torch.Tensor | None = None
-
-    def get(self, like: torch.Tensor) -> torch.Tensor:
-        b = self.buffer
-        if b is None or b.shape != like.shape or b.dtype != like.dtype or b.device != like.device:
-            self.buffer = b = torch.empty_like(like)
-        return b
+def _unshared(base: torch.Tensor) -> bool:
+    """Whether no tensor but ``base`` uses its memory (``base`` itself is never handed out,
+    only views of it, and each view — a caller's, one autograd saved — counts; so does the
+    storage object made to ask)."""
+    return torch._C._storage_Use_Count(base.untyped_storage()._cdata) <= 2
 
 
-_NLL_GRAD = _Workspace()
+class _Recycler:
+    """Large buffers handed out again once nothing else refers to them, so that a training
+    step writes its (tokens × vocab) tensors into memory the previous step used, instead of
+    into fresh pages the kernel must map and zero one by one. A buffer still in use (logits
+    a caller kept, log-probs a graph saved) is never handed out; a new one is made."""
+
+    def __init__(self, shapes: int = 4, per_shape: int = 4):
+        self.shapes, self.per_shape = shapes, per_shape
+        self.pool: dict[tuple, list[torch.Tensor]] = {}
+
+    def get(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        key = (tuple(shape), like.dtype, like.device)
+        bases = self.pool.pop(key, [])
+        self.pool[key] = bases  # most recently used shape last
+        while len(self.pool) > self.shapes:
+            self.pool.pop(next(iter(self.pool)))
+        base = next((b for b in bases if _unshared(b)), None)
+        if base is None:
+            base = like.new_empty(shape)
+            if len(bases) < self.per_shape:
+                bases.append(base)
+        return base.view(shape)
+
+
+_POOL = _Recycler()
+
+
+class _Head(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, weight):  # h (N, d), weight (V, d): logits h Wᵀ (N, V)
+        ctx.save_for_backward(h, weight)
+        return torch.mm(h, weight.t(), out=_POOL.get((h.shape[0], weight.shape[0]), h))
+
+    @staticmethod
+    def backward(ctx, g):  # the products autograd forms for mm(h, Wᵀ)
+        h, weight = ctx.saved_tensors
+        need_h, need_weight = ctx.needs_input_grad
+        return g.mm(weight) if need_h else None, g.t().mm(h) if need_weight else None
+
+
+def head(h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Logits h Wᵀ of hidden states ``h`` (…, d) (``F.linear`` without bias: its numbers),
+    written into a recycled buffer."""
+    return _Head.apply(h.reshape(-1, h.shape[-1]), weight).view(*h.shape[:-1], -1)
 
 
 class _CrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, targets):  # logits (N, V), targets (N,)
-        log_probs = torch.log_softmax(logits, dim=-1)
+        log_probs = torch.log_softmax(logits, dim=-1, out=_POOL.get(logits.shape, logits))
         loss, total_weight = torch.ops.aten.nll_loss_forward(log_probs, targets, None, _MEAN,
                                                              _IGNORE)
         ctx.save_for_backward(log_probs, targets, total_weight)
@@ -183,7 +219,7 @@ class _CrossEntropy(torch.autograd.Function):
         log_probs, targets, total_weight = ctx.saved_tensors
         g_log_probs = torch.ops.aten.nll_loss_backward.grad_input(
             g, log_probs, targets, None, _MEAN, _IGNORE, total_weight,
-            grad_input=_NLL_GRAD.get(log_probs))
+            grad_input=_POOL.get(log_probs.shape, log_probs))
         # ∂logits = ∂lp − exp(lp)·Σ∂lp row by row: each element reads its log-prob, then
         # its gradient takes its place
         torch.ops.aten._log_softmax_backward_data.out(g_log_probs, log_probs, -1,

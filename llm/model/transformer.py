@@ -320,11 +320,13 @@ class Transformer(nn.Module):
         """Logits; with ``targets`` also the mean loss; with ``need_weights`` also the
         attention weights, as ``(logits, loss, weights)``."""
         h, weights = self.hidden(idx, need_weights)
-        logits = self.head(h)
         loss = None
-        if targets is not None and fastpath.enabled(logits):
+        if targets is not None and fastpath.enabled(h):
+            logits = fastpath.head(h, self.head.weight)
             loss = fastpath.cross_entropy(logits.flatten(0, 1), targets.flatten())
-        elif targets is not None:
+        else:
+            logits = self.head(h)
+        if targets is not None and loss is None:
             loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
         if need_weights:
             return logits, loss, weights
