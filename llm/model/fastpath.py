@@ -152,18 +152,23 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
 _MEAN, _IGNORE = 1, -100  # F.cross_entropy's defaults: reduction "mean", ignore_index −100
 
 
+_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)  # private; absent: never reuse
+
+
 def _unshared(base: torch.Tensor) -> bool:
     """Whether no tensor but ``base`` uses its memory (``base`` itself is never handed out,
     only views of it, and each view — a caller's, one autograd saved — counts; so does the
     storage object made to ask)."""
-    return torch._C._storage_Use_Count(base.untyped_storage()._cdata) <= 2
+    return _USE_COUNT is not None and _USE_COUNT(base.untyped_storage()._cdata) <= 2
 
 
 class _Recycler:
     """Large buffers handed out again once nothing else refers to them, so that a training
     step writes its (tokens × vocab) tensors into memory the previous step used, instead of
     into fresh pages the kernel must map and zero one by one. A buffer still in use (logits
-    a caller kept, log-probs a graph saved) is never handed out; a new one is made."""
+    a caller kept, log-probs a graph saved) is never handed out; a new one is made. One
+    training step at a time per process (the trainer's way): two threads stepping models
+    at once could both take the same free buffer."""
 
     def __init__(self, shapes: int = 4, per_shape: int = 4):
         self.shapes, self.per_shape = shapes, per_shape
