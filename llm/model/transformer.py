@@ -43,14 +43,25 @@ from torch import nn
 
 from smallinit.errors import ConfigError
 from smallinit.llm.config import ModelConfig
+from smallinit.llm.model import fastpath
 from smallinit.llm.model.init import apply_init
 from smallinit.llm.model.matrices import MatrixSpec, declare, declared_matrices, rows
+
+
+class RMSNorm(nn.RMSNorm):
+    """``nn.RMSNorm`` (same parameters, same numbers) that takes the fewer-pass CPU
+    function of :mod:`.fastpath` where that is enabled."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weight is not None and self.eps is not None and fastpath.enabled(x):
+            return fastpath.rms_norm(x, self.weight, self.eps)
+        return super().forward(x)
 
 
 def make_norm(cfg: ModelConfig) -> nn.Module:
     """RMSNorm or LayerNorm over d_model, gain 1 (and bias 0), with ε = ``cfg.norm_eps``."""
     if cfg.norm == "rmsnorm":
-        return nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
+        return RMSNorm(cfg.d_model, eps=cfg.norm_eps)
     return nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
 
 
@@ -68,9 +79,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     x ⊙ cos + rotate_half(x) ⊙ sin with rotate_half(x) = (−x₂, x₁). The sign moves onto the
     (small) sin table, so x is rolled by h/2 instead of negated and concatenated: the same
     products, bit for bit, and fewer passes over x (forward and backward)."""
-    half = x.shape[-1] // 2
-    signed_sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
-    return x * cos + x.roll(half, dims=-1) * signed_sin
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * fastpath.signed_sin(sin)
 
 
 class KVCache:
@@ -144,7 +153,14 @@ class Attention(nn.Module):
         per row as (B, 1, T, hd)); ``mask``: True where a query may attend (None: causal over
         the T tokens); ``cache``: earlier tokens' keys and values."""
         B, T, C = x.shape
-        qkv = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        qkv = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim)
+        if fastpath.enabled(qkv) and (rope is None or rope[0].dim() == 2):
+            if rope is None:  # the backward stacks ∂q, ∂k, ∂v in the projection's layout
+                q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
+            else:
+                q, k, v = fastpath.rotary_qkv(qkv, rope[0][:T], rope[1][:T])
+            return self.attend(x, q, k, v, need_weights, cache, mask)
+        qkv = qkv.permute(2, 0, 3, 1, 4)
         if rope is None:
             q, k, v = qkv
         else:  # tables of ≥ T positions (…, positions, head_dim); q and k in one call
@@ -152,6 +168,12 @@ class Attention(nn.Module):
             qk, v = qkv.split([2, 1])  # (split: the backward is one cat, no zero-filled grads)
             q, k = apply_rope(qk, cos, sin)
             v = v[0]
+        return self.attend(x, q, k, v, need_weights, cache, mask)
+
+    def attend(self, x, q, k, v, need_weights, cache, mask):
+        """The attention of heads q, k, v (B, H, T, hd) of layer input ``x``, through the
+        gate (if any) and W_o; and the weights (if ``need_weights``)."""
+        B, T, C = x.shape
         if cache is not None:
             k, v = cache.append(self.layer, k, v)
         weights = None
@@ -190,7 +212,9 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.up(x)
-        if self.swiglu:
+        if self.swiglu and fastpath.enabled(h):
+            h = fastpath.swiglu(h)
+        elif self.swiglu:
             gate, up = h.chunk(2, dim=-1)
             h = F.silu(gate) * up
         else:
@@ -296,9 +320,13 @@ class Transformer(nn.Module):
         """Logits; with ``targets`` also the mean loss; with ``need_weights`` also the
         attention weights, as ``(logits, loss, weights)``."""
         h, weights = self.hidden(idx, need_weights)
-        logits = self.head(h)
         loss = None
-        if targets is not None:
+        if targets is not None and fastpath.enabled(h):
+            logits = fastpath.head(h, self.head.weight)
+            loss = fastpath.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        else:
+            logits = self.head(h)
+        if targets is not None and loss is None:
             loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
         if need_weights:
             return logits, loss, weights

@@ -9,14 +9,20 @@ known, anywhere else MFU is None.
 The step timed is :func:`smallinit.llm.training.train.train_step` (forward, backward, clip,
 AdamW), on random tokens, after warm-up steps (which also absorb ``torch.compile``), with
 the device synchronized around the timed block.
+
+:func:`compile_break_even` says from how many steps ``torch.compile`` pays back: n steps
+cost n·e eager and C + n·c compiled (C the compile time, e and c the steady per-step
+times), so compiling saves time from n* = C / (e − c) steps on.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Any
 
 import torch
+from torch._inductor.utils import clear_inductor_caches
 
 from smallinit.llm.config import ModelConfig, RunConfig
 from smallinit.llm.model.transformer import Transformer
@@ -45,6 +51,68 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _device(cfg: RunConfig) -> torch.device:
+    want = cfg.train.device
+    return torch.device("cuda" if want in ("cuda", "auto") and torch.cuda.is_available()
+                        else "cpu")
+
+
+def _stepper(cfg: RunConfig, device: torch.device, compile: bool):
+    """A fresh model of ``cfg`` and a function running one training step on fixed random
+    tokens (the same tokens for every model of ``cfg``); returns (model, step)."""
+    gen = torch.Generator().manual_seed(cfg.seed)
+    model = Transformer(cfg.model, cfg.init, seed=cfg.seed).to(device)
+    opt = make_optimizer(model, cfg, device)
+    objective = torch.compile(model) if compile else model
+    shape = (cfg.train.batch_size, cfg.model.context)
+    x = torch.randint(0, cfg.model.vocab_size, shape, generator=gen).to(device)
+    y = torch.randint(0, cfg.model.vocab_size, shape, generator=gen).to(device)
+    ctx = autocast(cfg, device)
+
+    def step() -> None:
+        train_step(objective, opt, x, y, lr=cfg.train.lr, clip=cfg.train.grad_clip, ctx=ctx)
+
+    return model, step
+
+
+def compile_break_even(cfg: RunConfig, *, rounds: int = 7) -> dict[str, Any]:
+    """Compile time and per-step times of ``cfg``'s training step, eager against
+    ``torch.compile``, and the number of steps from which compiling is faster.
+
+    The first compiled step (after ``torch._dynamo.reset()`` and clearing Inductor's
+    in-memory caches) includes the compilation;
+    then ``rounds`` eager and compiled steps alternate (so a load that drifts affects both
+    alike) and their medians are e and c. The compile time is C = first step − c and the
+    break-even n* = C / (e − c) (None when compiled steps are not faster). C depends on
+    Inductor's on-disk cache (``TORCHINDUCTOR_CACHE_DIR``): cold, every kernel is built."""
+    if rounds < 1:
+        raise ValueError(f"rounds={rounds}: need rounds >= 1")
+    device = _device(cfg)
+    torch._dynamo.reset()  # compile from scratch: no graphs or kernels kept in memory
+    clear_inductor_caches()
+    _, eager = _stepper(cfg, device, compile=False)
+    _, compiled = _stepper(cfg, device, compile=True)
+    eager()  # allocator and thread-pool warm-up, as the compiled model gets below
+    _sync(device)
+    t0 = time.perf_counter()
+    compiled()
+    _sync(device)
+    first = time.perf_counter() - t0
+    times: dict[str, list[float]] = {"eager": [], "compiled": []}
+    for _ in range(rounds):
+        for name, step in (("eager", eager), ("compiled", compiled)):
+            t0 = time.perf_counter()
+            step()
+            _sync(device)
+            times[name].append(time.perf_counter() - t0)
+    e, c = statistics.median(times["eager"]), statistics.median(times["compiled"])
+    compile_s = max(first - c, 0.0)
+    return {"compile_s": compile_s, "eager_step_s": e, "compiled_step_s": c,
+            "step_speedup": e / c,
+            "break_even_steps": compile_s / (e - c) if e > c else None,
+            "threads": torch.get_num_threads(), "device": str(device)}
+
+
 def measure(cfg: RunConfig, *, steps: int = 20, warmup: int = 5,
             compile: bool = False) -> dict[str, Any]:
     """Time ``steps`` training steps of ``cfg``'s model after ``warmup`` untimed ones.
@@ -53,22 +121,10 @@ def measure(cfg: RunConfig, *, steps: int = 20, warmup: int = 5,
     MFU (None off the listed GPUs), the warm-up time (compile included) and the device."""
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps={steps}, warmup={warmup}: need steps >= 1, warmup >= 0")
-    want = cfg.train.device
-    device = torch.device("cuda" if want in ("cuda", "auto") and torch.cuda.is_available()
-                          else "cpu")
-    gen = torch.Generator().manual_seed(cfg.seed)
-    model = Transformer(cfg.model, cfg.init, seed=cfg.seed).to(device)
-    opt = make_optimizer(model, cfg, device)
-    objective = torch.compile(model) if compile else model
+    device = _device(cfg)
+    model, step = _stepper(cfg, device, compile)
     m = cfg.model
     shape = (cfg.train.batch_size, m.context)
-    x = torch.randint(0, m.vocab_size, shape, generator=gen).to(device)
-    y = torch.randint(0, m.vocab_size, shape, generator=gen).to(device)
-    ctx = autocast(cfg, device)
-
-    def step() -> None:
-        train_step(objective, opt, x, y, lr=cfg.train.lr, clip=cfg.train.grad_clip, ctx=ctx)
-
     t0 = time.perf_counter()
     for _ in range(warmup):
         step()
