@@ -197,3 +197,13 @@ def test_released_buffers_are_reused_by_the_next_step():
     # every step's logits live in one of the three buffers a step needs (logits, log-probs,
     # the NLL gradient), none made afresh after the first step
     assert None not in homes and set(homes) <= {0, 1, 2}
+
+
+def test_a_second_backward_through_the_fast_cross_entropy_is_refused():
+    """Its backward writes the gradient over the saved log-probs, so a second backward
+    would read garbage: it must stop with a clear error instead."""
+    logits = torch.randn(6, 11, requires_grad=True)
+    loss = fastpath.cross_entropy(logits, torch.randint(0, 11, (6,)))
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="one backward per forward"):
+        loss.backward()

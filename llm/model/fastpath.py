@@ -34,13 +34,19 @@ and any other device keep PyTorch's ops.
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 
 
+_ON = os.environ.get("SMALLINIT_FASTPATH", "1") != "0"  # read once, at import
+
+
 def enabled(x: torch.Tensor) -> bool:
-    """Whether the functions below replace PyTorch's composites for input ``x``."""
-    return (x.device.type == "cpu" and x.dtype == torch.float32
+    """Whether the functions below replace PyTorch's composites for input ``x``
+    (``SMALLINIT_FASTPATH=0`` turns them off for the whole process)."""
+    return (_ON and x.device.type == "cpu" and x.dtype == torch.float32
             and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling())
 
 
@@ -217,10 +223,16 @@ class _CrossEntropy(torch.autograd.Function):
         loss, total_weight = torch.ops.aten.nll_loss_forward(log_probs, targets, None, _MEAN,
                                                              _IGNORE)
         ctx.save_for_backward(log_probs, targets, total_weight)
+        ctx.used = False
         return loss
 
     @staticmethod
     def backward(ctx, g):
+        if ctx.used:  # the first backward overwrote the saved log-probs with its gradient
+            raise RuntimeError("the CPU fast-path cross-entropy supports one backward per "
+                               "forward (retain_graph=True and a second backward are not "
+                               "allowed); set SMALLINIT_FASTPATH=0 to use PyTorch's")
+        ctx.used = True
         log_probs, targets, total_weight = ctx.saved_tensors
         g_log_probs = torch.ops.aten.nll_loss_backward.grad_input(
             g, log_probs, targets, None, _MEAN, _IGNORE, total_weight,
