@@ -1,9 +1,10 @@
 """Benchmark (``make bench``): the batched phase-scan engine against a per-network loop.
 
 Both run the same algorithm (:mod:`smallinit.toy.twolayer`) on the quick benchmark scan,
-7×7 grid × 5 widths (250-4000) × 1 seed: "batched" = one compiled vmapped call per width
-(with compaction of finished networks, split over the JAX devices); "loop" = one compiled
-single-network call per network, in a Python loop. Reported: wall time of each, cold (first
+7×7 grid × 5 widths (250-4000) × 1 seed: "batched" = :func:`train_batch` (on CPU every
+network in its own compiled exact-stop loop, spread over the JAX devices, one per core);
+"loop" = :func:`train_loop`, the same compiled single-network call for each network in
+turn on one device. Reported: wall time of each, cold (first
 call: compile included) and warm (same scan again), the ratios, and network-steps per second
 (warm); S_w must agree to 1e-6. ``SMALLINIT_BENCH_WIDTHS`` (comma
 list) shrinks the widths for a faster look.

@@ -38,10 +38,15 @@ steps (``stalled``: an exact stationary point, see :mod:`smallinit.toy.stopping`
 networks are frozen while the rest of their batch continues, so one bad network never stops
 a scan.
 
-Batching: :func:`train_batch` vmaps one network's ``lax.while_loop`` over a batch of
-(init, κ, κ') and splits the batch across all ``jax.devices()`` with ``jax.shard_map`` (each
-device runs its own loop, no synchronization per step). All networks of a batch share the
-width m; a scan groups its networks by width (see :mod:`smallinit.toy.scan`).
+Batching: on CPU, :func:`train_batch` runs every network in its own compiled
+``lax.while_loop`` to its own stop, the networks spread over all ``jax.devices()`` (one per
+core, :mod:`smallinit.toy.jaxsetup`); one network's step is written with small matrix
+products ((n × d)(d × m) forward, (n × m)(m × n) Gram sums, (d × n)(n × m) gradients), and
+its working set stays in cache. On accelerators it vmaps the step over a lockstep batch of
+(init, κ, κ') split across the devices with ``jax.shard_map`` and finishes the slowest
+quarter one by one. All networks of a batch share the width m; a scan groups its networks
+by width (see :mod:`smallinit.toy.scan`). Both paths compute the same steps; their sums
+differ in order, so they agree to rounding (tests/test_toy_engine.py).
 
 Float64: every public function that computes with JAX (:func:`init_asi`, :func:`gradients`,
 :func:`train_loop`, :func:`train_batch`) first calls
