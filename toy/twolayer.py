@@ -195,7 +195,9 @@ def _mm(A, B):
 def _forward(a, W, kappa, X, y, mask, act, dact):
     """Per network (leading batch axes allowed): a (..., M, L), W (..., d, M, L).
     Returns h, S = σ(h)·mask, D = σ'(h)·mask (all (..., n, M, L)), residual r = (f − y)/n
-    (..., n) and the loss (...)."""
+    (..., n) and the loss (...). With no batch axis (``a.ndim == 2``, the CPU path of
+    :func:`train_batch`) the sums over inputs and neurons are matrix products here and in
+    :func:`_step`; with batch axes, broadcast sums (faster than batched GEMMs there)."""
     n, d = X.shape
     if a.ndim == 2:
         h = (X @ W.reshape(d, -1)).reshape((n,) + a.shape)
