@@ -39,7 +39,6 @@ import os
 import torch
 import torch.nn.functional as F
 
-
 _ON = os.environ.get("SMALLINIT_FASTPATH", "1") != "0"  # read once, at import
 
 
