@@ -128,9 +128,10 @@ def test_bench_engine_vs_pytorch_loop(benchmark):
     benchmark.pedantic(run_both, rounds=1, iterations=1)
     sim, ref = results["engine"], results["torch"]
     G, Gp = len(cfg.gammas), len(cfg.gamma_primes)
-    ref_steps = np.stack([s.reshape(G, Gp, 1) for s in ref["steps"]], axis=2)
-    ref_status = np.stack([s.reshape(G, Gp, 1) for s in ref["status"]], axis=2)
-    ref_rd = np.stack([s.reshape(G, Gp, 1) for s in ref["rd"]], axis=2)
+    # per width (G·Gp,) → the engine's layout (γ, γ', width, seed)
+    ref_steps, ref_status, ref_rd = (
+        np.stack([v.reshape(G, Gp, 1) for v in ref[key]], axis=2)
+        for key in ("steps", "status", "rd"))
     np.testing.assert_array_equal(ref_status, sim["status"])
     assert np.abs(ref_steps - sim["steps"]).max() <= 1  # a tol crossing within rounding
     _, sw = fit_slopes(sim["rd"], sim["status"], cfg.widths)

@@ -46,7 +46,8 @@ from smallinit.kernels import backend as kernels_backend
 from smallinit.kernels import grouped_two_layer_step
 from smallinit.kernels.backend import cp
 from smallinit.toy import steprule, stopping
-from smallinit.toy.twolayer import BUDGET, MAX_POINTS, TrainSettings
+from smallinit.toy.stopping import BUDGET
+from smallinit.toy.twolayer import MAX_POINTS, TrainSettings
 
 log = logging.getLogger(__name__)
 

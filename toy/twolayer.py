@@ -453,9 +453,10 @@ def train_batch(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings, *, chunk:
     hist_rd = np.full((B, settings.n_records), np.nan)
     hist_loss = np.full((B, settings.n_records), np.nan)
     n_dev = jax.device_count()
-    fn, split, whole = _chunk_fn(n_dev, n_blocks, settings)
     if tail is None:
         tail = B if jax.default_backend() == "cpu" else max(n_dev, B // 4)
+    if B > tail:  # a lockstep phase (never on CPU by default)
+        fn, split, whole = _chunk_fn(n_dev, n_blocks, settings)
     import logging
     import time
 
