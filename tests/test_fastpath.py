@@ -207,3 +207,45 @@ def test_a_second_backward_through_the_fast_cross_entropy_is_refused():
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="one backward per forward"):
         loss.backward()
+
+
+def test_threads_never_share_a_recycled_buffer(monkeypatch):
+    """Buffers are handed out under a lock, each as a view made before the lock is let go:
+    two threads taking and holding buffers of one shape never get the same memory. The
+    check "is this buffer free" is slowed down so that, without the lock, the other thread
+    would find the same buffer free in between."""
+    import threading
+    import time
+
+    unshared = fastpath._unshared
+
+    def slow_unshared(base):
+        free = unshared(base)
+        time.sleep(1e-4)  # let the other thread run between the check and the hand-out
+        return free
+
+    monkeypatch.setattr(fastpath, "_unshared", slow_unshared)
+    pool = fastpath._Recycler(shapes=1, per_shape=1)  # one buffer, which both threads want
+    like = torch.empty(0)
+    guard, live, clashes = threading.Lock(), set(), []
+    start = threading.Barrier(2)
+
+    def take():
+        start.wait()
+        for _ in range(200):
+            buf = pool.get((64, 64), like)
+            with guard:
+                if buf.data_ptr() in live:
+                    clashes.append(buf.data_ptr())
+                live.add(buf.data_ptr())
+            time.sleep(0)  # hold it a moment
+            with guard:
+                live.discard(buf.data_ptr())
+            del buf
+
+    threads = [threading.Thread(target=take) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert clashes == []

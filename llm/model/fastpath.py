@@ -16,10 +16,15 @@ concatenated and copied intermediates.
   ∂x reach autograd as two inputs (``x`` is passed twice), so they are summed into x's
   gradient in the same order as the composite's.
 * :func:`swiglu`: silu(g) ⊙ u of the fused (gate | up) projection; the backward writes
-  ∂g and ∂u into the two halves of one tensor (no ``cat``).
+  ∂g and ∂u into the two halves of one tensor (no ``cat``): ∂u = g ⊙ silu(g) and
+  g ⊙ u, to which silu's derivative is then applied in place. Its activations and that
+  gradient live in recycled buffers (below): the tokens × 2·d_ff gradient is the largest
+  tensor of a step after the logits.
 * :func:`rotary_qkv`: the fused projection's (q | k | v) split into heads, with RoPE
   x ⊙ cos + rotate_half(x) ⊙ sin (Su et al. 2021) applied to q and k, half by half
-  (no roll); the backward writes ∂q, ∂k, ∂v straight into the projection's layout.
+  (no roll), against tables laid out like q and k so each product runs over a whole
+  position; the backward rotates ∂q and ∂k back in their own (B, H, T, d_head) layout,
+  where the tables line up with them, and copies them once into the projection's layout.
 * :func:`head` and :func:`cross_entropy`: the logits h Wᵀ and ``F.cross_entropy``'s own
   kernels (log_softmax, the negative log-likelihood; their backward kernels in reverse),
   with their (tokens × vocab) tensors in buffers recycled from step to step (a buffer is
@@ -35,9 +40,9 @@ and any other device keep PyTorch's ops.
 from __future__ import annotations
 
 import os
+import threading
 
 import torch
-import torch.nn.functional as F
 
 _ON = os.environ.get("SMALLINIT_FASTPATH", "1") != "0"  # read once, at import
 
@@ -80,17 +85,19 @@ class _SwiGLU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h):
         gate, up = h.chunk(2, dim=-1)
-        act = F.silu(gate)
+        act = torch.ops.aten.silu.out(gate, out=_POOL.get(gate.shape, gate))
         ctx.save_for_backward(gate, up, act)
-        return act * up
+        return torch.mul(act, up, out=_POOL.get(gate.shape, gate))
 
     @staticmethod
     def backward(ctx, g):
         gate, up, act = ctx.saved_tensors
         ff = gate.shape[-1]
-        g_h = g.new_empty((*g.shape[:-1], 2 * ff))
-        torch.mul(g, act, out=g_h[..., ff:])
-        torch.ops.aten.silu_backward.grad_input(g * up, gate, grad_input=g_h[..., :ff])
+        g_h = _POOL.get((*g.shape[:-1], 2 * ff), g)
+        g_gate, g_up = g_h[..., :ff], g_h[..., ff:]
+        torch.mul(g, act, out=g_up)
+        torch.mul(g, up, out=g_gate)  # ∂act = g ⊙ up, then silu' applied where it lies
+        torch.ops.aten.silu_backward.grad_input(g_gate, gate, grad_input=g_gate)
         return g_h
 
 
@@ -121,28 +128,31 @@ def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor,
 class _RotaryQKV(torch.autograd.Function):
     @staticmethod
     def forward(ctx, qkv, cos, sin):  # qkv (B, T, 3, H, hd); cos, sin (T, hd)
-        # (T, 1, 1, hd): one angle per position and frequency, shared by q, k and the heads
-        cos, ssin = cos[:, None, None, :], signed_sin(sin)[:, None, None, :]
+        # one angle per position and frequency, shared by q, k and the heads: the tables are
+        # laid out as (T, 2, H, hd) copies, so each position's 2·H·hd products are one run
+        _, _, _, H, hd = qkv.shape
+        ssin = signed_sin(sin)
+        wide = (sin.shape[0], 2, H, hd)
         qk = torch.empty_like(qkv[:, :, :2])  # q and k rotated together, (B, T, 2, H, hd)
-        _rotate_into(qk, qkv[:, :, :2], cos, ssin)
+        _rotate_into(qk, qkv[:, :, :2], cos[:, None, None, :].expand(wide).contiguous(),
+                     ssin[:, None, None, :].expand(wide).contiguous())
         ctx.save_for_backward(cos, ssin)
         return qk[:, :, 0].transpose(1, 2), qk[:, :, 1].transpose(1, 2), \
             qkv[:, :, 2].transpose(1, 2)
 
     @staticmethod
     def backward(ctx, g_q, g_k, g_v):
-        cos, ssin = ctx.saved_tensors
+        cos, ssin = ctx.saved_tensors  # (T, hd)
         B, H, T, hd = g_v.shape
         half = hd // 2
-        cos, ssin = cos[:, :, 0], ssin[:, :, 0]  # (T, 1, hd)
         g_qkv = g_v.new_empty((B, T, 3, H, hd))
         for j, g in ((0, g_q), (1, g_k)):  # the transpose of the rotation: roll back
-            g = g.transpose(1, 2)
-            out = g_qkv[:, :, j]
-            torch.mul(g, cos, out=out)
-            g_sin = g * ssin
-            out[..., :half] += g_sin[..., half:]
-            out[..., half:] += g_sin[..., :half]
+            # in the gradient's own (B, H, T, hd) layout, where the (T, hd) tables line up
+            # with it, then moved into the projection's layout once
+            g_cos, g_sin = g * cos, g * ssin
+            g_cos[..., :half] += g_sin[..., half:]
+            g_cos[..., half:] += g_sin[..., :half]
+            g_qkv[:, :, j] = g_cos.transpose(1, 2)
         g_qkv[:, :, 2] = g_v.transpose(1, 2)
         return g_qkv, None, None
 
@@ -169,28 +179,32 @@ def _unshared(base: torch.Tensor) -> bool:
 
 class _Recycler:
     """Large buffers handed out again once nothing else refers to them, so that a training
-    step writes its (tokens × vocab) tensors into memory the previous step used, instead of
-    into fresh pages the kernel must map and zero one by one. A buffer still in use (logits
-    a caller kept, log-probs a graph saved) is never handed out; a new one is made. One
-    training step at a time per process (the trainer's way): two threads stepping models
-    at once could both take the same free buffer."""
+    step writes its big tensors (logits, log-probs, the SwiGLU activations and their
+    gradient) into memory the previous step used, instead of into fresh pages the kernel
+    must map and zero one by one. A buffer still in use (logits a caller kept, activations
+    a graph saved) is never handed out; a new one is made. At most ``per_shape`` buffers
+    per shape (a step holds one SwiGLU activation pair per layer until its backward), for
+    the ``shapes`` shapes used last. A lock makes a hand-out atomic: the view returned is
+    made before another thread may look, so two threads never get the same buffer."""
 
-    def __init__(self, shapes: int = 4, per_shape: int = 4):
+    def __init__(self, shapes: int = 4, per_shape: int = 16):
         self.shapes, self.per_shape = shapes, per_shape
         self.pool: dict[tuple, list[torch.Tensor]] = {}
+        self.lock = threading.Lock()
 
     def get(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
         key = (tuple(shape), like.dtype, like.device)
-        bases = self.pool.pop(key, [])
-        self.pool[key] = bases  # most recently used shape last
-        while len(self.pool) > self.shapes:
-            self.pool.pop(next(iter(self.pool)))
-        base = next((b for b in bases if _unshared(b)), None)
-        if base is None:
-            base = like.new_empty(shape)
-            if len(bases) < self.per_shape:
-                bases.append(base)
-        return base.view(shape)
+        with self.lock:
+            bases = self.pool.pop(key, [])
+            self.pool[key] = bases  # most recently used shape last
+            while len(self.pool) > self.shapes:
+                self.pool.pop(next(iter(self.pool)))
+            base = next((b for b in bases if _unshared(b)), None)
+            if base is None:
+                base = like.new_empty(shape)
+                if len(bases) < self.per_shape:
+                    bases.append(base)
+            return base.view(shape)
 
 
 _POOL = _Recycler()
