@@ -371,36 +371,42 @@ def _result(state, hist_rd, hist_loss, m):
 # ----------------------------------------------------------------------------- per network
 @functools.partial(jax.jit, static_argnames=("settings",))
 def _train_single(state, const, X, y, settings):
-    """One network (unpadded: a (m,), W and W0 (d, m)) to its stop in one
-    ``lax.while_loop`` of :func:`_single_step`; records RD and loss every ``record_every``
-    steps. RD is computed only at those steps (a ``lax.cond``) and once after the loop: the
-    stopping step keeps W, so RD of the final W is RD at the stop."""
+    """One network (unpadded: a (m,), W and W0 (d, m)) to its stop by :func:`_single_step`;
+    records RD and loss every ``record_every`` steps.
+
+    Two nested ``lax.while_loop``: the outer one runs blocks of ``record_every`` steps and
+    records RD at each block's first step, the inner one the steps of a block up to the
+    network's stop (so RD is computed only when recorded, and a step carries no recording
+    logic). RD at the stop is computed once after the loops: the stopping step keeps W, so
+    RD of the final W is RD at the stop."""
+    re = settings.record_every
     nan_hist = jnp.full((settings.n_records,), jnp.nan, dtype=state["a"].dtype)
 
     def rel_dist(W):
         dW = W - const["W0"]
         return jnp.sqrt(jnp.sum(dW * dW)) / const["w0norm"]
 
-    def skip(W):
-        return jnp.full((), jnp.nan, W.dtype)
-
-    def body(carry):
-        st, hr, hl = carry
-        k = st["step"]
+    def step(carry):
+        st, i, first_loss = carry
         p = _single_step(st, const, X, y, settings)
-        rec = (k % settings.record_every) == 0
-        slot = k // settings.record_every
-        rd = jax.lax.cond(rec, rel_dist, skip, st["W"])
-        hr = hr.at[slot].set(jnp.where(rec, rd, hr[slot]))
-        hl = hl.at[slot].set(jnp.where(rec, p["loss"], hl[slot]))
         move = ~p["stop_now"]
+        k = st["step"]
         st = {**st, "a": jnp.where(move, p["a"], st["a"]), "W": jnp.where(move, p["W"], st["W"]),
               "step": jnp.where(move, k + 1, k).astype(jnp.int32), "stop": p["stop_now"],
               "status": p["status"], "loss_ref": p["loss_ref"], "loss": p["loss"],
               "time": st["time"] + jnp.where(move, p["eta"], 0.0)}
-        return st, hr, hl
+        return st, i + 1, jnp.where(i == 0, p["loss"], first_loss)
 
-    st, hr, hl = jax.lax.while_loop(lambda c: ~c[0]["stop"], body, (state, nan_hist, nan_hist))
+    def block(carry):
+        st, hr, hl = carry
+        slot = st["step"] // re  # every block starts at a record step
+        rd = rel_dist(st["W"])
+        st, _, loss = jax.lax.while_loop(lambda c: (c[1] < re) & ~c[0]["stop"], step,
+                                         (st, jnp.int32(0), st["loss"]))
+        return st, hr.at[slot].set(rd), hl.at[slot].set(loss)
+
+    st, hr, hl = jax.lax.while_loop(lambda c: ~c[0]["stop"], block,
+                                    (state, nan_hist, nan_hist))
     return {**st, "rd": rel_dist(st["W"])}, hr, hl
 
 
