@@ -369,10 +369,10 @@ def _result(state, hist_rd, hist_loss, m):
 
 
 # ----------------------------------------------------------------------------- per network
-@functools.partial(jax.jit, static_argnames=("settings",))
-def _train_single(state, const, X, y, settings):
+def _run_single(state, const, X, y, settings):
     """One network (unpadded: a (m,), W and W0 (d, m)) to its stop by :func:`_single_step`;
-    records RD and loss every ``record_every`` steps.
+    records RD and loss every ``record_every`` steps; returns (state, RD records, loss
+    records). Traced inside :func:`_train_single` and :func:`_train_many`.
 
     Two nested ``lax.while_loop``: the outer one runs blocks of ``record_every`` steps and
     records RD at each block's first step, the inner one the steps of a block up to the
@@ -410,21 +410,58 @@ def _train_single(state, const, X, y, settings):
     return {**st, "rd": rel_dist(st["W"])}, hr, hl
 
 
-def _single_args(state, const, i: int, m: int):
-    """Network i of a packed batch as :func:`_train_single`'s unpadded (state, const)."""
-    st = {k: v[i] for k, v in state.items()}
-    cs = {k: v[i] for k, v in const.items()}
+#: One network per compiled call (:func:`train_loop`).
+_train_single = jax.jit(_run_single, static_argnames=("settings",))
+
+
+@functools.partial(jax.jit, static_argnames=("settings",))
+def _train_many(states, consts, X, y, settings):
+    """A stack of networks (leading axis) one after the other in one compiled call
+    (``lax.map`` of :func:`_run_single`): one dispatch and one transfer per device instead
+    of one per network."""
+    return jax.lax.map(lambda sc: _run_single(*sc, X, y, settings), (states, consts))
+
+
+def _unpacked(state, const, idx, m: int):
+    """Networks ``idx`` (an index or an index array) of a packed batch as unpadded
+    (state, const) for :func:`_run_single`."""
+    st = {k: v[idx] for k, v in state.items()}
+    cs = {k: v[idx] for k, v in const.items()}
     st["a"], st["W"], cs["W0"] = unpack(st["a"], m), unpack(st["W"], m), unpack(cs["W0"], m)
     return st, cs
 
 
-def _store_single(state, hist, i: int, out, m: int, first_slot: int = 0):
-    """Write :func:`_train_single`'s result for network i into the packed batch arrays."""
+def _store(state, hist, idx, out, m: int, first_slot: int = 0):
+    """Write :func:`_run_single`'s results for networks ``idx`` into the packed batch arrays
+    (records from slot ``first_slot`` on)."""
     st, hr, hl = out
     for k, v in st.items():
-        state[k][i] = pack(np.asarray(v), m) if k in ("a", "W") else np.asarray(v)
+        state[k][idx] = pack(np.asarray(v), m) if k in ("a", "W") else np.asarray(v)
     for h, rec in zip(hist, (hr, hl), strict=True):
-        h[i, first_slot:] = np.asarray(rec)[first_slot:]
+        h[idx, first_slot:] = np.asarray(rec)[..., first_slot:]
+
+
+def _train_on_devices(state, const, idx, X, y, settings, m: int, hist, first_slot: int):
+    """Networks ``idx`` to their stops, spread round-robin over ``jax.devices()``: one
+    :func:`_train_many` call per device (dispatch is asynchronous, so the devices run at
+    once). Each device's stack is padded to a power of two with networks marked stopped
+    (they take no step), so few stack sizes compile."""
+    devices = jax.devices()
+    launched = []
+    for j, dev in enumerate(devices):
+        own = idx[j::len(devices)]
+        if not own.size:
+            continue
+        size = 1 << (own.size - 1).bit_length()
+        st, cs = _unpacked(state, const, np.concatenate([own, np.repeat(own[:1],
+                                                                       size - own.size)]), m)
+        st["stop"][own.size:] = True
+        launched.append((own, _train_many(*jax.device_put((st, cs, X, y), dev), settings)))
+    for own, out in launched:
+        st, hr, hl = out
+        _store(state, hist, own, ({k: np.asarray(v)[:own.size] for k, v in st.items()},
+                                  np.asarray(hr)[:own.size], np.asarray(hl)[:own.size]),
+               m, first_slot)
 
 
 def train_loop(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
@@ -439,8 +476,7 @@ def train_loop(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
     B = len(const["kappa"])
     hist = (np.full((B, settings.n_records), np.nan), np.full((B, settings.n_records), np.nan))
     for i in range(B):
-        _store_single(state, hist, i, _train_single(*_single_args(state, const, i, m), X, y,
-                                                    settings), m)
+        _store(state, hist, i, _train_single(*_unpacked(state, const, i, m), X, y, settings), m)
     return _result(state, *hist, m)
 
 
@@ -563,12 +599,7 @@ def train_batch(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings, *, chunk:
         hist_loss[np.ix_(active, slots[keep])] = np.asarray(rec_loss)[keep, :n].T
         active = active[~state["stop"][active]]
         k0 += n_blocks * re
-    devices = jax.devices()
-    launched = []
-    for j, i in enumerate(active):  # the stragglers, each in its own exact-stop loop
-        dev = devices[j % len(devices)]  # spread over the devices; dispatch is asynchronous
-        args = jax.device_put((*_single_args(state, const, i, m), X, y), dev)
-        launched.append((i, _train_single(*args, settings)))
-    for i, out in launched:
-        _store_single(state, (hist_rd, hist_loss), i, out, m, k0 // re)
+    if active.size:  # the stragglers, each in its own exact-stop loop
+        _train_on_devices(state, const, active, X, y, settings, m, (hist_rd, hist_loss),
+                          k0 // re)
     return _result(state, hist_rd, hist_loss, m)
