@@ -39,14 +39,21 @@ networks are frozen while the rest of their batch continues, so one bad network 
 a scan.
 
 Batching: on CPU, :func:`train_batch` runs every network in its own compiled
-``lax.while_loop`` to its own stop, the networks spread over all ``jax.devices()`` (one per
-core, :mod:`smallinit.toy.jaxsetup`); one network's step is written with small matrix
-products ((n × d)(d × m) forward, (n × m)(m × n) Gram sums, (d × n)(n × m) gradients), and
-its working set stays in cache. On accelerators it vmaps the step over a lockstep batch of
-(init, κ, κ') split across the devices with ``jax.shard_map`` and finishes the slowest
-quarter one by one. All networks of a batch share the width m; a scan groups its networks
-by width (see :mod:`smallinit.toy.scan`). Both paths compute the same steps; their sums
-differ in order, so they agree to rounding (tests/test_toy_engine.py).
+``lax.while_loop`` to its own stop, the networks spread round-robin over all
+``jax.devices()`` (one per core, :mod:`smallinit.toy.jaxsetup`), each device's share in one
+compiled call (``lax.map`` over its networks, one after the other). One network's step
+(:func:`_single_step`) works on the unpadded weights ā (m,), w̄ (d, m): the sums over
+neurons are small matrix products (f = κ S ā, the Gram sums S Sᵀ and (D∘ā)(D∘ā)ᵀ,
+∇_ā R = κ Sᵀ r, with S, D the n × m matrices σ(h), σ'(h)); the sums over the n inputs and
+d coordinates of the input-weight gradient are written out elementwise; RD is computed
+only at the record steps; and the largest per-neuron cross term is found by halving
+(XLA's CPU reduction of a long vector is one serial chain). Its working set stays in
+cache. On accelerators :func:`train_batch` vmaps the step over a lockstep batch of
+(init, κ, κ') split across the devices with ``jax.shard_map`` (neurons packed as M rows
+of 8 lanes, :func:`pack`) and finishes the slowest quarter one by one. All networks of a
+batch share the width m; a scan groups its networks by width (see
+:mod:`smallinit.toy.scan`). Both paths compute the same steps; their sums differ in
+order, so they agree to rounding (tests/test_toy_engine.py).
 
 Float64: every public function that computes with JAX (:func:`init_asi`, :func:`gradients`,
 :func:`train_loop`, :func:`train_batch`) first calls
@@ -542,17 +549,19 @@ def train_batch(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings, *, chunk:
     ``jax.device_count()`` and split over the devices. The last ``tail`` networks finish in
     the single-network loop of :func:`train_loop`, spread over the devices, which stops each
     exactly at its own stop instead of carrying a padded batch through a long straggler
-    (step counts are heavy-tailed: a few networks of a scan need 5-10× the median) and
-    compiles no further batch shapes.
+    (step counts are heavy-tailed: a few networks of a scan need 5-10× the median); each
+    device gets its share round-robin in one compiled call (:func:`_train_many`), its
+    stack padded to a power of two with stopped networks, so few shapes compile.
 
     Default ``tail``: on CPU the whole batch (no lockstep phase at all: each CPU device runs
     its share of networks one after the other, each network's working set, about
-    100 kB at m = 4000, stays in cache, and its Gram sums and gradients are small matrix
-    products; measured on the benchmark grid, 2 cores, about 2.3× faster per step at
-    m = 4000 and no steps wasted on stopped networks); on accelerators a quarter of the
-    batch (lockstep batches keep a GPU busy, one network does not). The numbers do not depend on the
-    chunking: a network's steps are the same whatever its batch, and a stopped network is
-    frozen (its later steps are computed and discarded).
+    100 kB at m = 4000, stays in cache, and its step is the one-network form of
+    :func:`_single_step`; no steps are wasted on stopped networks); on accelerators a
+    quarter of the batch (lockstep batches keep a GPU busy, one network does not). The
+    numbers do not depend on the chunking: a network's steps are the same whatever its
+    batch (the lockstep and the one-network step sum in different orders, so they agree to
+    rounding), and in a lockstep batch a stopped network is frozen (its later steps are
+    computed and discarded).
     """
     enable_x64()
     m = np.shape(a0)[-1]
