@@ -40,8 +40,9 @@ a scan.
 
 Batching: on CPU, :func:`train_batch` runs every network in its own compiled
 ``lax.while_loop`` to its own stop, the networks spread round-robin over all
-``jax.devices()`` (one per core, :mod:`smallinit.toy.jaxsetup`), each device's share in one
-compiled call (``lax.map`` over its networks, one after the other). One network's step
+``jax.devices()`` (one per core, :mod:`smallinit.toy.jaxsetup`), all in one compiled call
+(a ``jax.shard_map`` over the devices, each running its share one after the other with
+``lax.map``: one compile and one dispatch per width). One network's step
 (:func:`_single_step`) works on the unpadded weights ā (m,), w̄ (d, m): the sums over
 neurons are small matrix products (f = κ S ā, the Gram sums S Sᵀ and (D∘ā)(D∘ā)ᵀ,
 ∇_ā R = κ Sᵀ r, with S, D the n × m matrices σ(h), σ'(h)); the sums over the n inputs and
@@ -379,7 +380,7 @@ def _result(state, hist_rd, hist_loss, m):
 def _run_single(state, const, X, y, settings):
     """One network (unpadded: a (m,), W and W0 (d, m)) to its stop by :func:`_single_step`;
     records RD and loss every ``record_every`` steps; returns (state, RD records, loss
-    records). Traced inside :func:`_train_single` and :func:`_train_many`.
+    records). Traced inside :func:`_train_single` and :func:`_many_fn`.
 
     Two nested ``lax.while_loop``: the outer one runs blocks of ``record_every`` steps and
     records RD at each block's first step, the inner one the steps of a block up to the
@@ -421,12 +422,23 @@ def _run_single(state, const, X, y, settings):
 _train_single = jax.jit(_run_single, static_argnames=("settings",))
 
 
-@functools.partial(jax.jit, static_argnames=("settings",))
-def _train_many(states, consts, X, y, settings):
-    """A stack of networks (leading axis) one after the other in one compiled call
-    (``lax.map`` of :func:`_run_single`): one dispatch and one transfer per device instead
-    of one per network."""
-    return jax.lax.map(lambda sc: _run_single(*sc, X, y, settings), (states, consts))
+@functools.cache
+def _many_fn(n_devices: int, settings: TrainSettings):
+    """Compiled: stacks of networks (leading axis), one after the other (``lax.map`` of
+    :func:`_run_single`); with several devices a shard_map gives each device its own equal
+    slice of the stack, so one executable and one dispatch serve all devices. Returns the
+    function and the stack's sharding (None for one device)."""
+
+    def local(states, consts, X, y):
+        return jax.lax.map(lambda sc: _run_single(*sc, X, y, settings), (states, consts))
+
+    if n_devices <= 1:
+        return jax.jit(local), None
+    mesh = jax.make_mesh((n_devices,), ("net",))
+    P = jax.sharding.PartitionSpec
+    fn = jax.shard_map(local, mesh=mesh, in_specs=(P("net"), P("net"), P(), P()),
+                       out_specs=P("net"), check_vma=False)
+    return jax.jit(fn), jax.sharding.NamedSharding(mesh, P("net"))
 
 
 def _unpacked(state, const, idx, m: int):
@@ -449,26 +461,26 @@ def _store(state, hist, idx, out, m: int, first_slot: int = 0):
 
 
 def _train_on_devices(state, const, idx, X, y, settings, m: int, hist, first_slot: int):
-    """Networks ``idx`` to their stops, spread round-robin over ``jax.devices()``: one
-    :func:`_train_many` call per device (dispatch is asynchronous, so the devices run at
-    once). Each device's stack is padded to a power of two with networks marked stopped
-    (they take no step), so few stack sizes compile."""
-    devices = jax.devices()
-    launched = []
-    for j, dev in enumerate(devices):
-        own = idx[j::len(devices)]
-        if not own.size:
-            continue
-        size = 1 << (own.size - 1).bit_length()
-        st, cs = _unpacked(state, const, np.concatenate([own, np.repeat(own[:1],
-                                                                       size - own.size)]), m)
-        st["stop"][own.size:] = True
-        launched.append((own, _train_many(*jax.device_put((st, cs, X, y), dev), settings)))
-    for own, out in launched:
-        st, hr, hl = out
-        _store(state, hist, own, ({k: np.asarray(v)[:own.size] for k, v in st.items()},
-                                  np.asarray(hr)[:own.size], np.asarray(hl)[:own.size]),
-               m, first_slot)
+    """Networks ``idx`` to their stops, spread round-robin over ``jax.devices()``, all in one
+    call of :func:`_many_fn` (each device runs its share one after the other). Each
+    device's share is padded to a power of two with networks marked stopped (they take no
+    step), so few stack sizes compile."""
+    n_dev = jax.device_count()
+    shares = [idx[j::n_dev] for j in range(n_dev)]
+    size = 1 << (len(shares[0]) - 1).bit_length()
+    order = np.concatenate([np.concatenate([g, np.repeat(idx[:1], size - len(g))])
+                            for g in shares])
+    st, cs = _unpacked(state, const, order, m)
+    for j, g in enumerate(shares):
+        st["stop"][j * size + len(g):(j + 1) * size] = True
+    fn, split = _many_fn(n_dev, settings)
+    if split is not None:
+        st, cs = jax.device_put((st, cs), split)
+    st, hr, hl = fn(st, cs, X, y)
+    keep = np.concatenate([j * size + np.arange(len(g)) for j, g in enumerate(shares)])
+    _store(state, hist, np.concatenate(shares),
+           ({k: np.asarray(v)[keep] for k, v in st.items()}, np.asarray(hr)[keep],
+            np.asarray(hl)[keep]), m, first_slot)
 
 
 def train_loop(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
@@ -549,9 +561,9 @@ def train_batch(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings, *, chunk:
     ``jax.device_count()`` and split over the devices. The last ``tail`` networks finish in
     the single-network loop of :func:`train_loop`, spread over the devices, which stops each
     exactly at its own stop instead of carrying a padded batch through a long straggler
-    (step counts are heavy-tailed: a few networks of a scan need 5-10× the median); each
-    device gets its share round-robin in one compiled call (:func:`_train_many`), its
-    stack padded to a power of two with stopped networks, so few shapes compile.
+    (step counts are heavy-tailed: a few networks of a scan need 5-10× the median); the
+    devices get their shares round-robin, all in one compiled call (:func:`_many_fn`), each
+    share padded to a power of two with stopped networks, so few shapes compile.
 
     Default ``tail``: on CPU the whole batch (no lockstep phase at all: each CPU device runs
     its share of networks one after the other, each network's working set, about
