@@ -18,7 +18,9 @@ them) has a new key; figs 1-4 keep theirs. Issue 15 put the published anchor rec
 (1 head, post-LN, 2 layers, lr 2e-4, ~210 epochs, 5 seeds) into full's [anchor]:
 fig 6's full keys changed (64 → 150 after trimming the scan to one H200-day); pre-LN
 keys elsewhere are unchanged (the new
-``model.norm_position`` is key-neutral at its default)."""
+``model.norm_position`` is key-neutral at its default). Issue 17's faster CPU toy engine sums
+the one-network step in another order (rounding-level differences): toy-scan VERSION 5 and
+toy-condense VERSION 3 moved the toy runs of figs 1-3 to new keys (one each)."""
 
 from __future__ import annotations
 

@@ -88,14 +88,18 @@ def test_batched_engine_is_deterministic_and_matches_per_network_loop():
     one = tl.train_batch(a0, W0, k, kp, X, y, s, chunk=200)
     two = tl.train_batch(a0, W0, k, kp, X, y, s, chunk=200)
     other = tl.train_batch(a0, W0, k, kp, X, y, s, chunk=700, tail=0)
+    # lockstep until two networks are left, which finish in the one-network loop
+    mixed = tl.train_batch(a0, W0, k, kp, X, y, s, chunk=200, tail=2)
     loop = tl.train_loop(a0, W0, k, kp, X, y, s)
     assert (one["status"] == 0).all()
     for key in ("rd", "loss", "W", "a", "hist_rd", "hist_loss"):
         np.testing.assert_array_equal(one[key], two[key])
         # other chunking: the same steps, compiled in other shapes (last-bit differences)
         np.testing.assert_allclose(one[key], other[key], rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(one[key], mixed[key], rtol=1e-10, atol=1e-14)
         np.testing.assert_allclose(one[key], loop[key], rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(one["step"], loop["step"])
+    np.testing.assert_array_equal(one["step"], mixed["step"])
     np.testing.assert_allclose(one["hist_rd"], loop["hist_rd"], rtol=1e-9, atol=1e-12)
     assert (one["loss"] < s.tol).all()
     # a different seed gives different numbers

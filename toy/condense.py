@@ -28,7 +28,8 @@ from smallinit.toy.jaxsetup import use_all_cpu_cores
 from smallinit.toy.limits import check_family_scales, condense_bytes
 
 KIND = "toy-condense"
-VERSION = "2"  # 2: the "stalled" stopping rule of toy.stopping
+VERSION = "3"  # 3: the CPU engine's one-network step sums in another order (rounding)
+# 2: the "stalled" stopping rule of toy.stopping
 
 
 @dataclasses.dataclass

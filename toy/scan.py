@@ -64,7 +64,8 @@ from smallinit.toy.twolayer import TrainSettings
 log = logging.getLogger(__name__)
 
 KIND = "toy-scan"
-VERSION = "4"  # 4: networks at an exact stationary point stop as "stalled" (toy.stopping)
+VERSION = "5"  # 5: the CPU engine's one-network step sums in another order (rounding)
+# 4: networks at an exact stationary point stop as "stalled" (toy.stopping)
 ENGINES = ("jax", "grouped")
 
 BENCH_WIDTHS = (250, 500, 1000, 2000, 4000)

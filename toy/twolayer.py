@@ -39,14 +39,22 @@ networks are frozen while the rest of their batch continues, so one bad network 
 a scan.
 
 Batching: on CPU, :func:`train_batch` runs every network in its own compiled
-``lax.while_loop`` to its own stop, the networks spread over all ``jax.devices()`` (one per
-core, :mod:`smallinit.toy.jaxsetup`); one network's step is written with small matrix
-products ((n × d)(d × m) forward, (n × m)(m × n) Gram sums, (d × n)(n × m) gradients), and
-its working set stays in cache. On accelerators it vmaps the step over a lockstep batch of
-(init, κ, κ') split across the devices with ``jax.shard_map`` and finishes the slowest
-quarter one by one. All networks of a batch share the width m; a scan groups its networks
-by width (see :mod:`smallinit.toy.scan`). Both paths compute the same steps; their sums
-differ in order, so they agree to rounding (tests/test_toy_engine.py).
+``lax.while_loop`` to its own stop, the networks spread round-robin over all
+``jax.devices()`` (one per core, :mod:`smallinit.toy.jaxsetup`), all in one compiled call
+(a ``jax.shard_map`` over the devices, each running its share one after the other with
+``lax.map``: one compile and one dispatch per width). One network's step
+(:func:`_single_step`) works on the unpadded weights ā (m,), w̄ (d, m): the sums over
+neurons are small matrix products (f = κ S ā, the Gram sums S Sᵀ and (D∘ā)(D∘ā)ᵀ,
+∇_ā R = κ Sᵀ r, with S, D the n × m matrices σ(h), σ'(h)); the sums over the n inputs and
+d coordinates of the input-weight gradient are written out elementwise; RD is computed
+only at the record steps; and the largest per-neuron cross term is found by halving
+(XLA's CPU reduction of a long vector is one serial chain). Its working set stays in
+cache. On accelerators :func:`train_batch` vmaps the step over a lockstep batch of
+(init, κ, κ') split across the devices with ``jax.shard_map`` (neurons packed as M rows
+of 8 lanes, :func:`pack`) and finishes the slowest quarter one by one. All networks of a
+batch share the width m; a scan groups its networks by width (see
+:mod:`smallinit.toy.scan`). Both paths compute the same steps; their sums differ in
+order, so they agree to rounding (tests/test_toy_engine.py).
 
 Float64: every public function that computes with JAX (:func:`init_asi`, :func:`gradients`,
 :func:`train_loop`, :func:`train_batch`) first calls
@@ -193,31 +201,23 @@ def _mm(A, B):
 
 # ----------------------------------------------------------------------------- one step
 def _forward(a, W, kappa, X, y, mask, act, dact):
-    """Per network (leading batch axes allowed): a (..., M, L), W (..., d, M, L).
-    Returns h, S = σ(h)·mask, D = σ'(h)·mask (all (..., n, M, L)), residual r = (f − y)/n
-    (..., n) and the loss (...). With no batch axis (``a.ndim == 2``, the CPU path of
-    :func:`train_batch`) the sums over inputs and neurons are matrix products here and in
-    :func:`_step`; with batch axes, broadcast sums (faster than batched GEMMs there)."""
+    """Per network of a batch: a (..., M, L), W (..., d, M, L). Returns h, S = σ(h)·mask,
+    D = σ'(h)·mask (all (..., n, M, L)), residual r = (f − y)/n (..., n) and the loss (...).
+    The sums over inputs and neurons are broadcast sums (faster than batched GEMMs here)."""
     n, d = X.shape
-    if a.ndim == 2:
-        h = (X @ W.reshape(d, -1)).reshape((n,) + a.shape)
-    else:
-        h = sum(X[:, j, None, None] * W[..., j:j + 1, :, :] for j in range(d))
+    h = sum(X[:, j, None, None] * W[..., j:j + 1, :, :] for j in range(d))
     S = act(h) * mask
     D = dact(h) * mask
-    if a.ndim == 2:
-        f = kappa * (S.reshape(n, -1) @ a.reshape(-1))
-    else:
-        f = kappa[..., None] * _nsum(a[..., None, :, :] * S)
+    f = kappa[..., None] * _nsum(a[..., None, :, :] * S)
     e = f - y
     return h, S, D, e / n, 0.5 * jnp.mean(e * e, axis=-1)
 
 
 def _step(state, const, X, y, settings: TrainSettings):
-    """One gradient step of every live network in ``state`` (the same arithmetic whatever
-    the leading batch shape). A network that stops at this step keeps its weights and step
-    count and records why; a network stopped earlier changes nothing. Returns the new state
-    and (loss, RD, live) at this step."""
+    """One gradient step of every live network of a lockstep batch ``state`` (leading batch
+    axes; :func:`_single_step` is the same step for one network). A network that stops at
+    this step keeps its weights and step count and records why; a network stopped earlier
+    changes nothing. Returns the new state and (loss, RD, live) at this step."""
     act = activation(settings.activation)
     dact = derivative(act)
     a, W, k = state["a"], state["W"], state["step"]
@@ -227,22 +227,15 @@ def _step(state, const, X, y, settings: TrainSettings):
     dW = W - const["W0"]
     rd = jnp.sqrt(_nsum(jnp.sum(dW * dW, axis=-3))) / const["w0norm"]
     rD = r[..., :, None, None] * D
-    if a.ndim == 2:
-        G = (X.T @ rD.reshape(n, -1)).reshape(W.shape)
-    else:
-        G = jnp.stack([jnp.sum(rD * X[:, j, None, None], axis=-3) for j in range(d)], axis=-3)
+    G = jnp.stack([jnp.sum(rD * X[:, j, None, None], axis=-3) for j in range(d)], axis=-3)
     status, stop_now, loss_ref = stopping.decide(loss, state["loss0"], state["loss_ref"], k,
                                                  settings, jnp)
     live = ~state["stop"]
     move = live & ~stop_now
     if settings.step_rule == "gram":
         Da = D * a[..., None, :, :]
-        if a.ndim == 2:  # one network: the Gram sums as (n × m)(m × n) products
-            S2, Da2 = S.reshape(n, -1), Da.reshape(n, -1)
-            SS, DD = S2 @ S2.T, Da2 @ Da2.T
-        else:
-            SS = _nsum(S[..., :, None, :, :] * S[..., None, :, :, :])
-            DD = _nsum(Da[..., :, None, :, :] * Da[..., None, :, :, :])
+        SS = _nsum(S[..., :, None, :, :] * S[..., None, :, :, :])
+        DD = _nsum(Da[..., :, None, :, :] * Da[..., None, :, :, :])
         K = steprule.tangent_gram(SS, DD, X @ X.T, kappa, kappa_p, n)
         cross = jnp.sqrt(jnp.sum(G * G, axis=-3))
         if settings.activation != "relu":
@@ -253,10 +246,7 @@ def _step(state, const, X, y, settings: TrainSettings):
         eta = steprule.gram_rate(K, _nmax(cross), kappa, settings.lr_factor, jnp, _mm)
     else:
         eta = jnp.full(kappa.shape, settings.lr, a.dtype)
-    if a.ndim == 2:
-        ga = (r @ S.reshape(n, -1)).reshape(a.shape)
-    else:
-        ga = jnp.sum(r[..., :, None, None] * S, axis=-3)
+    ga = jnp.sum(r[..., :, None, None] * S, axis=-3)
     a_new = a - (eta * kappa / kappa_p)[..., None, None] * ga
     W_new = W - (eta * kappa_p * kappa)[..., None, None, None] * a[..., None, :, :] * G
     new = {
@@ -272,6 +262,62 @@ def _step(state, const, X, y, settings: TrainSettings):
         "time": state["time"] + jnp.where(move, eta, 0.0),
     }
     return new, (loss, rd, live)
+
+
+def _fold_max(x):
+    """max of a 1-d array by halving: elementwise maxima of the two halves until at most 32
+    values are left (vectorized; XLA's CPU reduction is one serial chain of dependent
+    maxima, about 7× slower at 4000 values). Exact: max does not depend on the order."""
+    while x.shape[0] > 32:
+        if x.shape[0] % 2:
+            x = jnp.concatenate([x, x[:1]])
+        half = x.shape[0] // 2
+        x = jnp.maximum(x[:half], x[half:])
+    return jnp.max(x)
+
+
+def _single_step(state, const, X, y, settings: TrainSettings):
+    """The step of :func:`_step` for one network in the unpadded layout a (m,), W (d, m):
+    the loss R_k, the stopping decision at step k (:func:`stopping.decide`), the step size
+    η̄ and the updated weights, as a dict; the caller keeps the old weights when
+    ``stop_now``. The sums over the n inputs and d input coordinates are written out (n, d
+    are tiny), the sums over neurons are matrix products: f = κ S ā, SS = S Sᵀ,
+    DD = (D∘ā)(D∘ā)ᵀ with S = σ(h), D = σ'(h) (n × m), and ∇_ā R = κ Sᵀ r. The gradient of
+    the input weights, ∇_w̄_k R = κ ā_k G_k with G_jk = Σ_i x̃_ij r_i σ'(h_ik), is one
+    elementwise pass; for ReLU the cross term max_k ‖G_k‖ is the square root of
+    max_k ‖G_k‖² (the root is monotone)."""
+    act = activation(settings.activation)
+    dact = derivative(act)
+    a, W, k = state["a"], state["W"], state["step"]
+    kappa, kappa_p = const["kappa"], const["kappa_p"]
+    n, d = X.shape
+    h = X @ W
+    S, D = act(h), dact(h)
+    Da = D * a
+    e = kappa * (S @ a) - y
+    r = e / n
+    loss = 0.5 * jnp.mean(e * e)
+    status, stop_now, loss_ref = stopping.decide(loss, state["loss0"], state["loss_ref"], k,
+                                                 settings, jnp)
+    c = X * r[:, None]  # c_ij = x̃_ij r_i
+    G = jnp.stack([sum(c[i, j] * D[i] for i in range(n)) for j in range(d)])
+    if settings.step_rule == "gram":
+        K = steprule.tangent_gram(S @ S.T, Da @ Da.T, X @ X.T, kappa, kappa_p, n)
+        g2 = sum(G[j] * G[j] for j in range(d))
+        if settings.activation == "relu":  # σ'' = 0: the cross term is ‖G_k‖ alone
+            cross_max = jnp.sqrt(_fold_max(g2))
+        else:
+            x2 = jnp.sum(X * X, axis=1)
+            D2 = derivative(dact)(h)
+            cross_max = _fold_max(jnp.sqrt(g2) + kappa_p * jnp.abs(a) * sum(
+                jnp.abs(D2[i] * r[i]) * x2[i] for i in range(n)))
+        eta = steprule.gram_rate(K, cross_max, kappa, settings.lr_factor, jnp, _mm)
+    else:
+        eta = jnp.asarray(settings.lr, a.dtype)
+    a_new = a - (eta * kappa / kappa_p) * (r @ S)
+    W_new = W - (eta * kappa_p * kappa) * a * G
+    return {"loss": loss, "status": status, "stop_now": stop_now, "loss_ref": loss_ref,
+            "eta": eta, "a": a_new, "W": W_new}
 
 
 def gradients(a, W, kappa, X, y, act_name: str):
@@ -331,41 +377,126 @@ def _result(state, hist_rd, hist_loss, m):
 
 
 # ----------------------------------------------------------------------------- per network
-@functools.partial(jax.jit, static_argnames=("settings",))
-def _train_single(state, const, mask, X, y, settings):
-    """One network to its stop in one ``lax.while_loop``; records RD and loss every
-    ``record_every`` steps."""
-    const = {**const, "mask": mask}
+def _run_single(state, const, X, y, settings):
+    """One network (unpadded: a (m,), W and W0 (d, m)) to its stop by :func:`_single_step`;
+    records RD and loss every ``record_every`` steps; returns (state, RD records, loss
+    records). Traced inside :func:`_train_single` and :func:`_many_fn`.
+
+    Two nested ``lax.while_loop``: the outer one runs blocks of ``record_every`` steps and
+    records RD at each block's first step, the inner one the steps of a block up to the
+    network's stop (so RD is computed only when recorded, and a step carries no recording
+    logic). RD at the stop is computed once after the loops: the stopping step keeps W, so
+    RD of the final W is RD at the stop."""
+    re = settings.record_every
     nan_hist = jnp.full((settings.n_records,), jnp.nan, dtype=state["a"].dtype)
 
-    def body(carry):
-        st, hr, hl = carry
-        k = st["step"]
-        st, (loss, rd, _) = _step(st, const, X, y, settings)
-        rec = (k % settings.record_every) == 0
-        slot = k // settings.record_every
-        hr = hr.at[slot].set(jnp.where(rec, rd, hr[slot]))
-        hl = hl.at[slot].set(jnp.where(rec, loss, hl[slot]))
-        return st, hr, hl
+    def rel_dist(W):
+        dW = W - const["W0"]
+        return jnp.sqrt(jnp.sum(dW * dW)) / const["w0norm"]
 
-    return jax.lax.while_loop(lambda c: ~c[0]["stop"], body, (state, nan_hist, nan_hist))
+    def step(carry):
+        st, i, first_loss = carry
+        p = _single_step(st, const, X, y, settings)
+        move = ~p["stop_now"]
+        k = st["step"]
+        st = {**st, "a": jnp.where(move, p["a"], st["a"]), "W": jnp.where(move, p["W"], st["W"]),
+              "step": jnp.where(move, k + 1, k).astype(jnp.int32), "stop": p["stop_now"],
+              "status": p["status"], "loss_ref": p["loss_ref"], "loss": p["loss"],
+              "time": st["time"] + jnp.where(move, p["eta"], 0.0)}
+        return st, i + 1, jnp.where(i == 0, p["loss"], first_loss)
+
+    def block(carry):
+        st, hr, hl = carry
+        slot = st["step"] // re  # every block starts at a record step
+        rd = rel_dist(st["W"])
+        st, _, loss = jax.lax.while_loop(lambda c: (c[1] < re) & ~c[0]["stop"], step,
+                                         (st, jnp.int32(0), st["loss"]))
+        return st, hr.at[slot].set(rd), hl.at[slot].set(loss)
+
+    st, hr, hl = jax.lax.while_loop(lambda c: ~c[0]["stop"], block,
+                                    (state, nan_hist, nan_hist))
+    return {**st, "rd": rel_dist(st["W"])}, hr, hl
+
+
+#: One network per compiled call (:func:`train_loop`).
+_train_single = jax.jit(_run_single, static_argnames=("settings",))
+
+
+@functools.cache
+def _many_fn(n_devices: int, settings: TrainSettings):
+    """Compiled: stacks of networks (leading axis), one after the other (``lax.map`` of
+    :func:`_run_single`); with several devices a shard_map gives each device its own equal
+    slice of the stack, so one executable and one dispatch serve all devices. Returns the
+    function and the stack's sharding (None for one device)."""
+
+    def local(states, consts, X, y):
+        return jax.lax.map(lambda sc: _run_single(*sc, X, y, settings), (states, consts))
+
+    if n_devices <= 1:
+        return jax.jit(local), None
+    mesh = jax.make_mesh((n_devices,), ("net",))
+    P = jax.sharding.PartitionSpec
+    fn = jax.shard_map(local, mesh=mesh, in_specs=(P("net"), P("net"), P(), P()),
+                       out_specs=P("net"), check_vma=False)
+    return jax.jit(fn), jax.sharding.NamedSharding(mesh, P("net"))
+
+
+def _unpacked(state, const, idx, m: int):
+    """Networks ``idx`` (an index or an index array) of a packed batch as unpadded
+    (state, const) for :func:`_run_single`."""
+    st = {k: v[idx] for k, v in state.items()}
+    cs = {k: v[idx] for k, v in const.items()}
+    st["a"], st["W"], cs["W0"] = unpack(st["a"], m), unpack(st["W"], m), unpack(cs["W0"], m)
+    return st, cs
+
+
+def _store(state, hist, idx, out, m: int, first_slot: int = 0):
+    """Write :func:`_run_single`'s results for networks ``idx`` into the packed batch arrays
+    (records from slot ``first_slot`` on)."""
+    st, hr, hl = out
+    for k, v in st.items():
+        state[k][idx] = pack(np.asarray(v), m) if k in ("a", "W") else np.asarray(v)
+    for h, rec in zip(hist, (hr, hl), strict=True):
+        h[idx, first_slot:] = np.asarray(rec)[..., first_slot:]
+
+
+def _train_on_devices(state, const, idx, X, y, settings, m: int, hist, first_slot: int):
+    """Networks ``idx`` to their stops, spread round-robin over ``jax.devices()``, all in one
+    call of :func:`_many_fn` (each device runs its share one after the other). Each
+    device's share is padded to a power of two with networks marked stopped (they take no
+    step), so few stack sizes compile."""
+    n_dev = jax.device_count()
+    shares = [idx[j::n_dev] for j in range(n_dev)]
+    size = 1 << (len(shares[0]) - 1).bit_length()
+    order = np.concatenate([np.concatenate([g, np.repeat(idx[:1], size - len(g))])
+                            for g in shares])
+    st, cs = _unpacked(state, const, order, m)
+    for j, g in enumerate(shares):
+        st["stop"][j * size + len(g):(j + 1) * size] = True
+    fn, split = _many_fn(n_dev, settings)
+    if split is not None:
+        st, cs = jax.device_put((st, cs), split)
+    st, hr, hl = fn(st, cs, X, y)
+    keep = np.concatenate([j * size + np.arange(len(g)) for j, g in enumerate(shares)])
+    _store(state, hist, np.concatenate(shares),
+           ({k: np.asarray(v)[keep] for k, v in st.items()}, np.asarray(hr)[keep],
+            np.asarray(hl)[keep]), m, first_slot)
 
 
 def train_loop(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
-    """The same algorithm one network at a time (a Python loop over a compiled
-    single-network ``while_loop`` that stops exactly at the network's stop): the reference
-    the batched engine is benchmarked and checked against."""
+    """The same algorithm one network at a time (a Python loop over the compiled
+    single-network ``while_loop`` of :func:`_train_single`, which stops exactly at the
+    network's stop), all on the default device: the reference the batched engine is
+    benchmarked and checked against."""
     enable_x64()
-    state, const, mask = _setup(a0, W0, kappa, kappa_p, X, y, settings)
+    state, const, _ = _setup(a0, W0, kappa, kappa_p, X, y, settings)
     m = np.shape(a0)[-1]
     X, y = jnp.asarray(X, jnp.float64), jnp.asarray(y, jnp.float64)
-    outs = []
-    for i in range(len(const["kappa"])):
-        st, hr, hl = _train_single({k: v[i] for k, v in state.items()},
-                                   {k: v[i] for k, v in const.items()}, mask, X, y, settings)
-        outs.append((st, np.asarray(hr), np.asarray(hl)))
-    st = {k: np.stack([np.asarray(o[0][k]) for o in outs]) for k in outs[0][0]}
-    return _result(st, np.stack([o[1] for o in outs]), np.stack([o[2] for o in outs]), m)
+    B = len(const["kappa"])
+    hist = (np.full((B, settings.n_records), np.nan), np.full((B, settings.n_records), np.nan))
+    for i in range(B):
+        _store(state, hist, i, _train_single(*_unpacked(state, const, i, m), X, y, settings), m)
+    return _result(state, *hist, m)
 
 
 # ----------------------------------------------------------------------------- batched
@@ -430,17 +561,19 @@ def train_batch(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings, *, chunk:
     ``jax.device_count()`` and split over the devices. The last ``tail`` networks finish in
     the single-network loop of :func:`train_loop`, spread over the devices, which stops each
     exactly at its own stop instead of carrying a padded batch through a long straggler
-    (step counts are heavy-tailed: a few networks of a scan need 5-10× the median) and
-    compiles no further batch shapes.
+    (step counts are heavy-tailed: a few networks of a scan need 5-10× the median); the
+    devices get their shares round-robin, all in one compiled call (:func:`_many_fn`), each
+    share padded to a power of two with stopped networks, so few shapes compile.
 
     Default ``tail``: on CPU the whole batch (no lockstep phase at all: each CPU device runs
     its share of networks one after the other, each network's working set, about
-    100 kB at m = 4000, stays in cache, and its Gram sums and gradients are small matrix
-    products; measured on the benchmark grid, 2 cores, about 2.3× faster per step at
-    m = 4000 and no steps wasted on stopped networks); on accelerators a quarter of the
-    batch (lockstep batches keep a GPU busy, one network does not). The numbers do not depend on the
-    chunking: a network's steps are the same whatever its batch, and a stopped network is
-    frozen (its later steps are computed and discarded).
+    100 kB at m = 4000, stays in cache, and its step is the one-network form of
+    :func:`_single_step`; no steps are wasted on stopped networks); on accelerators a
+    quarter of the batch (lockstep batches keep a GPU busy, one network does not). The
+    numbers do not depend on the chunking: a network's steps are the same whatever its
+    batch (the lockstep and the one-network step sum in different orders, so they agree to
+    rounding), and in a lockstep batch a stopped network is frozen (its later steps are
+    computed and discarded).
     """
     enable_x64()
     m = np.shape(a0)[-1]
@@ -487,16 +620,7 @@ def train_batch(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings, *, chunk:
         hist_loss[np.ix_(active, slots[keep])] = np.asarray(rec_loss)[keep, :n].T
         active = active[~state["stop"][active]]
         k0 += n_blocks * re
-    devices = jax.devices()
-    launched = []
-    for j, i in enumerate(active):  # the stragglers, each in its own exact-stop loop
-        dev = devices[j % len(devices)]  # spread over the devices; dispatch is asynchronous
-        args = jax.device_put(({k: v[i] for k, v in state.items()},
-                               {k: v[i] for k, v in const.items()}, mask, X, y), dev)
-        launched.append((i, _train_single(*args, settings)))
-    for i, (st, hr, hl) in launched:
-        for k, v in st.items():
-            state[k][i] = np.asarray(v)
-        done = slice(k0 // re, None)
-        hist_rd[i, done], hist_loss[i, done] = np.asarray(hr)[done], np.asarray(hl)[done]
+    if active.size:  # the stragglers, each in its own exact-stop loop
+        _train_on_devices(state, const, active, X, y, settings, m, (hist_rd, hist_loss),
+                          k0 // re)
     return _result(state, hist_rd, hist_loss, m)
