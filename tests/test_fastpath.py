@@ -249,3 +249,18 @@ def test_threads_never_share_a_recycled_buffer(monkeypatch):
     for t in threads:
         t.join()
     assert clashes == []
+
+
+def test_the_recycler_keeps_at_most_its_byte_budget():
+    """Buffers beyond ``max_bytes`` are handed out but not kept: a long CPU run's recycled
+    memory is bounded whatever the model's size."""
+    pool = fastpath._Recycler(shapes=4, per_shape=16, max_bytes=3 * 64 * 64 * 4)
+    like = torch.empty(0)
+    held = [pool.get((64, 64), like) for _ in range(5)]  # five live at once
+    assert len({t.data_ptr() for t in held}) == 5
+    assert pool.kept_bytes() == 3 * 64 * 64 * 4
+    del held
+    again = [pool.get((64, 64), like) for _ in range(3)]  # the kept three come back
+    assert {t.untyped_storage().data_ptr() for t in again} == {
+        b.untyped_storage().data_ptr() for b in pool.pool[((64, 64), torch.float32,
+                                                           torch.device("cpu"))]}

@@ -182,15 +182,20 @@ class _Recycler:
     step writes its big tensors (logits, log-probs, the SwiGLU activations and their
     gradient) into memory the previous step used, instead of into fresh pages the kernel
     must map and zero one by one. A buffer still in use (logits a caller kept, activations
-    a graph saved) is never handed out; a new one is made. At most ``per_shape`` buffers
-    per shape (a step holds one SwiGLU activation pair per layer until its backward), for
-    the ``shapes`` shapes used last. A lock makes a hand-out atomic: the view returned is
-    made before another thread may look, so two threads never get the same buffer."""
+    a graph saved) is never handed out; a new one is made. It keeps at most ``per_shape``
+    buffers per shape (a step holds one SwiGLU activation pair per layer until its
+    backward), for the ``shapes`` shapes used last, and at most ``max_bytes`` in all
+    (memory a step needs at its peak anyway; what is kept stays with the process). A lock
+    makes a hand-out atomic: the view returned is made before another thread may look, so
+    two threads never get the same buffer."""
 
-    def __init__(self, shapes: int = 4, per_shape: int = 16):
-        self.shapes, self.per_shape = shapes, per_shape
+    def __init__(self, shapes: int = 4, per_shape: int = 16, max_bytes: int = 1 << 30):
+        self.shapes, self.per_shape, self.max_bytes = shapes, per_shape, max_bytes
         self.pool: dict[tuple, list[torch.Tensor]] = {}
         self.lock = threading.Lock()
+
+    def kept_bytes(self) -> int:
+        return sum(b.nbytes for bases in self.pool.values() for b in bases)
 
     def get(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
         key = (tuple(shape), like.dtype, like.device)
@@ -202,7 +207,8 @@ class _Recycler:
             base = next((b for b in bases if _unshared(b)), None)
             if base is None:
                 base = like.new_empty(shape)
-                if len(bases) < self.per_shape:
+                if (len(bases) < self.per_shape
+                        and self.kept_bytes() + base.nbytes <= self.max_bytes):
                     bases.append(base)
             return base.view(shape)
 
