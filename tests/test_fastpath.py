@@ -69,6 +69,12 @@ def test_swiglu_is_the_composite_bitwise():
     assert same(grads(fastpath.swiglu, [h]), grads(composite, [h]))
 
 
+def test_gelu_is_the_composite_bitwise():
+    torch.manual_seed(0)
+    h = torch.randn(4, 32, 72)
+    assert same(grads(fastpath.gelu, [h]), grads(F.gelu, [h]))
+
+
 def test_rotary_qkv_is_rope_bitwise():
     torch.manual_seed(0)
     B, T, H, hd = 3, 16, 2, 8

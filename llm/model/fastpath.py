@@ -20,11 +20,14 @@ concatenated and copied intermediates.
   g ⊙ u, to which silu's derivative is then applied in place. Its activations and that
   gradient live in recycled buffers (below): the tokens × 2·d_ff gradient is the largest
   tensor of a step after the logits.
+* :func:`gelu`: ``F.gelu`` and its backward kernel, the output and the gradient (the
+  GPT-2-style MLP's tokens × d_ff tensors) in recycled buffers.
 * :func:`rotary_qkv`: the fused projection's (q | k | v) split into heads, with RoPE
   x ⊙ cos + rotate_half(x) ⊙ sin (Su et al. 2021) applied to q and k, half by half
   (no roll), against tables laid out like q and k so each product runs over a whole
   position; the backward rotates ∂q and ∂k back in their own (B, H, T, d_head) layout,
   where the tables line up with them, and copies them once into the projection's layout.
+  The rotated q, k and the projection's gradient live in recycled buffers.
 * :func:`head` and :func:`cross_entropy`: the logits h Wᵀ and ``F.cross_entropy``'s own
   kernels (log_softmax, the negative log-likelihood; their backward kernels in reverse),
   with their (tokens × vocab) tensors in buffers recycled from step to step (a buffer is
@@ -106,6 +109,25 @@ def swiglu(h: torch.Tensor) -> torch.Tensor:
     return _SwiGLU.apply(h)
 
 
+class _GELU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h):
+        ctx.save_for_backward(h)
+        return torch.ops.aten.gelu.out(h, out=_POOL.get(h.shape, h))
+
+    @staticmethod
+    def backward(ctx, g):
+        (h,) = ctx.saved_tensors
+        return torch.ops.aten.gelu_backward.grad_input(g, h,
+                                                       grad_input=_POOL.get(h.shape, h))
+
+
+def gelu(h: torch.Tensor) -> torch.Tensor:
+    """GELU (exact, erf form: ``F.gelu``'s numbers), output and gradient in recycled
+    buffers."""
+    return _GELU.apply(h)
+
+
 # ----------------------------------------------------------------------------- RoPE
 def signed_sin(sin: torch.Tensor) -> torch.Tensor:
     """The sin table with rotate_half's sign moved onto it: (−sin₁, sin₂) by halves, so that
@@ -133,7 +155,7 @@ class _RotaryQKV(torch.autograd.Function):
         _, _, _, H, hd = qkv.shape
         ssin = signed_sin(sin)
         wide = (sin.shape[0], 2, H, hd)
-        qk = torch.empty_like(qkv[:, :, :2])  # q and k rotated together, (B, T, 2, H, hd)
+        qk = _POOL.get(qkv[:, :, :2].shape, qkv)  # q and k rotated together, (B, T, 2, H, hd)
         _rotate_into(qk, qkv[:, :, :2], cos[:, None, None, :].expand(wide).contiguous(),
                      ssin[:, None, None, :].expand(wide).contiguous())
         ctx.save_for_backward(cos, ssin)
@@ -145,7 +167,7 @@ class _RotaryQKV(torch.autograd.Function):
         cos, ssin = ctx.saved_tensors  # (T, hd)
         B, H, T, hd = g_v.shape
         half = hd // 2
-        g_qkv = g_v.new_empty((B, T, 3, H, hd))
+        g_qkv = _POOL.get((B, T, 3, H, hd), g_v)
         for j, g in ((0, g_q), (1, g_k)):  # the transpose of the rotation: roll back
             # in the gradient's own (B, H, T, hd) layout, where the (T, hd) tables line up
             # with it, then moved into the projection's layout once
@@ -179,17 +201,17 @@ def _unshared(base: torch.Tensor) -> bool:
 
 class _Recycler:
     """Large buffers handed out again once nothing else refers to them, so that a training
-    step writes its big tensors (logits, log-probs, the SwiGLU activations and their
-    gradient) into memory the previous step used, instead of into fresh pages the kernel
-    must map and zero one by one. A buffer still in use (logits a caller kept, activations
-    a graph saved) is never handed out; a new one is made. It keeps at most ``per_shape``
-    buffers per shape (a step holds one SwiGLU activation pair per layer until its
-    backward), for the ``shapes`` shapes used last, and at most ``max_bytes`` in all
-    (memory a step needs at its peak anyway; what is kept stays with the process). A lock
-    makes a hand-out atomic: the view returned is made before another thread may look, so
-    two threads never get the same buffer."""
+    step writes its big tensors (logits, log-probs, the MLP's activations, the rotated q
+    and k, and their gradients) into memory the previous step used, instead of into fresh
+    pages the kernel must map and zero one by one. A buffer still in use (logits a caller
+    kept, activations a graph saved) is never handed out; a new one is made. It keeps at
+    most ``per_shape`` buffers per shape (a step holds one SwiGLU activation pair per
+    layer until its backward), for the ``shapes`` shapes used last, and at most
+    ``max_bytes`` in all (memory a step needs at its peak anyway; what is kept stays with
+    the process). A lock makes a hand-out atomic: the view returned is made before another
+    thread may look, so two threads never get the same buffer."""
 
-    def __init__(self, shapes: int = 4, per_shape: int = 16, max_bytes: int = 1 << 30):
+    def __init__(self, shapes: int = 8, per_shape: int = 16, max_bytes: int = 1 << 30):
         self.shapes, self.per_shape, self.max_bytes = shapes, per_shape, max_bytes
         self.pool: dict[tuple, list[torch.Tensor]] = {}
         self.lock = threading.Lock()

@@ -217,6 +217,8 @@ class MLP(nn.Module):
         elif self.swiglu:
             gate, up = h.chunk(2, dim=-1)
             h = F.silu(gate) * up
+        elif fastpath.enabled(h):
+            h = fastpath.gelu(h)
         else:
             h = F.gelu(h)
         return self.down(h)
