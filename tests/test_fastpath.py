@@ -4,6 +4,8 @@ for bit: each function alone, and whole training steps of the model with it on a
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 
 import pytest
 import torch
@@ -220,9 +222,6 @@ def test_threads_never_share_a_recycled_buffer(monkeypatch):
     two threads taking and holding buffers of one shape never get the same memory. The
     check "is this buffer free" is slowed down so that, without the lock, the other thread
     would find the same buffer free in between."""
-    import threading
-    import time
-
     unshared = fastpath._unshared
 
     def slow_unshared(base):
