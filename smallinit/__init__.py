@@ -15,8 +15,8 @@ load on first use (``import smallinit`` itself imports none of them)::
 * :mod:`smallinit.kernels` — the shared measurements (RD, cosine Gram, condensation).
 
 Runs as objects: :func:`load_run` opens a stored run by key (``.config``, ``.summary``,
-``.metrics()``, ``.metrics_frame()``, ``.arrays()``) and :func:`list_runs` lists the store
-(:mod:`smallinit.results`).
+``.metrics()``, ``.metrics_frame()``, ``.arrays()``), :func:`list_runs` lists the store and
+:func:`verify_runs` checks that runs are what their keys say (:mod:`smallinit.results`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0+unknown"
 
 _COMPONENTS = ("theory", "toy", "llm", "kernels")
-_EXPORTS = {"load_run": "smallinit.results", "list_runs": "smallinit.results"}
+_EXPORTS = {"load_run": "smallinit.results", "list_runs": "smallinit.results",
+            "verify_runs": "smallinit.results"}
 
 __all__ = ["__version__", *_COMPONENTS, *_EXPORTS]
 

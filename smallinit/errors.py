@@ -23,6 +23,16 @@ class StoreError(SmallinitError):
     """A run directory or one of its files is missing, corrupt or inconsistent."""
 
 
+class CorruptRun(StoreError):
+    """A run folder that is not what its key says: its config does not hash to the key, or a
+    file differs from the manifest recorded when the run finished. ``problem`` is what
+    differs, without the advice of the message."""
+
+    def __init__(self, message: str, problem: str = ""):
+        super().__init__(message)
+        self.problem = problem or message
+
+
 class RunFailed(SmallinitError):
     """A run ended without a result for a scientific reason (divergence, NaN loss).
 

@@ -134,9 +134,8 @@ def resolve(entry: str) -> Callable[..., Any]:
 
 
 def finished(run: Run) -> bool:
-    """Done, or failed for good (the store reuses both)."""
-    state = run.state
-    return state == "done" or (state == "failed" and bool(run.status().get("final")))
+    """Whether the store reuses the run as it is (:meth:`~smallinit.runs.Run.reusable`)."""
+    return run.reusable()
 
 
 _FORCED: set[tuple[str, str, str]] = set()  # (store root, kind, key) forced in this process

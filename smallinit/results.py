@@ -13,7 +13,12 @@ adds). This module reads it back for people and scripts::
     run.arrays()                               # arrays.npz as a dict of NumPy arrays
 
 :func:`list_runs` lists every run (``smallinit runs ls``); a damaged run is listed with
-state ``corrupt`` instead of stopping the listing. Nothing here writes to the store.
+state ``corrupt`` instead of stopping the listing: one whose ``config.json`` does not hash to
+its key, or whose files differ in size from its manifest (:mod:`smallinit.integrity`); a
+file's contents are checked against its SHA-256 when it is read, and for every run by
+:func:`verify_runs` (``smallinit runs verify``). Nothing here writes to the store, except
+that a finished run stored before manifests existed gets its manifest on first
+verification.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from smallinit.errors import ConfigError, StoreError, one_line
-from smallinit.runs import Run, RunStore, read_json
+from smallinit.errors import ConfigError, CorruptRun, StoreError, one_line
+from smallinit.runs import MANIFEST, Run, RunStore, read_json
 
 KEY = re.compile(r"[0-9a-f]{16}")  # a run key: 16 hex digits of SHA-256 (smallinit.runs)
 KEY_PREFIX = re.compile(r"[0-9a-f]{1,16}")
@@ -197,6 +202,9 @@ def open_dir(path: Path) -> StoredRun:
         live = Run(path, kind, key, run.config, run.version)
         run.status = live.status()
         run.state = live._state_of(run.status)
+        live.verify(hashes=False, adopt=False)  # the key and the sizes: one stat a file
+    except CorruptRun as err:
+        run.state, run.problem = "corrupt", err.problem
     except StoreError as err:
         run.state, run.problem = "corrupt", one_line(err)
     return run
@@ -230,6 +238,51 @@ def list_runs(runs_dir: str | Path | None = None, *, kind: str | None = None) ->
                           f"{', '.join(present) or '(none)'}")
     runs = [open_dir(p) for k in ([kind] if kind else present) for p in _run_dirs(root, k)]
     return sorted(runs, key=lambda r: (r.created or "", r.kind, r.key))
+
+
+@dataclass
+class Verified:
+    """One run checked by :func:`verify_runs`: ``problem`` is None when it is what its key
+    says; ``recorded`` when its manifest was written now (a run stored before manifests)."""
+
+    kind: str
+    key: str
+    state: str
+    problem: str | None = None
+    recorded: bool = False
+
+    def record(self) -> dict[str, Any]:
+        return {"kind": self.kind, "key": self.key, "state": self.state,
+                "ok": self.problem is None, "problem": self.problem, "recorded": self.recorded}
+
+
+def verify_runs(refs: list[str] | None = None, *, runs_dir: str | Path | None = None,
+                hashes: bool = True) -> list[Verified]:
+    """Check runs of the store (every run, or those ``refs`` name as :func:`load_run` does):
+    each ``config.json`` hashes to its key and each finished run's files match its manifest,
+    sizes first, then SHA-256 unless ``hashes`` is False. A finished run stored before
+    manifests gets one (when the store is writable). Nothing else is written."""
+    stored = ([load_run(r, runs_dir=runs_dir) for r in refs] if refs
+              else list_runs(runs_dir))
+    out = []
+    for s in stored:
+        run = Run(s.path, s.kind, s.key, s.config, s.version)
+        had = _has_manifest(run)
+        checked = Verified(s.kind, s.key, s.state)
+        try:
+            run.verify(hashes=hashes)
+        except CorruptRun as err:
+            checked.state, checked.problem = "corrupt", err.problem
+        checked.recorded = not had and _has_manifest(run)
+        out.append(checked)
+    return out
+
+
+def _has_manifest(run: Run) -> bool:
+    try:
+        return MANIFEST in run.status()
+    except StoreError:
+        return False
 
 
 def load_run(ref: str | Path, *, runs_dir: str | Path | None = None) -> StoredRun:

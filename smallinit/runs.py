@@ -60,12 +60,14 @@ from typing import Any
 
 import numpy as np
 
+from smallinit import integrity
 from smallinit.config import canonical_json, config_to_dict
-from smallinit.errors import RunFailed, StoreError, one_line
+from smallinit.errors import CorruptRun, RunFailed, StoreError, one_line
 
 log = logging.getLogger(__name__)
 
 STORE_SCHEMA = 1
+MANIFEST = "manifest"  # the status.json field of a finished run's files (smallinit.integrity)
 STATES = ("absent", "running", "stale", "done", "failed")
 LEASE_S = 60.0  # a writer that has not renewed its lease for this long is presumed dead
 HEARTBEAT_S = 5.0  # how often a live writer renews its lease
@@ -96,9 +98,11 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             os.fsync(fh.fileno())
         os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(err, OSError) and err.filename is None and err.errno is not None:
+            raise OSError(err.errno, err.strerror, str(path)) from None  # name the file
         raise
 
 
@@ -392,12 +396,12 @@ class Run:
         """The parsed ``status.json`` (``{"state": "absent"}`` when there is none)."""
         if not self.status_path.exists():
             return {"state": "absent"}
-        status = read_json(self.status_path)
+        try:
+            status = read_json(self.status_path)
+        except StoreError as err:
+            raise self._corrupt(_bare(err)) from None
         if not isinstance(status, dict) or status.get("state") not in STATES:
-            raise StoreError(
-                f"{self.status_path} is corrupt (no valid state); delete its run directory "
-                "or rerun with --force"
-            )
+            raise self._corrupt(f"{self.status_path} is corrupt (no valid state)")
         return status
 
     @property
@@ -419,6 +423,133 @@ class Run:
     def done(self) -> bool:
         return self.state == "done"
 
+    @property
+    def name(self) -> str:
+        return f"{self.kind}/{self.key}"
+
+    # -- integrity (smallinit.integrity)
+    def identity_problem(self) -> str | None:
+        """Why ``config.json`` does not prove that this folder is the run its key names (it
+        must name this kind and key and hash to the key), or None when it does."""
+        path = self.path / "config.json"
+        try:
+            meta = read_json(path)
+        except StoreError as err:
+            return _bare(err)
+        if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
+            return f"{path} holds no config object"
+        if meta.get("kind") != self.kind or meta.get("key") != self.key:
+            return (f"{path} names run {meta.get('kind')}/{meta.get('key')}, not the "
+                    "folder's (was the folder renamed or copied?)")
+        try:
+            key = config_key(self.kind, meta["config"], str(meta.get("version", "1")))
+        except (ValueError, TypeError, RecursionError):
+            return f"{path} holds a config that cannot be keyed"
+        if key != self.key:
+            return (f"{path} does not hash to the folder's key (its config was edited after "
+                    "the run was made)")
+        return None
+
+    def verify(self, *, hashes: bool = True, adopt: bool = True) -> None:
+        """Raise :class:`CorruptRun`, naming the run and the file, when the folder is not
+        what its key says: a damaged ``status.json``, a ``config.json`` that does not hash to
+        the key, or (for a finished run) a file that differs from its manifest; sizes always,
+        SHA-256 too with ``hashes``. A finished run stored before manifests existed gets
+        one now (``adopt``, when the store is writable and no writer holds the run)."""
+        status = self.status()
+        if status["state"] == "absent":
+            return
+        problem = self.identity_problem()
+        if problem is None and status["state"] in ("done", "failed"):
+            manifest = status.get(MANIFEST)
+            if manifest is None:
+                if adopt:
+                    self._adopt(status)
+                return
+            problem = integrity.manifest_problem(self.path, manifest, hashes=hashes)
+        if problem:
+            raise self._corrupt(problem)
+
+    def _corrupt(self, problem: str) -> CorruptRun:
+        return CorruptRun(f"run {self.name} is corrupt: {problem}; the command that made it, "
+                          "run again with the same config, recomputes it (keeping the damaged "
+                          "folder under .corrupt/ of the store)", problem)
+
+    def _adopt(self, status: dict[str, Any]) -> None:
+        """Write the manifest of a finished run that has none (stored before manifests),
+        under the run's lock; skipped where the store cannot be written."""
+        lock = RunLock(self.lock_path)
+        try:
+            if not lock.acquire(block=False):
+                return
+        except OSError:
+            return
+        try:
+            if self.status() == status:
+                status = {**status, MANIFEST: integrity.build_manifest(self.path)}
+                atomic_write_json(self.status_path, status)
+                log.debug("recorded the manifest of %s", self.name)
+        except (OSError, StoreError) as err:
+            log.debug("could not record the manifest of %s: %s", self.name, one_line(err))
+        finally:
+            lock.release()
+
+    def file(self, name: str) -> Path:
+        """The path of the run's file ``name``, checked first: for a finished run its
+        ``config.json`` hashes to the key and the file matches its manifest entry (size and
+        SHA-256); :class:`CorruptRun` names what differs, :class:`StoreError` a missing
+        file. A run still being written is not checked."""
+        path = self.path / name
+        status = self.status() if self.status_path.exists() else {"state": "absent"}
+        if status["state"] in ("done", "failed"):
+            problem = self.identity_problem()
+            manifest = status.get(MANIFEST)
+            if problem is None and manifest is None:
+                self._adopt(status)
+                manifest = self.status().get(MANIFEST)
+            if problem is None and isinstance(manifest, dict):
+                for listed in dict.fromkeys(("config.json", name)):  # the config is read too
+                    if problem is None and listed in manifest:
+                        problem = integrity.entry_problem(self.path, listed, manifest[listed])
+                if problem is None and name not in manifest and path.exists():
+                    problem = f"{path} is not in its manifest (added after the run finished)"
+            if problem:
+                raise self._corrupt(problem)
+        if not path.is_file():
+            raise StoreError(f"{path} is missing")
+        return path
+
+    def reusable(self) -> bool:
+        """Whether the store hands this run back as it is: done, or failed for good (a
+        divergence), and verified (:meth:`verify`)."""
+        try:
+            if not _outcome(self.status()):
+                return False
+            self.verify()
+        except StoreError:
+            return False
+        return True
+
+    def set_aside(self) -> Path:
+        """Move the run folder to ``<root>/.corrupt/<kind>/<key>.<time>`` (kept for
+        inspection, out of the store's listings); returns where it went."""
+        dest = (self.path.parent.parent / ".corrupt" / self.kind
+                / f"{self.key}.{time.strftime('%Y%m%dT%H%M%S')}.{secrets.token_hex(4)}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(self.path, dest)
+        return dest
+
+    def _sweep_temp(self) -> None:
+        """Remove what dead writers left: temporary files (``.<name>.<pid>.<random>.tmp``)
+        below the folder and half-deleted copies (``.<key>.*.trash``) beside it. Called by
+        the run's new writer, which holds its lock, so none of them is in use."""
+        for tmp in self.path.rglob(".*.tmp") if self.path.is_dir() else ():
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                log.info("removed %s, left by a writer that died", tmp)
+        for trash in self.path.parent.glob(f".{self.key}.*.trash"):
+            shutil.rmtree(trash, ignore_errors=True)
+
     # -- lifecycle
     def start(self, lock: RunLock | None = None) -> None:
         """Claim the run for this process and mark it running; writes ``config.json`` first.
@@ -436,6 +567,7 @@ class Run:
         self._lease = _Lease(self, lock)
         _WRITER_THREADS[self.lock_path] = self._lease.thread
         try:
+            self._sweep_temp()
             self._write_start()
         except BaseException:
             self._abandon()
@@ -486,10 +618,11 @@ class Run:
                 lease.lock.release()
 
     def finish(self, summary: dict[str, Any] | None = None) -> None:
-        """Mark the run done: the last write of a successful run."""
+        """Mark the run done: the last write of a successful run, with the manifest of
+        every file it keeps (:mod:`smallinit.integrity`)."""
         status = self.status()
         self._end({"state": "done", "started": status.get("started"), "finished": _now(),
-                   "summary": summary or {}})
+                   "summary": summary or {}, MANIFEST: integrity.build_manifest(self.path)})
 
     def fail(self, reason: str, *, final: bool = True) -> None:
         """Record the run as failed. ``final`` failures (divergence) are kept as the
@@ -498,8 +631,11 @@ class Run:
             status = self.status() if self.status_path.exists() else {}
         except StoreError:
             status = {}
-        self._end({"state": "failed", "reason": one_line(reason), "final": final,
-                   "started": status.get("started"), "finished": _now()})
+        end = {"state": "failed", "reason": one_line(reason), "final": final,
+               "started": status.get("started"), "finished": _now()}
+        if final:  # kept as the run's outcome, so its files are proven like a done run's
+            end[MANIFEST] = integrity.build_manifest(self.path)
+        self._end(end)
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -513,16 +649,25 @@ class Run:
     def log(self, record: dict[str, Any]) -> None:
         """Append one metrics record (a JSON line, flushed) to ``metrics.jsonl``."""
         line = json_text(record)
-        with self.metrics_path.open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
-            fh.flush()
+        try:
+            with self.metrics_path.open("a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+                fh.flush()
+        except OSError as err:
+            if err.filename is not None or err.errno is None:
+                raise
+            raise OSError(err.errno, err.strerror, str(self.metrics_path)) from None
 
     def metrics(self) -> list[dict[str, Any]]:
         """All metrics records. A torn last line of an unfinished run is dropped; any other
         damage raises :class:`StoreError` naming the file and line."""
-        if not self.metrics_path.exists():
-            return []
-        lines = self.metrics_path.read_text(encoding="utf-8").splitlines()
+        try:
+            path = self.file("metrics.jsonl")
+        except CorruptRun:
+            raise
+        except StoreError:
+            return []  # the run logged nothing
+        lines = path.read_text(encoding="utf-8").splitlines()
         records = []
         for i, line in enumerate(lines, 1):
             if not line.strip():
@@ -550,10 +695,9 @@ class Run:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Load ``arrays.npz``; a damaged file raises :class:`StoreError` naming it."""
-        if not self.arrays_path.exists():
-            raise StoreError(f"{self.arrays_path} is missing")
+        path = self.file("arrays.npz")
         try:
-            with np.load(self.arrays_path, allow_pickle=False) as data:
+            with np.load(path, allow_pickle=False) as data:
                 return {k: data[k] for k in data.files}
         except Exception as err:  # zipfile/zlib/ValueError: all mean the same to a user
             raise StoreError(
@@ -568,7 +712,8 @@ class Run:
         return path
 
     def read_json(self, name: str) -> Any:
-        return read_json(self.path / name)
+        """An extra JSON result file of the run, checked against its manifest (:meth:`file`)."""
+        return read_json(self.file(name))
 
     def untouched(self) -> bool:
         """Whether the run directory holds nothing but what :meth:`start` wrote."""
@@ -657,8 +802,9 @@ class RunStore:
         result was finished while it waited; see the module doc).
         """
         run = self.run(kind, config, version=version)
-        before = _status_or_corrupt(run) if force else run.status()
-        if not force and _reusable(run, before):
+        before = _status_or_corrupt(run)
+        if not force and run.reusable():
+            _log_reuse(run, before)
             return run  # reading a finished run needs no writable root
         self.check_root()
         lock = RunLock(run.lock_path)
@@ -670,10 +816,13 @@ class RunStore:
                         run.key)
             lock.acquire(block=True)
         try:
-            status = _await_remote_writer(run, force=force)
-            finished_meanwhile = status != before and status["state"] in ("done", "failed")
-            if (finished_meanwhile or not force) and _reusable(run, status):
+            status = _await_remote_writer(run)
+            if not force:
+                status = _set_aside_if_corrupt(run, status)
+            finished_meanwhile = status != before and _outcome(status)
+            if (finished_meanwhile or not force) and _outcome(status) and run.reusable():
                 lock.release()
+                _log_reuse(run, status)
                 return run
             if force and status["state"] != "absent":
                 run.clear()
@@ -706,6 +855,11 @@ class RunStore:
         return run
 
 
+def _bare(err: StoreError) -> str:
+    """A store error's message without its advice (what comes after the first ``;``)."""
+    return one_line(err).split("; ")[0]
+
+
 def _status_or_corrupt(run: Run) -> dict[str, Any]:
     """The run's status, ``{"state": "corrupt"}`` for a damaged one (``--force`` clears it)."""
     try:
@@ -714,23 +868,42 @@ def _status_or_corrupt(run: Run) -> dict[str, Any]:
         return {"state": "corrupt"}
 
 
-def _reusable(run: Run, status: dict[str, Any]) -> bool:
-    """Whether ``status`` is an outcome to return as is (done, or a final failure)."""
+def _outcome(status: dict[str, Any]) -> bool:
+    """Whether ``status`` is an outcome the store returns as is: done, or a final failure
+    (the one place this rule is written)."""
+    return status["state"] == "done" or (status["state"] == "failed"
+                                         and bool(status.get("final")))
+
+
+def _log_reuse(run: Run, status: dict[str, Any]) -> None:
     if status["state"] == "done":
-        log.info("reusing %s/%s", run.kind, run.key)
-        return True
-    if status["state"] == "failed" and status.get("final"):
-        log.info("reusing failed %s/%s: %s", run.kind, run.key, status.get("reason"))
-        return True
-    return False
+        log.info("reusing %s", run.name)
+    else:
+        log.info("reusing failed %s: %s", run.name, status.get("reason"))
 
 
-def _await_remote_writer(run: Run, *, force: bool) -> dict[str, Any]:
+def _set_aside_if_corrupt(run: Run, status: dict[str, Any]) -> dict[str, Any]:
+    """With the run's lock held: a run folder that is not what its key says (a damaged
+    status, a config that does not hash to the key, a file that differs from its manifest)
+    is moved aside (:meth:`Run.set_aside`) with a warning, and the run is then absent."""
+    if status["state"] == "absent":
+        return status
+    try:
+        run.verify()
+    except CorruptRun as err:
+        dest = run.set_aside()
+        log.warning("run %s is corrupt: %s; recomputing it (the damaged folder is kept as %s)",
+                    run.name, err.problem, dest)
+        return {"state": "absent"}
+    return status
+
+
+def _await_remote_writer(run: Run) -> dict[str, Any]:
     """With the run's lock held: wait while a writer on another kernel (which the lock does
     not see) holds a live lease; returns the status found after it."""
     waited = False
     while True:
-        status = _status_or_corrupt(run) if force else run.status()
+        status = _status_or_corrupt(run)
         if status["state"] != "running":
             return status
         if run._state_of(status, lock_free=True) == "stale":

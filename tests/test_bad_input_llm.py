@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from smallinit.config import load_config
-from smallinit.errors import ConfigError, StoreError
+from smallinit.errors import ConfigError, CorruptRun, StoreError
 from smallinit.llm.config import ModelConfig, RunConfig
 from smallinit.llm.model.init import apply_init, init_table
 from smallinit.llm.model.transformer import Transformer, meta_transformer
@@ -31,6 +31,14 @@ TINY = [
 
 def tiny(cache, *extra: str) -> RunConfig:
     return load_config(RunConfig, None, [*TINY, f"data.cache_dir={cache}", *extra])
+
+
+def as_stored_before_manifests(folder: Path) -> None:
+    """Drop the manifest from a run's status.json, as runs stored before manifests have
+    none: then what a reader finds in the damaged file itself is what gets reported."""
+    status = json.loads((folder / "status.json").read_text())
+    del status["manifest"]
+    (folder / "status.json").write_text(json.dumps(status))
 
 
 def run_dirs(root: Path) -> list[Path]:
@@ -162,12 +170,76 @@ def test_damaged_weights_are_a_store_error(trained, tmp_path, name):
     run, _ = trained
     copy = tmp_path / run.key
     shutil.copytree(run.path, copy)
-    if name == "model.pt":
-        (copy / "model.safetensors").unlink()
     weights = copy / name
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 3])
+    if name == "model.safetensors":  # its manifest tells first
+        with pytest.raises(CorruptRun, match=rf"{weights} is [0-9,]+ bytes, its manifest says"):
+            load_trained(copy)
+    else:
+        (copy / "model.safetensors").unlink()
+    as_stored_before_manifests(copy)
     with pytest.raises(StoreError, match=rf"{weights} cannot be read .*damaged"):
         load_trained(copy)
+
+
+def test_flipped_bytes_in_the_weights_are_named_not_evaluated(trained, tmp_path):
+    """Same size, other bytes (the header intact): the manifest's SHA-256 tells, before any
+    loss is computed from them."""
+    from smallinit.llm.training.trained import load_trained
+
+    run, _ = trained
+    copy = tmp_path / run.key
+    shutil.copytree(run.path, copy)
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-64:] = bytes(b ^ 0xFF for b in data[-64:])
+    weights.write_bytes(bytes(data))
+    with pytest.raises(CorruptRun, match=rf"{weights} does not match its manifest"):
+        load_trained(copy)
+
+
+def test_a_full_disk_while_the_weights_are_written_names_the_file(trained, tmp_path,
+                                                                  monkeypatch, capsys):
+    """safetensors reports the failed write as its own error; the run is recorded as failed
+    (retried next time) and the command prints one line naming the file."""
+    from safetensors import SafetensorError
+
+    from smallinit.cli import main
+    from smallinit.llm.training import checkpoint
+
+    _, cache = trained
+
+    def no_space(*args, **kwargs):
+        raise SafetensorError("Error while serializing: I/O error")
+
+    monkeypatch.setattr(checkpoint, "save_file", no_space)
+    real_usage = shutil.disk_usage
+    monkeypatch.setattr(checkpoint.shutil, "disk_usage",  # full once the run has begun
+                        lambda p: real_usage(p)._replace(free=4096 if "llm-train" in str(p)
+                                                         else real_usage(p).free))
+    store = tmp_path / "runs"
+    assert main(["llm", "train", *TINY, f"data.cache_dir={cache}", "--runs-dir", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    [folder] = run_dirs(store)
+    assert err[-1] == (f"smallinit: error: cannot use {folder / 'model.safetensors'}: No space "
+                       "left on device (the disk is full)")
+    status = json.loads((folder / "status.json").read_text())
+    assert status["state"] == "failed" and not status["final"]
+    assert not list(folder.glob(".*.tmp"))
+
+
+def test_a_run_that_cannot_fit_the_disk_is_refused_before_it_starts(trained, tmp_path,
+                                                                     monkeypatch):
+    from smallinit.llm.training import checkpoint
+
+    _, cache = trained
+    real_usage = shutil.disk_usage
+    monkeypatch.setattr(checkpoint.shutil, "disk_usage",
+                        lambda p: real_usage(p)._replace(free=10_000))
+    with pytest.raises(StoreError, match=r"has 9\.8 KiB free; the run to be computed there "
+                                         r"needs about [0-9.]+ KiB \(weights and checkpoints\)"):
+        train(tiny(cache, "train.checkpoint_every=2"), runs_dir=tmp_path / "runs")
+    assert run_dirs(tmp_path / "runs") == []
 
 
 def test_weights_that_do_not_match_the_config(trained, tmp_path):
@@ -182,6 +254,9 @@ def test_weights_that_do_not_match_the_config(trained, tmp_path):
     copy = store / "llm-train" / meta["key"]
     shutil.copytree(run.path, copy)
     (copy / "config.json").write_text(json.dumps(meta))
+    with pytest.raises(CorruptRun, match=r"config\.json is [0-9,]+ bytes, its manifest says"):
+        evaluate_run(resolve_run(str(copy), store))
+    as_stored_before_manifests(copy)
     with pytest.raises(StoreError, match=r"model\.safetensors does not match its config\.json: "
                                          r"tok_emb\.weight has shape \(300, 16\), "
                                          r"the config gives \(300, 32\)"):
@@ -260,9 +335,10 @@ def test_cli_damaged_run_files_exit_2_on_one_line(trained, tmp_path, capsys, mon
     weights.write_bytes(weights.read_bytes()[:100])
     assert main(["llm", "eval", str(copy), "--runs-dir", str(store)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and f"{weights} cannot be read" in err[0]
+    assert len(err) == 1 and f"{weights} is 100 bytes, its manifest says" in err[0]
 
     shutil.copy2(run.path / "model.safetensors", weights)
+    as_stored_before_manifests(copy)  # the re-keyed config below is then what it says
     bad_cache = tmp_path / "cache"
     shutil.copytree(cache, bad_cache)
     for tok in bad_cache.rglob("tokenizer.json"):

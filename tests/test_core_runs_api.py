@@ -18,6 +18,7 @@ import pytest
 import smallinit
 from smallinit.cli import build_parser, main
 from smallinit.errors import ConfigError, RunFailed, StoreError
+from smallinit.integrity import build_manifest
 from smallinit.runs import RunStore
 
 
@@ -131,6 +132,11 @@ def test_arrays_are_read_without_pickles(store):
     root, runs = store
     run = runs["b"]
     np.savez(run.arrays_path, bad=np.array([{"x": 1}], dtype=object))
+    with pytest.raises(StoreError, match="arrays.npz .* manifest"):  # caught by its manifest
+        smallinit.load_run(run.key, runs_dir=root).arrays()
+    status = run.status()  # ... and with a manifest that lists the pickle, by the reader
+    status["manifest"] = build_manifest(run.path)
+    run.status_path.write_text(json.dumps(status))
     with pytest.raises(StoreError, match="arrays.npz is corrupt"):
         smallinit.load_run(run.key, runs_dir=root).arrays()
 

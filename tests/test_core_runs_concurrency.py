@@ -166,7 +166,8 @@ def _foreign_status(renewed_ago, lease_s=60.0):
 def _plant(store, status):
     run = store.run("demo", Cfg())
     run.path.mkdir(parents=True)
-    (run.path / "config.json").write_text("{}")
+    runs_mod.atomic_write_json(run.path / "config.json", {  # as that writer wrote it
+        "kind": "demo", "key": run.key, "version": "1", "config": {"gamma": 0.5, "seed": 0}})
     run.log({"step": 0, "from": "dead writer"})
     run.status_path.write_text(json.dumps(status))
     return run
@@ -259,12 +260,25 @@ def test_writer_whose_lease_was_taken_over_does_not_record(tmp_path):
     assert store.run("demo", Cfg()).status()["host"] == "elsewhere"
 
 
-def test_force_clears_a_corrupt_status(tmp_path):
+def test_a_corrupt_status_is_set_aside_and_recomputed(tmp_path, caplog):
     store = RunStore(tmp_path)
     run = store.get_or_run("demo", Cfg(), lambda r: {"v": 1})
     run.status_path.write_bytes(b"\x00garbage{")
     with pytest.raises(StoreError, match="corrupt"):
-        store.get_or_run("demo", Cfg(), lambda r: {"v": 2})
+        run.status()
+    with caplog.at_level("WARNING", logger="smallinit.runs"):
+        assert store.get_or_run("demo", Cfg(), lambda r: {"v": 2}).summary == {"v": 2}
+    kept = list((tmp_path / ".corrupt" / "demo").iterdir())
+    assert [p.name.split(".")[0] for p in kept] == [run.key]
+    assert (kept[0] / "status.json").read_bytes() == b"\x00garbage{"  # kept as it was
+    assert any("status.json is corrupt" in r.getMessage() and "recomputing" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_force_clears_a_corrupt_status(tmp_path):
+    store = RunStore(tmp_path)
+    run = store.get_or_run("demo", Cfg(), lambda r: {"v": 1})
+    run.status_path.write_bytes(b"\x00garbage{")
     assert store.get_or_run("demo", Cfg(), lambda r: {"v": 2}, force=True).summary == {"v": 2}
 
 

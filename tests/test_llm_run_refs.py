@@ -6,6 +6,7 @@ import shutil
 import pytest
 
 from smallinit.errors import ConfigError
+from smallinit.integrity import build_manifest
 from smallinit.llm.training import trained as tr
 from smallinit.runs import config_key
 
@@ -43,6 +44,9 @@ def _foreign_copy(store, tmp_path, edit=None):
     dest = tmp_path / "downloaded" / meta["key"]
     shutil.copytree(run.path, dest)
     (dest / "config.json").write_text(json.dumps(meta))
+    status = json.loads((dest / "status.json").read_text())
+    status["manifest"] = build_manifest(dest)  # consistent, as the maker's store wrote it
+    (dest / "status.json").write_text(json.dumps(status))
     return dest
 
 

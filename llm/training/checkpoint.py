@@ -19,8 +19,10 @@ fsynced, so a crash at any moment leaves either the old file or the complete new
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from smallinit.errors import StoreError, one_line
+from smallinit.memory import human
 from smallinit.runs import temp_path
 
 log = logging.getLogger(__name__)
@@ -35,6 +39,7 @@ KEEP_CHECKPOINTS = 2  # the newest ones; older checkpoints are deleted after eac
 PATTERN = "step-*.pt"
 WEIGHTS = "model.safetensors"  # a finished run's final weights (also model.pt; older runs
 # have only that)
+NEARLY_FULL = 16 * 1024**2  # free bytes below which a failed write is put down to a full disk
 
 
 def _atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
@@ -51,12 +56,34 @@ def _atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
+        failure = _write_failure(path, err) if isinstance(err, Exception) else None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if failure is not None:
+            raise failure from None
         raise
     _fsync_dir(path.parent)
     return path
+
+
+def _write_failure(path: Path, err: Exception) -> OSError | None:
+    """The failed write of ``path`` as an OSError naming it. torch and safetensors report
+    a failed write as their own errors (``PytorchStreamWriter failed writing file``); when
+    the disk is nearly full at that moment (the partial file still on it) the cause is
+    taken to be ENOSPC. None: ``err`` is an OSError that already names a file."""
+    if isinstance(err, OSError) and err.filename is not None:
+        return None
+    if isinstance(err, OSError) and err.errno is not None:
+        return OSError(err.errno, err.strerror, str(path))
+    try:
+        full = shutil.disk_usage(path.parent).free < NEARLY_FULL
+    except OSError:
+        full = False
+    if full:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    return OSError(errno.EIO, f"writing failed ({type(err).__name__}: "
+                   f"{one_line(err)[:200]})", str(path))
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> Path:
@@ -103,6 +130,32 @@ def atomic_save_safetensors(state: dict[str, torch.Tensor], path: str | Path) ->
 def load_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
     """The tensors of a ``.safetensors`` file, on the CPU (no unpickling)."""
     return load_file(str(path), device="cpu")
+
+
+def disk_bytes(n_params: int, checkpoint_every: int) -> int:
+    """The most bytes a training run holds on disk at once: the final weights twice
+    (``model.pt`` and ``model.safetensors``, fp32) and, when it checkpoints, the
+    :data:`KEEP_CHECKPOINTS` newest checkpoints plus the one being written (weights and
+    AdamW's two moments, fp32 each)."""
+    final = 2 * 4 * n_params
+    kept = (KEEP_CHECKPOINTS + 1) * 3 * 4 * n_params if checkpoint_every else 0
+    return final + kept
+
+
+def check_disk(folder: Path, need: int, what: str) -> None:
+    """Refuse (:class:`StoreError`) when ``folder``'s file system has less than ``need``
+    bytes free, before any work is done; ``what`` names the files."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return
+    if free < need:
+        raise StoreError(f"{probe} has {human(free)} free; the run to be computed there "
+                         f"needs about {human(need)} ({what}); free some space or give another "
+                         "--runs-dir")
 
 
 def checkpoints(run_dir: str | Path) -> list[Path]:

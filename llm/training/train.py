@@ -51,7 +51,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from smallinit.errors import ConfigError, RunFailed
+from smallinit.errors import ConfigError, RunFailed, StoreError
 from smallinit.llm.config import RunConfig
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.data.tokenizer import TOKENIZER
@@ -61,14 +61,16 @@ from smallinit.llm.training.checkpoint import (
     WEIGHTS,
     atomic_save_safetensors,
     atomic_torch_save,
+    check_disk,
     checkpoints,
+    disk_bytes,
     latest_loadable,
     restore,
     safe_load,
     save_checkpoint,
 )
 from smallinit.llm.training.evaluate import evaluate
-from smallinit.llm.training.memory import check_training_memory
+from smallinit.llm.training.memory import check_training_memory, param_count
 from smallinit.llm.training.sinks import LogLines, Sink, SinkedRun, sinks_from_env
 from smallinit.progress import bars_shown, progress
 from smallinit.runs import Run, RunStore, atomic_write_text
@@ -443,10 +445,7 @@ class Trainer:
 def will_compute(store: RunStore, kind: str, version: str, cfg, *, force: bool = False) -> bool:
     """Whether asking for the run (kind, cfg, version) trains (False: a finished run, or a
     final failure, is reused)."""
-    run = store.run(kind, cfg, version=version)
-    state = run.state
-    reusable = state == "done" or (state == "failed" and bool(run.status().get("final")))
-    return force or not reusable
+    return force or not store.run(kind, cfg, version=version).reusable()
 
 
 def preflight(cfg, dist: Dist | None = None, *, explicit_attention: bool = False,
@@ -483,6 +482,9 @@ def fit_run(store: RunStore, kind: str, version: str, cfg, build: Callable[[Dist
     preflight(cfg, dist, explicit_attention=explicit_attention, computing=computing)
     if computing and check is not None:
         check()
+    if computing and dist.main:
+        need = disk_bytes(param_count(cfg.model), cfg.train.checkpoint_every)
+        check_disk(store.root, need, "weights and checkpoints")
     if dist.world == 1:
         return store.get_or_run(kind, cfg, lambda run: build(dist).fit(run), version=version,
                                 force=force)
@@ -497,9 +499,7 @@ def fit_run(store: RunStore, kind: str, version: str, cfg, build: Callable[[Dist
         if dist.main:
             if prepare is not None:
                 prepare()
-            state = run.state
-            final = state == "failed" and run.status().get("final")
-            box = [force or state not in ("done", "running") and not final]
+            box = [force or not (run.reusable() or _being_written(run))]
         else:
             box = [None]
         tdist.broadcast_object_list(box, src=0)
@@ -515,6 +515,14 @@ def fit_run(store: RunStore, kind: str, version: str, cfg, build: Callable[[Dist
     finally:
         if own_group:
             tdist.destroy_process_group()
+
+
+def _being_written(run: Run) -> bool:
+    """Whether another process is computing ``run`` now (rank 0 then waits for its result)."""
+    try:
+        return run.state == "running"
+    except StoreError:
+        return False
 
 
 def train(cfg: RunConfig, *, runs_dir: str | Path | None = None, force: bool = False,

@@ -121,15 +121,16 @@ def load_trained(run_dir: str | Path) -> tuple[RunConfig, Transformer]:
     ``model.safetensors``, or for a run trained before those were written, ``model.pt``
     (loaded weights-only)."""
     run_dir = Path(run_dir)
-    state = Run(run_dir, TRAIN_KIND, run_dir.name, None, "").state
+    run = Run(run_dir, TRAIN_KIND, run_dir.name, None, "")
+    state = run.state
     if state != "done":
         raise ConfigError(f"trained run {run_dir} is {state}, not done; train it first "
                           "(smallinit llm train)")
-    weights = run_dir / WEIGHTS
-    if not weights.is_file():
-        weights = run_dir / "model.pt"
-    if not weights.is_file():
-        raise StoreError(f"{weights} is missing; the run finished without saving weights")
+    name = WEIGHTS if (run_dir / WEIGHTS).is_file() else "model.pt"
+    if not (run_dir / name).is_file():
+        raise StoreError(f"{run_dir / WEIGHTS} is missing; the run finished without saving "
+                         "weights")
+    weights = run.file(name)  # the config hashes to the key, the bytes to the manifest
     cfg = run_config(run_dir)
     check_model_memory(cfg.model, f"loading {weights}")
     try:  # tensors only: no pickled code runs
@@ -154,7 +155,7 @@ def run_tokenizer(run: TrainedRun, cfg: RunConfig, *, trust_data: bool = False) 
     rule of :func:`data_config` applies)."""
     path = run.path / TOKENIZER
     if path.is_file():
-        return load_tokenizer(path)
+        return load_tokenizer(Run(run.path, TRAIN_KIND, run.key, None, "").file(TOKENIZER))
     folder = corpus_mod.prepare(data_config(run, cfg, trust_data=trust_data),
                                 cfg.model.vocab_size)
     return load_tokenizer(folder / TOKENIZER)

@@ -8,8 +8,10 @@ from smallinit.cli.util import add_command, add_group, add_json_option, print_js
 
 DESCRIPTION = """\
 Every result lives in the run store (./runs, $SMALLINIT_RUNS or --runs-dir) as
-<kind>/<key>/ with config.json, status.json, metrics.jsonl and arrays.npz. These commands
-read it (they never write). From Python: smallinit.load_run(KEY) and smallinit.list_runs()."""
+<kind>/<key>/ with config.json, status.json, metrics.jsonl and arrays.npz; a finished run's
+status.json holds the size and SHA-256 of each of its files. These commands read it (only
+`verify` writes: the manifest of a run stored before manifests existed). From Python:
+smallinit.load_run(KEY), smallinit.list_runs() and smallinit.verify_runs()."""
 
 
 def _runs_dir_option(parser: argparse.ArgumentParser) -> None:
@@ -36,9 +38,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
     print(f"{'kind':<{width}}  {'key':<16}  {'state':<8}  {'created':<24}  config | metrics")
     for r in runs:
         metrics = _metrics_text(r.main_metrics())
-        print(f"{r.kind:<{width}}  {r.key:<16}  {r.state:<8}  {r.created or '-':<24}  "
-              f"{r.config_summary(60)}" + (f" | {metrics}" if metrics else ""))
-    print(f"{len(runs)} runs")
+        what = f"{r.config_summary(60)}" + (f" | {metrics}" if metrics else "")
+        if r.state == "corrupt":
+            what = r.reason or ""
+        print(f"{r.kind:<{width}}  {r.key:<16}  {r.state:<8}  {r.created or '-':<24}  {what}")
+    corrupt = sum(r.state == "corrupt" for r in runs)
+    print(f"{len(runs)} runs" + (f", {corrupt} corrupt (`smallinit runs verify` for more)"
+                                 if corrupt else ""))
     return 0
 
 
@@ -72,6 +78,26 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from smallinit.results import verify_runs
+
+    checked = verify_runs(args.runs or None, runs_dir=args.runs_dir, hashes=not args.quick)
+    bad = [c for c in checked if c.problem]
+    if args.json:
+        print_json([c.record() for c in checked])
+        return 1 if bad else 0
+    for c in bad:
+        print(f"corrupt  {c.kind}/{c.key}: {c.problem}")
+    recorded = sum(c.recorded for c in checked)
+    what = "keys and sizes" if args.quick else "keys, sizes and SHA-256"
+    print(f"{len(checked)} runs checked ({what}): {len(checked) - len(bad)} ok, {len(bad)} "
+          f"corrupt" + (f"; manifests recorded for {recorded} older runs" if recorded else ""))
+    if bad:
+        print("asking for a corrupt run again (the command that made it, same config) "
+              "recomputes it; its damaged folder is kept under .corrupt/ of the store")
+    return 1 if bad else 0
+
+
 def register(subparsers) -> None:
     commands = add_group(subparsers, "runs", help="list and inspect stored runs",
                          description=DESCRIPTION)
@@ -88,4 +114,17 @@ def register(subparsers) -> None:
     p.add_argument("run", metavar="KEY", help="a run key, a unique key prefix, KIND/KEY or a "
                    "run directory")
     add_json_option(p, help="print everything as one JSON object")
+    _runs_dir_option(p)
+    p = add_command(commands, "verify", cmd_verify, help="check that runs are what their keys "
+                    "say", description="For every run (or the KEYs given): its config.json "
+                    "hashes to its key, and a finished run's files match the manifest recorded "
+                    "when it finished (size, then SHA-256). Prints the corrupt ones and a "
+                    "count; exit status 1 when any is corrupt. A run stored before manifests "
+                    "existed gets its manifest now.")
+    p.add_argument("runs", nargs="*", metavar="KEY", help="run keys, unique key prefixes, "
+                   "KIND/KEY or run directories (default: every run of the store)")
+    p.add_argument("--quick", action="store_true", help="keys and file sizes only (no "
+                   "hashing: one stat call per file)")
+    add_json_option(p, help="print one JSON record per run: kind, key, state, ok, problem, "
+                    "recorded")
     _runs_dir_option(p)
