@@ -187,11 +187,18 @@ class RunConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
 
     def __post_init__(self) -> None:
-        try:
-            self.init = canonical_scheme(self.init)  # one spelling, one run key
-        except ValueError as err:
-            raise ConfigError(f"init={self.init!r}: {err}") from None
+        self.init = canonical_init(self.init)
 
     @property
     def scheme(self):
         return parse_scheme(self.init)
+
+
+def canonical_init(init: str) -> str:
+    """A config's ``init`` in its one spelling (``init_rules.canonical_scheme``), so that
+    ``gamma:1.0`` and ``gamma:1`` are one run key; a ConfigError names a scheme that does
+    not parse. Every run config with an ``init`` field stores it through this."""
+    try:
+        return canonical_scheme(init)
+    except ValueError as err:
+        raise ConfigError(f"init={init!r}: {err}") from None

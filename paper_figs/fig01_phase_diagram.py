@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from smallinit.experiments import single
+from smallinit.figs import single
 from smallinit.plotting import use_style
 from smallinit.theory import diagram
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from smallinit.experiments import single
+from smallinit.figs import single
 from smallinit.plotting import use_style
 from smallinit.theory import phase
 
@@ -15,7 +15,7 @@ def make(ctx):
     import numpy as np
 
     results = ctx.results("rd-vs-width")
-    cfg, arrays = results.jobs[0].config, single(results).arrays()
+    cfg, arrays = results.specs[0].config, single(results).arrays()
     widths = cfg.widths
     rd, slopes = arrays["rd"][:, 0], arrays["S_w"][:, 0]
     import matplotlib.pyplot as plt

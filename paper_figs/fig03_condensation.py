@@ -4,7 +4,7 @@ initial-condensation cosine heatmaps for activations of multiplicity p = 1, 2, 3
 
 from __future__ import annotations
 
-from smallinit.experiments import outputs, single
+from smallinit.figs import outputs, single
 from smallinit.plotting import use_style
 from smallinit.toy import condense
 
@@ -16,7 +16,7 @@ def make(ctx):
     import matplotlib.pyplot as plt
 
     maps = ctx.results("condense")
-    cfg, cmap = maps.jobs[0].config, outputs(single(maps))
+    cfg, cmap = maps.specs[0].config, outputs(single(maps))
     inits = [outputs(run) for run in ctx.results("initial-condensation").runs]
     with use_style():
         G, Gp = len(cfg.gammas), len(cfg.gamma_primes)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from smallinit.errors import ConfigError
-from smallinit.experiments import outputs
+from smallinit.figs import outputs
 from smallinit.plotting import use_style
 from smallinit.theory import lazy_rich
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from smallinit.experiments import single
+from smallinit.figs import single
 from smallinit.plotting import use_style
 from smallinit.theory import diagram
 from smallinit.theory.init_rules import parse_scheme

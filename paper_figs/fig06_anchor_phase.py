@@ -4,11 +4,11 @@ First file: share of the unseen pair (4, 3) answered inferentially (x − 10), s
 (x − 6) and otherwise, per cell (mean over the n seeds written in the cell); hatched cells
 reached less than 90% accuracy on the seen pairs' held-out (x, position) combinations, so
 their (4, 3) answers say little about how they solved the task. Bottom row: every seed's
-symmetric and inferential share at the base depth and weight decay, per γ; the title gives,
-for the published expectation at each γ (symmetric at γ <= 0.5, inferential at γ >= 0.8),
-the mean share with its 95% t CI, the one-sided p of mean > 0.5 and how many seeds had a
-majority of that answer (:func:`smallinit.llm.experiments.anchor.share_verdicts`,
-docs/science.md §11). Second file (``_mechanism``): two
+symmetric and inferential share per γ on the line of the grid the two anchor claims read
+(:func:`smallinit.claims.anchor_line`); the title gives both claims as ``smallinit claims``
+judges them (:func:`smallinit.claims.judge`, the share rule of docs/science.md §13: mean
+share with its 95% t CI, the one-sided p of mean > 0.5, n seeds, verdict). Second file
+(``_mechanism``): two
 contrasting models (the profile's ``scan.mechanism_gammas``) — cosine similarity of the
 anchor embeddings, the cosine Gram of the first layer's query rows W_Q^(1) (condensation
 score in the title) and where the last position attends (x, a1, a2, rest) in every layer.
@@ -22,8 +22,9 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit.llm.experiments.anchor import format_table, scan_table, seed_shares, share_verdicts
+from smallinit import claims
 from smallinit.plotting import use_style
+from smallinit.study.experiments.anchor_scan import format_table, scan_table, seed_shares
 
 NUMBER = 6
 TITLE = "Anchor task: inferential vs symmetric solutions over (γ, depth) and (γ, λ)"
@@ -68,6 +69,9 @@ def _heatmap(ax, rows, panel, key, ylabel, cmap):
     return im
 
 
+ANCHOR_CLAIMS = ("anchor-large-init-symmetric", "anchor-small-init-inferential")
+
+
 def _seed_panel(ax, shares, verdicts):
     """Every seed's symmetric and inferential share per γ (dots), the mean (bar), 0.5."""
     gammas = sorted(shares)
@@ -86,7 +90,7 @@ def _seed_panel(ax, shares, verdicts):
     ax.set_ylim(-0.05, 1.05)
     ax.set_ylabel("share of (4, 3) answers")
     ax.legend(loc="upper center", fontsize=7, ncol=2)
-    ax.set_title("; ".join(v.label() for v in verdicts) or "no γ with a published expectation",
+    ax.set_title("\n".join(f"{c}: {j.label('mean share', 2)}" for c, j in verdicts.items()),
                  fontsize=7.5)
 
 
@@ -168,10 +172,12 @@ def make(ctx):
     mech = [(job, run) for job, run in results if job.tags["panel"] == "mechanism"]
     base = mech[0][0].config  # the profile's run config at its first seed
     seeds = {job.tags["seed"] for job, _ in results if job.tags["panel"] != "mechanism"}
-    shares = seed_shares(results, "depth", base.model.n_layers, base.train.weight_decay)
-    verdicts = share_verdicts(shares)
-    for v in verdicts:
-        log.info("anchor %s", v.label())
+    layers, weight_decay = claims.anchor_line(results.specs)
+    panel = "depth" if weight_decay == base.train.weight_decay else "wd"
+    shares = seed_shares(results, panel, layers, weight_decay)
+    verdicts = {c: claims.judge(c, results, ctx.profile) for c in ANCHOR_CLAIMS}
+    for c, j in verdicts.items():
+        log.info("%s: %s", c, j.label("mean share", 2))
     with use_style():
         paths = ctx.save(_phase_figure(rows, base, len(seeds), shares, verdicts))
         paths += ctx.save(_mechanism_figure([r for _, r in mech],

@@ -137,8 +137,8 @@ def make(ctx):
         ax.set_title(f"d = {largest}, accuracy above baseline pooled:\n"
                      f"{excess_gain.label('Δ') if excess_gain else 'no paired seeds'}",
                      fontsize=8)
-        steps = pairs[0][0].cfg.train.steps
-        tokens = steps * pairs[0][0].cfg.train.batch_size * pairs[0][0].cfg.model.context
+        steps = pairs[0][0].config.train.steps
+        tokens = steps * pairs[0][0].config.train.batch_size * pairs[0][0].config.model.context
         fig.suptitle(f"γ sweep, {steps} steps ({tokens:,} tokens) per run; curves: mean over "
                      f"seeds {seeds} (n = {len(seeds)})", fontsize=10)
         paths = ctx.save(fig)

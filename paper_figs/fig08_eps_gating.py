@@ -29,7 +29,7 @@ import numpy as np
 
 from smallinit import claims
 from smallinit.llm.analysis.critical import reasoning_answer_loss
-from smallinit.llm.training.dynamics import trajectory
+from smallinit.llm.training.probes import trajectory
 from smallinit.plotting import use_style
 from smallinit.theory.transformer import rmsnorm_gamma_threshold
 
@@ -74,7 +74,7 @@ def make(ctx):
                      "acc": run.summary.get("acc_reasoning", np.nan), "trace": trajectory(run)})
     gammas = sorted({r["gamma"] for r in rows})
     eps_of = {r["eps_setting"]: r["eps"] for r in rows}
-    d = pairs[0][0].cfg.model.d_model
+    d = pairs[0][0].config.model.d_model
     colors = dict(zip(gammas, plt.get_cmap("plasma")(np.linspace(0, 0.8, len(gammas))),
                       strict=True))
     g = gaps(rows)

@@ -81,7 +81,7 @@ def _estimate_text(name: str, values) -> str:
 def make(ctx):
     pairs = ctx.results("critical-init")
     rows = collect(pairs)
-    cfg = pairs[0][0].cfg
+    cfg = pairs[0][0].config
     d = cfg.model.d_model
     theta = loss_threshold([r["train_loss"] for r in rows])
     for r in rows:

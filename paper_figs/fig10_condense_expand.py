@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from smallinit import claims
-from smallinit.llm.training.dynamics import trajectory
+from smallinit.llm.training.probes import trajectory
 from smallinit.plotting import use_style
 
 NUMBER = 10
@@ -80,7 +80,7 @@ def make(ctx):
                     ax.set_xlabel("training step + 1")
                 if row == 0 and col in (0, 1):
                     ax.legend(fontsize=6)
-        cfg = pairs[0][0].cfg
+        cfg = pairs[0][0].config
         seeds = sorted({j.tags["seed"] for j, _ in runs})
         per_run = ", ".join(f"γ {g:g} seed {s}: {v:.3f}" for (s, g), v in sorted(
             c.items(), key=lambda kv: (kv[0][1], kv[0][0])))

@@ -56,7 +56,7 @@ def matched_gains(pairs):
 def make(ctx):
     pairs = ctx.results("token-gains")
     gain, tokens, per_seed = matched_gains(pairs)
-    cfg = pairs[0][0].cfg
+    cfg = pairs[0][0].config
     train = np.asarray(corpus_mod.load(cfg.data, cfg.model.vocab_size).train)
     fams = bucket_families(tokens, train, cfg.model.vocab_size)
     total = total_gain_ci(gain)

@@ -33,7 +33,7 @@ def per_size(pairs) -> dict[int, dict[int, float]]:
 
 def make(ctx):
     results = ctx.results("gain-scaling")
-    if not results.jobs:
+    if not results.specs:
         log.info("fig 12: profile %s has no gain-scaling runs; nothing drawn", ctx.profile)
         return []
     done = results.done()
@@ -68,8 +68,8 @@ def make(ctx):
             ax.set_xlabel("d_model")
         for ax in axes[:, 0]:
             ax.set_ylabel("g = L(γ = 0.5) − L(γ = 1), held-out (nats/token)")
-        cfg = results.jobs[0].cfg
+        cfg = results.specs[0].config
         fig.suptitle(f"gain against size, {cfg.train.steps} steps × {cfg.train.batch_size} "
                      f"sequences at every size; ε imitating d = "
-                     f"{results.jobs[0].tags['d_large']}", fontsize=10)
+                     f"{results.specs[0].tags['d_large']}", fontsize=10)
         return ctx.save(fig)

@@ -13,7 +13,7 @@ Two ways in, one computation:
   figures call it on what ``ctx.results`` returned, so a figure's title and
   ``smallinit claims`` print the same numbers);
 * :func:`evaluate` / :func:`table` — a claim at a profile looked up in the run store
-  read-only (:func:`smallinit.experiments.existing`): it never trains; a needed run that
+  read-only (:func:`smallinit.study.experiments.existing`): it never trains; a needed run that
   is missing or unfinished makes the record ``not run`` and is listed in ``missing``.
 
 Readings chosen where §13 leaves room (each also said at its code):
@@ -40,17 +40,17 @@ from typing import Any
 
 import numpy as np
 
-from smallinit import experiments, stats
-from smallinit.jobs import Job, Results
+from smallinit import stats
+from smallinit.jobs import Results, RunSpec
 from smallinit.llm.analysis import reasoning
 from smallinit.llm.analysis.critical import best_gamma, reasoning_answer_loss
 from smallinit.llm.analysis.tokens import bucket_families, gain_shares
 from smallinit.llm.data import corpus as corpus_mod
-from smallinit.llm.experiments import anchor
-from smallinit.llm.experiments.sweeps import COMPARED
-from smallinit.llm.training.dynamics import trajectory
+from smallinit.llm.training.probes import trajectory
 from smallinit.runs import Run, RunStore
 from smallinit.stats import Estimate
+from smallinit.study import experiments
+from smallinit.study.experiments.llm_plan import COMPARED
 
 VERDICTS = ("holds", "partial", "not at this scale", "contradicted", "not run")
 ALPHA = 0.05  # one-sided level of every rule but the chance rule
@@ -383,30 +383,41 @@ def condensations(results: Results) -> dict[tuple[int, float], float]:
 
 
 # ----------------------------------------------------------------------------- the claims
-def _sizes(jobs: list[Job]) -> list[int]:
+def _sizes(jobs: list[RunSpec]) -> list[int]:
     return sorted({j.tags["size"] for j in jobs})
 
 
-def _largest_compared(jobs: list[Job], profile: str) -> list[Job]:
+def _largest_compared(jobs: list[RunSpec], profile: str) -> list[RunSpec]:
     """The γ = 0.5 and γ = 1 runs at the γ sweep's largest size."""
     top = max(_sizes(jobs)) if jobs else None
     return [j for j in jobs if j.tags["size"] == top and j.tags.get("gamma") in COMPARED]
 
 
-def _anchor_cells(jobs: list[Job], profile: str) -> list[Job]:
-    """The scan cells at the scan's first depth and first weight decay (the depth panel's
-    first depth at the base weight decay when the plan has no such cell), one per
-    (seed, γ)."""
-    _, scan = anchor.load_profile(profile)
-    cells = [j for j in jobs if j.tags.get("panel") in ("depth", "wd")]
-    chosen = [j for j in cells if j.tags["layers"] == scan.layers[0]
-              and j.tags["weight_decay"] == scan.weight_decays[0]]
-    if not chosen:
-        chosen = [j for j in cells if j.tags["panel"] == "depth"
-                  and j.tags["layers"] == scan.layers[0]]
-    unique: dict[tuple, Job] = {}
-    for j in chosen:
-        unique.setdefault((j.tags["seed"], j.tags["gamma"]), j)
+def anchor_line(specs: list[RunSpec]) -> tuple[int, float]:
+    """(depth, weight decay) of the scan cells the anchor claims read: the grid's first
+    depth and first weight decay, or, when the grid has no such cell (full: the λ panel
+    sits at another depth), the first depth at the base weight decay (the depth panel's).
+    Read off the specs, which the scan lists grid order first
+    (:func:`smallinit.study.experiments.anchor_scan.scan_cells`)."""
+    depth = [s for s in specs if s.tags.get("panel") == "depth"]
+    wd = [s for s in specs if s.tags.get("panel") == "wd"]
+    if not depth:
+        return (wd[0].tags["layers"], wd[0].tags["weight_decay"]) if wd else (0, 0.0)
+    first = depth[0].tags["layers"], (wd[0].tags["weight_decay"] if wd
+                                      else depth[0].tags["weight_decay"])
+    if any((s.tags["layers"], s.tags["weight_decay"]) == first for s in depth + wd):
+        return first
+    return depth[0].tags["layers"], depth[0].tags["weight_decay"]
+
+
+def _anchor_cells(specs: list[RunSpec], profile: str) -> list[RunSpec]:
+    """The scan cells on :func:`anchor_line`, one per (seed, γ)."""
+    layers, weight_decay = anchor_line(specs)
+    unique: dict[tuple, RunSpec] = {}
+    for s in specs:
+        if (s.tags.get("panel") in ("depth", "wd") and s.tags["layers"] == layers
+                and s.tags["weight_decay"] == weight_decay):
+            unique.setdefault((s.tags["seed"], s.tags["gamma"]), s)
     return list(unique.values())
 
 
@@ -509,31 +520,31 @@ class Claim:
     id: str
     text: str
     experiment: str
-    choose: Callable[[list[Job], str], list[Job]]
+    choose: Callable[[list[RunSpec], str], list[RunSpec]]
     judge: Callable[[Results], Judgement]
 
 
-def _all(jobs: list[Job], profile: str) -> list[Job]:
+def _all(jobs: list[RunSpec], profile: str) -> list[RunSpec]:
     return list(jobs)
 
 
-def _tags(**want: Any) -> Callable[[list[Job], str], list[Job]]:
-    def choose(jobs: list[Job], profile: str) -> list[Job]:
+def _tags(**want: Any) -> Callable[[list[RunSpec], str], list[RunSpec]]:
+    def choose(jobs: list[RunSpec], profile: str) -> list[RunSpec]:
         return [j for j in jobs if j.tags.get("gamma") in COMPARED
                 and all(j.tags.get(k) == v for k, v in want.items())]
 
     return choose
 
 
-def _anchor_at_least(low: float) -> Callable[[list[Job], str], list[Job]]:
-    def choose(jobs: list[Job], profile: str) -> list[Job]:
+def _anchor_at_least(low: float) -> Callable[[list[RunSpec], str], list[RunSpec]]:
+    def choose(jobs: list[RunSpec], profile: str) -> list[RunSpec]:
         return [j for j in _anchor_cells(jobs, profile) if j.tags["gamma"] >= low]
 
     return choose
 
 
-def _anchor_at(gamma: float) -> Callable[[list[Job], str], list[Job]]:
-    def choose(jobs: list[Job], profile: str) -> list[Job]:
+def _anchor_at(gamma: float) -> Callable[[list[RunSpec], str], list[RunSpec]]:
+    def choose(jobs: list[RunSpec], profile: str) -> list[RunSpec]:
         return [j for j in _anchor_cells(jobs, profile) if j.tags["gamma"] == gamma]
 
     return choose
@@ -570,7 +581,7 @@ CLAIMS: dict[str, Claim] = {c.id: c for c in _CLAIMS}
 
 
 def _chosen(claim: Claim, results: Results, profile: str) -> Results:
-    keep = {id(j) for j in claim.choose(results.jobs, profile)}
+    keep = {id(j) for j in claim.choose(results.specs, profile)}
     pairs = [(j, r) for j, r in results if id(j) in keep]
     return Results([j for j, _ in pairs], [r for _, r in pairs])
 
@@ -585,7 +596,7 @@ def judge(claim_id: str, results: Results, profile: str) -> Judgement:
     return claim.judge(chosen)
 
 
-def describe(job: Job) -> str:
+def describe(job: RunSpec) -> str:
     tags = " ".join(f"{k}={v}" for k, v in job.tags.items() if k not in ("init", "d_large"))
     return f"{job.kind}/{job.key} ({tags})"
 
@@ -595,7 +606,7 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
     missing runs listed) unless every run the rule needs is done. Trains nothing."""
     claim = CLAIMS[claim_id]
     results = _chosen(claim, experiments.existing(claim.experiment, profile, store), profile)
-    if not results.jobs:
+    if not results.specs:
         return Record(claim.id, claim.text, profile,
                       not_run(f"the profile has no {claim.experiment} runs for this claim"))
     missing, seen = [], set()
@@ -605,7 +616,7 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
             missing.append(describe(job) + f": {run.state}")
     if missing:
         return Record(claim.id, claim.text, profile,
-                      not_run(f"{len(missing)} of {len({j.ident for j in results.jobs})} "
+                      not_run(f"{len(missing)} of {len({j.ident for j in results.specs})} "
                               f"{claim.experiment} runs not done"), missing)
     return Record(claim.id, claim.text, profile, claim.judge(results))
 

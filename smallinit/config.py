@@ -168,31 +168,68 @@ def _literal(text: str) -> Any:
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
-    """Turn ``["a=1", "model.d=2"]`` into the nested dict ``{"a": 1, "model": {"d": 2}}``."""
+    """Turn ``["a=1", "model.d=2"]`` into ``{"a": 1, "model.d": 2}`` (dotted paths to values,
+    for :func:`override`)."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip()
-        if not sep or not key:
+        if not sep or not key or "" in key.split("."):
             raise ConfigError(f"override {item!r} is not allowed; write key=value")
-        node = out
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override {item!r} conflicts with an earlier override")
-        node[parts[-1]] = _literal(raw.strip())
+        out[key] = _literal(raw.strip())
     return out
 
 
-def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+def merge_tables(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` laid over it: tables merge key by key, any other value (a
+    list included) replaces the base's. Neither argument is changed."""
     merged = dict(base)
     for key, value in extra.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merge(dict(merged[key]), value)
+            merged[key] = merge_tables(merged[key], value)
         else:
             merged[key] = value
     return merged
+
+
+def _apply(data: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with each dotted path of ``changes`` set to its value (a mapping value is
+    merged into the table at its path), in order; a path through a value that is not a table
+    is a ConfigError."""
+    out = merge_tables({}, data)
+    for path, value in changes.items():
+        *parents, leaf = str(path).split(".")
+        node = out
+        for i, part in enumerate(parents):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                where = ".".join(parents[:i + 1])
+                raise ConfigError(f"override {path}={value!r} is not allowed: {where} is a "
+                                  "value, not a table of keys")
+            else:
+                child = node[part] = dict(child)
+            node = child
+        if isinstance(value, Mapping) and isinstance(node.get(leaf), dict):
+            node[leaf] = merge_tables(node[leaf], value)
+        else:
+            node[leaf] = value
+    return out
+
+
+def override(cfg: C, changes: Mapping[str, Any], *, where: str = "config") -> C:
+    """``cfg`` with the values at dotted paths replaced: the one way a config is changed
+    (command-line ``key=value``, profiles, experiments)::
+
+        override(cfg, {"model.d_model": 64, "seed": 1})
+        override(cfg, {"train": {"steps": 100}})   # a table merges into the section
+
+    A config dataclass comes back checked like a loaded config; a plain table (a dict, e.g.
+    a profile's table before it is split into configs) comes back as a new dict."""
+    if isinstance(cfg, Mapping):
+        return _apply(dict(cfg), changes)
+    return config_from_dict(type(cfg), _apply(config_to_dict(cfg), changes), where=where)
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
@@ -213,7 +250,8 @@ def load_config(
     overrides: Iterable[str] = (),
     base: C | None = None,
 ) -> C:
-    """Config from (in increasing priority) ``base`` or defaults, a TOML file, overrides.
+    """Config from (in increasing priority) ``base`` or defaults, a TOML file, and
+    ``key=value`` overrides (:func:`parse_overrides`, applied by :func:`override`).
 
     Without ``base`` the defaults are those of ``cls()`` itself, so a nested section that is
     only partly overridden keeps the parent's defaults for the rest (a parent may give its
@@ -225,14 +263,8 @@ def load_config(
             base = None
     data: dict[str, Any] = config_to_dict(base) if base is not None else {}
     if path is not None:
-        data = _merge(data, read_toml(path))
-    data = _merge(data, parse_overrides(overrides))
-    return config_from_dict(cls, data)
-
-
-def replace_config(cfg: C, **changes: Any) -> C:
-    """Copy of ``cfg`` with some fields changed, checked like a loaded config."""
-    return config_from_dict(type(cfg), _merge(config_to_dict(cfg), changes))
+        data = merge_tables(data, read_toml(path))
+    return config_from_dict(cls, _apply(data, parse_overrides(overrides)))
 
 
 def dump_toml(cfg: Any) -> str:

@@ -3,10 +3,12 @@
 The figure scripts belong to the package: ``paper_figs/`` is installed as
 :mod:`smallinit.paper_figs`, one module per figure of docs/science.md §7 named ``figNN_name``. A
 module defines ``NUMBER``, ``TITLE`` and ``make(ctx: FigureContext) -> list[Path]``: it
-asks ``ctx.results(experiment)`` for its experiments' runs at ``ctx.profile`` (the registry
-:mod:`smallinit.experiments` computes missing runs through the job driver, so a second
-call only draws) and saves the drawing with ``ctx.save(fig)``. Scripts are imported as
-modules of the package, never executed from a user folder; where the figures are
+reads ``ctx.results(experiment)``, the runs of one of its experiments at ``ctx.profile``
+(the experiments the registry :mod:`smallinit.study.experiments` lists for it), and saves
+the drawing with ``ctx.save(fig)``. The driver computes the runs of every chosen figure
+once, side by side, before any figure draws (a second ``make figs`` only draws). Scripts
+are imported as modules of the package, never executed from a user folder; where the
+figures are
 *written* is a separate choice (``--out``, ``$SMALLINIT_FIGS_OUT``, else the checkout's
 ``paper_figs/out``). A figure whose module does not exist yet is listed as not yet
 available; nothing is drawn in its place.
@@ -22,11 +24,14 @@ import os
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
-from smallinit import experiments, profiles
-from smallinit.errors import ConfigError, check_choice
+from smallinit import profiles
+from smallinit.errors import ConfigError, RunFailed, check_choice
+from smallinit.jobs import Results, run_specs
 from smallinit.plotting import save_figure
-from smallinit.runs import RunStore
+from smallinit.runs import Run, RunStore
+from smallinit.study.experiments import Experiment, of_figure
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +55,12 @@ PACKAGE = "smallinit.paper_figs"
 
 @dataclasses.dataclass
 class FigureContext:
-    """What a figure script receives: where to read results and write its files."""
+    """What a figure script receives: its experiments' runs and where to write its files."""
 
     number: int
     profile: str
     out_dir: Path
-    store: RunStore
-    force: bool = False
-    workers: int | None = None  # None: every core (smallinit.jobs.run_jobs)
-    executor: str | None = None  # local or ray (None: $SMALLINIT_EXECUTOR, else local)
+    runs: dict[str, Results]  # experiment name -> its runs, computed by the driver
 
     @property
     def stem(self) -> str:
@@ -68,10 +70,52 @@ class FigureContext:
         """Save ``fig`` as ``figNN_name[suffix].png`` and ``.pdf`` in the output folder."""
         return save_figure(fig, self.out_dir, self.stem + suffix)
 
-    def results(self, experiment: str):
-        """The runs of ``experiment`` at this profile (computed when missing)."""
-        return experiments.results(experiment, self.profile, self.store, force=self.force,
-                                   workers=self.workers, executor=self.executor)
+    def results(self, experiment: str) -> Results:
+        """The runs of ``experiment`` at this profile (one of this figure's experiments)."""
+        if experiment not in self.runs:
+            raise ConfigError(f"figure {self.number} reads experiment {experiment!r}, which "
+                              "the registry does not list for it (smallinit.study.experiments: "
+                              f"{', '.join(self.runs) or 'none'})")
+        return self.runs[experiment]
+
+
+def single(results: Results) -> Run:
+    """The one run of a one-run experiment; a run that did not finish raises RunFailed
+    with its recorded reason."""
+    if len(results.runs) != 1:
+        raise ValueError(f"expected one run, got {len(results.runs)}")
+    run = results.runs[0]
+    if not run.done:
+        raise RunFailed(f"{run.kind} run {run.path} is {run.state}: "
+                        f"{run.status().get('reason')}")
+    return run
+
+
+def outputs(run: Run) -> dict[str, Any]:
+    """A finished toy run's summary and arrays in one dict (what its module returns)."""
+    return {**run.summary, **run.arrays()}
+
+
+def compute(experiments: list[Experiment], profile: str, store: RunStore, *,
+            force: bool = False, workers: int | None = None,
+            executor: str | None = None) -> dict[str, Results]:
+    """The runs of ``experiments`` at ``profile``, computed once: first, in one call of the
+    job driver so that independent runs of different figures run side by side, the runs
+    every experiment needs (an experiment's inner runs when it has some, e.g. compare's
+    transformers, else its own); then the runs of experiments with inner runs, which find
+    those done. ``workers``: given, else the smallest pin among the experiments (a profile
+    that pins one worker keeps it), else every core."""
+    pins = [p for p in (e.workers(profile) for e in experiments) if p is not None]
+    options = {"force": force, "workers": workers or min(pins, default=None),
+               "executor": executor}
+    first = [s for e in experiments for s in (e.inner(profile) or e.specs(profile))]
+    run_specs(first, store, desc="runs of the figures", **options)
+    out = {}
+    for e in experiments:
+        the_specs = e.specs(profile)
+        out[e.name] = (run_specs(the_specs, store, desc=e.name, **options) if e.inner(profile)
+                       else Results(the_specs, [s.run_of(store) for s in the_specs]))
+    return out
 
 
 def module_name(number: int) -> str:
@@ -138,8 +182,8 @@ def make_figures(
 ) -> dict[int, list[Path] | None]:
     """Render the chosen figures; value ``None`` marks a figure not yet available. The
     runs of all chosen figures are computed first, side by side
-    (:func:`smallinit.experiments.compute`: ``workers`` local processes, default every
-    core, or on a Ray cluster with ``executor="ray"``); then each figure draws."""
+    (:func:`compute`: ``workers`` local processes, default every core, or on a Ray cluster
+    with ``executor="ray"``); then each figure draws."""
     check_choice("profile", profile, profiles.names())
     for n in only or []:
         check_choice("figure number", n, FIGURES)
@@ -147,16 +191,15 @@ def make_figures(
     store = store or RunStore()
     available = figure_modules()
     chosen = [n for n in sorted(only or FIGURES) if n in available]
-    names = [e.name for n in chosen for e in experiments.of_figure(n)]
-    if names:
-        experiments.compute(names, profile, store, force=force, workers=workers,
-                            executor=executor)
+    needed = list({e.name: e for n in chosen for e in of_figure(n)}.values())
+    runs = compute(needed, profile, store, force=force, workers=workers, executor=executor)
     results: dict[int, list[Path] | None] = {}
     for number in sorted(only or FIGURES):
         if number not in available:
             results[number] = None
             continue
-        ctx = FigureContext(number, profile, out_dir, store, force, workers, executor)
+        ctx = FigureContext(number, profile, out_dir,
+                            {e.name: runs[e.name] for e in of_figure(number)})
         t0 = time.perf_counter()
         results[number] = list(load_figure(number).make(ctx))
         log.info("fig %02d done in %.1f s", number, time.perf_counter() - t0)

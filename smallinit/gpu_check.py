@@ -35,12 +35,12 @@ from typing import Any
 
 import torch
 
-from smallinit.config import config_from_dict, config_to_dict
+from smallinit.config import override
 from smallinit.kernels import gpu_check as kernels_check
 from smallinit.llm.config import ModelConfig, RunConfig, TrainConfig
-from smallinit.llm.experiments import sweeps
 from smallinit.llm.training import throughput as tp
 from smallinit.llm.training import train
+from smallinit.study import experiments
 
 #: the ~100M configuration: GPT-2-small widths (Radford et al. 2019: d 768, 12 layers,
 #: 12 heads, context 1024) with the project's default block (RMSNorm, RoPE, SwiGLU)
@@ -79,20 +79,19 @@ def throughput(dry: bool) -> dict:
 
 
 def full_run(dry: bool, steps: int) -> dict:
-    job = sweeps.experiment_jobs("gamma-sweep", "quick" if dry else "full")[0]
-    data = config_to_dict(job.cfg)
-    data["train"].update(steps=steps, warmup=min(data["train"]["warmup"], steps // 2),
-                         checkpoint_every=0, eval_every=0,
-                         device="cpu" if dry else "cuda")
+    spec = experiments.specs("gamma-sweep", "quick" if dry else "full")[0]
+    changes = {"train.steps": steps, "train.warmup": min(spec.config.train.warmup, steps // 2),
+               "train.checkpoint_every": 0, "train.eval_every": 0,
+               "train.device": "cpu" if dry else "cuda"}
     if dry:
-        data["eval"].update(answer_items=8, token_windows=4)
-    cfg = config_from_dict(RunConfig, data)
+        changes.update({"eval.answer_items": 8, "eval.token_windows": 4})
+    cfg = override(spec.config, changes)
     with tempfile.TemporaryDirectory() as runs:
         t0 = time.perf_counter()
         run = train.train(cfg, runs_dir=runs)
         wall = time.perf_counter() - t0
         summary = run.summary
-    return {"profile": "quick" if dry else "full", "tags": job.tags, "steps": steps,
+    return {"profile": "quick" if dry else "full", "tags": spec.tags, "steps": steps,
             "d_model": cfg.model.d_model, "n_layers": cfg.model.n_layers,
             "wall_s": wall, "val_loss": summary.get("val_loss"),
             "train_loss": summary.get("train_loss")}

@@ -1,10 +1,11 @@
-"""One job driver for every experiment: a list of runs through the run store.
+"""One driver for every experiment: a list of run specs through the run store.
 
-A :class:`Job` is one run: its kind, code version and config (which give its run-store key,
-:func:`smallinit.runs.config_key`), the function that computes it and tags that say what
-it stands for in its experiment. :func:`run_jobs` takes any list of jobs (of any kinds):
+A :class:`RunSpec` is one run: its config and tags that say what it stands for in its
+experiment; its type gives the kind and code version (which with the config give the run's
+store key, :func:`smallinit.runs.config_key`) and computes it. :func:`run_specs` takes any
+list of specs (of any kinds):
 
-- jobs with the same (kind, key) run once (experiments share runs);
+- specs with the same (kind, key) run once (experiments share runs);
 - finished runs (done, or failed for good) are reused, stale and retryable ones resumed;
 - ``force`` recomputes each run at most once per process, so figures that share runs do
   not recompute them in turn;
@@ -28,14 +29,13 @@ it stands for in its experiment. :func:`run_jobs` takes any list of jobs (of any
   the reason, as a dead local worker is. Ray schedules; this module only declares what
   each task needs (CPUs: its threads; a GPU when it trains on one).
 
-The answer is a :class:`Results`: the jobs in the given order with their runs.
+The answer is a :class:`Results`: the specs in the given order with their runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import logging
 import multiprocessing
 import os
@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from smallinit.errors import ConfigError, one_line
 from smallinit.progress import progress
@@ -60,19 +60,33 @@ RAY_RETRIES = 2
 
 
 @dataclasses.dataclass
-class Job:
-    """One run of an experiment. ``entry`` is ``"module:function"``, called in whatever
-    process computes the run as ``function(config, store, force) -> Run`` (it goes through
-    :meth:`RunStore.get_or_run` with this kind and version). ``prepare`` is an optional
-    ``"module:function"`` called once in the parent with the configs of all missing jobs
-    that name it, before any worker starts (e.g. to build a shared corpus once)."""
+class RunSpec:
+    """One run of an experiment: its config and tags that say what it stands for. A spec
+    type exists per run kind, next to the code that computes that kind (e.g.
+    :class:`smallinit.llm.training.train.TrainSpec`), and says the kind, the code version
+    and how to compute the run: :meth:`compute` goes through
+    :meth:`~smallinit.runs.RunStore.get_or_run` with that kind and version, in whatever
+    process the driver chooses (specs pickle, for worker processes and Ray)."""
 
-    kind: str
-    version: str
+    kind: ClassVar[str] = ""
+    version: ClassVar[str] = "1"
+    #: the function that computes a run of this kind, ``runner(config, store, force=...)``
+    #: (a ``staticmethod``), for kinds whose module has one; else override :meth:`compute`
+    runner: ClassVar[Callable[..., Any] | None] = None
     config: Any
-    entry: str
     tags: dict[str, Any] = dataclasses.field(default_factory=dict)
-    prepare: str | None = None
+
+    def compute(self, store: RunStore, force: bool) -> Any:
+        """Compute (or resume, or reuse) the run in ``store``."""
+        if self.runner is None:
+            raise NotImplementedError(f"{type(self).__name__} does not say how to compute "
+                                      "its run")
+        return self.runner(self.config, store, force=force)
+
+    @classmethod
+    def prepare(cls, specs: list[RunSpec]) -> None:
+        """Called once in the driver's process with the missing specs of this type, before
+        any worker starts (e.g. to build a shared corpus once)."""
 
     @property
     def key(self) -> str:
@@ -83,54 +97,40 @@ class Job:
         """(kind, key): what the store names the run by."""
         return self.kind, self.key
 
-    @property
-    def cfg(self) -> Any:
-        """The config (the LLM sweeps' name for it)."""
-        return self.config
-
     def run_of(self, store: RunStore) -> Run:
         return store.run(self.kind, self.config, version=self.version)
 
 
 @dataclasses.dataclass
 class Results:
-    """Jobs with their runs, in the order asked for; iterates as (job, run) pairs."""
+    """Specs with their runs, in the order asked for; iterates as (spec, run) pairs."""
 
-    jobs: list[Job]
+    specs: list[RunSpec]
     runs: list[Run]
 
-    def __iter__(self) -> Iterator[tuple[Job, Run]]:
-        return iter(zip(self.jobs, self.runs, strict=True))
+    def __iter__(self) -> Iterator[tuple[RunSpec, Run]]:
+        return iter(zip(self.specs, self.runs, strict=True))
 
     def __len__(self) -> int:
-        return len(self.jobs)
+        return len(self.specs)
 
     def __getitem__(self, i):
         """Pair ``i`` (a list of pairs for a slice)."""
         pairs = list(self)
         return pairs[i]
 
-    def done(self) -> list[tuple[Job, Run]]:
+    def done(self) -> list[tuple[RunSpec, Run]]:
         """The pairs whose run finished (the others are logged and left out)."""
         out = []
-        for job, run in self:
+        for spec, run in self:
             if run.done:
-                out.append((job, run))
+                out.append((spec, run))
             else:
-                log.warning("leaving out %s: run %s is %s", job.tags, run.path, run.state)
+                log.warning("leaving out %s: run %s is %s", spec.tags, run.path, run.state)
         return out
 
-    def failed(self) -> list[tuple[Job, Run]]:
+    def failed(self) -> list[tuple[RunSpec, Run]]:
         return [(j, r) for j, r in self if not r.done]
-
-
-def resolve(entry: str) -> Callable[..., Any]:
-    """The function named by ``"module:function"``."""
-    module, _, name = entry.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as err:
-        raise ConfigError(f"job entry {entry!r} does not name a function ({err})") from None
 
 
 def finished(run: Run) -> bool:
@@ -141,10 +141,10 @@ def finished(run: Run) -> bool:
 _FORCED: set[tuple[str, str, str]] = set()  # (store root, kind, key) forced in this process
 
 
-def run_jobs(jobs: list[Job], store: RunStore | None = None, *, force: bool = False,
+def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: bool = False,
              workers: int | None = None, executor: str | None = None,
              desc: str = "runs") -> Results:
-    """Compute every job not finished yet (module docstring) and return all of them.
+    """Compute every spec not finished yet (module docstring) and return all of them.
     ``workers``: local processes at a time (None: ``$SMALLINIT_WORKERS``, else every core,
     :func:`default_workers`); ``executor``: ``local`` or ``ray`` (None:
     ``$SMALLINIT_EXECUTOR``, else ``local``)."""
@@ -152,9 +152,9 @@ def run_jobs(jobs: list[Job], store: RunStore | None = None, *, force: bool = Fa
     executor = chosen_executor(executor)
     store = store or RunStore()
     root = str(store.root)
-    unique: dict[tuple[str, str], Job] = {}
-    for job in jobs:
-        unique.setdefault(job.ident, job)
+    unique: dict[tuple[str, str], RunSpec] = {}
+    for spec in specs:
+        unique.setdefault(spec.ident, spec)
     to_force = {i for i in unique if force and (root, *i) not in _FORCED}
     _FORCED.update((root, *i) for i in to_force)
     todo = [j for i, j in unique.items() if i in to_force or not finished(j.run_of(store))]
@@ -168,18 +168,18 @@ def run_jobs(jobs: list[Job], store: RunStore | None = None, *, force: bool = Fa
             else:
                 for group, count in _local_groups(todo, workers):
                     if count == 1 or len(group) == 1:
-                        for job in group:
-                            _run_here(job, store, job.ident in to_force)
+                        for spec in group:
+                            _run_here(spec, store, spec.ident in to_force)
                             bar.update(1)
                     else:
                         _run_in_workers(group, store, to_force, count, bar)
-    runs = [j.run_of(store) for j in jobs]
-    failed = [(j, r) for j, r in zip(jobs, runs, strict=True) if not r.done]
+    runs = [j.run_of(store) for j in specs]
+    failed = [(j, r) for j, r in zip(specs, runs, strict=True) if not r.done]
     if failed:
         reasons = sorted({str(r.status().get("reason")) for _, r in failed})
         log.warning("%d of %d runs not done: %s", len({r.key for _, r in failed}),
                     len(unique), "; ".join(reasons))
-    return Results(list(jobs), runs)
+    return Results(list(specs), runs)
 
 
 # ----------------------------------------------------------------------------- how many
@@ -192,18 +192,18 @@ def local_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def run_threads(job: Job) -> int | None:
-    """Threads the job's run computes with: its config's ``train.threads`` when set
+def run_threads(spec: RunSpec) -> int | None:
+    """Threads the spec's run computes with: its config's ``train.threads`` when set
     (> 0); None when the run uses every core it finds (torch's default, the JAX toy)."""
-    threads = getattr(getattr(job.config, "train", None), "threads", 0)
+    threads = getattr(getattr(spec.config, "train", None), "threads", 0)
     return threads if isinstance(threads, int) and threads > 0 else None
 
 
-def default_workers(jobs: list[Job], cores: int | None = None) -> int:
-    """``max(1, cores // threads)``, threads the most any of ``jobs`` uses per run (a run
+def default_workers(specs: list[RunSpec], cores: int | None = None) -> int:
+    """``max(1, cores // threads)``, threads the most any of ``specs`` uses per run (a run
     without a thread count uses every core, so it runs alone)."""
     cores = cores or local_cores()
-    threads = [run_threads(j) for j in jobs] or [None]
+    threads = [run_threads(j) for j in specs] or [None]
     most = cores if any(t is None for t in threads) else max(threads)
     return max(1, cores // most)
 
@@ -239,33 +239,32 @@ def chosen_executor(executor: str | None) -> str:
     return executor
 
 
-def _local_groups(todo: list[Job], workers: int | None) -> list[tuple[list[Job], int]]:
+def _local_groups(todo: list[RunSpec], workers: int | None) -> list[tuple[list[RunSpec], int]]:
     """The runs with how many at a time: all at ``workers`` when given, else grouped by
     threads per run (in order of first appearance), each at :func:`default_workers`."""
     if workers is not None:
         return [(todo, workers)]
-    groups: dict[int | None, list[Job]] = {}
-    for job in todo:
-        groups.setdefault(run_threads(job), []).append(job)
+    groups: dict[int | None, list[RunSpec]] = {}
+    for spec in todo:
+        groups.setdefault(run_threads(spec), []).append(spec)
     return [(group, default_workers(group)) for group in groups.values()]
 
 
-def _prepare(todo: list[Job]) -> None:
-    by_entry: dict[str, list[Any]] = {}
-    for job in todo:
-        if job.prepare:
-            by_entry.setdefault(job.prepare, []).append(job.config)
-    for entry, configs in by_entry.items():
-        resolve(entry)(configs)
+def _prepare(todo: list[RunSpec]) -> None:
+    by_type: dict[type[RunSpec], list[RunSpec]] = {}
+    for spec in todo:
+        by_type.setdefault(type(spec), []).append(spec)
+    for spec_type, specs in by_type.items():
+        spec_type.prepare(specs)
 
 
-def _run_here(job: Job, store: RunStore, force: bool) -> None:
+def _run_here(spec: RunSpec, store: RunStore, force: bool) -> None:
     try:
-        resolve(job.entry)(job.config, store, force)
+        spec.compute(store, force)
     except ConfigError:
         raise
     except Exception as err:  # recorded in the run's status by the store
-        log.error("run %s failed: %s: %s", job.tags, type(err).__name__, err)
+        log.error("run %s failed: %s: %s", spec.tags, type(err).__name__, err)
 
 
 # ----------------------------------------------------------------------------- workers
@@ -288,12 +287,12 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _worker(job: Job, root: str, force: bool, parent: int, conn) -> None:
-    """Body of a worker process: compute one job, report how it went through ``conn``."""
+def _worker(spec: RunSpec, root: str, force: bool, parent: int, conn) -> None:
+    """Body of a worker process: compute one spec, report how it went through ``conn``."""
     _exit_with_parent(parent)
     logging.basicConfig(level=logging.WARNING)
     try:
-        resolve(job.entry)(job.config, RunStore(root), force)
+        spec.compute(RunStore(root), force)
         conn.send(("ok", ""))
     except ConfigError as err:
         conn.send(("config", str(err)))
@@ -322,41 +321,41 @@ def _death_reason(exitcode: int | None) -> str:
     return f"worker process exited with code {exitcode} without a result"
 
 
-def _run_in_workers(todo: list[Job], store: RunStore, to_force: set, workers: int,
+def _run_in_workers(todo: list[RunSpec], store: RunStore, to_force: set, workers: int,
                     bar) -> None:
     from multiprocessing.connection import wait
 
     ctx = multiprocessing.get_context("spawn")
     pending = list(todo)
-    running: dict[int, tuple[Job, Any, Any]] = {}  # sentinel -> (job, process, conn)
+    running: dict[int, tuple[RunSpec, Any, Any]] = {}  # sentinel -> (spec, process, conn)
     config_error: str | None = None
     try:
         while pending or running:
             while pending and len(running) < workers and config_error is None:
-                job = pending.pop(0)
+                spec = pending.pop(0)
                 here, there = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_worker, name=f"job-{job.kind}-{job.key}",
-                                   args=(job, str(store.root), job.ident in to_force,
+                proc = ctx.Process(target=_worker, name=f"run-{spec.kind}-{spec.key}",
+                                   args=(spec, str(store.root), spec.ident in to_force,
                                          os.getpid(), there))
                 proc.start()
                 there.close()
-                running[proc.sentinel] = (job, proc, here)
+                running[proc.sentinel] = (spec, proc, here)
             if not running:
                 break
             for sentinel in wait(list(running)):
-                job, proc, conn = running.pop(sentinel)
+                spec, proc, conn = running.pop(sentinel)
                 proc.join()
                 message = _receive(conn)
                 if message is None:
                     reason = _death_reason(proc.exitcode)
-                    run = job.run_of(store)
+                    run = spec.run_of(store)
                     if not run.done:
                         run.fail(reason, final=False)
-                    log.error("run %s (%s/%s) failed: %s", job.tags, job.kind, job.key, reason)
+                    log.error("run %s (%s/%s) failed: %s", spec.tags, spec.kind, spec.key, reason)
                 elif message[0] == "config":
                     config_error = config_error or message[1]
                 elif message[0] == "error":
-                    log.error("run %s failed: %s", job.tags, message[1])
+                    log.error("run %s failed: %s", spec.tags, message[1])
                 bar.update(1)
     finally:
         for _job, proc, conn in running.values():
@@ -389,8 +388,8 @@ def ray_retries() -> int:
     return value
 
 
-def _ray_task(job: Job, root: str, force: bool, probe: str) -> tuple[str, str]:
-    """Body of one Ray task: compute one job in the shared store. A config error comes
+def _ray_task(spec: RunSpec, root: str, force: bool, probe: str) -> tuple[str, str]:
+    """Body of one Ray task: compute one spec in the shared store. A config error comes
     back as a message (it is the caller's mistake, not worth a retry); any other error
     propagates so that Ray retries the task (the store has recorded it as retryable)."""
     if not os.path.isfile(probe):
@@ -401,23 +400,23 @@ def _ray_task(job: Job, root: str, force: bool, probe: str) -> tuple[str, str]:
                 "system every node mounts at the same path (--runs-dir or $SMALLINIT_RUNS)")
     logging.basicConfig(level=logging.WARNING)
     try:
-        resolve(job.entry)(job.config, RunStore(root), force)
+        spec.compute(RunStore(root), force)
     except ConfigError as err:
         return ("config", str(err))
     return ("ok", "")
 
 
-def _ray_resources(ray, job: Job) -> dict[str, float]:
+def _ray_resources(ray, spec: RunSpec) -> dict[str, float]:
     """What one run asks Ray for: one GPU when it trains on one (device ``cuda``, or
     ``auto`` on a cluster that has GPUs), and its threads as CPUs; a run without a thread
     count takes a whole node (the smallest node's CPUs), or a GPU's share of a node's CPUs
     when it has a GPU, so that every GPU of a node gets a run."""
     nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
     node_cpus = min((n.get("CPU", 1.0) for n in nodes), default=1.0)
-    device = getattr(getattr(job.config, "train", None), "device", None)
+    device = getattr(getattr(spec.config, "train", None), "device", None)
     gpu_nodes = [n for n in nodes if n.get("GPU", 0) > 0]
     gpus = 1.0 if device == "cuda" or (device == "auto" and gpu_nodes) else 0.0
-    threads = run_threads(job)
+    threads = run_threads(spec)
     if threads:
         cpus = float(min(threads, node_cpus))
     elif gpus and gpu_nodes:
@@ -434,7 +433,7 @@ def _forwarded_env() -> dict[str, str]:
             if k.startswith("SMALLINIT_") and k not in (WORKERS_ENV, EXECUTOR_ENV)}
 
 
-def _run_on_ray(todo: list[Job], store: RunStore, to_force: set, bar) -> None:
+def _run_on_ray(todo: list[RunSpec], store: RunStore, to_force: set, bar) -> None:
     ray = _import_ray()
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS") or None,
@@ -447,31 +446,31 @@ def _run_on_ray(todo: list[Job], store: RunStore, to_force: set, bar) -> None:
     retries = ray_retries()
     task = ray.remote(_ray_task)
     env = _forwarded_env()
-    pending: dict[Any, Job] = {}
+    pending: dict[Any, RunSpec] = {}
     config_error: str | None = None
     try:
-        for job in todo:
-            options: dict[str, Any] = dict(_ray_resources(ray, job), max_retries=retries,
+        for spec in todo:
+            options: dict[str, Any] = dict(_ray_resources(ray, spec), max_retries=retries,
                                            retry_exceptions=True,
-                                           name=f"{job.kind}-{job.key}")
+                                           name=f"{spec.kind}-{spec.key}")
             if env:
                 options["runtime_env"] = {"env_vars": env}
-            ref = task.options(**options).remote(job, root, job.ident in to_force,
+            ref = task.options(**options).remote(spec, root, spec.ident in to_force,
                                                  str(probe))
-            pending[ref] = job
+            pending[ref] = spec
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
-                job = pending.pop(ref)
+                spec = pending.pop(ref)
                 try:
                     kind, message = ray.get(ref)
                 except Exception as err:  # retries spent: the worker died or the run raised
                     reason = (f"failed on Ray after {retries + 1} attempts: "
                               f"{type(err).__name__}: {one_line(str(err))[:500]}")
-                    run = job.run_of(store)
+                    run = spec.run_of(store)
                     if not run.done:
                         run.fail(reason, final=False)
-                    log.error("run %s (%s/%s) %s", job.tags, job.kind, job.key, reason)
+                    log.error("run %s (%s/%s) %s", spec.tags, spec.kind, spec.key, reason)
                 else:
                     if kind == "config":
                         config_error = config_error or message

@@ -47,7 +47,7 @@ PACKAGES = {
 }
 COMPONENTS = ("smallinit.theory", "smallinit.toy", "smallinit.llm", "smallinit.kernels")
 #: core modules above the components
-ON_TOP = {"smallinit.experiments", "smallinit.figs", "smallinit.claims", "smallinit.gpu_check"}
+ON_TOP = {"smallinit.figs", "smallinit.claims", "smallinit.gpu_check"}
 LAZY_MARK = "# lazy:"
 #: heavy third-party packages: lazy only where a module must import without them
 HEAVY = ("torch", "jax", "sympy")
@@ -74,7 +74,7 @@ def is_core_module(module: str) -> bool:
         return True
     parts = module.split(".")
     return len(parts) == 2 and module != "smallinit.__main__" and parts[1] not in {
-        "theory", "toy", "llm", "kernels", "cli", "compare", "paper_figs"}
+        "theory", "toy", "llm", "kernels", "cli", "compare", "paper_figs", "study"}
 
 
 def imports(module: str, is_package: bool, source: str):
@@ -139,7 +139,7 @@ def rule_breaks(module: str, where: str, name: str) -> list[str]:
     if within(name, "smallinit.cli") and not within(module, "smallinit.cli") \
             and module != "smallinit.__main__":
         found.append(f"{where}: only the CLI (and its entry point) imports the CLI")
-    if below_top and any(within(name, p) for p in ("smallinit.compare",
+    if below_top and any(within(name, p) for p in ("smallinit.compare", "smallinit.study",
                                                    "smallinit.paper_figs")):
         found.append(f"{where}: compare and paper_figs sit on top of the components "
                      "and the core")
@@ -176,14 +176,6 @@ def test_building_the_cli_parser_imports_no_heavy_library():
     assert proc.stdout.strip() == "[]", proc.stdout
 
 
-def test_the_cli_offers_the_sweeps_that_exist():
-    """``smallinit llm sweep`` takes its choices from the light name list (so that building
-    the parser imports no torch); it must name exactly the sweeps that make runs."""
-    from smallinit.llm.experiments import names, sweeps
-
-    assert list(names.FIGURE_OF) == list(sweeps.EXPERIMENTS)
-
-
 # ----------------------------------------------------------------------------- the checker
 # Each rule fed a fake source that breaks it (and one that keeps it), so that none can
 # pass by checking nothing.
@@ -195,7 +187,7 @@ def test_the_cli_offers_the_sweeps_that_exist():
     ("toy/scan.py", "from smallinit import llm\n", "toy never imports llm"),
     ("toy/scan.py", "from smallinit.cli import main\n", "only the CLI"),
     ("smallinit/compare/run.py", "from smallinit.cli.util import x\n", "only the CLI"),
-    ("smallinit/experiments.py", "import smallinit.cli\n", "only the CLI"),
+    ("smallinit/study/experiments/gamma_sweep.py", "import smallinit.cli\n", "only the CLI"),
     ("paper_figs/fig01_phase_diagram.py", "from smallinit.cli import util\n", "only the CLI"),
     ("smallinit/runs.py", "from smallinit.compare import run\n", "sit on top"),
     ("llm/config.py", "from smallinit.paper_figs import fig01_phase_diagram\n", "sit on top"),
@@ -219,10 +211,10 @@ def test_each_rule_catches_a_fake_source(rel, source, rule):
     ("kernels/bench.py", "from . import measure\nfrom .stack import measure_stack\n"),
     ("toy/scan.py", "from smallinit.theory import phase\nfrom smallinit.runs import RunStore\n"),
     ("llm/config.py", "from smallinit.kernels import cluster_count\n"),
-    ("smallinit/experiments.py", "from smallinit.compare.run import run_compare\n"),
-    ("smallinit/figs.py", "from smallinit import experiments\n"),
+    ("smallinit/study/experiments/compare.py", "from smallinit.compare.run import x\n"),
+    ("smallinit/figs.py", "from smallinit.study import experiments\n"),
     ("smallinit/__main__.py", "from smallinit.cli import main\n"),
-    ("smallinit/cli/figs.py", "def f():\n    from smallinit.experiments import plan\n"),
+    ("smallinit/cli/figs.py", "def f():\n    from smallinit.study.experiments import plan\n"),
     ("kernels/stack.py", "def f():\n    from . import gpu  # lazy: needs cupy\n"),
     ("toy/scan.py", "import jax\ndef f():\n    import jax.numpy as jnp\n"),
     ("llm/training/train.py", "import torch\ndef f():\n    import torch.distributed\n"),
@@ -252,5 +244,5 @@ def test_one_job_driver_runs_every_sweep():
     found = [hit for rel in source_files()
              for hit in driver_copies(rel, (ROOT / rel).read_text(encoding="utf-8"))]
     assert not found, f"only smallinit/jobs.py runs many runs (workers, force once): {found}"
-    assert driver_copies("llm/experiments/sweeps.py",
+    assert driver_copies("smallinit/study/experiments/gamma_sweep.py",
                          "from concurrent.futures import ProcessPoolExecutor\n")

@@ -142,7 +142,8 @@ def test_init_table_of_a_huge_model_reads_shapes_only():
 
 
 def test_anchor_gamma_must_be_positive():
-    from smallinit.llm.experiments.anchor import AnchorConfig, cell_config
+    from smallinit.llm.training.anchor import AnchorConfig
+    from smallinit.study.experiments.anchor_scan import cell_config
 
     for gamma in (-1.0, 0.0, float("inf"), float("nan")):
         with pytest.raises(ConfigError, match=r"γ must be a finite number > 0"):

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from smallinit import claims, experiments, stats
+from smallinit import claims, stats
 from smallinit.claims import (
     CellScore,
     chance_rule,
@@ -22,6 +22,7 @@ from smallinit.claims import (
     share_rule,
 )
 from smallinit.runs import RunStore
+from smallinit.study import experiments
 
 
 def seeds(values) -> dict[int, float]:
@@ -241,7 +242,7 @@ def test_claims_from_a_constructed_store_at_quick(tmp_path):
     the directional claims follow the planted per-seed gains, a missing run gives not
     run."""
     store = RunStore(tmp_path)
-    eps = experiments.jobs("eps-gating", "quick")
+    eps = experiments.specs("eps-gating", "quick")
     planted = {("standard", False): 0.01, ("standard", True): 0.05,
                ("relaxed", False): 0.08, ("relaxed", True): 0.1}
 
@@ -257,7 +258,7 @@ def test_claims_from_a_constructed_store_at_quick(tmp_path):
     assert claims.evaluate("sinks-restrain", "quick", store).judgement.estimate.effect == \
         pytest.approx(0.04)
 
-    sweep = [j for j in experiments.jobs("gamma-sweep", "quick")
+    sweep = [j for j in experiments.specs("gamma-sweep", "quick")
              if j.tags["size"] == 64 and j.tags["gamma"] in (0.5, 1.0)]
 
     def sweep_summary(job):
@@ -283,7 +284,7 @@ def test_claims_from_a_constructed_store_at_quick(tmp_path):
 
 def test_anchor_claims_read_the_scan_cells_of_the_first_depth_and_weight_decay(tmp_path):
     store = RunStore(tmp_path)
-    jobs = experiments.jobs("anchor-scan", "quick")
+    jobs = experiments.specs("anchor-scan", "quick")
 
     def summary(job):
         sym = 0.9 if job.tags["gamma"] == 0.5 else 0.05
@@ -307,8 +308,7 @@ def test_cli_claims_on_an_empty_store_trains_nothing(tmp_path, capsys, monkeypat
     def refuse(*args, **kwargs):
         raise AssertionError("smallinit claims must not compute runs")
 
-    monkeypatch.setattr(jobs_mod, "run_jobs", refuse)
-    monkeypatch.setattr(experiments, "run_jobs", refuse)
+    monkeypatch.setattr(jobs_mod, "run_specs", refuse)
     runs = tmp_path / "runs"
     assert main(["claims", "--json", "--runs-dir", str(runs)]) == 0
     records = json.loads(capsys.readouterr().out)
@@ -326,21 +326,22 @@ def test_cli_claims_on_an_empty_store_trains_nothing(tmp_path, capsys, monkeypat
 
 @pytest.mark.slow
 def test_claims_from_tiny_trained_runs(tmp_path):
-    """End to end: fig 8's standard-ε, ungated γ = 0.5 / 1 traced jobs of quick, shrunk to
-    tiny runs and trained through the job driver into a temp store, feed the claims that
-    read such runs; the numbers are the runs' own (recomputed here from their summaries
-    and probes)."""
-    from smallinit.jobs import run_jobs
-    from smallinit.llm.experiments.sweeps import _with
-    from smallinit.llm.training.dynamics import trajectory
+    """End to end: fig 8's standard-ε, ungated γ = 0.5 / 1 runs of quick, shrunk to tiny
+    runs and trained through the job driver into a temp store, feed the claims that read
+    such runs; the numbers are the runs' own (recomputed here from their summaries and
+    probes)."""
+    from smallinit.config import override
+    from smallinit.jobs import run_specs
+    from smallinit.llm.training.probes import trajectory
 
-    jobs = [j for j in experiments.jobs("eps-gating", "quick")
+    jobs = [j for j in experiments.specs("eps-gating", "quick")
             if j.tags["eps_setting"] == "standard" and not j.tags["gated"]
             and j.tags["gamma"] in (0.5, 1.0)]
     for job in jobs:
-        job.config = _with(job.config, train__steps=24, train__checkpoint_every=0,
-                           train__log_every=4, eval__answer_items=8, eval__token_windows=8)
-    results = run_jobs(jobs, RunStore(tmp_path))
+        job.config = override(job.config, {"train.steps": 24, "train.checkpoint_every": 0,
+                                           "train.log_every": 4, "eval.answer_items": 8,
+                                           "eval.token_windows": 8})
+    results = run_specs(jobs, RunStore(tmp_path))
     assert all(r.done for r in results.runs) and len(jobs) == 4
 
     by = {(j.tags["seed"], j.tags["gamma"]): r for j, r in results}
@@ -396,7 +397,7 @@ def test_relaxed_scaling_and_fig12_from_a_constructed_medium_store(tmp_path):
     from smallinit.figs import FigureContext, load_figure
 
     store = RunStore(tmp_path / "runs")
-    jobs = experiments.jobs("gain-scaling", "medium")
+    jobs = experiments.specs("gain-scaling", "medium")
     slope = {("relaxed", True): 0.05, ("relaxed", False): 0.0, ("standard", True): -0.02,
              ("standard", False): -0.04}
 
@@ -421,8 +422,11 @@ def test_relaxed_scaling_and_fig12_from_a_constructed_medium_store(tmp_path):
         plt.close(fig)
         return ["fig12"]
 
-    ctx = FigureContext(12, "medium", tmp_path / "out", store)
+    ctx = FigureContext(12, "medium", tmp_path / "out",
+                        {"gain-scaling": experiments.existing("gain-scaling", "medium", store)})
     ctx.save = capture
     assert load_figure(12).make(ctx) == ["fig12"]
     assert any(rec.judgement.estimate.label("b") in t for t in saved["titles"])
-    assert load_figure(12).make(FigureContext(12, "quick", tmp_path / "out", store)) == []
+    quick = FigureContext(12, "quick", tmp_path / "out",
+                          {"gain-scaling": experiments.existing("gain-scaling", "quick", store)})
+    assert load_figure(12).make(quick) == []

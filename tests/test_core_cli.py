@@ -62,7 +62,8 @@ def test_every_option_of_every_command_has_help():
         (["figs", "--only", "99"], "figure 99 does not exist"),
         (["figs", "--profile", "huge"], "profile 'huge' is not allowed"),
         (["nosuchgroup"], "invalid choice"),
-        (["compare", "--gammas", "0.5,abc"], "'abc' in '0.5,abc' is not a number"),
+        (["compare", "gammas=0.5,abc"], "gammas[1]='abc' is not allowed; it must be a number"),
+        (["toy", "scan", "--gammas", "0.5"], "unrecognized arguments: --gammas"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(args, fragment):

@@ -11,6 +11,7 @@ from smallinit.config import (
     config_to_dict,
     dump_toml,
     load_config,
+    override,
     parse_overrides,
 )
 from smallinit.errors import ConfigError
@@ -63,10 +64,29 @@ def test_partial_override_keeps_the_parents_nested_defaults():
     assert cfg.model == Model(d_model=512, norm="layer", eps=1e-6)
 
 
-def test_parse_overrides_nested():
-    assert parse_overrides(["a=1", "b.c=x", "b.d=[1, 2]"]) == {"a": 1, "b": {"c": "x", "d": [1, 2]}}
-    with pytest.raises(ConfigError, match="key=value"):
-        parse_overrides(["novalue"])
+def test_parse_overrides_gives_dotted_paths():
+    assert parse_overrides(["a=1", "b.c=x", "b.d=[1, 2]"]) == {"a": 1, "b.c": "x", "b.d": [1, 2]}
+    for bad in ("novalue", "=1", "a..b=1", ".a=1"):
+        with pytest.raises(ConfigError, match="key=value"):
+            parse_overrides([bad])
+
+
+def test_override_is_one_function_for_dotted_paths_tables_and_plain_tables():
+    base = Parent()
+    dotted = override(base, {"model.eps": 1e-6, "model.norm": "rms"})
+    table = override(base, {"model": {"eps": 1e-6, "norm": "rms"}})
+    assert dotted == table == Parent(model=Model(d_model=512, norm="rms", eps=1e-6))
+    assert base == Parent()  # the original is left alone
+    plain = {"scan": {"gammas": [0.5]}, "seed": 0}
+    assert override(plain, {"scan.gammas": [1.0], "scan.seeds": [0, 1]}) == {
+        "scan": {"gammas": [1.0], "seeds": [0, 1]}, "seed": 0}
+    assert plain == {"scan": {"gammas": [0.5]}, "seed": 0}
+    with pytest.raises(ConfigError, match="override seed.x=1 is not allowed: seed is a value"):
+        override(plain, {"seed.x": 1})
+    with pytest.raises(ConfigError, match="unknown key config.model.epsilon"):
+        override(base, {"model.epsilon": 1.0})
+    # applied in order: a later path wins over an earlier table
+    assert override(base, {"model": {"eps": 1.0}, "model.eps": 2.0}).model.eps == 2.0
 
 
 @pytest.mark.parametrize(

@@ -5,24 +5,26 @@ stored number."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from test_core_jobs import BodySpec
 from test_core_jobs import job as square_job
 
 from smallinit.config import load_config
 from smallinit.errors import ConfigError
 from smallinit.jobs import (
-    Job,
+    RunSpec,
     chosen_executor,
     chosen_workers,
     default_workers,
     local_cores,
-    run_jobs,
+    run_specs,
     run_threads,
 )
 from smallinit.llm.config import RunConfig
-from smallinit.llm.experiments import sweeps
+from smallinit.llm.training.train import TrainSpec
 from smallinit.runs import RunStore
 
 HERE = Path(__file__).resolve().parent
@@ -33,9 +35,9 @@ TINY = ["model.vocab_size=300", "model.context=16", "model.d_model=16", "model.n
         "train.threads=1", "train.device=cpu", "eval.answer_items=5", "eval.token_windows=2"]
 
 
-def tiny_sweep(cache: Path) -> list[Job]:
+def tiny_sweep(cache: Path) -> list[TrainSpec]:
     """Three tiny transformer runs at different γ (one torch thread each)."""
-    return [sweeps.llm_job("train", load_config(RunConfig, None, [
+    return [TrainSpec(load_config(RunConfig, None, [
         *TINY, f"data.cache_dir={cache}", f"init=gamma:{g}"]), {"gamma": g})
         for g in (0.5, 0.75, 1.0)]
 
@@ -55,8 +57,8 @@ def stored_numbers(results) -> list[tuple[str, list, dict]]:
 
 def test_workers_default_to_every_core_over_the_threads_per_run(monkeypatch):
     monkeypatch.delenv("SMALLINIT_WORKERS", raising=False)
-    one = Job("k", "1", {"train": None}, "m:f")
-    two = Job("llm-train", "1", load_config(RunConfig, None, ["train.threads=2"]), "m:f")
+    one = RunSpec({"train": None})
+    two = TrainSpec(load_config(RunConfig, None, ["train.threads=2"]))
     assert run_threads(one) is None and run_threads(two) == 2
     assert default_workers([two], cores=16) == 8  # 16 cores // 2 threads per run
     assert default_workers([two], cores=3) == 1
@@ -79,8 +81,8 @@ def test_workers_default_to_every_core_over_the_threads_per_run(monkeypatch):
 
 def test_a_sweep_stores_the_same_numbers_with_one_or_two_workers(tmp_path):
     jobs = tiny_sweep(tmp_path / "cache")
-    serial = run_jobs(jobs, RunStore(tmp_path / "one"), workers=1)
-    side_by_side = run_jobs(jobs, RunStore(tmp_path / "two"), workers=2)
+    serial = run_specs(jobs, RunStore(tmp_path / "one"), workers=1)
+    side_by_side = run_specs(jobs, RunStore(tmp_path / "two"), workers=2)
     pids = {r.status()["pid"] for r in side_by_side.runs if "pid" in r.status()}
     assert os.getpid() not in pids  # really computed in worker processes
     assert stored_numbers(serial) == stored_numbers(side_by_side)
@@ -98,7 +100,7 @@ def test_ray_executor_without_ray_names_the_extra(tmp_path, monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(ConfigError, match=r"smallinit\[ray\]"):
-        run_jobs([square_job(1)], RunStore(tmp_path), executor="ray")
+        run_specs([square_job(1)], RunStore(tmp_path), executor="ray")
 
 
 @pytest.fixture(scope="module")
@@ -118,30 +120,29 @@ def local_ray():
             os.environ["PYTHONPATH"] = path
 
 
-def flaky_entry(cfg: dict, store: RunStore, force: bool):
-    """A job that raises on its first attempt (a marker file remembers it), then works."""
-    def body(run):
-        marker = Path(cfg["marker"])
+@dataclass
+class FlakySpec(BodySpec):
+    """A run that raises on its first attempt (a marker file remembers it), then works."""
+
+    def body(self, run) -> dict:
+        marker = Path(self.config["marker"])
         if not marker.exists():
             marker.write_text("failed once")
             raise OSError("transient: the node lost its mount")
-        return {"square": cfg["i"] ** 2}
-
-    return store.get_or_run("test-job", cfg, body, force=force)
+        return {"square": self.config["i"] ** 2}
 
 
 @pytest.mark.slow
 def test_ray_gives_the_serial_results_and_retries_failures(tmp_path, local_ray, monkeypatch):
     jobs = tiny_sweep(tmp_path / "cache")
-    serial = run_jobs(jobs, RunStore(tmp_path / "serial"), workers=1)
-    on_ray = run_jobs(jobs, RunStore(tmp_path / "ray"), executor="ray")
+    serial = run_specs(jobs, RunStore(tmp_path / "serial"), workers=1)
+    on_ray = run_specs(jobs, RunStore(tmp_path / "ray"), executor="ray")
     assert stored_numbers(serial) == stored_numbers(on_ray)
 
     monkeypatch.setenv("SMALLINIT_RAY_RETRIES", "1")
     store = RunStore(tmp_path / "faults")
-    flaky = Job("test-job", "1", {"i": 5, "marker": str(tmp_path / "marker")},
-                "test_core_executors:flaky_entry", {"i": 5})
-    results = run_jobs([square_job(3), square_job(4, die=True), flaky], store,
+    flaky = FlakySpec({"i": 5, "marker": str(tmp_path / "marker")}, {"i": 5})
+    results = run_specs([square_job(3), square_job(4, die=True), flaky], store,
                        executor="ray")
     ok, dead, retried = results.runs
     assert ok.summary["square"] == 9
@@ -163,14 +164,14 @@ def test_ray_refuses_a_store_its_nodes_cannot_see(tmp_path, local_ray, monkeypat
 
     monkeypatch.setattr(jobs_mod, "_ray_task", elsewhere)
     with pytest.raises(ConfigError, match="not visible from Ray node .* every node mounts"):
-        run_jobs([square_job(1)], RunStore(tmp_path / "runs"), executor="ray")
+        run_specs([square_job(1)], RunStore(tmp_path / "runs"), executor="ray")
 
 
 def test_cli_sweep_commands_take_workers_and_executor():
     from smallinit.cli import build_parser
 
     parser = build_parser()
-    for argv in (["llm", "sweep", "--experiment", "all"], ["llm", "anchor-scan"],
+    for argv in (["llm", "sweep", "--experiment", "gamma-sweep"], ["llm", "anchor-scan"],
                  ["compare"], ["figs"]):
         args = parser.parse_args([*argv, "--workers", "3", "--executor", "ray"])
         assert (args.workers, args.executor) == (3, "ray")
@@ -192,9 +193,9 @@ def test_ray_tasks_ask_for_their_threads_and_a_gpu_when_they_train_on_one():
     def cfg(*extra):
         return load_config(RunConfig, None, list(extra))
 
-    quick = Job("llm-train", "1", cfg("train.threads=1", "train.device=cpu"), "m:f")
-    gpu = Job("llm-train", "1", cfg("train.threads=0", "train.device=auto"), "m:f")
-    toy = Job("toy-scan", "1", {"widths": [250]}, "m:f")
+    quick = TrainSpec(cfg("train.threads=1", "train.device=cpu"))
+    gpu = TrainSpec(cfg("train.threads=0", "train.device=auto"))
+    toy = RunSpec({"widths": [250]})
     assert _ray_resources(FakeRay(8.0), quick) == {"num_cpus": 1.0, "num_gpus": 0.0}
     assert _ray_resources(FakeRay(8.0), gpu) == {"num_cpus": 2.0, "num_gpus": 1.0}
     assert _ray_resources(FakeRay(0.0), gpu) == {"num_cpus": 16.0, "num_gpus": 0.0}

@@ -3,13 +3,17 @@
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from smallinit.errors import ConfigError
 from smallinit.figs import FIGURES, make_figures
+from smallinit.jobs import RunSpec
 from smallinit.runs import RunStore
+from smallinit.study.experiments import Experiment
 
 TINY_FIGURE = textwrap.dedent(
     """
@@ -44,27 +48,15 @@ def test_figures_are_byte_identical_across_processes(tmp_path):
 
 SCRIPT = textwrap.dedent(
     """
-    from dataclasses import dataclass
-    import numpy as np
     import matplotlib.pyplot as plt
+    from smallinit.figs import single
     from smallinit.plotting import use_style
 
     NUMBER = 1
     TITLE = "test figure"
 
-    @dataclass
-    class Exp:
-        n: int = 5
-
-    def compute(run):
-        with open(run.path.parent.parent / "calls.txt", "a") as fh:
-            fh.write("x")
-        run.save_arrays(y=np.arange(Exp().n) ** 2)
-        return {}
-
     def make(ctx):
-        n = 20 if ctx.profile == "full" else 5
-        run = ctx.store.get_or_run("testfig", Exp(n), compute, force=ctx.force)
+        run = single(ctx.results("testfig"))
         with use_style():
             fig, ax = plt.subplots()
             ax.plot(run.arrays()["y"])
@@ -73,10 +65,30 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@dataclass
+class SquaresSpec(RunSpec):
+    """The stand-in figure's run: n squares, counting its computations in calls.txt."""
+
+    kind = "testfig"
+
+    def compute(self, store, force):
+        def body(run):
+            with open(store.root / "calls.txt", "a") as fh:
+                fh.write("x")
+            run.save_arrays(y=np.arange(self.config["n"]) ** 2)
+            return {}
+
+        return store.get_or_run(self.kind, self.config, body, force=force)
+
+
+TESTFIG = Experiment("testfig", (1,), "squares",
+                     lambda profile: [SquaresSpec({"n": 20 if profile == "full" else 5})])
+
+
 @pytest.fixture
 def figs_dir(tmp_path, monkeypatch):
     """A stand-in figure package holding only figure 1 (the driver imports figures as
-    modules of ``smallinit.figs.PACKAGE``)."""
+    modules of ``smallinit.figs.PACKAGE``), drawing the one experiment ``testfig``."""
     import smallinit.figs as figs_mod
 
     folder = tmp_path / "fake_paper_figs"
@@ -85,9 +97,7 @@ def figs_dir(tmp_path, monkeypatch):
     (folder / "fig01_phase_diagram.py").write_text(SCRIPT)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(figs_mod, "PACKAGE", "fake_paper_figs")
-    # its figure 1 computes its own run: the registry's experiments of the real figures
-    # (which make_figures computes before drawing) are not asked for
-    monkeypatch.setattr(figs_mod.experiments, "of_figure", lambda number: [])
+    monkeypatch.setattr(figs_mod, "of_figure", lambda number: [TESTFIG] if number == 1 else [])
     monkeypatch.setenv("SMALLINIT_FIGS_OUT", str(tmp_path / "out"))
     yield tmp_path
     for name in [m for m in sys.modules if m.startswith("fake_paper_figs")]:
@@ -124,6 +134,15 @@ def test_cli_lists_unavailable_figures(figs_dir, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("fig  1 phase_diagram") and "fig01_phase_diagram.png" in lines[0]
     assert lines[1] == "fig  2 rd_vs_width        not yet available (its experiment is not built)"
+
+
+def test_a_figure_reads_only_the_experiments_the_registry_lists_for_it(tmp_path):
+    from smallinit.figs import FigureContext
+
+    ctx = FigureContext(1, "quick", tmp_path, {"testfig": None})
+    with pytest.raises(ConfigError, match="figure 1 reads experiment 'toy-scan', which the "
+                                          "registry does not list for it"):
+        ctx.results("toy-scan")
 
 
 def test_figure_scripts_come_from_the_package_not_the_environment(tmp_path, monkeypatch):

@@ -8,17 +8,34 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from smallinit.jobs import Job, run_jobs
+from smallinit.jobs import RunSpec, run_specs
 from smallinit.runs import RunStore
 
 HERE = Path(__file__).resolve().parent
 
 
-def square_entry(cfg: dict, store: RunStore, force: bool):
-    """A job: stores i², or kills its own process (as the OOM killer would) when asked."""
-    def body(run):
+@dataclass
+class BodySpec(RunSpec):
+    """A run of kind ``test-job`` whose body is the method :meth:`body`."""
+
+    kind = "test-job"
+
+    def compute(self, store: RunStore, force: bool):
+        return store.get_or_run(self.kind, self.config, self.body, force=force)
+
+    def body(self, run) -> dict:
+        raise NotImplementedError
+
+
+@dataclass
+class SquareSpec(BodySpec):
+    """Stores i², or kills its own process (as the OOM killer would) when asked."""
+
+    def body(self, run) -> dict:
+        cfg = self.config
         if cfg.get("die"):
             os.kill(os.getpid(), signal.SIGKILL)
         if cfg.get("sleep"):
@@ -26,17 +43,15 @@ def square_entry(cfg: dict, store: RunStore, force: bool):
             time.sleep(cfg["sleep"])
         return {"square": cfg["i"] ** 2, "pid": os.getpid()}
 
-    return store.get_or_run("test-job", cfg, body, force=force)
 
-
-def job(i: int, **extra) -> Job:
-    return Job("test-job", "1", {"i": i, **extra}, "test_core_jobs:square_entry", {"i": i})
+def job(i: int, **extra) -> SquareSpec:
+    return SquareSpec({"i": i, **extra}, {"i": i})
 
 
 def test_a_dead_worker_fails_its_run_only(tmp_path):
     store = RunStore(tmp_path / "runs")
     jobs = [job(1), job(2, die=True), job(3), job(4), job(1)]  # job(1) twice: runs once
-    results = run_jobs(jobs, store, workers=2)
+    results = run_specs(jobs, store, workers=2)
     states = [r.state for _, r in results]
     assert states == ["done", "failed", "done", "done", "done"]
     assert [r.summary["square"] for _, r in results if r.done] == [1, 9, 16, 1]
@@ -55,11 +70,11 @@ def test_workers_exit_with_their_parent(tmp_path):
         import sys
         sys.path.insert(0, {str(HERE)!r})
         from test_core_jobs import job
-        from smallinit.jobs import run_jobs
+        from smallinit.jobs import run_specs
         from smallinit.runs import RunStore
         if __name__ == "__main__":
             jobs = [job(i, sleep=120, pid_dir={str(pid_dir)!r}) for i in range(2)]
-            run_jobs(jobs, RunStore({str(tmp_path / "runs")!r}), workers=2)
+            run_specs(jobs, RunStore({str(tmp_path / "runs")!r}), workers=2)
     """)
     parent = subprocess.Popen([sys.executable, "-c", script])
     try:

@@ -195,9 +195,9 @@ def test_print_config_prints_toml_and_runs_nothing(tmp_path, capsys):
     store = ["--runs-dir", str(runs)]
     cases = [["llm", "train", "--config", "quick", "init=gamma:0.75", *store],
              ["llm", "init-table", "--init", "nanogpt"],
-             ["llm", "anchor", "--gamma", "0.5", *store], ["llm", "anchor-scan", *store],
-             ["compare", "--gammas", "0.5,1", *store],
-             ["toy", "scan", "--gammas", "0.5", *store], ["toy", "condense", *store],
+             ["llm", "anchor", "init=gamma:0.5", *store], ["llm", "anchor-scan", *store],
+             ["compare", "gammas=0.5,1", *store],
+             ["toy", "scan", "gammas=0.5", *store], ["toy", "condense", *store],
              ["toy", "diagonal", *store], ["toy", "escape", *store]]
     for argv in cases:
         assert main([*argv, "--print-config"]) == 0, argv

@@ -1,26 +1,7 @@
-"""The registry lists every figure's runs without computing them, and the refactor of
-profiles into TOML kept every run key (tests/data/run_keys_<profile>.json were written by
-the code before it). A deliberate key change (a new VERSION, a changed profile) updates
-those files: ``smallinit figs --plan --profile P --json`` lists the new keys.
-
-Deliberate changes so far: the canonical init spelling (``gamma:1.0`` → ``gamma:1``) moved
-compare's γ = 1 transformer runs of fig 5 to new keys (3 in quick, 4 in full); their
-configs are otherwise the same, so their numbers are too. Issue 15's graded synthetic
-reasoning data (llm-train and llm-traced VERSION 2, compare VERSION 3) moved every run
-trained on the synthetic corpus — figs 5 and 7–11, and ``llm train --config`` — to new
-keys; quick's sweeps also score 3000 held-out items and fig 9 has 5 seeds. Issue 15 also
-added the medium profile (run_keys_medium.json) and the gain-scaling experiment (fig 12:
-new keys in full, none at quick); fig 7's ``grid_seeds`` and fig 12's ``scaling_*`` plan
-fields default to the old job lists. Issue 17 chose the full profile's token budgets,
-batch, learning rate, warmup and synthetic corpus size from published practice
-(full.toml): every full transformer run of figs 5 and 7-11 (and the compare run over
-them) has a new key; figs 1-4 keep theirs. Issue 15 put the published anchor recipe
-(1 head, post-LN, 2 layers, lr 2e-4, ~210 epochs, 5 seeds) into full's [anchor]:
-fig 6's full keys changed (64 → 150 after trimming the scan to one H200-day); pre-LN
-keys elsewhere are unchanged (the new
-``model.norm_position`` is key-neutral at its default). Issue 17's faster CPU toy engine sums
-the one-network step in another order (rounding-level differences): toy-scan VERSION 5 and
-toy-condense VERSION 3 moved the toy runs of figs 1-3 to new keys (one each)."""
+"""The registry lists every figure's runs without computing them, and every run key stays
+what tests/data/run_keys_<profile>.json records: a deliberate key change (a new VERSION, a
+changed profile) updates those files, and ``smallinit figs --plan --profile P --json``
+lists the new keys."""
 
 from __future__ import annotations
 
@@ -29,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from smallinit import experiments, profiles
+from smallinit import profiles
 from smallinit.errors import ConfigError
+from smallinit.study import experiments
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -87,8 +69,7 @@ def test_cli_plan_lists_runs_without_computing(tmp_path, capsys):
                                           ("full", "74135a550c980ef9")])
 def test_llm_train_config_names_read_the_profiles_unchanged(profile, key):
     """``smallinit llm train --config quick|full`` trains the run of the profile's
-    [llm-train] table: the config the old llm/configs/<name>.toml gave, under the trainer's
-    current VERSION (2 since the graded reasoning data; module docstring)."""
+    [llm-train] table, under the trainer's current VERSION."""
     import argparse
 
     from smallinit.cli.llm import load_run_config
@@ -100,12 +81,12 @@ def test_llm_train_config_names_read_the_profiles_unchanged(profile, key):
 
 
 def test_medium_gives_every_compared_setting_five_seeds():
-    """Issue 15: γ = 1 against γ = 0.5 at every fig 7 size, fig 8's ε × gating, fig 9's
-    grid, figs 10 and 11 and the scaling experiment (≥ 3 sizes) each with ≥ 5 seeds; the
-    anchor scan too. Quick has no scaling runs."""
+    """γ = 1 against γ = 0.5 at every fig 7 size, fig 8's ε × gating, fig 9's grid, figs 10
+    and 11 and the scaling experiment (≥ 3 sizes) each with ≥ 5 seeds; the anchor scan too.
+    Quick has no scaling runs."""
     def seeds_by(experiment, *keys):
         out = {}
-        for job in experiments.jobs(experiment, "medium"):
+        for job in experiments.specs(experiment, "medium"):
             out.setdefault(tuple(job.tags.get(k) for k in keys), set()).add(job.tags["seed"])
         return out
 
@@ -119,4 +100,4 @@ def test_medium_gives_every_compared_setting_five_seeds():
                        ("anchor-scan", ("gamma", "layers", "weight_decay"))):
         assert all(len(s) >= 5 for s in seeds_by(name, *keys).values()), name
     assert len({k[0] for k in seeds_by("gain-scaling", "size")}) >= 3
-    assert experiments.jobs("gain-scaling", "quick") == []
+    assert experiments.specs("gain-scaling", "quick") == []

@@ -9,10 +9,10 @@ import json
 import pytest
 import torch
 
-from smallinit import experiments
 from smallinit.llm.config import ModelConfig
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.training import compute
+from smallinit.study import experiments
 
 GIB = 2**30
 
@@ -27,7 +27,7 @@ def distinct_transformers(rows):
     jobs = {}
     for number in sorted({r["figure"] for r in rows}):
         for experiment in experiments.of_figure(number):
-            for job in experiments.jobs(experiment.name, "full") + experiment.inner("full"):
+            for job in experiments.specs(experiment.name, "full") + experiment.inner("full"):
                 jobs.setdefault(job.ident, job)
     costs = {(r["kind"], r["key"]): r["cost"] for r in rows if r["cost"] is not None}
     assert set(costs) <= set(jobs)
@@ -86,10 +86,10 @@ def test_full_profile_baseline_follows_published_practice():
     """The γ = 0.5 baseline of figs 7-11 and fig 5: about 20 tokens per parameter for the
     reference size (Chinchilla) and GPT-3/Pythia AdamW settings (see full.toml)."""
     from smallinit.compare.config import profile_config
-    from smallinit.llm.experiments import sweeps
+    from smallinit.study.experiments import llm_plan
 
-    plan = sweeps.plan("full")
-    reference = sweeps.base_config("full", plan.sizes[len(plan.sizes) // 2])
+    plan = llm_plan.plan("full")
+    reference = llm_plan.base_config("full", plan.sizes[len(plan.sizes) // 2])
     cost = compute.run_cost(reference)
     assert 15 <= cost.tokens / cost.params <= 25
     train = reference.train

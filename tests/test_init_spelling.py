@@ -9,8 +9,9 @@ from smallinit.compare.config import CompareConfig
 from smallinit.config import load_config
 from smallinit.errors import ConfigError
 from smallinit.llm.config import RunConfig
-from smallinit.llm.experiments import anchor, sweeps
+from smallinit.llm.training.anchor import AnchorConfig
 from smallinit.runs import config_key
+from smallinit.theory.init_rules import gamma_scheme, parse_scheme
 
 SAME_GAMMA_1 = ("gamma:1", "gamma:1.0", "gamma:1.00", "gamma:1e0", " Gamma:1.0 ", "gamma:+1")
 
@@ -38,21 +39,23 @@ def test_different_schemes_give_different_keys():
     assert len({key(RunConfig(init=t)) for t in texts}) == len(texts)
 
 
-def test_existing_sweep_and_anchor_spellings_are_already_canonical():
-    """The sweeps and the anchor grid write gamma:γ with :g; those keys must not move."""
-    for g in (0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0, 1.1, 1.3, 2.0):
-        text = sweeps.gamma_init(g)
-        assert RunConfig(init=text).init == text
-        assert anchor.AnchorConfig(init=anchor.gamma_init(g)).init == anchor.gamma_init(g)
+def test_the_experiments_spelling_of_gamma_is_canonical_and_exact():
+    """The experiments write gamma:γ with init_rules.gamma_scheme: already canonical, and
+    exact where :g would round (six digits)."""
+    for g in (0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0, 1.1, 1.3, 2.0, 0.1234567):
+        text = gamma_scheme(g)
+        assert RunConfig(init=text).init == text == AnchorConfig(init=text).init
+        assert parse_scheme(text).describe() == text
+    assert gamma_scheme(0.1234567) == "gamma:0.1234567" != f"gamma:{0.1234567:g}"
     assert RunConfig(init="gamma:1").init == "gamma:1"
 
 
 def test_anchor_config_is_canonical_too():
-    cfgs = [anchor.AnchorConfig(init=t) for t in SAME_GAMMA_1]
+    cfgs = [AnchorConfig(init=t) for t in SAME_GAMMA_1]
     assert {c.init for c in cfgs} == {"gamma:1"}
     assert len({config_key("llm-anchor", c, "1") for c in cfgs}) == 1
     with pytest.raises(ConfigError, match="init='gamma'"):
-        anchor.AnchorConfig(init="gamma")
+        AnchorConfig(init="gamma")
 
 
 def test_compare_runs_use_the_canonical_spelling():

@@ -3,8 +3,9 @@
 import numpy as np
 
 from smallinit.figs import FigureContext, load_figure
-from smallinit.llm.experiments import anchor as anchor_experiment
+from smallinit.jobs import run_specs
 from smallinit.runs import RunStore
+from smallinit.study.experiments import anchor_scan
 
 TINY = ["task.n_train=2000", "task.n_test=200", "model.d_model=16", "model.n_layers=1",
         "model.n_heads=2", "train.steps=10", "train.batch_size=32", "train.log_every=5",
@@ -12,22 +13,21 @@ TINY = ["task.n_train=2000", "task.n_test=200", "model.d_model=16", "model.n_lay
         "scan.weight_decays=[0.01]", "scan.mechanism_gammas=[0.5,1.0]"]
 
 
-def test_fig06_renders_and_hatches_unfit_cells(tmp_path, monkeypatch):
+def test_fig06_renders_and_hatches_unfit_cells(tmp_path):
     fig06 = load_figure(6)
     assert fig06.NUMBER == 6
-    real = anchor_experiment.load_profile
-    monkeypatch.setattr(anchor_experiment, "load_profile",
-                        lambda profile: real(profile, TINY))
     store = RunStore(tmp_path / "runs")
-    ctx = FigureContext(6, "quick", tmp_path / "out", store)
+    base, scan = anchor_scan.load("quick", TINY)
+    results = run_specs(anchor_scan.cell_specs(base, scan)
+                        + anchor_scan.mechanism_specs(base, scan), store)
+    ctx = FigureContext(6, "quick", tmp_path / "out", {"anchor-scan": results})
     paths = fig06.make(ctx)
     names = sorted(p.name for p in paths)
     assert names == ["fig06_anchor_phase.pdf", "fig06_anchor_phase.png",
                      "fig06_anchor_phase_mechanism.pdf", "fig06_anchor_phase_mechanism.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
     # 10 steps fit nothing: every cell is hatched in every panel
-    base, scan = anchor_experiment.load_profile("quick")
-    rows = anchor_experiment.scan_table(anchor_experiment.run_scan(base, scan, store))
+    rows = anchor_scan.scan_table(results)
     assert all(r["acc_seen_test"] < fig06.FIT_THRESHOLD for r in rows)
     import matplotlib.pyplot as plt
 

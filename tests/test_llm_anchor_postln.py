@@ -10,13 +10,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from smallinit.config import config_to_dict, load_config, replace_config
+from smallinit.config import config_to_dict, load_config, override
 from smallinit.errors import ConfigError
 from smallinit.llm.config import ModelConfig
 from smallinit.llm.data import anchor
-from smallinit.llm.experiments.anchor import KIND, VERSION, AnchorConfig, cell_config
 from smallinit.llm.model.transformer import Transformer
+from smallinit.llm.training.anchor import KIND, VERSION, AnchorConfig
 from smallinit.runs import config_key
+from smallinit.study.experiments.anchor_scan import cell_config
 
 
 def tiny(**kw) -> ModelConfig:
@@ -129,13 +130,13 @@ def test_norm_position_default_keeps_run_keys_and_post_gets_its_own():
     before = config_key(KIND, cfg, VERSION)
     explicit = load_config(AnchorConfig, None, ["model.norm_position=pre"])
     assert config_key(KIND, explicit, VERSION) == before
-    post = replace_config(cfg, model={"norm_position": "post"})
+    post = override(cfg, {"model.norm_position": "post"})
     assert post.model.norm_position == "post"
     assert config_to_dict(post.model)["norm_position"] == "post"
     assert config_key(KIND, post, VERSION) != before
     # the quick anchor cell the profiles recorded before the field existed
     quick = cell_config(AnchorConfig(), gamma=0.5, seed=0)
-    assert config_key(KIND, replace_config(quick, model={"norm_position": "pre"}),
+    assert config_key(KIND, override(quick, {"model.norm_position": "pre"}),
                       VERSION) == config_key(KIND, quick, VERSION)
     with pytest.raises(ConfigError, match="norm_position='middle' is not allowed"):
         load_config(AnchorConfig, None, ["model.norm_position=middle"])
@@ -163,16 +164,17 @@ class _Run:
 
 
 def _cell(gamma, seed, sym, inf, layers=2, wd=0.01, panel="depth"):
-    from smallinit.llm.experiments.anchor import Cell
+    from smallinit.study.experiments.anchor_scan import Cell
 
     return Cell(panel, gamma, layers, wd, seed,
                 _Run(share_symmetric=sym, share_inferential=inf, share_other=1 - sym - inf))
 
 
-def test_seed_shares_and_verdicts_against_scipy():
+def test_seed_shares_and_the_claims_share_rule_against_scipy():
     from scipy import stats
 
-    from smallinit.llm.experiments.anchor import seed_shares, share_verdicts
+    from smallinit.claims import share_rule
+    from smallinit.study.experiments.anchor_scan import seed_shares
 
     sym05 = [0.9, 0.85, 0.2, 0.95, 0.7]
     inf08 = [0.97, 0.99, 0.92, 0.4, 0.88]
@@ -185,17 +187,14 @@ def test_seed_shares_and_verdicts_against_scipy():
     assert sorted(shares) == [0.5, 0.7, 0.8]
     assert shares[0.5]["seed"].tolist() == [0, 1, 2, 3, 4]
     np.testing.assert_allclose(shares[0.5]["share_symmetric"], sym05)
-    verdicts = share_verdicts(shares)
-    assert [(v.gamma, v.solution) for v in verdicts] == [(0.5, "symmetric"),
-                                                          (0.8, "inferential")]
-    for v, vals in zip(verdicts, (sym05, inf08), strict=True):
+    for gamma, claimed, opposite in ((0.5, "share_symmetric", "share_inferential"),
+                                     (0.8, "share_inferential", "share_symmetric")):
+        row = shares[gamma]
+        judgement = share_rule(dict(enumerate(row[claimed])), dict(enumerate(row[opposite])))
+        vals = row[claimed]
         ref = stats.ttest_1samp(vals, 0.5, alternative="greater")
-        assert v.estimate.p_value == pytest.approx(ref.pvalue)
-        assert v.mean == pytest.approx(np.mean(vals))
-        assert v.estimate.n == 5
+        assert judgement.estimate.p_value == pytest.approx(ref.pvalue)
+        assert judgement.estimate.effect == pytest.approx(np.mean(vals))
         half = stats.t.ppf(0.975, 4) * np.std(vals, ddof=1) / np.sqrt(5)
-        assert v.estimate.ci_low + 0.5 == pytest.approx(np.mean(vals) - half)
-    assert verdicts[0].majority == 4 and verdicts[1].majority == 4
-    label = verdicts[0].label()
-    assert label.startswith("γ 0.5 symmetric = 0.72 [") and label.endswith("majority 4/5")
-    assert "p(>0.5) = " in label
+        assert judgement.estimate.ci_low == pytest.approx(np.mean(vals) - half)
+        assert "majority in 4 of 5 seeds" in judgement.detail

@@ -12,16 +12,10 @@ from smallinit.cli.llm_anchor import register_anchor_commands
 from smallinit.cli.util import ArgumentParser
 from smallinit.errors import ConfigError
 from smallinit.llm.data import anchor
-from smallinit.llm.experiments.anchor import (
-    KIND,
-    VERSION,
-    cell_config,
-    load_profile,
-    mechanism,
-    run_anchor,
-    scan_cells,
-)
+from smallinit.llm.training.anchor import KIND, VERSION, mechanism, run_anchor
 from smallinit.runs import RunStore
+from smallinit.study.experiments.anchor_scan import cell_config, scan_cells
+from smallinit.study.experiments.anchor_scan import load as load_profile
 
 TINY = ["task.n_train=2000", "task.n_test=200", "model.d_model=16", "model.n_layers=2",
         "model.n_heads=2", "train.steps=20", "train.batch_size=32", "train.log_every=10",
@@ -123,14 +117,15 @@ def _parser():
 
 def test_cli_anchor_and_scan(tmp_path, capsys):
     runs = str(tmp_path / "runs")
-    args = _parser().parse_args(["anchor", "--gamma", "0.5,1.0", "--layers", "1",
-                                 "--runs-dir", runs, *TINY])
-    assert args.func(args) == 0
-    out = capsys.readouterr().out
-    assert "gamma:0.5" in out and "gamma:1 " in out and "inferential" in out
+    for gamma in ("0.5", "1.0"):
+        args = _parser().parse_args(["anchor", "--runs-dir", runs, *TINY, f"init=gamma:{gamma}",
+                                     "model.n_layers=1"])
+        assert args.func(args) == 0
+        out = capsys.readouterr().out
+        assert f"gamma:{gamma.rstrip('.0')} layers=1" in out and "inferential" in out
     assert len(list(RunStore(runs).runs(KIND))) == 2
-    scan = ["anchor-scan", "--gammas", "0.5,1.0", "--layers", "1", "--weight-decays", "0.01",
-            "--runs-dir", runs, *TINY, "scan.wd_layers=1", "scan.seeds=[0]"]
+    scan = ["anchor-scan", "--runs-dir", runs, *TINY, "scan.gammas=0.5,1", "scan.layers=1",
+            "scan.weight_decays=0.01", "scan.wd_layers=1", "scan.seeds=[0]"]
     args = _parser().parse_args([*scan, "--json"])
     assert args.func(args) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -144,9 +139,9 @@ def test_cli_anchor_and_scan(tmp_path, capsys):
 
 
 def test_cli_rejects_bad_values():
-    with pytest.raises(SystemExit) as err:
-        _parser().parse_args(["anchor", "--gamma", "abc"])
-    assert err.value.code == 2
+    args = _parser().parse_args(["anchor", "init=gamma:abc"])
+    with pytest.raises(ConfigError, match="init='gamma:abc'"):
+        args.func(args)
     args = _parser().parse_args(["anchor", "model.vocab_size=50"])
     with pytest.raises(ConfigError):
         args.func(args)
@@ -202,7 +197,7 @@ class Interrupted(Exception):
 
 
 def test_anchor_run_resumes_from_its_checkpoint_to_the_same_numbers(tmp_path, monkeypatch):
-    from smallinit.llm.training import train as T
+    from smallinit.llm.training import callbacks as T
 
     cfg, _ = load_profile("quick", PINNED)
     straight = run_anchor(cfg, RunStore(tmp_path / "straight"))
@@ -232,9 +227,10 @@ def test_anchor_run_resumes_from_its_checkpoint_to_the_same_numbers(tmp_path, mo
 
 DDP_SCRIPT = """
 import sys
-from smallinit.llm.experiments.anchor import load_profile, run_anchor
+from smallinit.llm.training.anchor import run_anchor
 from smallinit.runs import RunStore
-run_anchor(load_profile("quick", sys.argv[2:])[0], RunStore(sys.argv[1]))
+from smallinit.study.experiments.anchor_scan import load
+run_anchor(load("quick", sys.argv[2:])[0], RunStore(sys.argv[1]))
 """
 
 

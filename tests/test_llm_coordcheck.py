@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from smallinit.cli import main
-from smallinit.config import replace_config
+from smallinit.config import override
 from smallinit.errors import ConfigError
 from smallinit.llm.analysis.coordcheck import (
     DEFAULTS,
@@ -41,8 +41,8 @@ BLOCK_OUT = ("attn_out", "ffn_out")
 
 
 def template(init: str, **model) -> object:
-    return replace_config(DEFAULTS, init=init, model={"norm_eps": 1e-10, **model},
-                          train={"threads": 1})
+    return override(DEFAULTS, {"init": init, "model": {"norm_eps": 1e-10, **model},
+                               "train": {"threads": 1}})
 
 
 def slopes_of(result) -> dict[tuple[str, int], dict]:
@@ -58,7 +58,7 @@ def test_gamma_rule_predictions():
     """The prediction table of docs/science.md §9.1, from the σ table at each width."""
     model = DEFAULTS.model
     for gamma in (0.5, 1.0, 0.75):
-        p = predicted_slopes(model, replace_config(DEFAULTS, init=f"gamma:{gamma}").scheme,
+        p = predicted_slopes(model, override(DEFAULTS, {"init": f"gamma:{gamma}"}).scheme,
                              [32, 64, 128, 256])
         hidden = 0.5 - gamma
         expected = {"embedding": -gamma, "norm": 0.0, "attn_in": hidden, "ffn_in": hidden,
@@ -69,14 +69,14 @@ def test_gamma_rule_predictions():
                 assert p[part] is None
             else:
                 assert p[part] == pytest.approx(value, abs=1e-9), part
-    gelu = predicted_slopes(replace_config(model, mlp="gelu"),
-                            replace_config(DEFAULTS, init="gamma:1").scheme, [32, 64, 128])
+    gelu = predicted_slopes(override(model, {"mlp": "gelu"}),
+                            override(DEFAULTS, {"init": "gamma:1"}).scheme, [32, 64, 128])
     assert gelu["ffn_out"] == pytest.approx(-1.0, abs=1e-9)
-    nanogpt = predicted_slopes(model, replace_config(DEFAULTS, init="nanogpt").scheme,
+    nanogpt = predicted_slopes(model, override(DEFAULTS, {"init": "nanogpt"}).scheme,
                                [32, 64, 128, 256])
     assert nanogpt["attn_in"] == pytest.approx(0.5)
     assert nanogpt["embedding"] == pytest.approx(0.0, abs=1e-12)
-    mup = predicted_slopes(model, replace_config(DEFAULTS, init="mup:32").scheme,
+    mup = predicted_slopes(model, override(DEFAULTS, {"init": "mup:32"}).scheme,
                            [32, 64, 128, 256])
     assert mup["attn_in"] == pytest.approx(0.0, abs=1e-12)
     assert mup["logits"] == pytest.approx(-0.5)
@@ -139,7 +139,7 @@ def test_same_seed_same_numbers_and_seeds_differ():
     a = coord_check(cfg, [32, 64], steps=1)
     b = coord_check(cfg, [32, 64], steps=1)
     assert a == b
-    c = coord_check(replace_config(cfg, seed=1), [32, 64], steps=1)
+    c = coord_check(override(cfg, {"seed": 1}), [32, 64], steps=1)
     assert [r["scale"] for r in c["records"]] != [r["scale"] for r in a["records"]]
     assert {r["part"] for r in a["records"]} == set(PARTS)
 

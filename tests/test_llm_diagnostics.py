@@ -19,7 +19,7 @@ from smallinit.llm.analysis.diagnostics import (
 )
 from smallinit.llm.config import ModelConfig
 from smallinit.llm.model.transformer import Transformer
-from smallinit.llm.training.dynamics import measure_model, probe_steps, tracked_matrices
+from smallinit.llm.training.probes import measure_model, probe_steps, tracked_matrices
 
 
 def _rows_with_mean_square(ms: list[float], d: int = 16) -> torch.Tensor:

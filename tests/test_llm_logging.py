@@ -17,6 +17,7 @@ import pytest
 from smallinit.config import load_config
 from smallinit.llm.config import RunConfig
 from smallinit.llm.training import sinks as sinks_mod
+from smallinit.llm.training.callbacks import Callback
 from smallinit.llm.training.train import KIND, VERSION, Dist, Trainer, train
 from smallinit.progress import bars_shown, step_line
 from smallinit.runs import RunStore, config_key
@@ -54,17 +55,24 @@ def tb_scalars(folder: Path, tag: str) -> list[tuple[int, float]]:
     return [(e.step, e.value) for e in acc.Scalars(tag)]
 
 
-class ListSink:
+class ListSink(Callback):
+    """Records every point it is called at, as a log sink would see them."""
+
+    optional = True
+
     def __init__(self):
-        self.opened, self.records, self.closed = [], [], 0
+        self.opened, self.records, self.steps, self.closed = [], [], [], 0
 
-    def open(self, run, start, total):
-        self.opened.append((Path(run.path).name, start, total))
+    def on_start(self, trainer, run, step):
+        self.opened.append((Path(run.path).name, step, trainer.cfg.train.steps))
 
-    def write(self, record):
+    def on_record(self, record):
         self.records.append(record)
 
-    def close(self):
+    def on_step(self, trainer, run, step, record):
+        self.steps.append(record)
+
+    def on_end(self, trainer, run):
         self.closed += 1
 
 
@@ -156,21 +164,18 @@ def test_cli_train_with_output_piped_logs_lines_and_tensorboard(cache, tmp_path)
 
 
 # ----------------------------------------------------------------------------- sinks
-def test_sinks_see_the_stored_records_and_on_step_the_same_ones(cache, tmp_path, monkeypatch):
+def test_callbacks_see_the_stored_records_and_on_step_the_same_ones(cache, tmp_path,
+                                                                     monkeypatch):
     monkeypatch.delenv(sinks_mod.TENSORBOARD_ENV, raising=False)
-    seen = []
-
-    class Recording(Trainer):
-        def on_step(self, run, step, metrics):
-            seen.append(metrics)
-
     sink = ListSink()
     cfg = tiny(cache, "train.steps=6", "train.checkpoint_every=0", "train.eval_every=4")
     run = RunStore(tmp_path).get_or_run(
-        KIND, cfg, lambda r: Recording(cfg, Dist(), sinks=[sink]).fit(r), version=VERSION)
-    assert sink.records == run.metrics()  # the whole stream, held-out records included
+        KIND, cfg, lambda r: Trainer(cfg, Dist(), callbacks=[sink]).fit(r), version=VERSION)
+    assert sink.records == run.metrics()  # the whole stream: held-out records, probes
     assert any("val_loss" in r for r in sink.records)
-    assert [m for m in seen if m is not None] == loss_records(run)
+    assert any("probe" in r for r in sink.records)
+    assert [m for m in sink.steps if m is not None] == loss_records(run)
+    assert len(sink.steps) == 6  # every step
     assert sink.opened == [(run.key, 0, 6)] and sink.closed == 1
 
 
@@ -178,7 +183,7 @@ def test_sinks_leave_the_run_key_alone(cache, tmp_path, monkeypatch):
     pytest.importorskip("tensorboard")
     monkeypatch.delenv(sinks_mod.TENSORBOARD_ENV, raising=False)
     cfg = tiny(cache, "train.steps=4", "train.checkpoint_every=0")
-    with_tb = train(cfg, runs_dir=tmp_path / "runs", sinks=[sinks_mod.TensorBoard(tmp_path)])
+    with_tb = train(cfg, runs_dir=tmp_path / "runs", callbacks=[sinks_mod.TensorBoard(tmp_path)])
     assert with_tb.key == config_key(KIND, cfg, VERSION)
     plain = train(cfg, runs_dir=tmp_path / "runs")  # no sink: the same run, reused
     assert plain.path == with_tb.path and plain.metrics() == with_tb.metrics()
@@ -203,13 +208,13 @@ def test_resumed_run_purges_what_the_killed_attempt_logged(cache, tmp_path, monk
     with monkeypatch.context() as patch:
         interrupt_after_checkpoint(patch, 20)
         with pytest.raises(Interrupted):
-            train(cfg, runs_dir=tmp_path / "runs", sinks=[tb])
+            train(cfg, runs_dir=tmp_path / "runs", callbacks=[tb])
     half = RunStore(tmp_path / "runs").run(KIND, cfg, version=VERSION)
     folder = tmp_path / "tb" / KIND / half.key
     assert [s for s, _ in tb_scalars(folder, "loss")] == [5, 10, 15, 20]
     (half.path / "checkpoints" / "step-00000020.pt").unlink()  # resume from step 10
     resumed = train(cfg, runs_dir=tmp_path / "runs",
-                    sinks=[sinks_mod.TensorBoard(tmp_path / "tb")])
+                    callbacks=[sinks_mod.TensorBoard(tmp_path / "tb")])
     logged = loss_records(resumed)
     assert [r["step"] for r in logged] == [5, 10, 15, 20, 24]
     assert tb_scalars(folder, "loss") == [
@@ -220,16 +225,16 @@ def test_a_failing_sink_is_dropped_and_training_goes_on(cache, tmp_path, monkeyp
     monkeypatch.delenv(sinks_mod.TENSORBOARD_ENV, raising=False)
 
     class Broken(ListSink):
-        def write(self, record):
+        def on_record(self, record):
             raise OSError("disk full")
 
     broken = Broken()
     cfg = tiny(cache, "train.steps=4", "train.checkpoint_every=0")
     with caplog.at_level(logging.WARNING):
-        run = train(cfg, runs_dir=tmp_path, sinks=[broken])
+        run = train(cfg, runs_dir=tmp_path, callbacks=[broken])
     assert run.state == "done"
-    assert [r for r in caplog.records if "log sink Broken failed (OSError: disk full)"
-            in r.getMessage()]
+    assert [r for r in caplog.records if "Broken failed at on_record (OSError: disk full); "
+            "dropped" in r.getMessage()]
 
 
 def test_tensorboard_sink_refuses_bad_folders_and_a_missing_package(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
-"""Sweep definitions, fig 8's ε matching, the resuming driver and traced training."""
+"""The LLM experiments' definitions, fig 8's ε matching, the resuming driver and probed
+training."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ import pytest
 
 from smallinit.config import load_config
 from smallinit.errors import ConfigError
-from smallinit.jobs import run_jobs
+from smallinit.jobs import run_specs
 from smallinit.llm.analysis.critical import escape_fit, first_below, knee_gamma, plateau_steps
 from smallinit.llm.config import RunConfig
-from smallinit.llm.experiments import sweeps
-from smallinit.llm.training.dynamics import probe_steps, train_traced, trajectory
-from smallinit.llm.training.train import train
+from smallinit.llm.training import train as train_mod
+from smallinit.llm.training.probes import probe_steps, trajectory
+from smallinit.llm.training.train import TrainSpec, train
 from smallinit.runs import RunStore
+from smallinit.study import experiments
+from smallinit.study.experiments import llm_plan
 from smallinit.theory.escape import escape_time_gamma
 from smallinit.theory.transformer import rmsnorm_gamma_threshold
 
@@ -32,7 +35,7 @@ def tiny(tmp_path, *extra) -> RunConfig:
 
 def test_small_eps_matches_large_models_threshold():
     for d, big, eps in ((32, 2048, 1e-5), (64, 4096, 1e-12), (256, 2048, 1e-5)):
-        small = sweeps.small_eps(d, big, eps)
+        small = llm_plan.small_eps(d, big, eps)
         assert rmsnorm_gamma_threshold(d, small) == pytest.approx(
             rmsnorm_gamma_threshold(big, eps), rel=1e-3)
     # docs/science.md §5: ≈ 0.76
@@ -40,31 +43,32 @@ def test_small_eps_matches_large_models_threshold():
 
 
 def test_quick_plan_meets_the_issue():
-    plan = sweeps.plan("quick")
+    plan = llm_plan.plan("quick")
     assert len(plan.sizes) >= 3
     g = np.array(sorted(plan.gammas))
     assert g[0] <= 0.3 and g[-1] >= 1.3
     mid = g[(g >= 0.5) & (g <= 1.0)]
     assert mid[0] == 0.5 and mid[-1] == 1.0 and np.all(np.diff(mid) <= 0.1 + 1e-9)
-    jobs = sweeps.experiment_jobs("gamma-sweep", "quick")
-    budget = {j.cfg.train.steps * j.cfg.train.batch_size * j.cfg.model.context for j in jobs}
+    jobs = experiments.specs("gamma-sweep", "quick")
+    budget = {j.config.train.steps * j.config.train.batch_size * j.config.model.context
+              for j in jobs}
     assert len(budget) == 1  # same token budget at every size
     assert {j.tags["init"] for j in jobs} >= {"nanogpt", "fixed:0.02"}
     # reuse: fig 11's runs are fig 9's, and figs 7 and 9 share the smallest size
-    ids = {name: {j.ident for j in sweeps.experiment_jobs(name, "quick")}
-           for name in sweeps.EXPERIMENTS}
+    ids = {name: {j.ident for j in experiments.specs(name, "quick")}
+           for name in ("gamma-sweep", "critical-init", "token-gains")}
     assert ids["token-gains"] <= ids["critical-init"]
     assert ids["gamma-sweep"] & ids["critical-init"]
-    eight = sweeps.experiment_jobs("eps-gating", "quick")
-    eight_eps = {j.tags["eps_setting"]: j.cfg.model.norm_eps for j in eight}
+    eight = experiments.specs("eps-gating", "quick")
+    eight_eps = {j.tags["eps_setting"]: j.config.model.norm_eps for j in eight}
     assert {(j.tags["eps_setting"], j.tags["gated"]) for j in eight} == {
         ("standard", False), ("standard", True), ("relaxed", False), ("relaxed", True)}
-    ten = sweeps.experiment_jobs("condense-expand", "quick")
-    assert {j.kind for j in ten} == {"llm-traced"} and {j.tags["gamma"] for j in ten} == {0.5, 1.0}
-    assert all(j.cfg.model.norm_eps == eight_eps["standard"] and not j.tags["gated"]
+    ten = experiments.specs("condense-expand", "quick")
+    assert {j.kind for j in ten} == {"llm-train"} and {j.tags["gamma"] for j in ten} == {0.5, 1.0}
+    assert all(j.config.model.norm_eps == eight_eps["standard"] and not j.tags["gated"]
                for j in ten)
-    with pytest.raises(ConfigError):
-        sweeps.experiment_jobs("nope", "quick")
+    with pytest.raises(ConfigError, match="experiment 'nope' does not exist"):
+        experiments.specs("nope", "quick")
 
 
 def _dead_pid() -> int:
@@ -75,12 +79,12 @@ def _dead_pid() -> int:
 
 def test_driver_resumes_half_finished_sweep(tmp_path, monkeypatch):
     store = RunStore(tmp_path / "runs")
-    jobs = [sweeps.llm_job("train", tiny(tmp_path, f"init=gamma:{g}"), {"gamma": g})
+    jobs = [TrainSpec(tiny(tmp_path, f"init=gamma:{g}"), {"gamma": g})
             for g in (0.5, 1.0, 0.75)]
-    run_jobs(jobs[:2], store)
-    first = [r.status_path.read_text() for _, r in run_jobs(jobs[:2], store)]
+    run_specs(jobs[:2], store)
+    first = [r.status_path.read_text() for _, r in run_specs(jobs[:2], store)]
     # a third run killed mid-way: running, by a process that no longer exists
-    half = store.run("llm-train", jobs[2].cfg, version="1")
+    half = jobs[2].run_of(store)
     half.start()
     half._abandon()  # its writer is killed: lock and heartbeat gone
     status = half.status()
@@ -90,25 +94,26 @@ def test_driver_resumes_half_finished_sweep(tmp_path, monkeypatch):
     half.status_path.write_text(json.dumps(status))
     assert half.state == "stale"
     calls = []
-    real = sweeps.train_job
-    monkeypatch.setattr(sweeps, "train_job", lambda *a: calls.append(a) or real(*a))
-    pairs = run_jobs(jobs + jobs[:1], store)  # a duplicate is run once
-    assert len(calls) == 1 and calls[0][0].init == "gamma:0.75"
+    real = train_mod.train
+
+    def counting(cfg, **kwargs):
+        calls.append(cfg)
+        return real(cfg, **kwargs)
+
+    monkeypatch.setattr(train_mod, "train", counting)
+    pairs = run_specs(jobs + jobs[:1], store)  # a duplicate is run once
+    assert len(calls) == 1 and calls[0].init == "gamma:0.75"
     assert [r.status_path.read_text() for _, r in pairs[:2]] == first  # not rerun
     assert all(r.done for _, r in pairs) and pairs[3][1].path == pairs[0][1].path
     calls.clear()  # --force recomputes a run shared by two figures once, not twice
-    run_jobs(jobs[:1], store, force=True)
-    run_jobs(jobs[:2], store, force=True)
-    assert [c[0].init for c in calls] == ["gamma:0.5", "gamma:1"]  # canonical spelling
+    run_specs(jobs[:1], store, force=True)
+    run_specs(jobs[:2], store, force=True)
+    assert [c.init for c in calls] == ["gamma:0.5", "gamma:1"]  # canonical spelling
 
 
-def test_traced_run_equals_plain_run_and_probes_log_steps(tmp_path):
+def test_every_pretraining_run_is_probed_at_log_spaced_steps(tmp_path):
     cfg = tiny(tmp_path, "init=gamma:1.0")
-    plain = train(cfg, runs_dir=tmp_path / "runs")
-    traced = train_traced(cfg, runs_dir=tmp_path / "runs")
-    assert traced.summary["val_loss"] == plain.summary["val_loss"]
-    assert traced.summary["train_loss"] == plain.summary["train_loss"]
-    tr = trajectory(traced)
+    tr = trajectory(train(cfg, runs_dir=tmp_path / "runs"))
     assert tr["steps"].tolist() == probe_steps(cfg.train.steps)
     assert set(tr["weights"]) == {"emb", "L0.q", "L0.k", "L0.ffn_in"}
     assert np.all((tr["saturation"] >= 0) & (tr["saturation"] <= 1))

@@ -11,11 +11,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 from launch import run_torchrun
 
 from smallinit.cli import main
 from smallinit.config import load_config
 from smallinit.llm.config import RunConfig
+from smallinit.llm.training.probes import probe_steps
 from smallinit.llm.training.train import lr_at, train
 
 TINY = [
@@ -72,17 +74,18 @@ def test_warmup_cosine_schedule():
 KILLER = textwrap.dedent("""
     import os, sys
     from smallinit.config import load_config
-    from smallinit.llm.training import train as T
+    from smallinit.llm.training import callbacks as C
+    from smallinit.llm.training.train import train
     from smallinit.llm.config import RunConfig
-    original = T.save_checkpoint
+    original = C.save_checkpoint
     def save_then_die(run, step, model, optimizer):
         path = original(run, step, model, optimizer)
         if step == int(sys.argv[2]):
             os._exit(9)  # a hard kill: no cleanup, the run stays 'running' with a dead pid
         return path
-    T.save_checkpoint = save_then_die
+    C.save_checkpoint = save_then_die
     cfg = load_config(RunConfig, None, sys.argv[3:])
-    T.train(cfg, runs_dir=sys.argv[1])
+    train(cfg, runs_dir=sys.argv[1])
 """)
 
 
@@ -222,12 +225,13 @@ PINNED_SUMMARY = {
 }
 
 
-def test_numbers_are_pinned_to_the_trainer_before_tasks(cache, tmp_path):
-    """Same config, same numbers as pinned (the pre-refactor trainer's, re-pinned once for
-    the graded data of VERSION 2): batches, loss, clipping, schedule, checkpoint cadence and
-    final evaluation."""
+def test_numbers_are_pinned(cache, tmp_path):
+    """Same config, same numbers as pinned: batches, loss, clipping, schedule, checkpoint
+    cadence and final evaluation (the probes, logged beside them, change none of them)."""
     run = train(tiny(cache, *PINNED_ARGS), runs_dir=tmp_path)
-    got = [{k: v for k, v in r.items() if k != "tok_per_s"} for r in run.metrics()]
+    got = [{k: v for k, v in r.items() if k != "tok_per_s"} for r in run.metrics()
+           if "probe" not in r]
+    assert {r["step"] for r in run.metrics() if "probe" in r} == set(probe_steps(30))
     assert [sorted(r) for r in got] == [sorted(r) for r in PINNED_METRICS]
     for g, w in zip(got, PINNED_METRICS, strict=True):
         assert g == pytest.approx(w, abs=1e-6, rel=0)
@@ -244,7 +248,7 @@ class Interrupted(Exception):
 
 def interrupt_after_checkpoint(monkeypatch, step: int) -> None:
     """Make the trainer stop with :class:`Interrupted` once checkpoint ``step`` is on disk."""
-    from smallinit.llm.training import train as T
+    from smallinit.llm.training import callbacks as T
 
     original = T.save_checkpoint
 
@@ -328,20 +332,50 @@ def test_planted_pickle_checkpoint_is_refused_and_never_run(cache, tmp_path, cap
     assert planted.summary["val_loss"] == straight.summary["val_loss"]
 
 
-def test_on_step_hook_gets_the_log_record(cache, tmp_path):
+def test_callbacks_get_every_step_and_its_log_record(cache, tmp_path):
+    from smallinit.llm.training.callbacks import Callback
     from smallinit.llm.training.train import KIND, VERSION, Dist, Trainer
     from smallinit.runs import RunStore
 
     seen = []
 
-    class Recording(Trainer):
-        def on_step(self, run, step, metrics):
-            seen.append((step, metrics))
+    class Recording(Callback):
+        def on_step(self, trainer, run, step, record):
+            seen.append((step, record))
 
     cfg = tiny(cache, "train.steps=12", "train.checkpoint_every=0", "train.eval_every=0")
-    run = RunStore(tmp_path).get_or_run(KIND, cfg, lambda r: Recording(cfg, Dist()).fit(r),
-                                        version=VERSION)
+    run = RunStore(tmp_path).get_or_run(
+        KIND, cfg, lambda r: Trainer(cfg, Dist(), callbacks=[Recording()]).fit(r),
+        version=VERSION)
     assert [s for s, _ in seen] == list(range(1, 13))
     logged = [r for r in run.metrics() if "loss" in r]
     assert [m for _, m in seen if m is not None] == logged  # steps 5, 10 and the last, 12
     assert [s for s, m in seen if m is not None] == [5, 10, 12]
+
+
+def test_probes_change_nothing_that_is_trained(cache, tmp_path):
+    """The same run with the pretraining task's probes and without them: the same weights
+    bit for bit and the same training records (what makes a probed run and a plain run of
+    one config one run)."""
+    from smallinit.llm.training.train import KIND, VERSION, Dist, LMTask, Trainer
+    from smallinit.runs import RunStore
+
+    class Unprobed(LMTask):
+        def callbacks(self):
+            return []
+
+    cfg = tiny(cache, "train.steps=12", "train.checkpoint_every=5", "train.eval_every=6")
+    probed = RunStore(tmp_path / "a").get_or_run(
+        KIND, cfg, lambda r: Trainer(cfg, Dist()).fit(r), version=VERSION)
+    plain = RunStore(tmp_path / "b").get_or_run(
+        KIND, cfg, lambda r: Trainer(cfg, Dist(), Unprobed).fit(r), version=VERSION)
+    assert any("probe" in r for r in probed.metrics())
+    assert not any("probe" in r for r in plain.metrics())
+    wall = ("tok_per_s",)
+    strip = [{k: v for k, v in r.items() if k not in wall} for r in probed.metrics()
+             if "probe" not in r]
+    assert strip == [{k: v for k, v in r.items() if k not in wall} for r in plain.metrics()]
+    a = torch.load(probed.path / "model.pt", weights_only=True)
+    b = torch.load(plain.path / "model.pt", weights_only=True)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert probed.summary == plain.summary

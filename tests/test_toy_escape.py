@@ -54,4 +54,4 @@ def test_cli_escape_json_and_diagonal_bad_alpha(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["summary"]["L3"]["loglog_slope"] == pytest.approx(-1.0, abs=0.05)
     assert {r["L"] for r in out["rows"]} == {2, 3}
-    assert main(["-q", "toy", "diagonal", "--alphas", "-1", "--runs-dir", str(tmp_path)]) == 2
+    assert main(["-q", "toy", "diagonal", "alphas=-1", "--runs-dir", str(tmp_path)]) == 2

@@ -139,8 +139,8 @@ def test_run_scan_engine_is_a_separate_run_and_the_jax_key_is_unchanged(tmp_path
 def test_cli_scan_engine_option(tmp_path, capsys):
     from smallinit.cli import main
 
-    argv = ["toy", "scan", "--gammas", "1.75", "--gamma-primes", "0", "--widths", "20,40",
-            "--seeds", "1", "--max-steps", "4000", "--runs-dir", str(tmp_path), "--json"]
+    argv = ["toy", "scan", "gammas=1.75", "gamma_primes=0", "widths=20,40", "seeds=1",
+            "max_steps=4000", "--runs-dir", str(tmp_path), "--json"]
     assert main(argv + ["--engine", "grouped"]) == 0
     grouped = json.loads(capsys.readouterr().out)
     assert main(argv) == 0

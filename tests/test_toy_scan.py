@@ -99,13 +99,13 @@ def test_a_scan_where_everything_diverges_fails_as_a_run(tmp_path):
 def test_cli_scan_json(tmp_path, capsys):
     from smallinit.cli import main
 
-    rc = main(["-q", "toy", "scan", "--gammas", "0.5,1.75", "--gamma-primes", "0",
-               "--widths", "100,200", "--seeds", "1", "--json", "--runs-dir", str(tmp_path)])
+    rc = main(["-q", "toy", "scan", "gammas=0.5,1.75", "gamma_primes=0", "widths=100,200",
+               "seeds=1", "--json", "--runs-dir", str(tmp_path)])
     assert rc == 0
     records = json.loads(capsys.readouterr().out)
     assert [r["regime"] for r in records] == ["linear", "condensed"]
     assert [r["agree"] for r in records] == [True, True]
-    assert main(["toy", "scan", "--widths", "100", "--runs-dir", str(tmp_path)]) == 2
+    assert main(["toy", "scan", "widths=100", "--runs-dir", str(tmp_path)]) == 2
 
 
 def test_an_interrupted_scan_resumes_from_its_finished_widths(tmp_path, monkeypatch):

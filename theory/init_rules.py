@@ -117,6 +117,12 @@ def number_text(value: float) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
+def gamma_scheme(gamma: float) -> str:
+    """The scheme text of the γ rule at ``gamma``: ``gamma_scheme(1.0)`` is ``gamma:1``
+    (:func:`number_text`, exact to the last digit)."""
+    return f"gamma:{number_text(gamma)}"
+
+
 def canonical_scheme(text: str) -> str:
     """One spelling per scheme, for run keys: ``parse_scheme(text).describe()``.
 

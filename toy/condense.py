@@ -20,6 +20,7 @@ import dataclasses
 import numpy as np
 
 from smallinit.errors import require
+from smallinit.jobs import RunSpec
 from smallinit.kernels.measure import cluster_count, condensation_score, mean_abs_cosine
 from smallinit.memory import check_memory
 from smallinit.runs import RunStore
@@ -110,3 +111,11 @@ def run(cfg: CondenseConfig, store=None, *, force: bool = False) -> dict:
 
     r = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
     return {**r.summary, **r.arrays()}
+
+
+@dataclasses.dataclass
+class CondenseSpec(RunSpec):
+    """A condensation grid for the job driver (:mod:`smallinit.jobs`): ``config`` is
+    its :class:`CondenseConfig`."""
+
+    kind, version, runner = KIND, VERSION, staticmethod(run)

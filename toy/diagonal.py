@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from smallinit.errors import require
+from smallinit.jobs import RunSpec
 from smallinit.runs import RunStore
 from smallinit.theory import lazy_rich as lr
 from smallinit.toy.jaxsetup import enable_x64
@@ -135,3 +136,11 @@ def run(cfg: DiagonalConfig, store=None, *, force: bool = False) -> dict:
 
     r = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
     return {**r.summary, **r.arrays()}
+
+
+@dataclasses.dataclass
+class DiagonalSpec(RunSpec):
+    """A diagonal-net run for the job driver (:mod:`smallinit.jobs`): ``config`` is
+    its :class:`DiagonalConfig`."""
+
+    kind, version, runner = KIND, VERSION, staticmethod(run)

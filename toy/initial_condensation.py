@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from smallinit.errors import ConfigError, require
+from smallinit.jobs import RunSpec
 from smallinit.kernels.measure import (
     cluster_count,
     cluster_labels,
@@ -183,3 +184,11 @@ def run(cfg: InitialCondensationConfig, store=None, *, force: bool = False) -> d
 
     r = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
     return {**r.summary, **r.arrays()}
+
+
+@dataclasses.dataclass
+class InitialCondensationSpec(RunSpec):
+    """An initial-condensation run for the job driver (:mod:`smallinit.jobs`):
+    ``config`` is its :class:`InitialCondensationConfig`."""
+
+    kind, version, runner = KIND, VERSION, staticmethod(run)

@@ -49,6 +49,7 @@ import numpy as np
 
 from smallinit import profiles
 from smallinit.errors import ConfigError, RunFailed, require
+from smallinit.jobs import RunSpec
 from smallinit.kernels.measure import segment_relative_distance
 from smallinit.memory import check_memory
 from smallinit.progress import progress
@@ -136,13 +137,6 @@ class ScanConfig:
             step_rule=self.step_rule, lr_factor=self.lr_factor, lr=self.lr,
             record_every=self.record_every,
         )
-
-
-def profile_config(profile: str, table: str = SECTION) -> ScanConfig:
-    """The scan of a profile's ``[toy-scan]`` table (or another table of the same form,
-    e.g. fig 2's ``[rd-vs-width]``); fields it leaves out keep the defaults."""
-    return profiles.merged(ScanConfig(), profiles.section(profile, table),
-                           where=f"{profile}.{table}")
 
 
 # ----------------------------------------------------------------------------- simulation
@@ -405,3 +399,11 @@ def format_table(records: list[dict]) -> str:
     lines.append(f"agreement: {n_ok}/{len(graded)} points with a measured slope "
                  f"({len(records) - len(graded)} without)")
     return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class ScanSpec(RunSpec):
+    """A phase scan for the job driver (:mod:`smallinit.jobs`): ``config`` is its
+    :class:`ScanConfig`."""
+
+    kind, version, runner = KIND, VERSION, staticmethod(run_scan)

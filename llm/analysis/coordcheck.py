@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from smallinit.config import replace_config
+from smallinit.config import override
 from smallinit.errors import ConfigError
 from smallinit.llm.config import ModelConfig, RunConfig, TrainConfig
 from smallinit.llm.model.init import init_table
@@ -74,7 +74,7 @@ def width_config(model: ModelConfig, width: int) -> ModelConfig:
     """The template ``model`` at d_model = ``width``: d_ff = round(r·width) with the
     template's ratio r = ffn_dim/d_model (so d_ff grows in proportion), all else kept."""
     ratio = model.ffn_dim / model.d_model
-    return replace_config(model, d_model=width, d_ff=max(1, round(ratio * width)))
+    return override(model, {"d_model": width, "d_ff": max(1, round(ratio * width))})
 
 
 def check_widths(widths, model: ModelConfig) -> list[int]:

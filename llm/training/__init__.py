@@ -1,2 +1,4 @@
-"""Training: the one trainer (:mod:`.train`), traced runs (:mod:`.dynamics`), held-out
-evaluation (:mod:`.evaluate`) and loading a finished run (:mod:`.trained`)."""
+"""Training: the one trainer and the pretraining task (:mod:`.train`), the anchor task
+(:mod:`.anchor`), the trainer's callbacks (:mod:`.callbacks`: :mod:`.probes`, checkpoints,
+:mod:`.sinks`), held-out evaluation (:mod:`.evaluate`) and loading a finished run
+(:mod:`.trained`)."""

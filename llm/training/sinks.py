@@ -1,10 +1,9 @@
 """Where a training run's log records go besides its ``metrics.jsonl``: log sinks.
 
-Every record the :class:`~smallinit.llm.training.train.Trainer` (and its task and hooks)
-writes with ``run.log`` — the training record of a log step (``step``, ``loss``, ``lr``,
-``tokens``, ``tok_per_s`` and the task's fields), held-out evaluations, probes — is handed,
-after it is stored, to each sink of the run: the sinks see exactly the stream
-``metrics.jsonl`` holds, and :meth:`Trainer.on_step` receives the same training record.
+A sink is a trainer callback (:mod:`smallinit.llm.training.callbacks`) that receives, through
+``on_record``, every record the run stores — the training record of a log step (``step``,
+``loss``, ``lr``, ``tokens``, ``tok_per_s`` and the task's fields), held-out evaluations,
+probes — after it is stored: the sinks see exactly the stream ``metrics.jsonl`` holds.
 
 * :class:`LogLines`: one plain line per record through Python :mod:`logging` (logger
   ``smallinit.llm.training.sinks``, level INFO). The trainer adds it by itself when its
@@ -19,7 +18,7 @@ shown, never the numbers, so they do not enter the run key (a run logged to Tens
 the same run, reused or resumed as any other). They are chosen by the ``sinks=`` argument of
 the training functions, else by the environment: ``SMALLINIT_TENSORBOARD=DIR`` gives every
 run of the process (and of the workers it starts) a TensorBoard sink. A sink that fails is
-dropped with a warning; the training goes on.
+dropped with a warning (sinks are ``optional`` callbacks); the training goes on.
 """
 
 from __future__ import annotations
@@ -30,27 +29,14 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from smallinit.errors import ConfigError
+from smallinit.llm.training.callbacks import Callback
 from smallinit.progress import step_line
 
 log = logging.getLogger(__name__)
 TENSORBOARD_ENV = "SMALLINIT_TENSORBOARD"
-
-
-class Sink(Protocol):
-    """Receives a run's log records as they are written (rank 0 only)."""
-
-    def open(self, run: Any, start: int, total: int) -> None:
-        """Before the first step of this process: the run (its ``path`` is
-        ``<root>/<kind>/<key>``), the step it resumes from (0: fresh) and the last step."""
-
-    def write(self, record: dict[str, Any]) -> None:
-        """One record as stored in ``metrics.jsonl`` (it has a ``step``)."""
-
-    def close(self) -> None:
-        """After the last record of this process (also when the run fails)."""
 
 
 def scalars(record: dict[str, Any], prefix: str = "") -> dict[str, float]:
@@ -68,9 +54,11 @@ def scalars(record: dict[str, Any], prefix: str = "") -> dict[str, float]:
     return out
 
 
-class LogLines:
+class LogLines(Callback):
     """One INFO line per record, e.g. ``train step 20/200 loss 5.8123 lr 0.003 tok/s 4.1e+04
     elapsed 3.2s`` (records without a top-level number, such as probes, print nothing)."""
+
+    optional = True
 
     def __init__(self, desc: str = "train", logger: logging.Logger | None = None):
         self.desc = desc
@@ -78,11 +66,11 @@ class LogLines:
         self.total = 0
         self.clock = time.perf_counter()
 
-    def open(self, run: Any, start: int, total: int) -> None:
-        self.total = total
+    def on_start(self, trainer: Any, run: Any, step: int) -> None:
+        self.total = trainer.cfg.train.steps
         self.clock = time.perf_counter()
 
-    def write(self, record: dict[str, Any]) -> None:
+    def on_record(self, record: dict[str, Any]) -> None:
         fields = {k: v for k, v in record.items()
                   if k not in ("step", "tokens") and isinstance(v, (int, float))
                   and not isinstance(v, bool)}
@@ -90,15 +78,12 @@ class LogLines:
             self.logger.info("%s", step_line(self.desc, record.get("step"), self.total, fields,
                                              time.perf_counter() - self.clock))
 
-    def close(self) -> None:
-        pass
-
 
 def tensorboard_available() -> bool:
     return importlib.util.find_spec("tensorboard") is not None
 
 
-class TensorBoard:
+class TensorBoard(Callback):
     """Every numeric field of every record as a scalar (tag = the field's name, nested
     probe fields as ``probe/...``) at the record's step, in ``root/<kind>/<key>``. A resumed
     run starts its writer with ``purge_step`` = the first step it recomputes, so TensorBoard
@@ -117,14 +102,16 @@ class TensorBoard:
         self.writer = None
         self.log_dir: Path | None = None
 
-    def open(self, run: Any, start: int, total: int) -> None:
+    optional = True
+
+    def on_start(self, trainer: Any, run: Any, step: int) -> None:
         from torch.utils.tensorboard import SummaryWriter  # lazy: optional dependency
 
         path = Path(run.path)
         self.log_dir = self.root / path.parent.name / path.name
-        self.writer = SummaryWriter(str(self.log_dir), purge_step=start + 1, flush_secs=10)
+        self.writer = SummaryWriter(str(self.log_dir), purge_step=step + 1, flush_secs=10)
 
-    def write(self, record: dict[str, Any]) -> None:
+    def on_record(self, record: dict[str, Any]) -> None:
         step = record.get("step")
         if self.writer is None or not isinstance(step, int):
             return
@@ -132,13 +119,13 @@ class TensorBoard:
             if math.isfinite(value):
                 self.writer.add_scalar(tag, value, global_step=step)
 
-    def close(self) -> None:
+    def on_end(self, trainer: Any, run: Any) -> None:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
 
 
-def sinks_from_env() -> list[Sink]:
+def sinks_from_env() -> list[Callback]:
     """The sinks the environment asks for: a :class:`TensorBoard` sink in
     ``$SMALLINIT_TENSORBOARD`` when it is set and not empty."""
     root = os.environ.get(TENSORBOARD_ENV, "").strip()
@@ -148,42 +135,3 @@ def sinks_from_env() -> list[Sink]:
         return [TensorBoard(root)]
     except ConfigError as err:
         raise ConfigError(f"{TENSORBOARD_ENV}={root}: {err}") from None
-
-
-class SinkedRun:
-    """A run whose :meth:`log` also hands each record to ``sinks`` (after storing it);
-    everything else is the run's own."""
-
-    def __init__(self, run: Any, sinks: list[Sink]):
-        self._run = run
-        self._sinks = list(sinks)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._run, name)
-
-    def log(self, record: dict[str, Any]) -> None:
-        self._run.log(record)
-        for sink in list(self._sinks):
-            try:
-                sink.write(record)
-            except Exception as err:  # a sink never stops the training
-                log.warning("log sink %s failed (%s: %s); dropped", type(sink).__name__,
-                            type(err).__name__, err)
-                self._sinks.remove(sink)
-
-    def open_sinks(self, start: int, total: int) -> None:
-        for sink in list(self._sinks):
-            try:
-                sink.open(self._run, start, total)
-            except Exception as err:
-                log.warning("log sink %s failed to open (%s: %s); dropped",
-                            type(sink).__name__, type(err).__name__, err)
-                self._sinks.remove(sink)
-
-    def close_sinks(self) -> None:
-        for sink in self._sinks:
-            try:
-                sink.close()
-            except Exception as err:
-                log.warning("log sink %s failed to close (%s: %s)", type(sink).__name__,
-                            type(err).__name__, err)

@@ -1,10 +1,11 @@
 """The training loop: the one place in llm/ where a transformer takes an optimizer step.
 
 A :class:`Trainer` runs any :class:`Task` — what is trained on and how it is judged — with
-the same optimizer, schedule, precision, checkpoints and DDP. The default task,
-:class:`LMTask`, is next-token pretraining on the run's corpus (store kind ``llm-train``);
-the traced runs (:mod:`smallinit.llm.training.dynamics`) subclass the trainer to probe
-the model, and the anchor task (:mod:`smallinit.llm.experiments.anchor`) is another task.
+the same optimizer, schedule, precision, checkpoints and DDP, and is extended only by
+callbacks (:mod:`smallinit.llm.training.callbacks`: probes, checkpoints, log sinks). The
+default task, :class:`LMTask`, is next-token pretraining on the run's corpus (store kind
+``llm-train``), probed along the way (:mod:`smallinit.llm.training.probes`); the anchor
+task (:mod:`smallinit.llm.training.anchor`) is another task.
 
 Step s = 1 … S (``train.steps``):
 
@@ -21,19 +22,20 @@ Step s = 1 … S (``train.steps``):
 Every ``log_every`` steps and at the last one the mean training loss of the steps since
 the previous record (averaged over ranks) is logged with η(s) and the task's own fields;
 a non-finite mean stops the run and records it as failed. The task may log a held-out
-evaluation after any step; then :meth:`Trainer.on_step` sees the step and its log record
-(None when it logged nothing). Every ``checkpoint_every`` steps (not the last) rank 0 writes a
-checkpoint (:mod:`smallinit.llm.training.checkpoint`: model, optimizer, step, RNG states);
+evaluation after any step; then each callback's ``on_step`` sees the step and its log
+record (None when it logged nothing). Every ``checkpoint_every`` steps (not the last) rank 0
+writes a checkpoint (:mod:`smallinit.llm.training.checkpoint`: model, optimizer, step, RNG
+states);
 a run asked for again after a kill resumes from its newest intact checkpoint, cuts its
 metrics back to it and reproduces the uninterrupted run's numbers exactly on CPU. At the
 end the task evaluates and saves what it keeps (pretraining: also the run's tokenizer,
 ``tokenizer.json``), the trainer writes the final weights atomically as ``model.pt`` and
 ``model.safetensors`` and deletes the checkpoints. Under ``torchrun`` only rank 0 writes.
 
-Every record written goes to metrics.jsonl and then to the run's log sinks
-(:mod:`smallinit.llm.training.sinks`): a plain log line per record when progress bars are
-hidden (output not a terminal), TensorBoard when asked for. Sinks are not config: the run
-key does not change.
+Every record written goes to metrics.jsonl and then to the callbacks, among them the run's
+log sinks (:mod:`smallinit.llm.training.sinks`): a plain log line per record when progress
+bars are hidden (output not a terminal), TensorBoard when asked for. Callbacks are not
+config: the run key does not change.
 """
 
 from __future__ import annotations
@@ -48,15 +50,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
 import torch
 
+from smallinit.config import canonical_json, config_to_dict
 from smallinit.errors import ConfigError, RunFailed, StoreError
+from smallinit.jobs import RunSpec
 from smallinit.llm.config import RunConfig
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.data.tokenizer import TOKENIZER
 from smallinit.llm.model.init import init_table
 from smallinit.llm.model.transformer import Transformer, meta_transformer
+from smallinit.llm.training.batches import batch_starts, get_batch
+from smallinit.llm.training.callbacks import Callback, Checkpoints, Recorder
 from smallinit.llm.training.checkpoint import (
     WEIGHTS,
     atomic_save_safetensors,
@@ -67,17 +72,17 @@ from smallinit.llm.training.checkpoint import (
     latest_loadable,
     restore,
     safe_load,
-    save_checkpoint,
 )
 from smallinit.llm.training.evaluate import evaluate
 from smallinit.llm.training.memory import check_training_memory, param_count
-from smallinit.llm.training.sinks import LogLines, Sink, SinkedRun, sinks_from_env
+from smallinit.llm.training.probes import Probes
+from smallinit.llm.training.sinks import LogLines, sinks_from_env
 from smallinit.progress import bars_shown, progress
 from smallinit.runs import Run, RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
 KIND = "llm-train"
-VERSION = "2"  # 2: graded synthetic reasoning data; accuracy per task and level
+VERSION = "2"  # raised whenever the numbers a run of this kind holds would change
 
 
 # ----------------------------------------------------------------------------- environment
@@ -170,6 +175,17 @@ def train_step(objective, optimizer, x, y, *, lr: float, clip: float, ctx=None,
 
 
 # ----------------------------------------------------------------------------- tasks
+@dataclass(frozen=True)
+class Rounding:
+    """How a task's sums are ordered and held: choices that move a run's numbers in the last
+    bits only. Each task keeps the choice its stored runs were computed with (a new choice is
+    a new version of the task's run kind), so they are reproduced bit for bit."""
+
+    loss_sum_dtype: torch.dtype = torch.float32  # the running loss sum of a log window
+    clip_in_model_order: bool = False  # the global gradient norm summed in model.parameters()
+    # order (else the optimizer's: decayed matrices, then the rest)
+
+
 class Task(Protocol):
     """What a run trains on and how it is judged; built as ``Task(cfg, device)``.
 
@@ -178,9 +194,10 @@ class Task(Protocol):
 
     name: str  # progress-bar label
     tokens_per_step: int  # > 0: log records carry ``tokens`` and ``tok_per_s``
-    # Rounding only, fixed per task so that stored runs stay reproducible bit for bit:
-    loss_sum_dtype: torch.dtype  # of the running loss sum of a log window
-    clip_in_model_order: bool  # global norm summed in model.parameters() order
+    rounding: Rounding
+
+    def callbacks(self) -> list[Callback]:
+        """The task's own callbacks (pretraining: its probes), run before the trainer's."""
 
     def batch(self, step: int, dist: Dist) -> tuple[torch.Tensor, torch.Tensor]:
         """This rank's share of the global batch of ``step`` (a function of seed and step)."""
@@ -199,23 +216,6 @@ class Task(Protocol):
         """Final evaluation and saved results (rank 0); returns the run's summary."""
 
 
-def batch_starts(step: int, seed: int, n_tokens: int, context: int, batch: int) -> np.ndarray:
-    """Window starts of the global batch of ``step`` (deterministic in seed and step)."""
-    high = n_tokens - context - 1
-    if high < 1:
-        raise ValueError(f"training split has {n_tokens} tokens, too few for context {context}")
-    rng = np.random.default_rng([seed, step])
-    return rng.integers(0, high, size=batch)
-
-
-def get_batch(tokens: np.ndarray, starts: np.ndarray, context: int, device):
-    idx = starts[:, None] + np.arange(context + 1)
-    chunk = torch.from_numpy(np.asarray(tokens[idx], dtype=np.int64))
-    if device.type == "cuda":
-        chunk = chunk.pin_memory().to(device, non_blocking=True)
-    return chunk[:, :-1], chunk[:, 1:]
-
-
 class LMTask:
     """Next-token pretraining (the default task). Step s trains on ``batch_size`` windows
     of ``context + 1`` tokens of the training split whose starts are drawn uniformly by a
@@ -225,14 +225,16 @@ class LMTask:
     :func:`~smallinit.llm.training.evaluate.evaluate` (per-token losses, answer accuracy)."""
 
     name = "train"
-    loss_sum_dtype = torch.float32
-    clip_in_model_order = False  # the optimizer's order: decayed matrices, then the rest
+    rounding = Rounding()
 
     def __init__(self, cfg: RunConfig, device: torch.device):
         self.cfg = cfg
         self.device = device
         self.corpus = corpus_mod.load(cfg.data, cfg.model.vocab_size)
         self.tokens_per_step = cfg.train.batch_size * cfg.model.context
+
+    def callbacks(self) -> list[Callback]:
+        return [Probes(self.cfg.train.steps, self.corpus.val, self.cfg.model.context)]
 
     def batch(self, step: int, dist: Dist):
         cfg = self.cfg
@@ -301,15 +303,16 @@ class Trainer:
 
     ``cfg`` needs ``seed``, ``model`` (a ModelConfig), ``scheme`` (the init) and ``train``
     (a TrainConfig); ``make_task(cfg, device)`` builds the task (default: pretraining).
-    ``sinks``: where the log records go besides metrics.jsonl (None: what the environment
-    asks for, :func:`~smallinit.llm.training.sinks.sinks_from_env`); not part of the run's
-    config, so they never change its key."""
+    ``callbacks`` (:mod:`smallinit.llm.training.callbacks`) run on rank 0 after the task's
+    own and the checkpoints (:meth:`callbacks`); None: the log sinks the environment asks for
+    (:func:`~smallinit.llm.training.sinks.sinks_from_env`). Callbacks never change what is
+    trained, so they are not part of the run's config or key."""
 
     def __init__(self, cfg, dist: Dist, make_task: Callable[..., Task] = LMTask, *,
-                 sinks: list[Sink] | None = None):
+                 callbacks: list[Callback] | None = None):
         self.cfg = cfg
         self.dist = dist
-        self.sinks = list(sinks_from_env() if sinks is None else sinks)
+        self.extra = list(sinks_from_env() if callbacks is None else callbacks)
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         self.device = resolve_device(cfg, dist)
@@ -326,14 +329,15 @@ class Trainer:
         if cfg.train.compile:
             self.objective = torch.compile(self.objective)
 
-    # -- extension points (subclasses override these, e.g. llm.dynamics.TracedTrainer)
-    def on_start(self, run, step: int) -> None:
-        """Called once before the first step of this process, with the step it resumes from
-        (0 for a fresh run)."""
-
-    def on_step(self, run, step: int, metrics: dict[str, Any] | None) -> None:
-        """Called after every optimizer step (on every rank) with the step's log record,
-        or None when the step logged nothing."""
+    def callbacks(self) -> list[Callback]:
+        """What runs at the points of a run on rank 0, in this order: a log line per record
+        when no progress bar shows and :attr:`extra` (the sinks, first so that they see every
+        record), the task's callbacks, then the checkpoints (after the probes of a step, so
+        a resumed run keeps the probe of the step it resumes from)."""
+        t = self.cfg.train
+        lines = [] if bars_shown() else [LogLines(self.task.name)]
+        return [*lines, *self.extra, *self.task.callbacks(),
+                Checkpoints(t.checkpoint_every, t.steps)]
 
     # -- resume
     def _resume(self, run) -> int:
@@ -370,26 +374,22 @@ class Trainer:
 
     def fit(self, run) -> dict[str, Any]:
         """Train ``run`` to its last step (resuming it if it can) and finish it; rank 0
-        returns the summary. Its records also go to the log sinks: a plain line each when
-        progress bars are hidden (rank 0), and :attr:`sinks`."""
-        sinks: list[Sink] = []
-        if self.dist.main:
-            sinks = ([] if bars_shown() else [LogLines(self.task.name)]) + self.sinks
-        run = SinkedRun(run, sinks)
-        try:
-            return self._fit(run)
-        finally:
-            run.close_sinks()
-
-    def _fit(self, run: SinkedRun) -> dict[str, Any]:
-        cfg, t, dist, task = self.cfg, self.cfg.train, self.dist, self.task
+        returns the summary. On rank 0 every record goes through the callbacks."""
+        run = Recorder(run, self.callbacks() if self.dist.main else [])
         start = self._resume(run)
-        run.open_sinks(start, t.steps)
-        self.on_start(run, start)
+        run.call("on_start", self, run, start)
+        try:
+            return self._fit(run, start)
+        finally:
+            run.call("on_end", self, run)
+
+    def _fit(self, run: Recorder, start: int) -> dict[str, Any]:
+        cfg, t, dist, task = self.cfg, self.cfg.train, self.dist, self.task
         ctx = autocast(cfg, self.device)
         self.model.train()
-        window_sum = torch.zeros((), dtype=task.loss_sum_dtype, device=self.device)
-        clip_params = list(self.model.parameters()) if task.clip_in_model_order else None
+        window_sum = torch.zeros((), dtype=task.rounding.loss_sum_dtype, device=self.device)
+        clip_params = (list(self.model.parameters()) if task.rounding.clip_in_model_order
+                       else None)
         window_n = 0
         clock, clock_step = time.perf_counter(), start
         last_loss = float("nan")
@@ -423,10 +423,7 @@ class Trainer:
                 held_out = task.evaluate(step, self.model, ctx)
                 if held_out:
                     run.log({"step": step, **held_out})
-                self.on_step(run, step, record)
-                if dist.main and t.checkpoint_every and step % t.checkpoint_every == 0 \
-                        and step != t.steps:
-                    save_checkpoint(run, step, self.model, self.optimizer)
+                run.call("on_step", self, run, step, record)
         if not dist.main:
             return {}
         return self.finish(run, ctx, last_loss)
@@ -526,12 +523,32 @@ def _being_written(run: Run) -> bool:
 
 
 def train(cfg: RunConfig, *, runs_dir: str | Path | None = None, force: bool = False,
-          sinks: list[Sink] | None = None) -> Run:
+          callbacks: list[Callback] | None = None) -> Run:
     """Train (or resume, or reuse) the pretraining run for ``cfg``; works alone or under
-    ``torchrun``. ``sinks``: where its log records also go while it trains, e.g.
-    ``[TensorBoard("tb")]`` (:mod:`smallinit.llm.training.sinks`; None: as the environment
-    says); they are not part of the run's config and never change its key."""
+    ``torchrun``. ``callbacks``: more callbacks while it trains, e.g. the log sink
+    ``[TensorBoard("tb")]`` (:mod:`smallinit.llm.training.sinks`; None: the sinks the
+    environment asks for); they are not part of the run's config and never change its key."""
     return fit_run(RunStore(runs_dir), KIND, VERSION, cfg,
-                   lambda dist: Trainer(cfg, dist, sinks=sinks), force=force,
+                   lambda dist: Trainer(cfg, dist, callbacks=callbacks), force=force,
                    prepare=lambda: corpus_mod.prepare(cfg.data, cfg.model.vocab_size),
                    check=lambda: corpus_mod.check_source(cfg.data))
+
+
+@dataclass
+class TrainSpec(RunSpec):
+    """A pretraining run for the job driver (:mod:`smallinit.jobs`): ``config`` is its
+    :class:`~smallinit.llm.config.RunConfig`."""
+
+    kind = KIND
+    version = VERSION
+
+    def compute(self, store: RunStore, force: bool) -> Run:
+        return train(self.config, runs_dir=store.root, force=force)
+
+    @classmethod
+    def prepare(cls, specs: list[RunSpec]) -> None:
+        """Build each distinct corpus once, before workers read it."""
+        corpora = {canonical_json([config_to_dict(s.config.data), s.config.model.vocab_size]):
+                   (s.config.data, s.config.model.vocab_size) for s in specs}
+        for data, vocab in corpora.values():
+            corpus_mod.prepare(data, vocab)

@@ -7,10 +7,12 @@ inside its handlers, so ``smallinit --help`` stays fast (no torch, jax or sympy)
 
 from __future__ import annotations
 
+import argparse
 import errno
 import importlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -70,10 +72,27 @@ def describe_os_error(err: OSError) -> str:
     return one_line(f"cannot use {where}: {reason}" + (f" ({hint})" if hint else ""))
 
 
+def parse(parser: ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, where a command's ``KEY=VALUE`` overrides may come in
+    several places among its options (``toy scan gammas=0.5 --json widths=250,500``):
+    argparse takes positionals in one run only, so the ones it leaves over are added to the
+    command's ``overrides`` when they look like ``key=value``."""
+    args, rest = parser.parse_known_args(argv)
+    stray = [a for a in rest if not OVERRIDE.fullmatch(a)]
+    if rest and (stray or not isinstance(getattr(args, "overrides", None), list)):
+        parser.error(f"unrecognized arguments: {' '.join(stray or rest)}")
+    if rest:
+        args.overrides = [*args.overrides, *rest]
+    return args
+
+
+OVERRIDE = re.compile(r"[A-Za-z_][\w.-]*=.*", re.DOTALL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     if args.quiet:
         set_quiet(True)
     configure_logging(args.verbose)

@@ -12,14 +12,10 @@ import argparse
 
 from smallinit.cli.util import (
     HelpFormatter,
+    add_config_options,
     add_executor_options,
-    add_print_config_option,
-    add_run_options,
-    float_list,
-    positive_int_list,
     print_config,
     print_json,
-    profile_arg,
 )
 
 DESCRIPTION = """\
@@ -42,27 +38,18 @@ with d_ff = 4·d_model. Full profile (GPU): widths 128..1024, 4 layers, 5120 ste
 
 Examples:
   smallinit compare
-  smallinit compare --gammas 0.5,1.0 --widths 32,64,128,256 llm.train.steps=400
+  smallinit compare gammas=0.5,1 widths=32,64,128,256 llm.train.steps=400
   smallinit compare --profile full --json > compare.json
 """
 
 
 def build_config(args: argparse.Namespace):
-    """The comparison config: the profile's, then --gammas/--widths, then overrides."""
+    """The comparison config: the profile's (or ``--config``'s), then the overrides."""
     from smallinit.compare.config import CompareConfig, profile_config
     from smallinit.config import load_config
 
-    base = profile_config(args.profile)
-    cfg = load_config(CompareConfig, None, getattr(args, "overrides", []), base=base)
-    changes = {}
-    for name in ("gammas", "widths"):
-        if getattr(args, name, None) is not None:
-            changes[name] = tuple(getattr(args, name))
-    if changes:
-        from smallinit.config import replace_config
-
-        cfg = replace_config(cfg, **changes)
-    return cfg
+    base = None if args.config else profile_config(args.profile)
+    return load_config(CompareConfig, args.config, args.overrides, base=base)
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -92,19 +79,9 @@ def register(subparsers) -> None:
         description=DESCRIPTION,
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--gammas", type=float_list, default=argparse.SUPPRESS,
-                        help="γ values, comma-separated (default: 0.3,0.5,0.75,1.0,1.25)")
-    parser.add_argument("--widths", type=positive_int_list, default=argparse.SUPPRESS,
-                        help="transformer widths d_model, comma-separated, at least two "
-                        "(default: the profile's, quick 32,64,128, full 128,256,512,1024)")
-    parser.add_argument("--profile", type=profile_arg, default="quick",
-                        help="quick (CPU minutes) or full (GPU scale)")
     parser.add_argument("--json", action="store_true",
                         help="print the table's records as JSON instead of the text table")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", default=argparse.SUPPRESS,
-                        help="config overrides, e.g. llm.train.steps=400 toy_seeds=5 "
-                        "ffn_ratio=2 llm.model.n_layers=4 (keys of CompareConfig)")
-    add_print_config_option(parser)
     add_executor_options(parser)
-    add_run_options(parser)
+    add_config_options(parser, "the profile's [compare] table",
+                       "gammas=0.5,1 widths=32,64,128,256 llm.train.steps=400 toy_seeds=5")
     parser.set_defaults(func=_cmd_compare)

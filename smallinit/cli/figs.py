@@ -31,8 +31,8 @@ def _figure_numbers(text: str) -> list[int]:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from smallinit.experiments import plan, plan_totals
     from smallinit.memory import human
+    from smallinit.study.experiments import plan, plan_totals
 
     rows = plan(args.profile, args.only)
     totals = plan_totals(rows)

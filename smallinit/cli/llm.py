@@ -41,14 +41,14 @@ def load_run_config(args):
     """The run config: a TOML file, or the ``[llm-train]`` table of a packaged profile
     (smallinit/profiles/<name>.toml), then the ``key=value`` overrides."""
     from smallinit import profiles
-    from smallinit.config import load_config
+    from smallinit.config import load_config, override
     from smallinit.llm.config import RunConfig
 
     path = config_path(args.config)
     base = None
     if args.config is not None and path is None:
-        base = profiles.merged(RunConfig(), profiles.section(args.config, "llm-train"),
-                               where=f"{args.config}.llm-train")
+        base = override(RunConfig(), profiles.section(args.config, "llm-train"),
+                        where=f"{args.config}.llm-train")
     return load_config(RunConfig, path, args.overrides, base=base)
 
 
@@ -60,7 +60,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if print_config(args, cfg):
         return 0
     sinks = [TensorBoard(args.tensorboard)] if args.tensorboard else None
-    run = train(cfg, runs_dir=args.runs_dir, force=args.force, sinks=sinks)
+    run = train(cfg, runs_dir=args.runs_dir, force=args.force, callbacks=sinks)
     if not Dist.from_env().main:
         return 0
     status = run.status()
@@ -87,14 +87,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_init_table(args: argparse.Namespace) -> int:
+    from smallinit.config import override
     from smallinit.llm.model.init import init_table
     from smallinit.llm.training.trained import build_for_table
 
     cfg = load_run_config(args)
     if args.init is not None:
-        from smallinit.config import replace_config
-
-        cfg = replace_config(cfg, init=args.init)
+        cfg = override(cfg, {"init": args.init})
     if print_config(args, cfg):
         return 0
     scheme = cfg.init

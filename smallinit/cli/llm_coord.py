@@ -43,7 +43,7 @@ def load_coord_config(args: argparse.Namespace):
     """The coord check's template: coordcheck.DEFAULTS (or --config), then the overrides,
     then --init."""
     from smallinit.cli.llm import load_run_config
-    from smallinit.config import load_config, replace_config
+    from smallinit.config import load_config, override
     from smallinit.llm.analysis.coordcheck import DEFAULTS
     from smallinit.llm.config import RunConfig
 
@@ -52,7 +52,7 @@ def load_coord_config(args: argparse.Namespace):
     else:
         cfg = load_run_config(args)
     if args.init is not None:
-        cfg = replace_config(cfg, init=args.init)
+        cfg = override(cfg, {"init": args.init})
     return cfg
 
 

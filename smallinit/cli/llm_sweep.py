@@ -10,30 +10,30 @@ import argparse
 from smallinit.cli.util import add_command, add_executor_options, add_run_options, profile_arg
 
 DESCRIPTION = """\
-Run the training runs of one LLM experiment at a profile (quick: tiny models on CPU, about
-30 minutes for all five together on 2 cores; full: the GPU-scale version of the same
-sweeps) and print one line per run. Finished runs are reused, killed ones resumed, and
-experiments share runs, so `make figs` (figs 7–11) afterwards only draws.
-
-Experiments (figure): gamma-sweep (7: γ grid × sizes + nanogpt/fixed:0.02 baselines),
-eps-gating (8: RMSNorm ε standard/relaxed × gated attention off/on at γ = 0.5, 1, 2, traced
-with saturation/sink/residual diagnostics), critical-init (9: γ grid × seeds at the smallest
-size), condense-expand (10: traced γ = 0.5 and 1 runs of fig 8), token-gains (11: matched
-γ = 0.5 / γ = 1 models per seed), all (the union)."""
+Compute the runs of one experiment of the study at a profile (quick: tiny models on CPU;
+full: the GPU-scale version of the same experiments) and print one line per run. Finished
+runs are reused, killed ones resumed, and experiments share runs, so `make figs` afterwards
+only draws. The LLM experiments (figure): gamma-sweep (7: γ grid × sizes + baselines),
+eps-gating (8: RMSNorm ε standard/relaxed × gated attention off/on), critical-init (9: γ
+grid × seeds at the smallest size), condense-expand (10: fig 8's γ = 0.5 and 1 runs
+followed over training), token-gains (11: matched γ = 0.5 / γ = 1 models per seed),
+gain-scaling (12: the gain against size); `smallinit figs --plan` lists every experiment's
+runs."""
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from smallinit.jobs import run_jobs
-    from smallinit.llm.experiments.sweeps import experiment_jobs, plan
+    from smallinit.jobs import run_specs
     from smallinit.runs import RunStore
+    from smallinit.study import experiments
 
-    jobs = experiment_jobs(args.experiment, args.profile)
-    workers = args.workers or plan(args.profile).workers
-    pairs = run_jobs(jobs, RunStore(args.runs_dir), force=args.force, workers=workers,
-                     executor=args.executor, desc=args.experiment)
+    experiment = experiments.get(args.experiment)
+    specs = experiments.specs(args.experiment, args.profile)
+    workers = args.workers or experiment.workers(args.profile)
+    pairs = run_specs(specs, RunStore(args.runs_dir), force=args.force, workers=workers,
+                      executor=args.executor, desc=args.experiment)
     failed = 0
-    for job, run in pairs:
-        label = " ".join(f"{k}={v}" for k, v in job.tags.items() if k in
+    for spec, run in pairs:
+        label = " ".join(f"{k}={v}" for k, v in spec.tags.items() if k in
                          ("size", "init", "seed", "eps_setting", "eps", "gated"))
         if not run.done:
             failed += 1
@@ -50,13 +50,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def register_sweep_commands(commands) -> None:
     """Add ``sweep`` to the ``llm`` group's command subparsers."""
-    from smallinit.llm.experiments.names import FIGURE_OF
-
     p = add_command(commands, "sweep", cmd_sweep,
-                    help="run an experiment of figs 7-11 (γ sweep, ε × gating, critical "
-                         "init, condense-expand, token gains)", description=DESCRIPTION)
-    p.add_argument("--experiment", required=True, choices=[*FIGURE_OF, "all"],
-                   help="which experiment's runs to compute")
+                    help="compute the runs of one LLM experiment of figs 7-12",
+                    description=DESCRIPTION)
+    p.add_argument("--experiment", required=True, metavar="NAME",
+                   help="which experiment's runs to compute (gamma-sweep, eps-gating, "
+                        "critical-init, condense-expand, token-gains, gain-scaling)")
     p.add_argument("--profile", type=profile_arg, default="quick",
                    help="quick (CPU minutes, tiny models) or full (GPU scale)")
     add_executor_options(p)

@@ -4,30 +4,28 @@ from __future__ import annotations
 
 from smallinit.cli.util import (
     add_command,
+    add_config_options,
     add_group,
     add_json_option,
-    add_print_config_option,
-    add_run_options,
-    float_list,
-    positive_int,
-    positive_int_list,
     print_config,
     print_json,
-    profile_arg,
 )
 
 
-def _scan_config(args):
-    from smallinit.config import replace_config
-    from smallinit.toy.scan import profile_config
+def _config(args, cls, profile_base):
+    """A toy command's config: ``--config FILE`` over the class defaults, else the
+    profile's (``profile_base(profile)``), then the ``key=value`` overrides."""
+    from smallinit.config import load_config
 
-    cfg = profile_config(args.profile)
-    changes = {}
-    for name in ("gammas", "gamma_primes", "widths", "seeds", "max_steps", "tol"):
-        value = getattr(args, name)
-        if value is not None:
-            changes[name] = value
-    return replace_config(cfg, **changes) if changes else cfg
+    base = None if args.config else profile_base(args.profile)
+    return load_config(cls, args.config, args.overrides, base=base)
+
+
+def _scan_config(args):
+    from smallinit.study.experiments.toy_scan import config
+    from smallinit.toy.scan import ScanConfig
+
+    return _config(args, ScanConfig, config)
 
 
 def _cmd_scan(args) -> int:
@@ -49,14 +47,12 @@ def _cmd_scan(args) -> int:
 
 
 def _cmd_condense(args) -> int:
-    from smallinit.config import replace_config
     from smallinit.runs import RunStore
+    from smallinit.study.experiments.condense import config
     from smallinit.toy import condense
     from smallinit.toy.twolayer import STATUS
 
-    changes = {k: getattr(args, k) for k in ("gammas", "gamma_primes", "width", "seed")
-               if getattr(args, k) is not None}
-    cfg = replace_config(condense.CondenseConfig(), **changes)
+    cfg = _config(args, condense.CondenseConfig, config)
     if print_config(args, cfg):
         return 0
     r = condense.run(cfg, RunStore(args.runs_dir), force=args.force)
@@ -79,12 +75,11 @@ def _cmd_condense(args) -> int:
 
 
 def _cmd_diagonal(args) -> int:
-    from smallinit.config import replace_config
     from smallinit.runs import RunStore
+    from smallinit.study.experiments.diagonal import specs
     from smallinit.toy import diagonal
 
-    changes = {k: getattr(args, k) for k in ("alphas", "depth") if getattr(args, k) is not None}
-    cfg = replace_config(diagonal.DiagonalConfig(), **changes)
+    cfg = _config(args, diagonal.DiagonalConfig, lambda profile: specs(profile)[0].config)
     if print_config(args, cfg):
         return 0
     r = diagonal.run(cfg, RunStore(args.runs_dir), force=args.force)
@@ -106,7 +101,7 @@ def _cmd_escape(args) -> int:
     from smallinit.runs import RunStore
     from smallinit.toy import escape
 
-    cfg = escape.EscapeConfig()
+    cfg = _config(args, escape.EscapeConfig, lambda profile: escape.EscapeConfig())
     if print_config(args, cfg):
         return 0
     r = escape.run(cfg, RunStore(args.runs_dir), force=args.force)
@@ -140,21 +135,8 @@ def register(subparsers) -> None:
             "slope interval point by point. Results are cached in the run store."
         ),
     )
-    p.add_argument("--profile", type=profile_arg, default="quick",
-                   help="defaults for the grid: quick (7x7 grid, widths 250-1000, 3 seeds) "
-                        "or full (17x17 grid, widths 250-8000, 5 seeds)")
-    p.add_argument("--gammas", type=float_list, default=None, metavar="G[,G...]",
-                   help="γ values (comma-separated; default from the profile)")
-    p.add_argument("--gamma-primes", dest="gamma_primes", type=float_list, default=None,
-                   metavar="G[,G...]", help="γ' values (comma-separated; default from the profile)")
-    p.add_argument("--widths", type=positive_int_list, default=None, metavar="M[,M...]",
-                   help="even widths m, at least two (default from the profile)")
-    p.add_argument("--seeds", type=positive_int, default=None,
-                   help="number of seeds per point (default from the profile)")
-    p.add_argument("--max-steps", dest="max_steps", type=positive_int, default=None,
-                   help="step budget per network (default from the profile)")
-    p.add_argument("--tol", type=float, default=None,
-                   help="loss tolerance that defines t* (default 1e-6, docs/science.md §2)")
+    add_config_options(p, "the profile's [toy-scan] table",
+                       "gammas=0.5,1,1.75 widths=250,500 seeds=3")
     p.add_argument("--engine", choices=("jax", "grouped"), default="jax",
                    help="jax (default: compiled JAX loops, one call per width) or grouped "
                         "(all widths in one ragged batch through the kernels' grouped "
@@ -163,8 +145,6 @@ def register(subparsers) -> None:
                         "as a separate run")
     p.add_argument("--json", action="store_true",
                    help="print the per-point records as JSON instead of the table")
-    add_print_config_option(p)
-    add_run_options(p)
 
     p = add_command(
         commands, "condense", _cmd_condense,
@@ -176,16 +156,8 @@ def register(subparsers) -> None:
             "mean |cosine| of the input weights."
         ),
     )
-    p.add_argument("--gammas", type=float_list, default=None, metavar="G[,G...]",
-                   help="γ values (default 0.5,1,1.75)")
-    p.add_argument("--gamma-primes", dest="gamma_primes", type=float_list, default=None,
-                   metavar="G[,G...]", help="γ' values (default -0.5,0,0.5)")
-    p.add_argument("--width", type=positive_int, default=None,
-                   help="even width m (default 1000)")
-    p.add_argument("--seed", type=int, default=None, help="init seed (default 0)")
+    add_config_options(p, "the profile's [condense] table", "gammas=0.5,1 width=500")
     add_json_option(p)
-    add_print_config_option(p)
-    add_run_options(p)
 
     p = add_command(
         commands, "diagonal", _cmd_diagonal,
@@ -196,12 +168,9 @@ def register(subparsers) -> None:
             "distances to the minimum-ℓ1 and minimum-ℓ2 interpolants."
         ),
     )
-    p.add_argument("--alphas", type=float_list, default=None, metavar="A[,A...]",
-                   help="init scales α (default 0.01,0.03,...,10)")
-    p.add_argument("--depth", type=positive_int, default=None, help="depth D >= 2 (default 2)")
+    add_config_options(p, "the profile's [diagonal] table at its first depth",
+                       "depth=3 alphas=0.01,1")
     add_json_option(p)
-    add_print_config_option(p)
-    add_run_options(p)
 
     p = add_command(
         commands, "escape", _cmd_escape,
@@ -212,6 +181,5 @@ def register(subparsers) -> None:
             "(~ln(1/ε)/c for L = 2, ~ε^(2−L)/((L−2)c) for L = 3)."
         ),
     )
+    add_config_options(p, "the config's defaults (no profile table)", "orders=2,3")
     add_json_option(p)
-    add_print_config_option(p)
-    add_run_options(p)

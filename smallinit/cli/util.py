@@ -80,9 +80,24 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_config_options(parser: argparse.ArgumentParser, starts: str, example: str) -> None:
+    """What every command that computes runs takes for its config: ``--profile``, ``--config
+    FILE``, ``key=value`` overrides and ``--print-config``, then the run-store options;
+    ``starts``: where its config starts at a profile; ``example``: override examples."""
+    parser.add_argument("--profile", type=profile_arg, default="quick",
+                        help=f"where the config starts: {starts} (quick or full)")
+    parser.add_argument("--config", default=None, metavar="FILE",
+                        help="a TOML file of the config's keys, instead of the profile")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help=f"config overrides, e.g. {example} (--print-config shows every "
+                             "key)")
+    add_print_config_option(parser)
+    add_run_options(parser)
+
+
 def add_executor_options(parser: argparse.ArgumentParser) -> None:
     """``--workers`` and ``--executor``, for every command that runs many runs (the job
-    driver, :func:`smallinit.jobs.run_jobs`)."""
+    driver, :func:`smallinit.jobs.run_specs`)."""
     parser.add_argument(
         "--workers", type=positive_int, default=None, metavar="N",
         help="local processes computing runs side by side (default: a profile's pin, else "

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 
 from smallinit import profiles
+from smallinit.config import override
 from smallinit.errors import ConfigError, require
 from smallinit.llm.config import RunConfig
 from smallinit.theory.init_rules import canonical_scheme
@@ -110,4 +111,4 @@ def profile_config(profile: str) -> CompareConfig:
     table.setdefault("widths", list(_quick("widths")))
     neutral = CompareConfig(gammas=tuple(table["gammas"]), widths=tuple(table["widths"]),
                             llm=RunConfig())
-    return profiles.merged(neutral, table, where=f"{profile}.{SECTION}")
+    return override(neutral, table, where=f"{profile}.{SECTION}")

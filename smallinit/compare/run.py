@@ -9,7 +9,7 @@ For each γ of a :class:`~smallinit.compare.config.CompareConfig`:
    the points (:func:`smallinit.toy.scan.run_scan`, a (γ, γ') grid of one γ' value) for
    S_w, and one condensation grid (:func:`smallinit.toy.condense.run`) for the score;
 3. transformer: one training run per width (:func:`smallinit.llm.training.train.train`, kind
-   ``llm-train``, all through the job driver :func:`smallinit.jobs.run_jobs`), then the
+   ``llm-train``, all through the job driver :func:`smallinit.jobs.run_specs`), then the
    measurements of :mod:`smallinit.llm.analysis.ffn` between its re-created θ(0) and its
    final weights.
 
@@ -28,13 +28,12 @@ from typing import Any
 from smallinit.compare.config import CompareConfig
 from smallinit.compare.table import build_table, to_csv
 from smallinit.errors import RunFailed
-from smallinit.jobs import run_jobs
+from smallinit.jobs import RunSpec, run_specs
 from smallinit.llm.analysis.ffn import initial_model, measure_layers, trained_model
-from smallinit.llm.experiments.sweeps import llm_job
 from smallinit.llm.training.train import KIND as TRAIN_KIND
 from smallinit.llm.training.train import VERSION as TRAIN_VERSION
-from smallinit.llm.training.train import preflight, will_compute
-from smallinit.runs import RunStore, atomic_write_text, read_json
+from smallinit.llm.training.train import TrainSpec, preflight, will_compute
+from smallinit.runs import Run, RunStore, atomic_write_text
 from smallinit.theory.init_rules import parse_scheme
 from smallinit.theory.transformer import TransformerShape, ffn_blocks
 from smallinit.toy import condense
@@ -90,9 +89,9 @@ def toy_points(cfg: CompareConfig, predictions: list[dict], store: RunStore,
     return out
 
 
-def llm_jobs(cfg: CompareConfig):
-    """One transformer training job per (γ, width), for the job driver."""
-    return [llm_job("train", cfg.llm_run(g, w), {"gamma": g, "width": w})
+def llm_specs(cfg: CompareConfig) -> list[TrainSpec]:
+    """One transformer training run per (γ, width), for the job driver."""
+    return [TrainSpec(cfg.llm_run(g, w), {"gamma": g, "width": w})
             for g in cfg.gammas for w in cfg.widths]
 
 
@@ -129,22 +128,27 @@ def check_transformers(cfg: CompareConfig, store: RunStore, *, force: bool = Fal
 
 @dataclasses.dataclass
 class CompareResult:
-    """A finished comparison: its records and where its files are."""
+    """A finished comparison: its records and its run (files read through the run, so they
+    are checked against its manifest)."""
 
     config: CompareConfig
     records: list[dict]
-    run_path: Path
+    run: Run
+
+    @property
+    def run_path(self) -> Path:
+        return self.run.path
 
     @property
     def table_csv(self) -> Path:
-        return self.run_path / "table.csv"
+        return self.run.file("table.csv")
 
     @property
     def table_json(self) -> Path:
-        return self.run_path / "table.json"
+        return self.run.file("table.json")
 
     def measurements(self) -> list[dict]:
-        return read_json(self.run_path / "measurements.json")
+        return self.run.read_json("measurements.json")
 
 
 def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
@@ -152,15 +156,16 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
                 executor: str | None = None) -> CompareResult:
     """Compute (or reuse) the comparison through the run store (module docstring);
     ``force`` recomputes it and every run under it; the transformers train side by side
-    (``workers``, None: every core; ``executor``: local or ray, :func:`run_jobs`)."""
+    (``workers``, None: every core; ``executor``: local or ray,
+    :func:`~smallinit.jobs.run_specs`)."""
     store = store or RunStore()
     check_transformers(cfg, store, force=force)
 
     def body(run):
         predictions = theory_points(cfg)
         toy = toy_points(cfg, predictions, store, force)
-        trained = run_jobs(llm_jobs(cfg), store, force=force, workers=workers,
-                           executor=executor, desc="compare: transformers")
+        trained = run_specs(llm_specs(cfg), store, force=force, workers=workers,
+                            executor=executor, desc="compare: transformers")
         llm = [llm_point(cfg, job.tags["gamma"], job.tags["width"], r) for job, r in trained]
         run.write_json("measurements.json", llm)
         records = build_table(cfg, predictions, toy, llm)
@@ -174,4 +179,16 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
     run = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
     if run.state != "done":
         raise RunFailed(f"comparison {run.path} is {run.state}: {run.status().get('reason')}")
-    return CompareResult(cfg, run.read_json("table.json")["records"], run.path)
+    return CompareResult(cfg, run.read_json("table.json")["records"], run)
+
+
+@dataclasses.dataclass
+class CompareSpec(RunSpec):
+    """A comparison for the job driver (:mod:`smallinit.jobs`): ``config`` is its
+    :class:`~smallinit.compare.config.CompareConfig`."""
+
+    kind = KIND
+    version = VERSION
+
+    def compute(self, store: RunStore, force: bool) -> CompareResult:
+        return run_compare(self.config, store, force=force)

@@ -1,8 +1,9 @@
 """Profiles: every experiment's parameters at one scale, as TOML data in this folder.
 
-A profile is one file ``<name>.toml`` here (``quick``: CPU minutes; ``full``: GPU scale; a
-new scale is a new file with the same tables). Each top-level table belongs to one
-experiment of :mod:`smallinit.experiments` (``toy-scan``, ``compare``, ``anchor``,
+A profile is one file ``<name>.toml`` here (``quick``: CPU minutes; ``full``: GPU scale). A
+profile may start from another, ``extends = "quick"``, and state only what differs: its
+tables are laid over the base's key by key. Each top-level table belongs to one
+experiment of :mod:`smallinit.study.experiments` (``toy-scan``, ``compare``, ``anchor``,
 ``llm-sweeps``, ...) or to a packaged run config (``llm-train``: what
 ``smallinit llm train --config quick`` trains). The code that builds an experiment's runs
 reads its table with :func:`section` and nothing else decides its sizes.
@@ -15,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from smallinit.config import config_from_dict, config_to_dict, read_toml
+from smallinit.config import merge_tables, read_toml
 from smallinit.errors import ConfigError
 
 FOLDER = Path(__file__).resolve().parent
@@ -38,12 +39,23 @@ def path(profile: str) -> Path:
 
 
 @cache
-def _load(profile: str) -> dict[str, Any]:
-    return read_toml(path(profile))
+def _load(profile: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The profile's tables, laid over those of the profile it ``extends`` (tables merge
+    key by key; a value, list included, replaces the base's)."""
+    if profile in seen:
+        raise ConfigError(f"profile {profile!r} extends itself (through "
+                          f"{' -> '.join((*seen, profile))})")
+    data = read_toml(path(profile))
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise ConfigError(f"{path(profile)}: extends = {base!r} must name a profile")
+    return merge_tables(_load(base, (*seen, profile)), data)
 
 
 def load(profile: str) -> dict[str, Any]:
-    """The whole profile as nested dicts (a fresh copy)."""
+    """The whole profile as nested dicts (a fresh copy), its base profile's tables included."""
     return copy.deepcopy(_load(profile))
 
 
@@ -54,18 +66,3 @@ def section(profile: str, name: str) -> dict[str, Any]:
         raise ConfigError(f"profile {profile!r} has no [{name}] table "
                           f"({path(profile)}); it has {', '.join(sorted(data))}")
     return copy.deepcopy(data[name])
-
-
-def merged(base: Any, table: dict[str, Any], where: str) -> Any:
-    """``base`` (a config dataclass) with the table's values laid over it, checked."""
-    return config_from_dict(type(base), _merge(config_to_dict(base), table), where=where)
-
-
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out

@@ -13,7 +13,7 @@ from smallinit.llm.analysis.ffn import measure_layers
 from smallinit.llm.config import ModelConfig
 from smallinit.llm.model.init import apply_init, init_table
 from smallinit.llm.model.transformer import Transformer
-from smallinit.llm.training.dynamics import measure_model
+from smallinit.llm.training.probes import measure_model
 
 SIZES = dict(vocab_size=97, context=24, d_model=32, n_layers=2, n_heads=4, d_ff=48)
 VARIANTS = {

@@ -1,9 +1,8 @@
-"""Traced training: what the weights and activations do *during* a run (figs 8 and 10).
+"""Probes: what the weights and activations do *during* a pretraining run (figs 8 and 10).
 
-The trainer of :mod:`smallinit.llm.training.train` stores only the final model. A *traced* run
-(store kind ``llm-traced``) is the same training — the same :class:`Trainer`, batches,
-schedule, checkpoints and final evaluation, so its summary equals the ``llm-train`` run of
-the same config — that also *probes* the model at log-spaced steps (:func:`probe_steps`):
+Every pretraining run (:class:`~smallinit.llm.training.train.LMTask`) carries a
+:class:`Probes` callback that measures the model at log-spaced steps (:func:`probe_steps`),
+without changing what is trained (no random numbers drawn, no parameter touched):
 
 * weight geometry (docs/science.md §5, "condense, then expand"), through the shared kernels'
   :func:`smallinit.kernels.measure_stack` (one batched call per matrix shape, on the
@@ -18,12 +17,11 @@ the same config — that also *probes* the model at log-spaced steps (:func:`pro
 
 Probe records go to ``metrics.jsonl`` as ``{"step": s, "probe": {...}}`` lines, so a
 resumed run keeps exactly the probes up to its checkpoint (the trainer cuts the metrics
-back to it).
+back to it); :func:`trajectory` reads them back as arrays.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import numpy as np
@@ -31,16 +29,11 @@ import torch
 
 from smallinit.kernels import measure_stack
 from smallinit.llm.analysis.diagnostics import collect
-from smallinit.llm.config import RunConfig
-from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.model.init import matrix_table
 from smallinit.llm.model.matrices import one, select
-from smallinit.llm.training.train import Dist, Trainer, fit_run, get_batch
-from smallinit.runs import Run, RunStore
+from smallinit.llm.training.batches import get_batch
+from smallinit.llm.training.callbacks import Callback
 
-log = logging.getLogger(__name__)
-KIND = "llm-traced"
-VERSION = "2"  # 2: graded synthetic reasoning data; accuracy per task and level
 PROBE_BATCH = 8
 
 
@@ -87,39 +80,39 @@ def measure_model(model) -> dict[str, dict[str, float]]:
     return {name: out[name] for name in tracked}
 
 
-class TracedTrainer(Trainer):
-    """:class:`Trainer` that probes the model after the steps of :func:`probe_steps`."""
+class Probes(Callback):
+    """Measure the model (:func:`measure_model`, :func:`~smallinit.llm.analysis.diagnostics.collect`
+    on the first ``PROBE_BATCH`` held-out windows) at step 0 and after each step of
+    :func:`probe_steps` (``steps``: the run's length)."""
 
-    def __init__(self, cfg: RunConfig, dist: Dist):
-        super().__init__(cfg, dist)  # the pretraining task (LMTask)
-        self.probes = set(probe_steps(cfg.train.steps))
-        ctx = cfg.model.context
-        val = self.task.corpus.val
-        n = min(PROBE_BATCH, (len(val) - 1) // ctx)
-        self.probe_x, _ = get_batch(val, np.arange(n) * ctx, ctx, self.device)
+    def __init__(self, steps: int, val: np.ndarray, context: int):
+        self.steps = set(probe_steps(steps))
+        self.val = val
+        self.context = context
+        self.batch: torch.Tensor | None = None
 
-    def probe(self, run, step: int) -> None:
-        record = {"weights": measure_model(self.model),
-                  **collect(self.model, self.probe_x)}
+    def probe(self, trainer, run, step: int) -> None:
+        """Log the probe of ``step``; none for a model whose weights are no longer finite
+        (a diverged run, which its next log step records as failed)."""
+        if not all(bool(torch.isfinite(p).all()) for p in trainer.model.parameters()):
+            return
+        if self.batch is None:
+            n = min(PROBE_BATCH, (len(self.val) - 1) // self.context)
+            self.batch, _ = get_batch(self.val, np.arange(n) * self.context, self.context,
+                                      trainer.device)
+        record = {"weights": measure_model(trainer.model), **collect(trainer.model, self.batch)}
         run.log({"step": step, "probe": record})
 
-    def on_start(self, run, step: int) -> None:
-        if step == 0 and self.dist.main:
-            self.probe(run, 0)
+    def on_start(self, trainer, run, step: int) -> None:
+        if step == 0:
+            self.probe(trainer, run, 0)
 
-    def on_step(self, run, step: int, metrics=None) -> None:
-        if step in self.probes and self.dist.main:
-            self.probe(run, step)
-
-
-def train_traced(cfg: RunConfig, *, runs_dir=None, force: bool = False) -> Run:
-    """Train (or resume, or reuse) the traced run of ``cfg``, alone or under ``torchrun``."""
-    return fit_run(RunStore(runs_dir), KIND, VERSION, cfg,
-                   lambda dist: TracedTrainer(cfg, dist), force=force,
-                   prepare=lambda: corpus_mod.prepare(cfg.data, cfg.model.vocab_size))
+    def on_step(self, trainer, run, step: int, record=None) -> None:
+        if step in self.steps:
+            self.probe(trainer, run, step)
 
 
-def trajectory(run: Run) -> dict[str, Any]:
+def trajectory(run) -> dict[str, Any]:
     """A traced run's probes as arrays: ``steps`` (n,), ``weights[name][metric]`` (n,),
     and every scalar diagnostic (``saturation``, ``sink``, ``resid_ratio``, ...) as (n,)."""
     recs = [r for r in run.metrics() if "probe" in r]

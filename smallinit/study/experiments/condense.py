@@ -1,0 +1,24 @@
+"""Fig 3 (maps): where the two-layer net's amplitude condenses over (γ, γ')
+(docs/science.md §3), one grid run from the profile's ``[condense]`` table."""
+
+from __future__ import annotations
+
+from smallinit import profiles
+from smallinit.config import override
+from smallinit.study.experiments.experiment import Experiment
+from smallinit.toy.condense import CondenseConfig, CondenseSpec
+
+TABLE = "condense"
+
+
+def config(profile: str) -> CondenseConfig:
+    return override(CondenseConfig(), profiles.section(profile, TABLE),
+                    where=f"{profile}.{TABLE}")
+
+
+def specs(profile: str) -> list[CondenseSpec]:
+    return [CondenseSpec(config(profile))]
+
+
+EXPERIMENT = Experiment("condense", (3,), "two-layer ReLU net: condensation maps over (γ, γ')",
+                        specs)
