@@ -250,26 +250,24 @@ inline int tls_of_module(dl_phdr_info* info, std::size_t, void* out) {
 // touching it makes the calling thread allocate the module's thread-local block
 inline thread_local volatile unsigned char g_tls_anchor = 0;
 
-inline bool fill_shared_with_garbage(std::size_t dynamic_bytes) {
+inline TlsBlock shared_storage() {
     g_tls_anchor = 0;
-    for (auto& arr : dynamic_arrays()) {
-        unsigned char* p = arr.address();  // allocates the block on this thread if needed
-#if EMU_ASAN
-        ASAN_UNPOISON_MEMORY_REGION(p, kDynamicSharedMax);
-#endif
-        (void)p;
-    }
     TlsBlock block;
     dl_iterate_phdr(tls_of_module, &block);
-    if (block.size && !block.data) return false;
-    if (block.size) std::memset(block.data, 0xFF, block.size);
+    return block;
+}
+
+inline void fill_shared_with_garbage(const TlsBlock& block, std::size_t dynamic_bytes) {
+#if EMU_ASAN
+    for (auto& arr : dynamic_arrays()) ASAN_UNPOISON_MEMORY_REGION(arr.address(), kDynamicSharedMax);
+#endif
+    std::memset(block.data, 0xFF, block.size);
 #if EMU_ASAN
     for (auto& arr : dynamic_arrays())
         ASAN_POISON_MEMORY_REGION(arr.address() + dynamic_bytes, kDynamicSharedMax - dynamic_bytes);
 #else
     (void)dynamic_bytes;
 #endif
-    return true;
 }
 
 inline std::string where(const Fiber& f) {
@@ -495,13 +493,14 @@ inline int launch(const char* name, const unsigned grid[3], const unsigned block
         g_invoke = e->invoke;
         g_kernel = e->kernel;
         g_args = args;
+        const TlsBlock shared = shared_storage();
+        if (!shared.data) g_error = "cannot find this thread's shared-memory (TLS) block";
         for (unsigned z = 0; z < grid[2] && g_error.empty(); ++z)
             for (unsigned y = 0; y < grid[1] && g_error.empty(); ++y)
                 for (unsigned x = 0; x < grid[0] && g_error.empty(); ++x) {
                     g_block_idx = {x, y, z};
-                    if (!fill_shared_with_garbage(shared_bytes))
-                        g_error = "cannot find this thread's shared-memory (TLS) block";
-                    else run_block(n, order);
+                    fill_shared_with_garbage(shared, shared_bytes);
+                    run_block(n, order);
                 }
     }
     g_cur = nullptr;
