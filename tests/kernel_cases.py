@@ -16,6 +16,7 @@ FMA contraction only remove roundings).
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import smallinit.kernels as K
 from smallinit.kernels import activations, cpu
@@ -185,8 +186,6 @@ def check_grouped_step(step, inputs, act: str) -> None:
 
 def check_no_bias_empty_batch_and_cpu_fallback(step) -> None:
     """No networks at all; then d = 40, past every DMAX: the CPU reference, with a warning."""
-    import pytest  # noqa: PLC0415  # lazy: the case lists load without pytest too
-
     empty = step(np.ones((3, 2)), np.zeros((0, 3)), np.zeros(0), np.zeros((0, 2)), None,
                  np.array([0]), np.ones(0), "relu")
     assert empty.loss.shape == (0,) and empty.grad_b is None

@@ -1,6 +1,6 @@
 """The CUDA kernels on the CPU: the unmodified ``*.cu`` sources compiled by a host C++
 compiler against ``cuda_host.h`` and launched on NumPy arrays, to check their arithmetic
-where there is no GPU (the tests, ``gpu_check --dry``).
+where there is no GPU (tests/test_kernels_emulated.py).
 
 ``cuda_host.h`` states the execution model: the threads of a block are fibers scheduled
 deterministically (each runs as far as the code lets it before the next one starts),
@@ -27,7 +27,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import types
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -223,10 +222,16 @@ def empty(shape, dtype=float) -> np.ndarray:
     return out
 
 
-#: NumPy as the emulated device's array module, with a garbage-filled ``empty``
-host_arrays = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not
-                                       k.startswith("_")})
-host_arrays.empty = empty
+class _HostArrays:
+    """NumPy as the emulated device's array module, except :func:`empty`."""
+
+    empty = staticmethod(empty)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np, name)
+
+
+host_arrays = _HostArrays()
 
 
 def _host_array(x: Any) -> tuple[np.ndarray, str]:
