@@ -1,10 +1,10 @@
 """Offline compile check of the CUDA sources with ``nvcc`` (no GPU needed).
 
 Each ``*.cu`` file is compiled exactly as CuPy will see it (local includes inlined, see
-:func:`gpu.inline_source`) plus one host reference per template instantiation that
-:data:`gpu.KERNELS` asks NVRTC for, so every kernel CuPy can launch is built by ptxas.
+:func:`launch.inline_source`) plus one host reference per template instantiation that
+:data:`launch.KERNELS` asks NVRTC for, so every kernel CuPy can launch is built by ptxas.
 Flags: ``-arch=sm_90 -std=c++17 -Xptxas -v -Werror all-warnings``. The ptxas report is
-parsed for register spills.
+parsed for register spills and static shared memory.
 
 Run ``python -m smallinit.kernels.nvcc_check`` to print a per-kernel summary.
 """
@@ -19,12 +19,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .gpu import KERNELS, inline_source
+from .launch import KERNELS, inline_source
 
 ARCH = "sm_90"
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 _REGS = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
 
 
 @dataclass
@@ -33,6 +34,7 @@ class KernelReport:
     registers: int = 0
     spill_stores: int = 0
     spill_loads: int = 0
+    static_shared: int = 0  # bytes of static __shared__ memory
 
 
 @dataclass
@@ -52,7 +54,7 @@ def translation_unit(name: str, exprs: list[str]) -> str:
     refs = ", ".join(f"(void*)&{e}" for e in exprs)
     return (
         inline_source(name)
-        + "\n// instantiations requested by gpu.KERNELS\n"
+        + "\n// instantiations requested by launch.KERNELS\n"
         + f"void* smallinit_kernel_refs[] = {{{refs}}};\n"
     )
 
@@ -66,6 +68,8 @@ def parse_ptxas(log: str) -> list[KernelReport]:
             reports[-1].spill_stores, reports[-1].spill_loads = int(m.group(1)), int(m.group(2))
         elif reports and (m := _REGS.search(line)):
             reports[-1].registers = int(m.group(1))
+            if m := _SMEM.search(line):
+                reports[-1].static_shared = int(m.group(1))
     return reports
 
 

@@ -45,9 +45,12 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from smallinit.errors import ConfigError
 
 CATEGORIES = ("text", "arith", "anchor", "logic", "fact")  # tag 0 is plain text
 REASONING = ("arith", "anchor", "logic")
@@ -228,6 +231,78 @@ def reasoning_item(task: str, level: int, rng: np.random.Generator,
     return _numeric_item(task, level, rng, held_out, answer)
 
 
+# ----------------------------------------------------------------------------- capacity
+def held_out_prompts(task: str, level: int) -> tuple[int, ...] | None:
+    """The held-out prompts of each answer of a partitioned task-level (arith, anchor);
+    None for the levels held out by exclusion (logic)."""
+    _check_level(task, level)
+    if task == "logic":
+        return None
+    space, table = _tables(task, level)
+    return tuple(len(table[(True, a)]) for a in space)
+
+
+def logic_prompts(level: int) -> int:
+    """A lower bound on the distinct logic prompts of one answer at ``level`` (exact at
+    level 1: its 25 given letters): the chain's other letters in order, times the
+    distractor rules as a set (rule orders not counted)."""
+    chain, dist = math.perm(25, level), math.perm(25 - level, 2 * (level - 1))
+    return chain * dist // math.factorial(level - 1)
+
+
+def held_out_capacity(n_train: int, n_val: int, mix) -> list[dict]:
+    """For every reasoning task-level the mix draws: the held-out items asked for and the
+    draws they are expected to take. A partitioned level never redraws (training never
+    holds its held-out prompts); a level held out by exclusion redraws every prompt the
+    training split drew, a fraction 1 − exp(−t/N) of its N prompts per answer after t
+    training items of that answer (uniform answers), so it needs 1/exp(−t/N) draws an item."""
+    weights = np.asarray(mix, dtype=float) / float(sum(mix))
+    rows = []
+    for kind, task in enumerate(REASONING):
+        if weights[kind] == 0:
+            continue
+        for level in LEVELS:
+            cell = weights[kind] / len(LEVELS)
+            asked = float(n_val * cell)
+            n_answers = len(answer_space(task, level))
+            part = held_out_prompts(task, level)
+            if part is not None:
+                rows.append({"task": task, "level": level, "held_out_items": asked,
+                             "held_out_prompts": sum(part), "fewest_per_answer": min(part),
+                             "expected_draws": asked})
+                continue
+            per_answer = logic_prompts(level)
+            seen = n_train * cell / n_answers / per_answer  # t/N
+            rows.append({"task": task, "level": level, "held_out_items": asked,
+                         "prompts": per_answer * n_answers,
+                         "training_items": float(n_train * cell),
+                         "expected_draws": float(asked * math.exp(min(seen, 700.0)))})
+    return rows
+
+
+def check_held_out_capacity(n_train: int, n_val: int, mix) -> None:
+    """Refuse, before drawing anything, a split whose held-out items cannot be drawn: a
+    partitioned level without held-out prompts for some answer, or expected draws past
+    :func:`generate`'s limit of 50·n_val + 1000."""
+    rows = held_out_capacity(n_train, n_val, mix)
+    limit = 50 * n_val + 1000
+    for r in rows:
+        if r.get("fewest_per_answer", 1) < 1:
+            raise ConfigError(f"synthetic {r['task']} level {r['level']} has an answer with no "
+                              "held-out prompt; its held-out items cannot be drawn")
+    total = sum(r["expected_draws"] for r in rows)
+    if total > limit:
+        worst = max(rows, key=lambda r: r["expected_draws"])
+        raise ConfigError(
+            f"data.synthetic_items={n_train:,} with data.synthetic_val_items={n_val:,}: the "
+            f"held-out items are expected to take {total:.3g} draws, past the limit of "
+            f"{limit:,}; {worst['task']} level {worst['level']} alone asks for "
+            f"{worst['held_out_items']:.0f} held-out items among its "
+            f"{worst.get('prompts', 0):,} prompts, of which the "
+            f"{worst.get('training_items', 0):,.0f} training items are expected to leave too "
+            "few; use fewer training items")
+
+
 # ----------------------------------------------------------------------------- corpus
 def generate(n_items: int, *, seed: int, n_facts: int, mix, exclude: set[str] = frozenset(),
              stream: int = 0) -> list[Item]:
@@ -270,7 +345,9 @@ def generate(n_items: int, *, seed: int, n_facts: int, mix, exclude: set[str] = 
 
 
 def splits(n_train: int, n_val: int, *, seed: int, n_facts: int, mix):
-    """Training and held-out items; no held-out reasoning item appears in training."""
+    """Training and held-out items; no held-out reasoning item appears in training (the
+    split is refused first when its held-out items cannot be drawn)."""
+    check_held_out_capacity(n_train, n_val, mix)
     train = generate(n_train, seed=seed, n_facts=n_facts, mix=mix, stream=0)
     seen = {it.text for it in train if it.category in REASONING}
     val = generate(n_val, seed=seed, n_facts=n_facts, mix=mix, exclude=seen, stream=1)
