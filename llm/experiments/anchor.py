@@ -44,7 +44,15 @@ import numpy as np
 import torch
 
 from smallinit import profiles
-from smallinit.config import config_from_dict, load_config, read_toml, replace_config
+from smallinit.config import (
+    STORE_HINT,
+    check_fields,
+    check_instance,
+    config_from_dict,
+    load_config,
+    read_toml,
+    replace_config,
+)
 from smallinit.errors import ConfigError, require
 from smallinit.jobs import Job, Results, run_jobs
 from smallinit.kernels import (
@@ -91,6 +99,7 @@ class AnchorConfig:
     train: TrainConfig = field(default_factory=_train_default)
 
     def __post_init__(self) -> None:
+        check_fields(self)
         try:
             self.init = canonical_scheme(self.init)  # one spelling, one run key
         except ValueError as err:
@@ -120,6 +129,7 @@ class AnchorScan:
     mechanism_gammas: tuple[float, ...] = (0.5, 0.8)  # contrasted in the mechanism view
 
     def __post_init__(self) -> None:
+        check_fields(self, "scan")
         require(len(self.gammas) >= 1 and all(g > 0 for g in self.gammas),
                 f"scan.gammas={list(self.gammas)} must be a non-empty list of numbers > 0")
         require(len(self.layers) >= 1 and all(n >= 1 for n in self.layers),
@@ -322,7 +332,9 @@ def mechanism(model, cfg: AnchorConfig, data: anchor.AnchorData) -> dict[str, np
 # ----------------------------------------------------------------------------- entry points
 def run_anchor(cfg: AnchorConfig, store: RunStore | None = None, *, force: bool = False) -> Run:
     """Train (or resume, or reuse) the run for ``cfg``, alone or under ``torchrun``."""
-    return fit_run(store or RunStore(), KIND, VERSION, cfg,
+    check_instance(cfg, AnchorConfig, "run_anchor")
+    store = check_instance(store or RunStore(), RunStore, "run_anchor(store=...)", STORE_HINT)
+    return fit_run(store, KIND, VERSION, cfg,
                    lambda dist: Trainer(cfg, dist, AnchorTask), force=force,
                    explicit_attention=True)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from smallinit import profiles
-from smallinit.config import canonical_json, config_from_dict, config_to_dict
+from smallinit.config import canonical_json, check_fields, config_from_dict, config_to_dict
 from smallinit.errors import check_choice
 from smallinit.jobs import Job, Results, run_jobs
 from smallinit.llm.config import RunConfig
@@ -64,6 +64,9 @@ class Plan:
     #: and seeds; ε per size as fig 8's (``eps_nominal`` imitating ``d_large``)
     scaling_sizes: tuple[int, ...] = ()
     scaling_seeds: tuple[int, ...] = (0,)
+
+    def __post_init__(self) -> None:
+        check_fields(self, "plan")
 
 
 def plan(profile: str) -> Plan:

@@ -51,6 +51,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from smallinit.config import check_instance
 from smallinit.errors import ConfigError, RunFailed
 from smallinit.llm.config import RunConfig
 from smallinit.llm.data import corpus as corpus_mod
@@ -523,6 +524,10 @@ def train(cfg: RunConfig, *, runs_dir: str | Path | None = None, force: bool = F
     ``torchrun``. ``sinks``: where its log records also go while it trains, e.g.
     ``[TensorBoard("tb")]`` (:mod:`smallinit.llm.training.sinks`; None: as the environment
     says); they are not part of the run's config and never change its key."""
+    check_instance(cfg, RunConfig, "train")
+    if runs_dir is not None and not str(runs_dir).strip():
+        raise ConfigError("runs_dir='' is an empty path; give the store's folder, or None for "
+                          "$SMALLINIT_RUNS or ./runs")
     return fit_run(RunStore(runs_dir), KIND, VERSION, cfg,
                    lambda dist: Trainer(cfg, dist, sinks=sinks), force=force,
                    prepare=lambda: corpus_mod.prepare(cfg.data, cfg.model.vocab_size),
