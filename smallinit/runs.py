@@ -149,16 +149,40 @@ def atomic_save_npz(path: str | Path, arrays: dict[str, Any]) -> None:
 
 
 def read_json(path: str | Path) -> Any:
-    """Read a JSON file; a damaged one raises :class:`StoreError` naming the file."""
+    """Read a JSON file; a damaged one raises :class:`StoreError` naming the file: not a
+    regular file (a FIFO would block), over 256 MiB, not JSON, or nested more than 64
+    levels deep (the store's files nest a few; the parser and every recursive walk after
+    it fail near 1000)."""
     path = Path(path)
+    limit, max_depth = 256 * 1024**2, 64
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        if path.exists() and not path.is_file():
+            raise StoreError(f"{path} is corrupt (not a regular file); delete its run "
+                             "directory or rerun with --force")
+        if path.stat().st_size > limit:
+            raise StoreError(f"{path} is corrupt (over {limit // 1024**2} MiB); delete its "
+                             "run directory or rerun with --force")
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise StoreError(f"{path} is missing") from None
+    except OSError as err:  # a symlink loop, no permission, ...
+        raise StoreError(f"{path} cannot be read ({err.strerror or one_line(err)})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise StoreError(
             f"{path} is corrupt ({one_line(err)}); delete its run directory or rerun with --force"
         ) from None
+    except (RecursionError, MemoryError) as err:
+        raise StoreError(f"{path} is corrupt ({type(err).__name__}: nested too deeply or too "
+                         "large); delete its run directory or rerun with --force") from None
+    level, depth = [data], 0
+    while level:  # level by level, not recursively
+        level = [v for x in level if isinstance(x, dict | list)
+                 for v in (x.values() if isinstance(x, dict) else x)]
+        depth += 1
+        if level and depth > max_depth:
+            raise StoreError(f"{path} is corrupt (nested more than {max_depth} levels deep); "
+                             "delete its run directory or rerun with --force")
+    return data
 
 
 def config_key(kind: str, config: Any, version: str) -> str:
