@@ -15,6 +15,7 @@ from smallinit.cli.util import (
     add_run_options,
     finite_float,
     float_list,
+    path_arg,
     positive_int_list,
     print_config,
     print_json,
@@ -39,7 +40,7 @@ symmetric shares and the seen-pair accuracies per cell. The grid comes from the 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", type=profile_arg, default="quick",
                         help="packaged config: quick (CPU minutes) or full (published scale)")
-    parser.add_argument("--config", default=None, metavar="FILE",
+    parser.add_argument("--config", type=path_arg, default=None, metavar="FILE",
                         help="a TOML config file instead of the packaged profile")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="config overrides, e.g. train.steps=2000 model.d_model=128 "
