@@ -141,14 +141,14 @@ def check_depth(data: Any, what: str, limit: int = MAX_DEPTH) -> Any:
     """``data`` (parsed JSON or TOML) when its lists and dicts nest at most ``limit`` levels
     deep, else a :class:`ConfigError` naming ``what``. Walks level by level, not
     recursively."""
-    level, depth = [data], 0
+    level, depth = [data], 0  # the values ``depth`` containers down
     while level:
-        level = [v for x in level if isinstance(x, dict | list | tuple)
-                 for v in (x.values() if isinstance(x, dict) else x)]
-        depth += 1
-        if level and depth > limit:
+        containers = [x for x in level if isinstance(x, dict | list | tuple)]
+        if containers and depth >= limit:
             raise ConfigError(f"{what}: tables or arrays nest more than {limit} levels deep; "
                               f"at most {limit} are allowed")
+        level = [v for x in containers for v in (x.values() if isinstance(x, dict) else x)]
+        depth += 1
     return data
 
 

@@ -174,14 +174,14 @@ def read_json(path: str | Path) -> Any:
     except (RecursionError, MemoryError) as err:
         raise StoreError(f"{path} is corrupt ({type(err).__name__}: nested too deeply or too "
                          "large); delete its run directory or rerun with --force") from None
-    level, depth = [data], 0
-    while level:  # level by level, not recursively
-        level = [v for x in level if isinstance(x, dict | list)
-                 for v in (x.values() if isinstance(x, dict) else x)]
-        depth += 1
-        if level and depth > max_depth:
+    level, depth = [data], 0  # level by level, not recursively
+    while level:
+        containers = [x for x in level if isinstance(x, dict | list)]
+        if containers and depth >= max_depth:
             raise StoreError(f"{path} is corrupt (nested more than {max_depth} levels deep); "
                              "delete its run directory or rerun with --force")
+        level = [v for x in containers for v in (x.values() if isinstance(x, dict) else x)]
+        depth += 1
     return data
 
 
