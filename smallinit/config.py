@@ -193,8 +193,11 @@ def _plain(value: Any) -> Any:
 def canonical_json(data: Any) -> str:
     """Deterministic JSON text: sorted keys, no whitespace, floats by shortest repr.
 
-    Non-finite floats are rejected: they have no stable meaning in a run key.
+    Non-finite floats are rejected: they have no stable meaning in a run key; so is a
+    dict or list config nested more than :data:`MAX_DEPTH` levels deep.
     """
+    if isinstance(data, dict | list | tuple):
+        check_depth(data, "a run config")
 
     def check(x: Any) -> Any:
         if isinstance(x, float) and not math.isfinite(x):
@@ -299,6 +302,10 @@ def _takes_str(tp: Any) -> bool:
                          and str in typing.get_args(tp))
 
 
+def _number_in_float(value: Any, checked: Any) -> bool:
+    return isinstance(value, int | float) and isinstance(checked, float)
+
+
 def check_fields(cfg: Any, where: str = "") -> None:
     """Hold a config dataclass built in Python to the rules :func:`config_from_dict` applies
     to a loaded one; call it first in ``__post_init__``. Every field is checked against its
@@ -322,9 +329,13 @@ def check_fields(cfg: Any, where: str = "") -> None:
             value = float(value)
         checked = _coerce(tp, value, f"{where}.{f.name}" if where else f.name)
         if isinstance(value, list | tuple) and isinstance(checked, list | tuple):
-            # the items as given: (1, 2) in a tuple[float, ...] keeps its run key
-            checked = value if type(value) is type(checked) else type(checked)(value)
-        elif isinstance(value, int | float) and isinstance(checked, float):
+            # an int item of a tuple[float, ...] stays as given: (1, 2) keeps its run key
+            items = [v if _number_in_float(v, c) else c
+                     for v, c in zip(value, checked, strict=True)]
+            same = type(value) is type(checked) and all(
+                v is c for v, c in zip(value, items, strict=True))
+            checked = value if same else type(checked)(items)
+        elif _number_in_float(value, checked):
             checked = value  # likewise an int in a float field
         if checked is not getattr(cfg, f.name):
             object.__setattr__(cfg, f.name, checked)

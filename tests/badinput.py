@@ -401,6 +401,8 @@ CASES: list[Case] = [
     api("load_config override nested", "from smallinit.config import load_config\n"
         "from smallinit.llm import RunConfig\n"
         "load_config(RunConfig, None, ['seed=' + '[' * 100000])"),
+    api("config_key of a nested dict config", "from smallinit.runs import config_key\n"
+        "x = []\nfor _ in range(5000):\n    x = [x]\nconfig_key('k', {'a': x}, '1')"),
     api("read_json nested store file", "from smallinit.runs import read_json\n"
         "read_json('{deep_json}')"),
     api("load_trained nested config.json", "from smallinit.llm import load_trained\n"
@@ -486,6 +488,8 @@ CASES: list[Case] = [
     api("generate max_new_tokens float", TINY_MODEL + "m.generate(torch.tensor([[1]]), 2.5)"),
     api("generate max_new_tokens bool", TINY_MODEL + "m.generate(torch.tensor([[1]]), True)"),
     api("generate top_k float", TINY_MODEL + "m.generate(torch.tensor([[1]]), 3, top_k=2.0)"),
+    api("forward float ids", TINY_MODEL + "m(torch.tensor([[1.0, 2.0]]))"),
+    api("forward bool ids", TINY_MODEL + "m(torch.tensor([[True, False]]))"),
     api("sample_texts prompt bytes", "from smallinit.llm.training.sample import sample_texts\n"
         "sample_texts(None, None, b'hello')"),
     api("sample_texts lone surrogate", "from smallinit.llm.training.sample import "

@@ -181,6 +181,8 @@ def test_tuple_fields_read_a_string_as_the_command_line_does_and_keep_their_keys
 
     assert ScanConfig(widths="250,500") == ScanConfig(widths=(250, 500))
     assert ScanConfig(widths=[250, 500]).widths == (250, 500)
+    widths = ScanConfig(widths=(250.0, 500.0)).widths  # integral floats become ints
+    assert widths == (250, 500) and all(type(w) is int for w in widths)
     # ints in a float tuple stay ints: a config built that way keeps the key it always had
     one = ScanConfig(gammas=(1, 0.5), widths=(250, 500))
     assert config_to_dict(one)["gammas"] == [1, 0.5]
@@ -221,6 +223,14 @@ def test_the_temperature_range_is_exact(tiny_model):
     for t in (MIN_TEMPERATURE / 2, MAX_TEMPERATURE * 2, 1e-300, -0.5, float("nan"), True):
         with pytest.raises(ConfigError, match="temperature"):
             tiny_model.generate(idx, 3, temperature=t)
+
+
+def test_generate_reads_any_integer_dtype_as_int64(tiny_model):
+    idx = torch.tensor([[1, 2, 3]])
+    ref = tiny_model.generate(idx, 4, temperature=0)
+    for dtype in (torch.uint8, torch.int16, torch.int32):
+        out = tiny_model.generate(idx.to(dtype), 4, temperature=0)
+        assert out.dtype == torch.long and torch.equal(out, ref)
 
 
 class _ByteTokenizer:

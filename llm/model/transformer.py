@@ -290,7 +290,12 @@ class Transformer(nn.Module):
         Training and scoring call it with ``idx`` alone (positions 0..T−1, causal). Decoding
         passes a ``cache`` (the tokens continue its window at slot ``cache.length``) and/or
         ``pad`` (B,), the number of left-padding slots of each row (:func:`window_positions`).
+        ``idx`` must be an integer tensor (a TypeError otherwise; ids outside the vocabulary
+        are checked by :meth:`generate`, not here, where a check would cost a device sync).
         """
+        if not isinstance(idx, torch.Tensor) or idx.dtype.is_floating_point or \
+                idx.dtype.is_complex or idx.dtype == torch.bool:
+            check_token_ids(idx, self.cfg.vocab_size)  # raises the TypeError naming it
         B, T = idx.shape
         start = cache.length if cache is not None else 0
         if start + T > self.cfg.context:
@@ -372,6 +377,7 @@ class Transformer(nn.Module):
         [:data:`MIN_TEMPERATURE`, :data:`MAX_TEMPERATURE`].
         """
         check_token_ids(idx, self.cfg.vocab_size)
+        idx = idx.long()  # the embedding reads int64 (and int32) ids only; uint8 ids too
         B, T0 = idx.shape
         lengths = torch.full((B,), T0, dtype=torch.long) if prompt_lengths is None else \
             torch.as_tensor(prompt_lengths, dtype=torch.long).cpu()
