@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from smallinit.config import KEY_NEUTRAL
+from smallinit.config import KEY_NEUTRAL, check_fields
 from smallinit.errors import ConfigError, require
 from smallinit.theory.init_rules import canonical_scheme, parse_scheme
 from smallinit.theory.transformer import default_ffn_dim
@@ -44,6 +44,7 @@ class ModelConfig:
                                                   metadata={KEY_NEUTRAL: True})
 
     def __post_init__(self) -> None:
+        check_fields(self, "model")
         for name in ("vocab_size", "context", "d_model", "n_layers", "n_heads"):
             value = getattr(self, name)
             require(value >= 1, f"model.{name}={value} is not allowed; it must be >= 1")
@@ -97,6 +98,7 @@ class DataConfig:
     synthetic_mix: tuple[float, ...] = (0.25, 0.2, 0.2, 0.35)  # arith, anchor, logic, fact
 
     def __post_init__(self) -> None:
+        check_fields(self, "data")
         kind = self.corpus.partition(":")[0]
         require(
             self.corpus in ("synthetic", "shakespeare") or
@@ -140,6 +142,7 @@ class TrainConfig:
     checkpoint_every: int = 50  # 0: no checkpoints (no resume)
 
     def __post_init__(self) -> None:
+        check_fields(self, "train")
         for name in ("steps", "batch_size", "log_every", "eval_batches"):
             value = getattr(self, name)
             require(value >= 1, f"train.{name}={value} is not allowed; it must be >= 1")
@@ -168,6 +171,7 @@ class EvalConfig:
     token_windows: int = 16  # context-length windows whose per-token losses are saved
 
     def __post_init__(self) -> None:
+        check_fields(self, "eval")
         require(self.answer_items >= 0, "eval.answer_items must be >= 0")
         require(self.token_windows >= 1, "eval.token_windows must be >= 1")
 
@@ -187,6 +191,7 @@ class RunConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
 
     def __post_init__(self) -> None:
+        check_fields(self)
         self.init = canonical_init(self.init)
 
     @property

@@ -9,13 +9,26 @@ Further checks belong in the dataclass's ``__post_init__`` (raise :class:`Config
 Overrides use dotted keys for nested configs (``model.d_model=256``); their values are
 read as TOML literals (``3``, ``1e-5``, ``true``, ``"text"``, ``[1, 2]``) and fall back to
 plain strings, and a comma-separated string fills a tuple field (``widths=64,128,256``).
+A config built directly in Python is held to the same rules when its ``__post_init__``
+calls :func:`check_fields` (a misspelled ``Literal`` value is refused with the allowed
+ones; ``widths="64,128"`` is read as the tuple ``(64, 128)``, as on the command line).
+
+User-given files are read through :func:`open_user_file` / :func:`read_user_file`: only
+regular files (a FIFO would block, ``/dev/zero`` never ends), at most a stated size, and
+parsed data nested at most :data:`MAX_DEPTH` levels deep (:func:`check_depth`; the
+parsers themselves recurse and would otherwise fail with ``RecursionError``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import io
 import json
 import math
+import numbers
+import os
+import stat
 import tomllib
 import types
 import typing
@@ -25,7 +38,8 @@ from typing import Any, TypeVar
 
 import tomli_w
 
-from smallinit.errors import ConfigError
+from smallinit.errors import ConfigError, one_line
+from smallinit.memory import human
 
 C = TypeVar("C")
 
@@ -35,6 +49,123 @@ C = TypeVar("C")
 # before the field existed keep their keys (and a stored config without it loads with the
 # default). Set to anything else it is written out and the run gets a key of its own.
 KEY_NEUTRAL = "key_neutral_default"
+
+
+#: Size of a config file (TOML) read at most: a config is a few kilobytes.
+CONFIG_BYTES = 1024**2
+#: Nesting depth (tables, arrays, objects) of a config or a JSON file read at most. A config
+#: is three or four levels deep; the parsers (and every recursive walk after them) fail
+#: with RecursionError near 1000 levels, so the bound is checked before anything walks it.
+MAX_DEPTH = 64
+
+
+# ----------------------------------------------------------------------------- user-given files
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, in words (``"a FIFO (named pipe)"``, ...)."""
+    for test, kind in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"),
+                       (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _checked(path: Path, info: os.stat_result, what: str, limit: int | None) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"{what} {path} is {file_kind(info.st_mode)}; give a regular file")
+    if limit is not None and info.st_size > limit:
+        raise ConfigError(f"{what} {path} is {human(info.st_size)}; at most {human(limit)} "
+                          "is allowed")
+
+
+def _os_error(path: Path, what: str, err: OSError) -> ConfigError:
+    if isinstance(err, FileNotFoundError):
+        return ConfigError(f"{what} {path} does not exist")
+    reason = err.strerror or one_line(err)  # a socket (ENXIO), a symlink loop (ELOOP), ...
+    return ConfigError(f"{what} {path} cannot be read ({reason}); give a regular file")
+
+
+def check_user_file(path: str | Path, *, what: str, limit: int | None = None) -> int:
+    """The size of ``path`` when it is a regular file of at most ``limit`` bytes (None: any
+    size), found without opening it; else a :class:`ConfigError` naming ``what``, the path
+    and what is allowed."""
+    path = Path(path)
+    if not str(path).strip():
+        raise ConfigError(f"{what} path is empty; give a file")
+    try:
+        info = path.stat()
+    except OSError as err:
+        raise _os_error(path, what, err) from None
+    _checked(path, info, what, limit)
+    return info.st_size
+
+
+def open_user_file(path: str | Path, *, what: str,
+                   limit: int | None = None) -> io.BufferedReader:
+    """``path`` opened for reading in binary, when it is a regular file of at most ``limit``
+    bytes (None: any size); else a :class:`ConfigError` naming ``what``, the path and what
+    is allowed.
+
+    The file is opened without blocking (a FIFO would wait for a writer) and checked on the
+    open descriptor, so a special file (``/dev/zero``, a FIFO, a socket, a folder) is refused
+    before a byte is read. A reader should still read at most ``limit + 1`` bytes: some
+    regular files (under ``/proc``) report size 0."""
+    path = Path(path)
+    if not str(path).strip():
+        raise ConfigError(f"{what} path is empty; give a file")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as err:
+        raise _os_error(path, what, err) from None
+    try:
+        _checked(path, os.fstat(fd), what, limit)
+    except ConfigError:
+        os.close(fd)
+        raise
+    os.set_blocking(fd, True)
+    return open(fd, "rb")
+
+
+def read_user_file(path: str | Path, *, what: str, limit: int | None = None) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (:func:`open_user_file`)."""
+    with open_user_file(path, what=what, limit=limit) as fh:
+        data = fh.read() if limit is None else fh.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        raise ConfigError(f"{what} {path} holds more than {human(limit)}; at most that is "
+                          "allowed")
+    return data
+
+
+def check_depth(data: Any, what: str, limit: int = MAX_DEPTH) -> Any:
+    """``data`` (parsed JSON or TOML) when its lists and dicts nest at most ``limit`` levels
+    deep, else a :class:`ConfigError` naming ``what``. Walks level by level, not
+    recursively."""
+    level, depth = [data], 0  # the values ``depth`` containers down
+    while level:
+        containers = [x for x in level if isinstance(x, dict | list | tuple)]
+        if containers and depth >= limit:
+            raise ConfigError(f"{what}: tables or arrays nest more than {limit} levels deep; "
+                              f"at most {limit} are allowed")
+        level = [v for x in containers for v in (x.values() if isinstance(x, dict) else x)]
+        depth += 1
+    return data
+
+
+def parse_json(text: str | bytes, what: str) -> Any:
+    """``json.loads`` with a :class:`ConfigError` naming ``what`` for text that is not JSON
+    or nests deeper than :data:`MAX_DEPTH` levels."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{what}: arrays or objects nest too deeply to be read; at most "
+                          f"{MAX_DEPTH} levels are allowed") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{what}: not valid JSON ({err.msg}, line {err.lineno} column "
+                          f"{err.colno})") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{what}: not UTF-8 text (byte {err.start})") from None
+    return check_depth(data, what)
 
 
 # ----------------------------------------------------------------------------- to plain data
@@ -62,8 +193,11 @@ def _plain(value: Any) -> Any:
 def canonical_json(data: Any) -> str:
     """Deterministic JSON text: sorted keys, no whitespace, floats by shortest repr.
 
-    Non-finite floats are rejected: they have no stable meaning in a run key.
+    Non-finite floats are rejected: they have no stable meaning in a run key; so is a
+    dict or list config nested more than :data:`MAX_DEPTH` levels deep.
     """
+    if isinstance(data, dict | list | tuple):
+        check_depth(data, "a run config")
 
     def check(x: Any) -> Any:
         if isinstance(x, float) and not math.isfinite(x):
@@ -158,6 +292,73 @@ def _coerce(tp: Any, value: Any, name: str) -> Any:
     return value
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _takes_str(tp: Any) -> bool:
+    return tp is str or (typing.get_origin(tp) in (typing.Union, types.UnionType)
+                         and str in typing.get_args(tp))
+
+
+def _number_in_float(value: Any, checked: Any) -> bool:
+    return isinstance(value, int | float) and isinstance(checked, float)
+
+
+def check_fields(cfg: Any, where: str = "") -> None:
+    """Hold a config dataclass built in Python to the rules :func:`config_from_dict` applies
+    to a loaded one; call it first in ``__post_init__``. Every field is checked against its
+    annotation (a ``Literal`` value must be one of its choices, an ``int`` an integer and
+    not a bool, ...), a :class:`ConfigError` names ``where.field``, the value and what is
+    allowed. A field given in another form than its own is replaced by the form loading
+    gives: a comma-separated string or a list for a tuple field (``widths="64,128"`` is
+    ``(64, 128)``, as on the command line), a table for a nested config, an integral float
+    for an int, a path for a string. An int in a float field stays as given (its run key
+    is the one it always had)."""
+    hints = _hints(type(cfg))
+    for f in dataclasses.fields(cfg):
+        if not f.init or f.name not in hints:
+            continue
+        tp, value = hints[f.name], getattr(cfg, f.name)
+        if isinstance(value, os.PathLike) and _takes_str(tp):
+            value = os.fspath(value)
+        elif isinstance(value, numbers.Integral) and not isinstance(value, int):
+            value = int(value)  # a NumPy integer: JSON (the run key) has no type for it
+        elif isinstance(value, numbers.Real) and not isinstance(value, int | float):
+            value = float(value)
+        checked = _coerce(tp, value, f"{where}.{f.name}" if where else f.name)
+        if isinstance(value, list | tuple) and isinstance(checked, list | tuple):
+            # an int item of a tuple[float, ...] stays as given: (1, 2) keeps its run key
+            items = [v if _number_in_float(v, c) else c
+                     for v, c in zip(value, checked, strict=True)]
+            same = type(value) is type(checked) and all(
+                v is c for v, c in zip(value, items, strict=True))
+            checked = value if same else type(checked)(items)
+        elif _number_in_float(value, checked):
+            checked = value  # likewise an int in a float field
+        if checked is not getattr(cfg, f.name):
+            object.__setattr__(cfg, f.name, checked)
+
+
+#: How to give a run store, for :func:`check_instance` on a ``store=`` argument.
+STORE_HINT = "give smallinit.runs.RunStore(path), or None for $SMALLINIT_RUNS or ./runs"
+
+
+def check_instance(value: Any, cls: type, where: str, hint: str | None = None) -> Any:
+    """``value`` if it is a ``cls``, else a TypeError naming ``where``, what was given and
+    how to make a ``cls`` (``hint``; by default: the config class's constructor or
+    :func:`load_config`)."""
+    if not isinstance(value, cls):
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        hint = hint or (f"build one with {cls.__name__}(...) or smallinit.config.load_config("
+                        f"{cls.__name__}, path, overrides)")
+        raise TypeError(f"{where} needs a {cls.__name__}, got {type(value).__name__} {shown}; "
+                        f"{hint}")
+    return value
+
+
 # ----------------------------------------------------------------------------- TOML and overrides
 def _literal(text: str) -> Any:
     """Read ``text`` as a TOML value; anything TOML rejects is kept as a plain string."""
@@ -165,6 +366,9 @@ def _literal(text: str) -> Any:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    except RecursionError:
+        raise ConfigError(f"value {text[:40]!r}... nests arrays or tables too deeply; at "
+                          f"most {MAX_DEPTH} levels are allowed") from None
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
@@ -176,7 +380,10 @@ def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
         key = key.strip()
         if not sep or not key or "" in key.split("."):
             raise ConfigError(f"override {item!r} is not allowed; write key=value")
-        out[key] = _literal(raw.strip())
+        if len(key.split(".")) > MAX_DEPTH:
+            raise ConfigError(f"override key {key[:40]!r}... has {len(key.split('.'))} dotted "
+                              f"parts; at most {MAX_DEPTH} are allowed")
+        out[key] = check_depth(_literal(raw.strip()), f"override {key}")
     return out
 
 
@@ -233,15 +440,22 @@ def override(cfg: C, changes: Mapping[str, Any], *, where: str = "config") -> C:
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
-    """Read a TOML file, with a one-line error naming the file when it is missing or bad."""
+    """Read a TOML file, with a one-line error naming the file when it is missing, not a
+    regular file, larger than :data:`CONFIG_BYTES`, not TOML or nested deeper than
+    :data:`MAX_DEPTH` levels."""
     path = Path(path)
+    raw = read_user_file(path, what="config file", limit=CONFIG_BYTES)
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {err.start}); a "
+                          "config is TOML") from None
+    except RecursionError:
+        raise ConfigError(f"config file {path}: tables or arrays nest too deeply to be "
+                          f"read; at most {MAX_DEPTH} levels are allowed") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"config file {path} is not valid TOML: {err}") from None
+    return check_depth(data, f"config file {path}")
 
 
 def load_config(

@@ -62,7 +62,7 @@ import numpy as np
 
 from smallinit import integrity
 from smallinit.config import canonical_json, config_to_dict
-from smallinit.errors import CorruptRun, RunFailed, StoreError, one_line
+from smallinit.errors import ConfigError, CorruptRun, RunFailed, StoreError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -153,16 +153,40 @@ def atomic_save_npz(path: str | Path, arrays: dict[str, Any]) -> None:
 
 
 def read_json(path: str | Path) -> Any:
-    """Read a JSON file; a damaged one raises :class:`StoreError` naming the file."""
+    """Read a JSON file; a damaged one raises :class:`StoreError` naming the file: not a
+    regular file (a FIFO would block), over 256 MiB, not JSON, or nested more than 64
+    levels deep (the store's files nest a few; the parser and every recursive walk after
+    it fail near 1000)."""
     path = Path(path)
+    limit, max_depth = 256 * 1024**2, 64
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        if path.exists() and not path.is_file():
+            raise StoreError(f"{path} is corrupt (not a regular file); delete its run "
+                             "directory or rerun with --force")
+        if path.stat().st_size > limit:
+            raise StoreError(f"{path} is corrupt (over {limit // 1024**2} MiB); delete its "
+                             "run directory or rerun with --force")
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise StoreError(f"{path} is missing") from None
+    except OSError as err:  # a symlink loop, no permission, ...
+        raise StoreError(f"{path} cannot be read ({err.strerror or one_line(err)})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise StoreError(
             f"{path} is corrupt ({one_line(err)}); delete its run directory or rerun with --force"
         ) from None
+    except (RecursionError, MemoryError) as err:
+        raise StoreError(f"{path} is corrupt ({type(err).__name__}: nested too deeply or too "
+                         "large); delete its run directory or rerun with --force") from None
+    level, depth = [data], 0  # level by level, not recursively
+    while level:
+        containers = [x for x in level if isinstance(x, dict | list)]
+        if containers and depth >= max_depth:
+            raise StoreError(f"{path} is corrupt (nested more than {max_depth} levels deep); "
+                             "delete its run directory or rerun with --force")
+        level = [v for x in containers for v in (x.values() if isinstance(x, dict) else x)]
+        depth += 1
+    return data
 
 
 def config_key(kind: str, config: Any, version: str) -> str:
@@ -674,7 +698,7 @@ class Run:
                 continue
             try:
                 records.append(json.loads(line))
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 if i == len(lines) and self.state != "done":
                     log.warning("dropping torn last line of %s", self.metrics_path)
                     break
@@ -741,6 +765,9 @@ class RunStore:
     """Runs below one root directory (``$SMALLINIT_RUNS`` or ``./runs`` by default)."""
 
     def __init__(self, root: str | Path | None = None):
+        if root is not None and not str(root).strip():
+            raise ConfigError("the run store's folder is an empty path; give a folder, or None "
+                              "for $SMALLINIT_RUNS or ./runs")
         if root is None:
             root = os.environ.get("SMALLINIT_RUNS") or Path.cwd() / "runs"
         self.root = Path(root)

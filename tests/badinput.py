@@ -3,7 +3,8 @@
 Each case runs in its own process and is *clean* when it
 
 * exits with status 2 (a Python-API case: raises one documented exception type, a subclass
-  of ``smallinit.errors.SmallinitError`` or ``ValueError``),
+  of ``smallinit.errors.SmallinitError``, ``ValueError`` or — for a value of the wrong
+  type — ``TypeError``),
 * prints exactly one line on stderr (``smallinit: error: ...``, or argparse's
   ``smallinit GROUP COMMAND: error: ...``; for the API, one message line)
   and no traceback,
@@ -23,6 +24,7 @@ import json
 import os
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +44,11 @@ TINY_TRAIN = [
     "train.eval_every=0", "train.warmup=0", "train.batch_size=4", "data.synthetic_items=200",
     "data.synthetic_val_items=50", "eval.answer_items=4", "eval.token_windows=2",
 ]
+
+
+TINY_MODEL = ("import torch\nfrom smallinit.llm import Transformer, ModelConfig\n"
+              "m = Transformer(ModelConfig(d_model=16, n_heads=2, vocab_size=64, context=8, "
+              "n_layers=1))\n")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +83,16 @@ def api(name: str, code: str) -> Case:
 # whose tokenizer is corrupt; {bigjsonl} a benchmark JSONL with one 50 MB line; {notrun} a
 # folder that is not a run; {task_badjson}, {task_nofield}, {task_nogold} custom task files
 # with a broken line, an item of no kind, a multiple-choice item without its gold index.
+# Hostile files (:func:`make_hostile_files`): {deep_toml} {deep_inline_toml}
+# {deep_header_toml} {mid_toml} TOML nested 100,000 / 100,000 / 5,000 / 300 levels,
+# {deep_json} JSON nested 100,000 levels, {task_deep} {task_deep_obj} {task_mid} custom tasks
+# whose line nests 100,000 / 50,000 / 500 levels, {hf_deep} an HF folder whose config.json
+# nests, {groups_deep} a deep groups TOML, {run_deepstatus} {run_deepconfig}
+# {run_fifostatus} run copies with a deep status.json / config.json / a FIFO status.json;
+# special files {fifo} {fifo_jsonl} {fifo_groups} (FIFOs), {socket} (a Unix socket),
+# {loop} (a symlink loop), {zero_jsonl} (a link to /dev/zero), {corpus_fifo} (a corpus
+# folder holding a FIFO .txt), {lic_fifo} {lic_deep} (data folders whose licenses.json is a
+# FIFO / nests deeply).
 CASES: list[Case] = [
     # -- theory: values out of range, hangs
     cli("theory classify huge gamma", "theory", "classify", "--gamma", "1e100000000",
@@ -105,29 +122,34 @@ CASES: list[Case] = [
     cli("theory eps d_model 1", "theory", "eps", "--d-model", "1"),
     cli("theory eps huge gamma", "theory", "eps", "--d-model", "256", "--gamma", "1e308"),
     # -- toy: sizes, overflows, memory
-    cli("toy scan width 1e9", "toy", "scan", "--gammas", "1", "--gamma-primes", "0",
-        "--widths", "1000000000,2000000000", "--seeds", "1", "--runs-dir", "{runs}"),
-    cli("toy scan seeds 1e9", "toy", "scan", "--gammas", "1", "--gamma-primes", "0",
-        "--widths", "4,8", "--seeds", "1000000000", "--runs-dir", "{runs}"),
-    cli("toy scan odd width", "toy", "scan", "--widths", "5,8", "--runs-dir", "{runs}"),
-    cli("toy scan one width", "toy", "scan", "--widths", "8", "--runs-dir", "{runs}"),
-    cli("toy scan negative tol", "toy", "scan", "--tol", "-1", "--runs-dir", "{runs}"),
-    cli("toy scan nan gamma", "toy", "scan", "--gammas", "nan", "--runs-dir", "{runs}"),
-    cli("toy scan zero steps", "toy", "scan", "--max-steps", "0", "--runs-dir", "{runs}"),
+    cli("toy scan width 1e9", "toy", "scan", "gammas=1", "gamma_primes=0",
+        "widths=1000000000,2000000000", "seeds=1", "--runs-dir", "{runs}"),
+    cli("toy scan seeds 1e9", "toy", "scan", "gammas=1", "gamma_primes=0",
+        "widths=4,8", "seeds=1000000000", "--runs-dir", "{runs}"),
+    cli("toy scan odd width", "toy", "scan", "widths=5,8", "--runs-dir", "{runs}"),
+    cli("toy scan one width", "toy", "scan", "widths=8", "--runs-dir", "{runs}"),
+    cli("toy scan negative tol", "toy", "scan", "tol=-1", "--runs-dir", "{runs}"),
+    cli("toy scan nan gamma", "toy", "scan", "gammas=nan", "--runs-dir", "{runs}"),
+    cli("toy scan zero steps", "toy", "scan", "max_steps=0", "--runs-dir", "{runs}"),
+    cli("toy scan unknown key", "toy", "scan", "gamma=1", "--runs-dir", "{runs}"),
+    cli("toy scan removed flag", "toy", "scan", "--gammas", "1", "--runs-dir", "{runs}"),
     cli("toy scan bad profile", "toy", "scan", "--profile", "huge", "--runs-dir", "{runs}"),
-    cli("toy condense width 1e9", "toy", "condense", "--width", "1000000000",
+    cli("toy condense width 1e9", "toy", "condense", "width=1000000000",
         "--runs-dir", "{runs}"),
-    cli("toy condense gamma 100", "toy", "condense", "--gammas", "100", "--gamma-primes", "0",
-        "--width", "20", "--runs-dir", "{runs}"),
-    cli("toy condense odd width", "toy", "condense", "--width", "7", "--runs-dir", "{runs}"),
-    cli("toy diagonal alpha overflow", "toy", "diagonal", "--alphas", "1e200",
+    cli("toy condense gamma 100", "toy", "condense", "gammas=100", "gamma_primes=0",
+        "width=20", "--runs-dir", "{runs}"),
+    cli("toy condense odd width", "toy", "condense", "width=7", "--runs-dir", "{runs}"),
+    cli("toy condense config is a folder", "toy", "condense", "--config", "{dir}",
         "--runs-dir", "{runs}"),
-    cli("toy diagonal alpha tiny", "toy", "diagonal", "--alphas", "1e-200",
+    cli("toy diagonal alpha overflow", "toy", "diagonal", "alphas=1e200",
         "--runs-dir", "{runs}"),
-    cli("toy diagonal alpha zero", "toy", "diagonal", "--alphas", "0", "--runs-dir", "{runs}"),
-    cli("toy diagonal depth 1", "toy", "diagonal", "--depth", "1", "--runs-dir", "{runs}"),
-    cli("toy diagonal depth huge", "toy", "diagonal", "--depth", "100000",
+    cli("toy diagonal alpha tiny", "toy", "diagonal", "alphas=1e-200",
         "--runs-dir", "{runs}"),
+    cli("toy diagonal alpha zero", "toy", "diagonal", "alphas=0", "--runs-dir", "{runs}"),
+    cli("toy diagonal depth 1", "toy", "diagonal", "depth=1", "--runs-dir", "{runs}"),
+    cli("toy diagonal depth huge", "toy", "diagonal", "depth=100000",
+        "--runs-dir", "{runs}"),
+    cli("toy escape unknown key", "toy", "escape", "order=2", "--runs-dir", "{runs}"),
     # -- store and output locations
     cli("runs-dir is a file", "toy", "escape", "--runs-dir", "{file}"),
     cli("runs-dir below a file", "toy", "escape", "--runs-dir", "{nodir}"),
@@ -139,8 +161,10 @@ CASES: list[Case] = [
         "--runs-dir", "{runs}"),
     cli("figs out is a file", "figs", "--only", "1", "--out", "{file}", "--runs-dir", "{runs}"),
     cli("anchor-scan json takes no file", "llm", "anchor-scan", "--json", "{nodir}/t.json",
-        "--gammas", "0.5", "--layers", "1", "--weight-decays", "0", "scan.seeds=[0]",
+        "scan.gammas=0.5", "scan.layers=1", "scan.weight_decays=0", "scan.seeds=[0]",
         "train.steps=1", "--runs-dir", "{runs}"),
+    cli("anchor-scan unknown scan key", "llm", "anchor-scan", "scan.gamma=0.5",
+        "--runs-dir", "{runs}"),
     cli("figs unknown number", "figs", "--only", "99"),
     cli("figs bad profile", "figs", "--profile", "enormous"),
     cli("claims bad profile", "claims", "--profile", "quick", "enormous"),
@@ -203,7 +227,8 @@ CASES: list[Case] = [
         "{file}", "--runs-dir", "{tmp}/tbruns"),
     cli("llm train SMALLINIT_TENSORBOARD is a file", "llm", "train", *TINY_TRAIN,
         "--runs-dir", "{tmp}/tbruns", SMALLINIT_TENSORBOARD="{file}"),
-    cli("llm anchor bad gamma", "llm", "anchor", "--gamma", "-1", "--runs-dir", "{runs}"),
+    cli("llm anchor bad gamma", "llm", "anchor", "init=gamma:-1", "--runs-dir", "{runs}"),
+    cli("llm anchor init typo", "llm", "anchor", "init=gama:1", "--runs-dir", "{runs}"),
     cli("llm anchor unknown profile", "llm", "anchor", "--profile", "nope",
         "--runs-dir", "{runs}"),
     cli("llm anchor seq longer than context", "llm", "anchor", "model.context=2",
@@ -212,10 +237,11 @@ CASES: list[Case] = [
         "--runs-dir", "{runs}"),
     cli("llm sweep zero workers", "llm", "sweep", "--experiment", "gamma-sweep",
         "--workers", "0", "--runs-dir", "{runs}"),
-    cli("compare one width", "compare", "--widths", "64", "--runs-dir", "{runs}"),
-    cli("compare nan gamma", "compare", "--gammas", "nan", "--runs-dir", "{runs}"),
-    cli("compare widths huge", "compare", "--widths", "1000000,2000000",
+    cli("compare one width", "compare", "widths=64", "--runs-dir", "{runs}"),
+    cli("compare nan gamma", "compare", "gammas=nan", "--runs-dir", "{runs}"),
+    cli("compare widths huge", "compare", "widths=1000000,2000000",
         "--runs-dir", "{runs}"),
+    cli("compare config is a fifo", "compare", "--config", "{fifo}", "--runs-dir", "{runs}"),
     # -- runs given by reference
     cli("llm eval not a run", "llm", "eval", "{notrun}", "--runs-dir", "{runs}"),
     cli("llm eval absolute non-run", "llm", "eval", "/etc", "--runs-dir", "{runs}"),
@@ -338,6 +364,187 @@ CASES: list[Case] = [
     api("relative_distance shape mismatch", "import numpy as np\n"
         "from smallinit.kernels import relative_distance\n"
         "relative_distance(np.ones(3), np.ones(4))"),
+    # -- deep nesting: configs, overrides, store files, task files, HF configs
+    cli("llm train config nested 100000 arrays", "llm", "train", "--config", "{deep_toml}",
+        "--runs-dir", "{runs}"),
+    cli("llm train config nested inline tables", "llm", "train", "--config",
+        "{deep_inline_toml}", "--runs-dir", "{runs}"),
+    cli("llm train config nested table headers", "llm", "train", "--config",
+        "{deep_header_toml}", "--runs-dir", "{runs}"),
+    cli("llm train config nested 300 arrays", "llm", "train", "--config", "{mid_toml}",
+        "--runs-dir", "{runs}"),
+    cli("llm anchor config nested", "llm", "anchor", "--config", "{deep_toml}",
+        "--runs-dir", "{runs}"),
+    cli("llm coord-check config nested", "llm", "coord-check", "--config", "{deep_inline_toml}",
+        "--out", "{tmp}/cc"),
+    cli("llm train override nested 60000 arrays", "llm", "train",
+        "model.d_model=" + "[" * 60000, "--runs-dir", "{runs}"),
+    cli("llm train override nested 200 arrays", "llm", "train",
+        "model.d_model=" + "[" * 200 + "1" + "]" * 200, "--runs-dir", "{runs}"),
+    cli("llm train override 5000 dotted parts", "llm", "train",
+        "model." + "a." * 5000 + "b=1", "--runs-dir", "{runs}"),
+    cli("compare override nested tables", "compare", "llm." + "x." * 3000 + "y=1",
+        "--runs-dir", "{runs}"),
+    cli("llm eval run with nested status.json", "llm", "eval", "{run_deepstatus}",
+        "--runs-dir", "{runs}"),
+    cli("llm eval run with nested config.json", "llm", "eval", "{run_deepconfig}",
+        "--runs-dir", "{runs}"),
+    cli("llm sample run with nested config.json", "llm", "sample", "{run_deepconfig}",
+        "--runs-dir", "{runs}"),
+    cli("llm export run with nested status.json", "llm", "export", "{run_deepstatus}",
+        "{tmp}/export-deep", "--runs-dir", "{runs}"),
+    cli("llm benchmark custom task nested arrays", "llm", "benchmark", "{run}", "--tasks",
+        "{task_deep}", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm benchmark custom task nested objects", "llm", "benchmark", "{run}", "--tasks",
+        "{task_deep_obj}", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm benchmark custom task nested 500", "llm", "benchmark", "{run}", "--tasks",
+        "{task_mid}", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm benchmark licenses.json nested", "llm", "benchmark", "{run}", "--tasks",
+        "arc_easy", "--data-dir", "{lic_deep}", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm benchmark --hf config.json nested", "llm", "benchmark", "--hf", "{hf_deep}",
+        "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm bench-compare groups file nested", "llm", "bench-compare", "{run}", "{run}",
+        "--groups", "{groups_deep}", "--runs-dir", "{runs}"),
+    api("load_config file nested", "from smallinit.config import load_config\n"
+        "from smallinit.llm import RunConfig\nload_config(RunConfig, '{deep_toml}')"),
+    api("load_config override nested", "from smallinit.config import load_config\n"
+        "from smallinit.llm import RunConfig\n"
+        "load_config(RunConfig, None, ['seed=' + '[' * 100000])"),
+    api("config_key of a nested dict config", "from smallinit.runs import config_key\n"
+        "x = []\nfor _ in range(5000):\n    x = [x]\nconfig_key('k', {'a': x}, '1')"),
+    api("read_json nested store file", "from smallinit.runs import read_json\n"
+        "read_json('{deep_json}')"),
+    api("load_trained nested config.json", "from smallinit.llm import load_trained\n"
+        "load_trained('{run_deepconfig}')"),
+    # -- files that are not regular files, wherever the CLI reads a user-given file
+    cli("llm train config is a FIFO", "llm", "train", "--config", "{fifo}",
+        "--runs-dir", "{runs}"),
+    cli("llm train config is /dev/zero", "llm", "train", "--config", "/dev/zero",
+        "--runs-dir", "{runs}"),
+    cli("llm train config is /dev/urandom", "llm", "train", "--config", "/dev/urandom",
+        "--runs-dir", "{runs}"),
+    cli("llm train config is a socket", "llm", "train", "--config", "{socket}",
+        "--runs-dir", "{runs}"),
+    cli("llm train config is a symlink loop", "llm", "train", "--config", "{loop}",
+        "--runs-dir", "{runs}"),
+    cli("llm anchor config is a FIFO", "llm", "anchor", "--config", "{fifo}",
+        "--runs-dir", "{runs}"),
+    cli("llm coord-check config is /dev/zero", "llm", "coord-check", "--config", "/dev/zero",
+        "--out", "{tmp}/cc"),
+    cli("llm benchmark custom task is a FIFO", "llm", "benchmark", "{run}", "--tasks",
+        "{fifo_jsonl}", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm benchmark custom task is /dev/zero", "llm", "benchmark", "{run}", "--tasks",
+        "{zero_jsonl}", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm benchmark licenses.json is a FIFO", "llm", "benchmark", "{run}", "--tasks",
+        "arc_easy", "--data-dir", "{lic_fifo}", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm bench-compare groups file is a FIFO", "llm", "bench-compare", "{run}", "{run}",
+        "--groups", "{fifo_groups}", "--runs-dir", "{runs}"),
+    cli("llm train corpus is a FIFO", "llm", "train", *TINY_TRAIN, "data.corpus=text:{fifo}",
+        "--runs-dir", "{runs}"),
+    cli("llm train corpus is /dev/zero", "llm", "train", *TINY_TRAIN,
+        "data.corpus=text:/dev/zero", "--runs-dir", "{runs}"),
+    cli("llm train corpus folder holds a FIFO", "llm", "train", *TINY_TRAIN,
+        "data.corpus=text:{corpus_fifo}", "--runs-dir", "{runs}"),
+    cli("llm eval run with a FIFO status.json", "llm", "eval", "{run_fifostatus}",
+        "--runs-dir", "{runs}"),
+    # -- empty paths (an empty path would be the current folder)
+    cli("runs ls runs-dir empty", "runs", "ls", "--runs-dir", ""),
+    cli("toy escape runs-dir empty", "toy", "escape", "--runs-dir", ""),
+    cli("llm train runs-dir empty", "llm", "train", *TINY_TRAIN, "--runs-dir", ""),
+    cli("claims runs-dir empty", "claims", "--runs-dir", ""),
+    cli("llm train config empty", "llm", "train", "--config", "", "--runs-dir", "{runs}"),
+    cli("llm train tensorboard empty", "llm", "train", *TINY_TRAIN, "--tensorboard", "",
+        "--runs-dir", "{runs}"),
+    cli("figs out empty", "figs", "--only", "1", "--out", "", "--runs-dir", "{runs}"),
+    cli("llm coord-check out empty", "llm", "coord-check", "--out", ""),
+    cli("llm export out empty", "llm", "export", "{run}", "", "--runs-dir", "{runs}"),
+    cli("llm benchmark data-dir empty", "llm", "benchmark", "{run}", "--data-dir", "",
+        "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm sample RUN empty", "llm", "sample", "", "--runs-dir", "{runs}"),
+    cli("runs show KEY blank", "runs", "show", " ", "--runs-dir", "{runs}"),
+    # -- sampling edges
+    cli("llm sample temperature 1e-300", "llm", "sample", "{run}", "--temperature", "1e-300",
+        "--runs-dir", "{runs}"),
+    cli("llm sample temperature 1e-5", "llm", "sample", "{run}", "--temperature", "1e-5",
+        "--runs-dir", "{runs}"),
+    cli("llm sample temperature 1e300", "llm", "sample", "{run}", "--temperature", "1e300",
+        "--runs-dir", "{runs}"),
+    cli("llm sample temperature inf", "llm", "sample", "{run}", "--temperature", "inf",
+        "--runs-dir", "{runs}"),
+    cli("llm sample max-new-tokens 1e6", "llm", "sample", "{run}", "--max-new-tokens",
+        "1000000", "--runs-dir", "{runs}"),
+    cli("llm sample max-new-tokens just over the cap", "llm", "sample", "{run}",
+        "--max-new-tokens", "10001", "--runs-dir", "{runs}"),
+    cli("llm sample num-samples over the cap", "llm", "sample", "{run}", "--num-samples",
+        "1001", "--runs-dir", "{runs}"),
+    cli("llm sample prompt byte 0xff", "llm", "sample", "{run}", "--prompt", "ab\udcff",
+        "--runs-dir", "{runs}"),
+    cli("llm sample prompt cut UTF-8 sequence", "llm", "sample", "{run}", "--prompt",
+        "caf\udcc3", "--runs-dir", "{runs}"),
+    cli("llm sample prompt encoded surrogate", "llm", "sample", "{run}", "--prompt",
+        "x\udced\udca0\udc80", "--runs-dir", "{runs}"),
+    # -- token ids and sampling through the Python API
+    api("generate id outside the vocabulary", TINY_MODEL + "m.generate(torch.tensor([[64]]), 3)"),
+    api("generate negative id", TINY_MODEL + "m.generate(torch.tensor([[-1]]), 3)"),
+    api("generate float ids", TINY_MODEL + "m.generate(torch.tensor([[1.0, 2.0]]), 3)"),
+    api("generate bool ids", TINY_MODEL + "m.generate(torch.tensor([[True]]), 3)"),
+    api("generate numpy ids", TINY_MODEL + "import numpy as np\n"
+        "m.generate(np.array([[1, 2]]), 3)"),
+    api("generate list ids", TINY_MODEL + "m.generate([[1, 2]], 3)"),
+    api("generate 1-d ids", TINY_MODEL + "m.generate(torch.tensor([1, 2]), 3)"),
+    api("generate temperature 1e-300", TINY_MODEL + "m.generate(torch.tensor([[1]]), 3, "
+        "temperature=1e-300)"),
+    api("generate max_new_tokens float", TINY_MODEL + "m.generate(torch.tensor([[1]]), 2.5)"),
+    api("generate max_new_tokens bool", TINY_MODEL + "m.generate(torch.tensor([[1]]), True)"),
+    api("generate top_k float", TINY_MODEL + "m.generate(torch.tensor([[1]]), 3, top_k=2.0)"),
+    api("forward float ids", TINY_MODEL + "m(torch.tensor([[1.0, 2.0]]))"),
+    api("forward bool ids", TINY_MODEL + "m(torch.tensor([[True, False]]))"),
+    api("sample_texts prompt bytes", "from smallinit.llm.training.sample import sample_texts\n"
+        "sample_texts(None, None, b'hello')"),
+    api("sample_texts lone surrogate", "from smallinit.llm.training.sample import "
+        "sample_texts\nsample_texts(None, None, 'a\\udcff')"),
+    api("sample_texts max_new_tokens over the cap", "from smallinit.llm.training.sample "
+        "import sample_texts\nsample_texts(None, None, 'a', max_new_tokens=10**6)"),
+    # -- misspelled enum values and wrong types in config dataclasses
+    api("ModelConfig norm typo", "from smallinit.llm import ModelConfig\n"
+        "ModelConfig(norm='rmsnrom')"),
+    api("ModelConfig mlp typo", "from smallinit.llm import ModelConfig\n"
+        "ModelConfig(mlp='swigelu')"),
+    api("ModelConfig positions typo", "from smallinit.llm import ModelConfig\n"
+        "ModelConfig(positions='rotary')"),
+    api("ModelConfig gate_kind typo", "from smallinit.llm import ModelConfig\n"
+        "ModelConfig(gate_kind='head-wise')"),
+    api("ModelConfig norm_position typo", "from smallinit.llm import ModelConfig\n"
+        "ModelConfig(norm_position='middle')"),
+    api("TrainConfig precision typo", "from smallinit.llm import TrainConfig\n"
+        "TrainConfig(precision='fp16')"),
+    api("TrainConfig device typo", "from smallinit.llm import TrainConfig\n"
+        "TrainConfig(device='gpu')"),
+    api("ScanConfig step_rule typo", "from smallinit.toy import ScanConfig\n"
+        "ScanConfig(step_rule='Gram')"),
+    api("InitialCondensationConfig optimizer typo", "from smallinit.toy import "
+        "InitialCondensationConfig\nInitialCondensationConfig(optimizer='sgd')"),
+    api("TrainSettings activation typo", "from smallinit.toy import TrainSettings\n"
+        "TrainSettings(activation='ReLU')"),
+    api("RunConfig model given as a string", "from smallinit.llm import RunConfig\n"
+        "RunConfig(model='small')"),
+    api("ModelConfig d_model bool", "from smallinit.llm import ModelConfig\n"
+        "ModelConfig(d_model=True)"),
+    api("ModelConfig d_model fraction", "from smallinit.llm import ModelConfig\n"
+        "ModelConfig(d_model=64.5)"),
+    api("ScanConfig widths string with a word", "from smallinit.toy import ScanConfig\n"
+        "ScanConfig(widths='250,wide')"),
+    api("CondenseConfig gammas a dict", "from smallinit.toy import CondenseConfig\n"
+        "CondenseConfig(gammas={'a': 1})"),
+    cli("llm train precision typo", "llm", "train", "train.precision=fp16",
+        "--runs-dir", "{runs}"),
+    api("run_scan given a profile name", "from smallinit import toy\ntoy.run_scan('quick')"),
+    api("run_condense given a dict", "from smallinit import toy\n"
+        "toy.run_condense({'width': 10})"),
+    api("run_scan store given as a string", "from smallinit import toy\n"
+        "toy.run_scan(toy.ScanConfig(), store='{runs}')"),
+    api("train given a ModelConfig", "from smallinit.llm import train, ModelConfig\n"
+        "train(ModelConfig())"),
 ]
 
 
@@ -420,6 +627,68 @@ def make_fixture(root: Path) -> dict[str, str]:
                                               '[" x", " y"]}\n')):
         (tasks / f"{name}.jsonl").write_text(text)
         places[name] = str(tasks / f"{name}.jsonl")
+    places.update(make_hostile_files(root / "hostile", run))
+    return places
+
+
+def _nested(depth: int, open_: str = "[", close: str = "]", inner: str = "") -> str:
+    return open_ * depth + inner + close * depth
+
+
+def make_hostile_files(root: Path, run: Path) -> dict[str, str]:
+    """Deeply nested files and special files (FIFOs, a socket, a symlink loop) under
+    ``root``, and damaged copies of the finished ``run``; returns their placeholders."""
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    places: dict[str, str] = {}
+
+    def write(place: str, name: str, text: str) -> None:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        places[place] = str(path.parent if "/" in name else path)
+
+    write("deep_toml", "deep.toml", "a = " + _nested(100_000) + "\n")
+    write("deep_inline_toml", "deep-inline.toml", "a = " + _nested(100_000, "{b = ", "}", "1"))
+    write("deep_header_toml", "deep-header.toml", "[" + ".".join(["a"] * 5000) + "]\nb = 1\n")
+    write("mid_toml", "mid.toml", "a = " + _nested(300) + "\n")
+    write("deep_json", "deep.json", _nested(100_000))
+    write("task_deep", "task-deep.jsonl", _nested(100_000) + "\n")
+    write("task_deep_obj", "task-deep-obj.jsonl", _nested(50_000, '{"a": ', "}", "1") + "\n")
+    write("task_mid", "task-mid.jsonl", '{"id": "a", "query": "Q:", "choices": [" x", " y"], '
+          '"gold": 0, "extra": ' + _nested(500) + "}\n")
+    write("groups_deep", "groups-deep.toml", "[groups]\nx = " + _nested(100_000) + "\n")
+    good = '{"id": "a", "query": "Q:", "choices": [" x", " y"], "gold": 0}\n'
+    write("lic_deep", "lic-deep/arc_easy.jsonl", good)
+    (root / "lic-deep" / "licenses.json").write_text(_nested(100_000))
+    write("lic_fifo", "lic-fifo/arc_easy.jsonl", good)
+    os.mkfifo(root / "lic-fifo" / "licenses.json")
+    write("hf_deep", "hf-deep/config.json", _nested(100_000))
+    (root / "hf-deep" / "model.safetensors").write_bytes(b"\0" * 16)
+    write("corpus_fifo", "corpus-fifo/a.txt", "some text\n" * 100)
+    os.mkfifo(root / "corpus-fifo" / "b.txt")
+    for name in ("pipe.toml", "task-pipe.jsonl", "groups-pipe.toml"):
+        os.mkfifo(root / name)
+    places.update(fifo=str(root / "pipe.toml"), fifo_jsonl=str(root / "task-pipe.jsonl"),
+                  fifo_groups=str(root / "groups-pipe.toml"))
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(root / "sock.toml"))  # the socket file stays after the socket closes
+    sock.close()
+    places["socket"] = str(root / "sock.toml")
+    os.symlink("loop.toml", root / "loop.toml")
+    places["loop"] = str(root / "loop.toml")
+    os.symlink("/dev/zero", root / "zero.jsonl")
+    places["zero_jsonl"] = str(root / "zero.jsonl")
+    for place, name, make in (
+            ("run_deepstatus", "status.json", lambda f: f.write_text(_nested(100_000))),
+            ("run_deepconfig", "config.json", lambda f: f.write_text(_nested(100_000))),
+            ("run_fifostatus", "status.json", os.mkfifo)):
+        copy = root / place / run.name
+        shutil.copytree(run, copy)
+        (copy / name).unlink()
+        make(copy / name)
+        places[place] = str(copy)
     return places
 
 
@@ -472,7 +741,7 @@ import sys
 from smallinit.errors import SmallinitError
 try:
 {body}
-except (SmallinitError, ValueError) as err:
+except (SmallinitError, ValueError, TypeError) as err:
     text = str(err)
     sys.stderr.write("API-ERROR " + type(err).__name__ + ": " + text + "\\n")
     sys.exit(0)

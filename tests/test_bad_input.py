@@ -21,6 +21,18 @@ def test_the_battery_is_large_and_covers_every_command_group():
     assert sum(c.api for c in badinput.CASES) >= 8
 
 
+@pytest.mark.parametrize(("word", "least"), [
+    ("nested", 20),  # configs, overrides, store files, task files, HF configs
+    ("FIFO", 6), ("/dev/", 5), ("socket", 1), ("symlink loop", 1),  # not regular files
+    ("empty", 10),  # empty paths
+    ("temperature", 6), ("max-new-tokens", 3), ("prompt", 4),  # sampling edges
+    ("typo", 10),  # misspelled enum values in config dataclasses
+    ("ids", 5), (" id", 2),  # bad token ids
+])
+def test_the_battery_holds_each_family_of_hostile_input(word, least):
+    assert sum(word in c.name for c in badinput.CASES) >= least
+
+
 @pytest.mark.parametrize("name", [c.name for c in badinput.CASES])
 def test_bad_input_is_one_clean_line(outcomes, name):
     o = outcomes[name]

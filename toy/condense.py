@@ -19,6 +19,7 @@ import dataclasses
 
 import numpy as np
 
+from smallinit.config import STORE_HINT, check_fields, check_instance
 from smallinit.errors import require
 from smallinit.jobs import RunSpec
 from smallinit.kernels.measure import cluster_count, condensation_score, mean_abs_cosine
@@ -47,6 +48,7 @@ class CondenseConfig:
     threshold: float = 0.95
 
     def __post_init__(self):
+        check_fields(self)
         require(self.width >= 2 and self.width % 2 == 0,
                 f"width={self.width} is not allowed; it must be even and >= 2 (ASI)")
         require(len(self.gammas) > 0 and len(self.gamma_primes) > 0, "the grid is empty")
@@ -80,8 +82,9 @@ def measure(a: np.ndarray, W: np.ndarray, *, top_k: int, threshold: float) -> di
 
 def run(cfg: CondenseConfig, store=None, *, force: bool = False) -> dict:
     """Train the grid (one batched call) and measure every point; cached in the store."""
+    check_instance(cfg, CondenseConfig, "run_condense")
     cfg.check_memory()
-    store = store or RunStore()
+    store = check_instance(store or RunStore(), RunStore, "run_condense(store=...)", STORE_HINT)
 
     def body(run):
         use_all_cpu_cores()  # the engine starts here: one JAX CPU device per core (jaxsetup)

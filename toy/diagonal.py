@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from smallinit.config import STORE_HINT, check_fields, check_instance
 from smallinit.errors import require
 from smallinit.jobs import RunSpec
 from smallinit.runs import RunStore
@@ -54,6 +55,7 @@ class DiagonalConfig:
     max_steps: int = 200000
 
     def __post_init__(self):
+        check_fields(self)
         require(len(self.alphas) > 0 and all(isinstance(a, int | float) and math.isfinite(a)
                                              and a > 0 for a in self.alphas),
                 f"alphas={list(self.alphas)} must be non-empty, finite and positive")
@@ -114,7 +116,8 @@ def train(cfg: DiagonalConfig, X: np.ndarray, y: np.ndarray) -> dict[str, np.nda
 
 def run(cfg: DiagonalConfig, store=None, *, force: bool = False) -> dict:
     """Train across α and compare with theory's argmin Q_α (and the ℓ2/ℓ1 limits)."""
-    store = store or RunStore()
+    check_instance(cfg, DiagonalConfig, "run_diagonal")
+    store = check_instance(store or RunStore(), RunStore, "run_diagonal(store=...)", STORE_HINT)
 
     def body(run):
         X, y, beta_star = lr.planted_sparse_problem(cfg.n, cfg.dim, cfg.k, cfg.seed)

@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from smallinit.config import STORE_HINT, check_fields, check_instance
 from smallinit.errors import require
 from smallinit.runs import RunStore
 from smallinit.theory import escape, lazy_rich
@@ -59,6 +60,7 @@ class EscapeConfig:
     max_steps: int = 200000
 
     def __post_init__(self):
+        check_fields(self)
         require(len(self.orders) > 0 and all(L in (2, 3) for L in self.orders),
                 f"orders={list(self.orders)} is not allowed; use 2 and/or 3")
         for name in ("eps_2", "eps_3"):
@@ -141,7 +143,8 @@ def run(cfg: EscapeConfig, store=None, *, force: bool = False) -> dict:
     """Measure T(ε) for every order and compare with theory; cached in the run store.
     Returns per order L: eps, T, T_theory_rel (theory's T(ε) − T(ε_max)), T_rel (measured,
     same reference), rel_err of those differences, c, the slopes and theory's values."""
-    store = store or RunStore()
+    check_instance(cfg, EscapeConfig, "run_escape")
+    store = check_instance(store or RunStore(), RunStore, "run_escape(store=...)", STORE_HINT)
 
     def body(run):
         X, y, _ = lazy_rich.planted_sparse_problem(cfg.n, cfg.dim, cfg.k, cfg.seed)

@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from smallinit.config import STORE_HINT, check_fields, check_instance
 from smallinit.errors import ConfigError, require
 from smallinit.jobs import RunSpec
 from smallinit.kernels.measure import (
@@ -64,6 +65,7 @@ class InitialCondensationConfig:
     optimizer: Literal["adam", "gd"] = "adam"
 
     def __post_init__(self):
+        check_fields(self)
         require(self.activation in ACTIVATIONS and multiplicity(self.activation) is not None,
                 f"activation={self.activation!r} is not allowed; choose one with a multiplicity: "
                 + ", ".join(k for k in ACTIVATIONS if multiplicity(k) is not None))
@@ -171,7 +173,9 @@ def measure(cfg: InitialCondensationConfig, sim: dict) -> dict:
 
 def run(cfg: InitialCondensationConfig, store=None, *, force: bool = False) -> dict:
     """Compute (or reuse) one initial-condensation run; returns its measures and arrays."""
-    store = store or RunStore()
+    check_instance(cfg, InitialCondensationConfig, "run_initial_condensation")
+    store = check_instance(store or RunStore(), RunStore,
+                           "run_initial_condensation(store=...)", STORE_HINT)
 
     def body(run):
         sim = simulate(cfg)

@@ -48,6 +48,7 @@ from typing import Literal
 import numpy as np
 
 from smallinit import profiles
+from smallinit.config import STORE_HINT, check_fields, check_instance
 from smallinit.errors import ConfigError, RunFailed, require
 from smallinit.jobs import RunSpec
 from smallinit.kernels.measure import segment_relative_distance
@@ -97,6 +98,7 @@ class ScanConfig:
     critical_tol: float = 0.15
 
     def __post_init__(self):
+        check_fields(self)
         require(len(self.gammas) > 0, "gammas is empty; give at least one γ")
         require(len(self.gamma_primes) > 0, "gamma_primes is empty; give at least one γ'")
         require(len(self.widths) >= 2, f"widths={list(self.widths)} needs at least two widths "
@@ -334,6 +336,7 @@ def run_scan(cfg: ScanConfig, store=None, *, force: bool = False,
     of the scan converged (the run is then stored as failed with that reason). ``engine``
     is one of :data:`ENGINES`; it selects the run version (module docstring), not the
     config, so jax scans keep their keys."""
+    check_instance(cfg, ScanConfig, "run_scan")
     if engine not in ENGINES:
         raise ConfigError(f"engine={engine!r} is not allowed; use one of {', '.join(ENGINES)}")
     if engine == "grouped":
@@ -342,7 +345,7 @@ def run_scan(cfg: ScanConfig, store=None, *, force: bool = False,
         except ValueError as err:
             raise ConfigError(str(err)) from None
     cfg.check_memory(engine)
-    store = store or RunStore()
+    store = check_instance(store or RunStore(), RunStore, "run_scan(store=...)", STORE_HINT)
 
     def body(run):
         t0 = time.perf_counter()

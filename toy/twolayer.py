@@ -74,6 +74,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from smallinit.config import check_fields
 from smallinit.toy import steprule, stopping
 from smallinit.toy.activations import activation, check_activation, derivative
 from smallinit.toy.jaxsetup import enable_x64
@@ -104,6 +105,7 @@ class TrainSettings:
     stall_rtol: float = 1e-12  # a check that finds R_k >= (1 - this) R_{k-window} stops
 
     def __post_init__(self):
+        check_fields(self)
         check_activation(self.activation)
         if self.step_rule not in ("gram", "fixed"):
             raise ValueError(f"step_rule={self.step_rule!r} is not allowed; use gram or fixed")

@@ -19,13 +19,13 @@ wherever it lies.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from smallinit.config import CONFIG_BYTES, parse_json, read_user_file
 from smallinit.errors import ConfigError, StoreError, one_line
 from smallinit.llm.bench import scoring
 from smallinit.llm.data.tokenizer import TOKENIZER, load_tokenizer
@@ -92,8 +92,9 @@ def is_hf_folder(path: str | Path) -> bool:
     config = Path(path) / "config.json"
     if not config.is_file():
         return False
-    try:
-        meta = json.loads(config.read_text())
+    try:  # a model's config.json is a few KB; deep nesting is refused, not recursed into
+        meta = parse_json(read_user_file(config, what="config.json", limit=CONFIG_BYTES),
+                          str(config))
     except (OSError, ValueError):
         return False
     return isinstance(meta, dict) and "kind" not in meta and "model_type" in meta

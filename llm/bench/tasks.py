@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import logging
 import os
@@ -61,6 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from smallinit.config import check_user_file, open_user_file, parse_json, read_user_file
 from smallinit.downloads import PinnedFile, fetch_pinned
 from smallinit.errors import ConfigError
 
@@ -208,9 +210,7 @@ def parse_tasks(text: str | Iterable[str]) -> list[str]:
     for name in names:
         if name and name not in out:
             if is_task_file(name):
-                if not Path(name).is_file():
-                    raise ConfigError(f"custom task file {name!r} does not exist; give a "
-                                      "path to a .jsonl file of benchmark items")
+                check_user_file(name, what="custom task file", limit=MAX_FILE_BYTES)
             else:
                 task_spec(name)
             out.append(name)
@@ -255,31 +255,49 @@ def item_from_json(obj: Any, spec: TaskSpec, where: str, default_id: str) -> Ite
 
 
 MAX_LINE_CHARS = 1_000_000  # a local JSONL line (one item) longer than this is refused
+#: A local JSONL task file larger than this is refused before it is read: a benchmark's
+#: items are a few MB as JSONL (MMLU's 14k questions about 10), and every item is held in
+#: memory while it is scored.
+MAX_FILE_BYTES = 256 * 1024**2
+
+
+def _jsonl_objects(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) of every non-blank line of a local JSONL file: a regular
+    file of at most :data:`MAX_FILE_BYTES`, UTF-8, lines of at most :data:`MAX_LINE_CHARS`
+    characters (refused before they are read whole), JSON nested at most
+    :data:`~smallinit.config.MAX_DEPTH` levels deep."""
+    raw = open_user_file(path, what="benchmark task file", limit=MAX_FILE_BYTES)
+    with io.TextIOWrapper(raw, encoding="utf-8") as fh:
+        lineno = 0
+        while True:
+            try:
+                line = fh.readline(MAX_LINE_CHARS + 2)
+            except UnicodeDecodeError as err:
+                raise ConfigError(f"{path}:{lineno + 1}: not UTF-8 text ({err.reason}); a task "
+                                  "file is JSON lines in UTF-8") from None
+            if not line:
+                return
+            lineno += 1
+            if len(line.rstrip("\r\n")) > MAX_LINE_CHARS:
+                raise ConfigError(f"{path}:{lineno}: the line is longer than {MAX_LINE_CHARS} "
+                                  "characters; one benchmark item per line, at most that long")
+            if line.strip():
+                yield lineno, parse_json(line, f"{path}:{lineno}")
 
 
 def read_jsonl_items(path: Path, spec: TaskSpec) -> list[Item]:
-    """Items of a local ``<task>.jsonl`` file, validated line by line (a line of more than
-    :data:`MAX_LINE_CHARS` characters is refused before it is read whole)."""
+    """Items of a local ``<task>.jsonl`` file (:func:`_jsonl_objects`), validated line by
+    line."""
     items: list[Item] = []
     seen: set[str] = set()
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(iter(lambda: fh.readline(MAX_LINE_CHARS + 2), ""), 1):
-            where = f"{path}:{lineno}"
-            if len(line.rstrip("\r\n")) > MAX_LINE_CHARS:
-                raise ConfigError(f"{where}: the line is longer than {MAX_LINE_CHARS} "
-                                  "characters; one benchmark item per line, at most that long")
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ConfigError(f"{where}: not valid JSON ({err.msg})") from None
-            item = item_from_json(obj, spec, where, str(lineno))
-            if item.id in seen:
-                raise ConfigError(f"{where}: id {item.id!r} repeats an earlier line; ids must "
-                                  "be unique")
-            seen.add(item.id)
-            items.append(item)
+    for lineno, obj in _jsonl_objects(path):
+        where = f"{path}:{lineno}"
+        item = item_from_json(obj, spec, where, str(lineno))
+        if item.id in seen:
+            raise ConfigError(f"{where}: id {item.id!r} repeats an earlier line; ids must "
+                              "be unique")
+        seen.add(item.id)
+        items.append(item)
     if not items:
         raise ConfigError(f"{path} has no items")
     return items
@@ -288,16 +306,8 @@ def read_jsonl_items(path: Path, spec: TaskSpec) -> list[Item]:
 # ----------------------------------------------------------------------------- custom tasks
 def _first_object(path: Path) -> tuple[int, Any]:
     """The line number and parsed JSON of the first non-blank line of ``path``."""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(iter(lambda: fh.readline(MAX_LINE_CHARS + 2), ""), 1):
-            if len(line.rstrip("\r\n")) > MAX_LINE_CHARS:
-                raise ConfigError(f"{path}:{lineno}: the line is longer than {MAX_LINE_CHARS} "
-                                  "characters; one benchmark item per line, at most that long")
-            if line.strip():
-                try:
-                    return lineno, json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ConfigError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+    for lineno, obj in _jsonl_objects(path):
+        return lineno, obj
     raise ConfigError(f"{path} has no items")
 
 
@@ -600,9 +610,10 @@ def _olmo_license(root: Path, spec: TaskSpec) -> str:
 def _local_license(data_dir: Path, task: str) -> str:
     path = data_dir / "licenses.json"
     if path.exists():
+        text = read_user_file(path, what="license list", limit=MAX_FILE_BYTES)
         try:
-            stated = json.loads(path.read_text(encoding="utf-8")).get(task)
-        except (json.JSONDecodeError, AttributeError):
+            stated = parse_json(text, str(path)).get(task)
+        except (ConfigError, AttributeError):
             raise ConfigError(f"{path} must be a JSON object mapping task names to license "
                               "strings") from None
         if stated:

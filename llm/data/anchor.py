@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from smallinit.config import check_fields
 from smallinit.errors import require
 
 PAD = 0
@@ -60,6 +61,7 @@ class AnchorTaskConfig:
     residue_mod: int = 9
 
     def __post_init__(self) -> None:
+        check_fields(self, "task")
         require(self.n_train >= 1 and self.n_test >= 1,
                 f"task.n_train={self.n_train} and task.n_test={self.n_test} must be >= 1")
         require(self.seq_len >= 3,

@@ -26,12 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from smallinit.config import canonical_json, config_to_dict
+from smallinit.config import canonical_json, check_user_file, config_to_dict, read_user_file
 from smallinit.downloads import PinnedFile, fetch_pinned
 from smallinit.errors import ConfigError, StoreError, one_line
 from smallinit.llm.config import DataConfig
 from smallinit.llm.data import synthetic
 from smallinit.llm.data.tokenizer import END_OF_TEXT, cached_bpe, encode_many, load_tokenizer
+from smallinit.memory import check_memory, human
 from smallinit.runs import atomic_save_npz, atomic_write_bytes, atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
@@ -80,30 +81,48 @@ def shakespeare_documents(root: Path) -> list[str]:
     return docs
 
 
-def text_documents(path: str) -> list[str]:
+#: Bytes of memory per byte of a ``text:`` corpus while it is built (an upper-order figure
+#: for :mod:`smallinit.memory`): the text as a str, its documents, the BPE trainer's copy
+#: and the token ids as Python ints (about one per 4 bytes, 36 bytes each) before they
+#: become uint16.
+TEXT_MEMORY_PER_BYTE = 16
+
+
+def text_files(path: str) -> list[Path]:
+    """The files of the corpus ``text:PATH``: PATH itself, or every ``*.txt`` file below the
+    folder PATH (folders named ``*.txt`` are walked, not read). A ConfigError when PATH does
+    not exist, a folder holds none, or one of them is not a regular file (a FIFO would
+    block, ``/dev/zero`` never ends); the estimated memory to build the corpus is checked
+    against :mod:`smallinit.memory`'s limit."""
+    where = f"data.corpus=text:{path}"
     p = Path(path).expanduser()
-    if p.is_file():
-        return [p.read_text(encoding="utf-8", errors="replace")]
     if p.is_dir():
-        files = sorted(p.rglob("*.txt"))
+        files = sorted(f for f in p.rglob("*.txt") if not f.is_dir())
         if not files:
-            raise ConfigError(f"data.corpus=text:{path}: the folder holds no .txt files")
-        return [f.read_text(encoding="utf-8", errors="replace") for f in files]
-    raise ConfigError(f"data.corpus=text:{path}: no such file or folder")
+            raise ConfigError(f"{where}: the folder holds no .txt files")
+    elif p.exists() or p.is_symlink():
+        files = [p]
+    else:
+        raise ConfigError(f"{where}: no such file or folder")
+    total = sum(check_user_file(f, what=f"{where}: text file") for f in files)
+    check_memory(TEXT_MEMORY_PER_BYTE * total,
+                 f"building the corpus {where} ({human(total)} of text in {len(files)} files)")
+    return files
+
+
+def text_documents(path: str) -> list[str]:
+    """The documents of ``text:PATH``, one per file (:func:`text_files`)."""
+    return [read_user_file(f, what=f"data.corpus=text:{path}: text file").decode(
+        "utf-8", errors="replace") for f in text_files(path)]
 
 
 def check_source(cfg: DataConfig) -> None:
     """Cheap checks of the source ``cfg.corpus`` names, made before a run directory exists
-    (the corpus itself is built inside the run): a ``text:`` path must exist (a folder must
-    hold a ``.txt`` file), ``hf:`` needs the ``datasets`` package."""
+    (the corpus itself is built inside the run): a ``text:`` path must name regular text
+    files that fit in memory (:func:`text_files`), ``hf:`` needs the ``datasets`` package."""
     kind, _, rest = cfg.corpus.partition(":")
     if kind == "text":
-        p = Path(rest).expanduser()
-        if p.is_dir():
-            if next(p.rglob("*.txt"), None) is None:
-                raise ConfigError(f"data.corpus=text:{rest}: the folder holds no .txt files")
-        elif not p.is_file():
-            raise ConfigError(f"data.corpus=text:{rest}: no such file or folder")
+        text_files(rest)
     elif kind == "hf":
         import importlib.util
 

@@ -35,6 +35,7 @@ them by an init scheme (the model constructor calls it when given one).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 
 import torch
@@ -289,7 +290,12 @@ class Transformer(nn.Module):
         Training and scoring call it with ``idx`` alone (positions 0..T−1, causal). Decoding
         passes a ``cache`` (the tokens continue its window at slot ``cache.length``) and/or
         ``pad`` (B,), the number of left-padding slots of each row (:func:`window_positions`).
+        ``idx`` must be an integer tensor (a TypeError otherwise; ids outside the vocabulary
+        are checked by :meth:`generate`, not here, where a check would cost a device sync).
         """
+        if not isinstance(idx, torch.Tensor) or idx.dtype.is_floating_point or \
+                idx.dtype.is_complex or idx.dtype == torch.bool:
+            check_token_ids(idx, self.cfg.vocab_size)  # raises the TypeError naming it
         B, T = idx.shape
         start = cache.length if cache is not None else 0
         if start + T > self.cfg.context:
@@ -340,7 +346,8 @@ class Transformer(nn.Module):
                  prompt_lengths: Sequence[int] | torch.Tensor | None = None,
                  until: Callable[[int, list[int]], bool] | None = None, pad_id: int = 0,
                  generator: torch.Generator | None = None,
-                 use_cache: bool = True) -> torch.Tensor:
+                 use_cache: bool = True,
+                 on_step: Callable[[int], None] | None = None) -> torch.Tensor:
         """Continue the prompts ``idx`` (B, T) by up to ``max_new_tokens`` tokens each;
         returns (B, T + n) with n ≤ ``max_new_tokens``.
 
@@ -360,8 +367,17 @@ class Transformer(nn.Module):
         as nanoGPT crops ``idx``). Within the window each step feeds only the new token
         through the KV cache; once the window slides, every step recomputes the whole window
         (the cache then saves nothing). ``use_cache=False`` always recomputes: the reference
-        the cache reproduces to float rounding.
+        the cache reproduces to float rounding. ``on_step(n)``, if given, is called after the
+        n-th decoding step (a progress bar).
+
+        Refused with a ConfigError (TypeError for a wrong type) before any step:
+        ``idx`` that is not a 2-D integer tensor of ids in ``[0, vocab_size)``, a
+        ``max_new_tokens`` that is not an integer >= 0, ``top_k`` that is not an integer
+        >= 1, and a ``temperature`` other than 0 or a number in
+        [:data:`MIN_TEMPERATURE`, :data:`MAX_TEMPERATURE`].
         """
+        check_token_ids(idx, self.cfg.vocab_size)
+        idx = idx.long()  # the embedding reads int64 (and int32) ids only; uint8 ids too
         B, T0 = idx.shape
         lengths = torch.full((B,), T0, dtype=torch.long) if prompt_lengths is None else \
             torch.as_tensor(prompt_lengths, dtype=torch.long).cpu()
@@ -392,6 +408,8 @@ class Transformer(nn.Module):
             if until is not None:
                 for b in (~done).nonzero().flatten().tolist():
                     done[b] = bool(until(b, seq[b, T0:].tolist()))
+            if on_step is not None:
+                on_step(step + 1)
             if bool(done.all()):
                 break
         slot = torch.arange(seq.shape[1] - T0, device=idx.device)
@@ -407,18 +425,53 @@ class Transformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+#: The temperatures :meth:`Transformer.generate` accepts besides 0 (greedy). Below 1e-3
+#: a draw is the greedy pick in all but name (a logit gap of 0.01 nats becomes 10) and
+#: logits / T leaves float32 once T is tiny (1e-300 is 0 in float32: NaN probabilities);
+#: above 1e3 every token of the top-k is about equally likely (a spread of 20 nats
+#: becomes 0.02).
+MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 1e3
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_token_ids(idx, vocab_size: int) -> None:
+    """Refuse token ids a model of ``vocab_size`` tokens cannot read: TypeError for what is
+    not a 2-D integer tensor (B, T), ConfigError naming the first id outside
+    ``[0, vocab_size)``."""
+    if not isinstance(idx, torch.Tensor):
+        raise TypeError(f"token ids must be a torch integer tensor of shape (batch, length), "
+                        f"got {type(idx).__module__}.{type(idx).__name__}; e.g. "
+                        "torch.tensor([[1, 2, 3]])")
+    if idx.dtype == torch.bool or idx.dtype.is_floating_point or idx.dtype.is_complex:
+        raise TypeError(f"token ids must be an integer tensor, got dtype {idx.dtype}; "
+                        "convert with .long()")
+    if idx.dim() != 2:
+        raise ConfigError(f"token ids must have shape (batch, length), got shape "
+                          f"{tuple(idx.shape)}; add a batch dimension with idx[None]")
+    if idx.numel():
+        low, high = int(idx.min()), int(idx.max())
+        if low < 0 or high >= vocab_size:
+            bad = low if low < 0 else high
+            raise ConfigError(f"token id {bad} is outside the vocabulary; ids must be in "
+                              f"[0, {vocab_size}) (model.vocab_size={vocab_size})")
+
+
 def check_generate_args(width: int, lengths: torch.Tensor, max_new_tokens: int,
                         temperature: float, top_k: int | None, batch: int) -> None:
     """Refuse generation settings that have no meaning (ConfigError naming the value)."""
     if width < 1:
         raise ConfigError("generate needs a prompt of at least one token (e.g. the "
                           "end-of-text token)")
-    if int(max_new_tokens) != max_new_tokens or max_new_tokens < 0:
+    if not _is_int(max_new_tokens) or max_new_tokens < 0:
         raise ConfigError(f"max_new_tokens={max_new_tokens!r} must be an integer >= 0")
-    if not (math.isfinite(temperature) and temperature >= 0):
-        raise ConfigError(f"temperature={temperature!r} must be a finite number >= 0 "
-                          "(0: greedy)")
-    if top_k is not None and (int(top_k) != top_k or top_k < 1):
+    if (isinstance(temperature, bool) or not isinstance(temperature, numbers.Real)
+            or not (temperature == 0 or MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE)):
+        raise ConfigError(f"temperature={temperature!r} is not allowed; use 0 (greedy) or a "
+                          f"number in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]")
+    if top_k is not None and (not _is_int(top_k) or top_k < 1):
         raise ConfigError(f"top_k={top_k!r} must be an integer >= 1 or None (all tokens)")
     if lengths.shape != (batch,) or bool((lengths < 1).any()) or bool((lengths > width).any()):
         raise ConfigError(f"prompt_lengths must give each of the {batch} rows a length in "

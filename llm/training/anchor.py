@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from smallinit.config import STORE_HINT, check_fields, check_instance
 from smallinit.errors import require
 from smallinit.jobs import RunSpec
 from smallinit.kernels import (
@@ -82,6 +83,7 @@ class AnchorConfig:
     train: TrainConfig = field(default_factory=_train_default)
 
     def __post_init__(self) -> None:
+        check_fields(self)
         self.init = canonical_init(self.init)
         require(self.model.vocab_size > self.task.max_label,
                 f"model.vocab_size={self.model.vocab_size} is too small; labels reach "
@@ -237,7 +239,9 @@ def mechanism(model, cfg: AnchorConfig, data: anchor.AnchorData) -> dict[str, np
 # ----------------------------------------------------------------------------- entry points
 def run_anchor(cfg: AnchorConfig, store: RunStore | None = None, *, force: bool = False) -> Run:
     """Train (or resume, or reuse) the run for ``cfg``, alone or under ``torchrun``."""
-    return fit_run(store or RunStore(), KIND, VERSION, cfg,
+    check_instance(cfg, AnchorConfig, "run_anchor")
+    store = check_instance(store or RunStore(), RunStore, "run_anchor(store=...)", STORE_HINT)
+    return fit_run(store, KIND, VERSION, cfg,
                    lambda dist: Trainer(cfg, dist, AnchorTask), force=force,
                    explicit_attention=True)
 

@@ -52,7 +52,7 @@ from typing import Any, Protocol
 
 import torch
 
-from smallinit.config import canonical_json, config_to_dict
+from smallinit.config import canonical_json, check_instance, config_to_dict
 from smallinit.errors import ConfigError, RunFailed, StoreError
 from smallinit.jobs import RunSpec
 from smallinit.llm.config import RunConfig
@@ -528,6 +528,7 @@ def train(cfg: RunConfig, *, runs_dir: str | Path | None = None, force: bool = F
     ``torchrun``. ``callbacks``: more callbacks while it trains, e.g. the log sink
     ``[TensorBoard("tb")]`` (:mod:`smallinit.llm.training.sinks`; None: the sinks the
     environment asks for); they are not part of the run's config and never change its key."""
+    check_instance(cfg, RunConfig, "train")
     return fit_run(RunStore(runs_dir), KIND, VERSION, cfg,
                    lambda dist: Trainer(cfg, dist, callbacks=callbacks), force=force,
                    prepare=lambda: corpus_mod.prepare(cfg.data, cfg.model.vocab_size),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from smallinit.cli.util import HelpFormatter, add_json_option, print_json, profile_arg
+from smallinit.cli.util import HelpFormatter, add_json_option, path_arg, print_json, profile_arg
 
 DEFAULT_PROFILES = ("quick", "medium")
 
@@ -77,7 +77,7 @@ def register(subparsers) -> None:
                         default=None, metavar="P",
                         help="profiles to judge, e.g. --profile quick medium full (default: "
                         "quick and medium)")
-    parser.add_argument("--runs-dir", default=None, metavar="DIR",
+    parser.add_argument("--runs-dir", type=path_arg, default=None, metavar="DIR",
                         help="run store root (default: $SMALLINIT_RUNS or ./runs)")
     add_json_option(parser, help="print a JSON list of records (id, claim, profile, effect, "
                     "ci_low, ci_high, p_value, n_seeds, verdict) instead of the table")

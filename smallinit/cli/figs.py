@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from smallinit.cli.util import (
     HelpFormatter,
     add_executor_options,
     add_run_options,
+    dir_path,
     print_json,
     profile_arg,
 )
@@ -98,7 +98,7 @@ def register(subparsers) -> None:
                         help="only these figure numbers (default: all)")
     parser.add_argument("--profile", type=profile_arg, default="quick",
                         help="quick (CPU minutes) or full (GPU scale)")
-    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+    parser.add_argument("--out", type=dir_path, default=None, metavar="DIR",
                         help="where the PNG/PDF files go (default: $SMALLINIT_FIGS_OUT, else "
                              "paper_figs/out of the checkout, else ./paper_figs_out); the "
                              "figure scripts themselves always come from the package")

@@ -12,9 +12,11 @@ from smallinit.cli.util import (
     add_json_option,
     add_print_config_option,
     add_run_options,
+    path_arg,
     positive_int,
     print_config,
     print_json,
+    run_arg,
     user_error,
 )
 
@@ -122,7 +124,7 @@ def cmd_init_table(args: argparse.Namespace) -> int:
 
 
 def _config_args(parser: argparse.ArgumentParser, required: bool) -> None:
-    parser.add_argument("--config", required=required, default=None, metavar="FILE",
+    parser.add_argument("--config", type=path_arg, required=required, default=None, metavar="FILE",
                         help=CONFIG_HELP + ("" if required else "; default: built-in defaults"))
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="config overrides, e.g. init=gamma:1.0 model.d_model=256 "
@@ -149,7 +151,7 @@ def register(subparsers) -> None:
     add_json_option(p, help="print one JSON object (run path, kind, key, state, summary) "
                     "instead of the run line and summary")
     add_run_options(p)
-    p.add_argument("--tensorboard", default=None, metavar="DIR",
+    p.add_argument("--tensorboard", type=path_arg, default=None, metavar="DIR",
                    help="also log every metric to TensorBoard in DIR/<kind>/<key> (needs "
                         "pip install 'smallinit[tb]'; default: $SMALLINIT_TENSORBOARD, "
                         "else off); not part of the run's config or key")
@@ -157,15 +159,15 @@ def register(subparsers) -> None:
                     help="re-evaluate a trained run on its held-out split",
                     description="Loss per category, greedy answer accuracy and per-token "
                     "losses of a finished run (writes nothing; prints JSON).")
-    p.add_argument("run", metavar="RUN", help="llm-train/<key> or a unique key prefix under "
-                   "RUNS_DIR, or a run directory")
+    p.add_argument("run", type=run_arg, metavar="RUN", help="llm-train/<key> or a unique key "
+                   "prefix under RUNS_DIR, or a run directory")
     p.add_argument("--items", type=positive_int, default=None,
                    help="held-out items per category for answer accuracy (default: the "
                         "run's eval.answer_items)")
     p.add_argument("--windows", type=positive_int, default=None,
                    help="held-out context windows for the losses (default: the run's "
                         "eval.token_windows)")
-    p.add_argument("--runs-dir", default=None, metavar="DIR",
+    p.add_argument("--runs-dir", type=path_arg, default=None, metavar="DIR",
                    help="run store root (default: $SMALLINIT_RUNS or ./runs)")
     add_trust_option(p)
     p = add_command(commands, "init-table", cmd_init_table,

@@ -13,8 +13,10 @@ from smallinit.cli.util import (
     add_command,
     add_json_option,
     add_run_options,
+    path_arg,
     positive_int,
     print_json,
+    run_arg,
 )
 
 _TASKS_HELP = ("comma-separated benchmarks: arc_easy, arc_challenge, hellaswag, piqa, sciq, "
@@ -33,7 +35,7 @@ def add_trust_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _data_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", default=None, metavar="DIR",
+    parser.add_argument("--data-dir", type=path_arg, default=None, metavar="DIR",
                         help="folder of <task>.jsonl files, tried first (default: "
                         "$SMALLINIT_BENCH_DIR or <cache>/bench-data)")
 
@@ -147,10 +149,10 @@ def register_bench_commands(commands) -> None:
         "an llm-bench run with per-item outputs and reused until --force.\n\nexample: "
         "smallinit llm benchmark runs/llm-train/<key> --tasks arc_easy,hellaswag,gsm8k "
         "--limit 200")
-    p.add_argument("run", metavar="RUN", nargs="?", default=None,
+    p.add_argument("run", type=run_arg, metavar="RUN", nargs="?", default=None,
                    help="trained run: llm-train/<key> or a key prefix under RUNS_DIR, or a "
                    "run directory (results are stored under RUNS_DIR, never beside it)")
-    p.add_argument("--hf", default=None, metavar="PATH",
+    p.add_argument("--hf", type=path_arg, default=None, metavar="PATH",
                    help="instead of a RUN: a local Hugging Face causal-LM folder (e.g. from "
                    "smallinit llm export; safetensors weights), scored the same way and "
                    "stored as hf/<digest of its files>")
@@ -193,8 +195,8 @@ def register_bench_commands(commands) -> None:
         description="Compare the stored benchmark results of two trained runs (e.g. γ = 1 "
         "vs γ = 0.5): accuracy per task and per group (reasoning, knowledge, commonsense; "
         "macro mean), differences A - B with paired bootstrap intervals over shared items.")
-    p.add_argument("run_a", metavar="RUN_A", help="first trained run (A)")
-    p.add_argument("run_b", metavar="RUN_B", help="second trained run (B)")
+    p.add_argument("run_a", type=run_arg, metavar="RUN_A", help="first trained run (A)")
+    p.add_argument("run_b", type=run_arg, metavar="RUN_B", help="second trained run (B)")
     p.add_argument("--tasks", default=None,
                    help="benchmarks to compare (default: all scored for both runs)")
     p.add_argument("--groups", default=None, metavar="SPEC",

@@ -13,6 +13,7 @@ from smallinit.cli.util import (
     add_json_option,
     add_print_config_option,
     nonnegative_int,
+    path_arg,
     positive_int,
     positive_int_list,
     print_config,
@@ -157,10 +158,10 @@ def register_coord_commands(commands) -> None:
                    help="AdamW steps after init (0: init only)")
     p.add_argument("--seeds", type=positive_int, default=1,
                    help="seeds averaged (geometric mean of the RMS), from the config's seed")
-    p.add_argument("--out", default="coord-check", metavar="DIR",
+    p.add_argument("--out", type=path_arg, default="coord-check", metavar="DIR",
                    help="folder for coord-<scheme>.png, .pdf and .json")
     add_json_option(p, help="print the whole result as JSON instead of the slope table")
-    p.add_argument("--config", default=None, metavar="FILE",
+    p.add_argument("--config", type=path_arg, default=None, metavar="FILE",
                    help=CONFIG_HELP + "; default: the coord check's small template")
     add_print_config_option(p)
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from smallinit.cli.util import add_command, print_json
+from smallinit.cli.util import add_command, path_arg, print_json, run_arg
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -34,14 +34,14 @@ def register_export_command(commands) -> None:
         "checked against the run's before it is written. Models Hugging Face cannot express "
         "exactly (gated attention, mixed families) are refused.\n\nexample: smallinit llm "
         "export llm-train/<key> exported/ && smallinit llm benchmark --hf exported/")
-    p.add_argument("run", metavar="RUN",
+    p.add_argument("run", type=run_arg, metavar="RUN",
                    help="trained run: llm-train/<key> or a key prefix under RUNS_DIR, or a "
                    "run directory")
-    p.add_argument("out", metavar="OUT", help="folder to write (new or empty)")
+    p.add_argument("out", type=path_arg, metavar="OUT", help="folder to write (new or empty)")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty OUT, replacing the exported files in it")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
-    p.add_argument("--runs-dir", default=None, metavar="DIR",
+    p.add_argument("--runs-dir", type=path_arg, default=None, metavar="DIR",
                    help="run store root (default: $SMALLINIT_RUNS or ./runs)")
     add_trust_option(p)
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from smallinit.cli.util import add_command, add_group, add_json_option, print_json, toml_text
+from smallinit.cli.util import (
+    add_command,
+    add_group,
+    add_json_option,
+    path_arg,
+    print_json,
+    run_arg,
+    toml_text,
+)
 
 DESCRIPTION = """\
 Every result lives in the run store (./runs, $SMALLINIT_RUNS or --runs-dir) as
@@ -15,7 +23,7 @@ smallinit.load_run(KEY), smallinit.list_runs() and smallinit.verify_runs()."""
 
 
 def _runs_dir_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs-dir", default=None, metavar="DIR",
+    parser.add_argument("--runs-dir", type=path_arg, default=None, metavar="DIR",
                         help="run store root (default: $SMALLINIT_RUNS or ./runs)")
 
 
@@ -111,8 +119,8 @@ def register(subparsers) -> None:
     p = add_command(commands, "show", cmd_show, help="show one run: config, state, metrics, "
                     "files", description="The full config (as TOML), state, summary, "
                     "metrics overview and files of one run.")
-    p.add_argument("run", metavar="KEY", help="a run key, a unique key prefix, KIND/KEY or a "
-                   "run directory")
+    p.add_argument("run", type=run_arg, metavar="KEY", help="a run key, a unique key prefix, "
+                   "KIND/KEY or a run directory")
     add_json_option(p, help="print everything as one JSON object")
     _runs_dir_option(p)
     p = add_command(commands, "verify", cmd_verify, help="check that runs are what their keys "

@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from smallinit.errors import ConfigError
@@ -74,6 +75,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--runs-dir",
+        type=path_arg,
         default=None,
         metavar="DIR",
         help="run store root (default: $SMALLINIT_RUNS or ./runs)",
@@ -86,7 +88,7 @@ def add_config_options(parser: argparse.ArgumentParser, starts: str, example: st
     ``starts``: where its config starts at a profile; ``example``: override examples."""
     parser.add_argument("--profile", type=profile_arg, default="quick",
                         help=f"where the config starts: {starts} (quick or full)")
-    parser.add_argument("--config", default=None, metavar="FILE",
+    parser.add_argument("--config", type=path_arg, default=None, metavar="FILE",
                         help="a TOML file of the config's keys, instead of the profile")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help=f"config overrides, e.g. {example} (--print-config shows every "
@@ -219,6 +221,26 @@ def nonnegative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
     return value
+
+
+def path_arg(text: str) -> str:
+    """A file or folder path; an empty one is refused (it would mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is an empty path; give a file or folder")
+    return text
+
+
+def dir_path(text: str) -> Path:
+    """A folder path (:func:`path_arg`) as a :class:`~pathlib.Path`."""
+    return Path(path_arg(text))
+
+
+def run_arg(text: str) -> str:
+    """A run reference (a key, a key prefix, KIND/KEY or a run directory); not empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is empty; give a run key, a key prefix, "
+                                         "KIND/KEY or a run directory")
+    return text
 
 
 def positive_float(text: str) -> float:

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 
 from smallinit import profiles
-from smallinit.config import override
+from smallinit.config import check_fields, override
 from smallinit.errors import ConfigError, require
 from smallinit.llm.config import RunConfig
 from smallinit.theory.init_rules import canonical_scheme
@@ -55,6 +55,7 @@ class CompareConfig:
     threshold: float = 0.95  # cosine threshold of an orientation cluster
 
     def __post_init__(self) -> None:
+        check_fields(self)
         require(len(self.gammas) > 0, "gammas is empty; give at least one γ")
         require(len(set(self.gammas)) == len(self.gammas),
                 f"gammas={list(self.gammas)} has duplicates")

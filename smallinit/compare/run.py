@@ -27,6 +27,7 @@ from typing import Any
 
 from smallinit.compare.config import CompareConfig
 from smallinit.compare.table import build_table, to_csv
+from smallinit.config import STORE_HINT, check_instance
 from smallinit.errors import RunFailed
 from smallinit.jobs import RunSpec, run_specs
 from smallinit.llm.analysis.ffn import initial_model, measure_layers, trained_model
@@ -158,7 +159,8 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
     ``force`` recomputes it and every run under it; the transformers train side by side
     (``workers``, None: every core; ``executor``: local or ray,
     :func:`~smallinit.jobs.run_specs`)."""
-    store = store or RunStore()
+    check_instance(cfg, CompareConfig, "run_compare")
+    store = check_instance(store or RunStore(), RunStore, "run_compare(store=...)", STORE_HINT)
     check_transformers(cfg, store, force=force)
 
     def body(run):

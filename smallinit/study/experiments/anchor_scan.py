@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from smallinit import profiles
-from smallinit.config import config_from_dict, override, parse_overrides, read_toml
+from smallinit.config import check_fields, config_from_dict, override, parse_overrides, read_toml
 from smallinit.errors import require
 from smallinit.jobs import Results
 from smallinit.llm.data import anchor
@@ -48,6 +48,7 @@ class AnchorScan:
     mechanism_gammas: tuple[float, ...] = (0.5, 0.8)  # contrasted in the mechanism view
 
     def __post_init__(self) -> None:
+        check_fields(self, "scan")
         require(len(self.gammas) >= 1 and all(g > 0 for g in self.gammas),
                 f"scan.gammas={list(self.gammas)} must be a non-empty list of numbers > 0")
         require(len(self.layers) >= 1 and all(n >= 1 for n in self.layers),

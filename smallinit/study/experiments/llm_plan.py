@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from smallinit import profiles
-from smallinit.config import config_from_dict, override
+from smallinit.config import check_fields, config_from_dict, override
 from smallinit.llm.config import RunConfig
 from smallinit.llm.training.train import TrainSpec
 from smallinit.theory.init_rules import gamma_scheme
@@ -51,6 +51,9 @@ class Plan:
     #: and seeds; ε per size as fig 8's (``eps_nominal`` imitating ``d_large``)
     scaling_sizes: tuple[int, ...] = ()
     scaling_seeds: tuple[int, ...] = (0,)
+
+    def __post_init__(self) -> None:
+        check_fields(self, "plan")
 
 
 def plan(profile: str) -> Plan:
