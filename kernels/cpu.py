@@ -32,12 +32,6 @@ def cosine_gram(W: np.ndarray) -> np.ndarray:
     return np.clip(G, -1, 1, out=G)
 
 
-def segment_ids(offsets: np.ndarray) -> np.ndarray:
-    """Network index of every neuron for a ragged layout given by ``offsets`` (G+1,)."""
-    widths = np.diff(offsets)
-    return np.repeat(np.arange(widths.size), widths)
-
-
 def segment_sum(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Sum of ``values[..., k]`` over each segment [offsets[g], offsets[g+1]) (empty → 0)."""
     G = offsets.size - 1

@@ -51,7 +51,9 @@ def test_a_deeply_nested_status_json_makes_one_run_corrupt_and_the_rest_still_li
         assert state == "corrupt" and f"{name} is corrupt" in problem
     assert main(["runs", "ls", "--runs-dir", str(tmp_path / "runs")]) == 0
     out = capsys.readouterr().out
-    assert out.count("corrupt") == 2 and runs[0].key in out and "3 runs" in out
+    listed = out.splitlines()[1:-1]
+    assert sum("  corrupt  " in line for line in listed) == 2 and runs[0].key in out
+    assert out.splitlines()[-1].startswith("3 runs, 2 corrupt")
 
 
 def test_the_nesting_bound_is_exact(tmp_path):
@@ -116,8 +118,9 @@ def _config_classes():
     from smallinit.compare.config import CompareConfig
     from smallinit.llm.config import DataConfig, EvalConfig, ModelConfig, RunConfig, TrainConfig
     from smallinit.llm.data.anchor import AnchorTaskConfig
-    from smallinit.llm.experiments.anchor import AnchorConfig, AnchorScan
-    from smallinit.llm.experiments.sweeps import plan
+    from smallinit.llm.training.anchor import AnchorConfig
+    from smallinit.study.experiments.anchor_scan import AnchorScan
+    from smallinit.study.experiments.llm_plan import plan
     from smallinit.toy.condense import CondenseConfig
     from smallinit.toy.diagonal import DiagonalConfig
     from smallinit.toy.escape import EscapeConfig

@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from smallinit import experiments
 from smallinit.errors import ConfigError
 from smallinit.llm.config import DataConfig
 from smallinit.llm.data import synthetic
+from smallinit.study import experiments
 
 
 def synthetic_configs(profile: str) -> list[tuple[DataConfig, int]]:
@@ -29,7 +29,7 @@ def synthetic_configs(profile: str) -> list[tuple[DataConfig, int]]:
                 walk(value, vocab)
 
     for exp in experiments.EXPERIMENTS.values():
-        for job in exp.jobs(profile) + exp.inner(profile):
+        for job in exp.specs(profile) + exp.inner(profile):
             walk(job.config, None)
     return list(found.values())
 

@@ -53,10 +53,6 @@ def plateau_steps(steps, loss, threshold: float) -> float:
     return float(steps[i - 1] + (steps[i] - steps[i - 1]) * (l0 - threshold) / (l0 - l1))
 
 
-def binomial_se(p: float, n: int) -> float:
-    return math.sqrt(max(p * (1 - p), 0.0) / max(n, 1))
-
-
 def knee_gamma(gammas, acc, tol: float) -> float:
     """Smallest γ with accuracy ≥ max(acc) − tol (the grid sorted by γ first)."""
     order = np.argsort(gammas)

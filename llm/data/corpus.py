@@ -164,11 +164,6 @@ class Corpus:
     val_items: dict[str, np.ndarray]  # held-out items: start, prompt_len, length, category, level
     vocab_size: int
 
-    @property
-    def categories(self) -> tuple[str, ...]:
-        return synthetic.CATEGORIES
-
-
 def corpus_key(cfg: DataConfig, vocab_size: int) -> str:
     data = config_to_dict(cfg)
     data.pop("cache_dir")

@@ -210,8 +210,3 @@ def restore(state: dict, model, optimizer) -> int:
     if state.get("cuda_rng") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda_rng"])
     return int(state["step"])
-
-
-def load_checkpoint(path: str | Path, model, optimizer) -> int:
-    """Restore one checkpoint file (weights-only load); returns its step."""
-    return restore(safe_load(path), model, optimizer)

@@ -188,17 +188,6 @@ def scan_table(scan: Results | list[Cell]) -> list[dict[str, Any]]:
     return rows
 
 
-def expected_solution(gamma: float) -> str | None:
-    """The published outcome's solution at ``gamma`` (Zhang et al., docs/science.md §6):
-    ``symmetric`` at γ <= 0.5 (large init), ``inferential`` at γ >= 0.8 (small init), None
-    between (no published claim)."""
-    if gamma <= 0.5:
-        return "symmetric"
-    if gamma >= 0.8:
-        return "inferential"
-    return None
-
-
 def seed_shares(scan: Results | list[Cell], panel: str = "depth", layers: int | None = None,
                 weight_decay: float | None = None) -> dict[float, dict[str, np.ndarray]]:
     """Per γ, the finished seeds of one (depth, λ) line of the grid and their (4, 3) shares
