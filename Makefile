@@ -40,6 +40,7 @@ $(STAMP): pyproject.toml constraints.txt $(LOCK)
 # An optional extra of pyproject beside the lock (`make extra EXTRA=ray`): the locked versions
 # and constraints.txt constrain it, so it adds packages and moves none of the locked ones.
 extra: $(STAMP)
+	@test -n "$(EXTRA)" || { echo "make extra: name one with EXTRA=NAME (pyproject's optional extras)" >&2; exit 2; }
 	sed -n 's/^\([A-Za-z0-9._-]*==[^ ]*\) .*/\1/p' $(LOCK) > $(VENV)/lock-constraints.txt
 	$(PIP) install -q -c $(VENV)/lock-constraints.txt -c constraints.txt --no-build-isolation \
 		-e '.[$(EXTRA)]'
