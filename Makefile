@@ -1,6 +1,7 @@
 # smallinit — the three commands a user runs: `make test`, `make figs`, `make bench`.
-# Each one creates .venv on first use (the venv is a prerequisite, not rebuilt) and
-# installs the project with its dev extra, pinning torch through constraints.txt.
+# Each one creates .venv on first use (the venv is a prerequisite, not rebuilt) and installs
+# the tested versions from requirements.lock (the dev extra, hashed wheels only), then the
+# project itself. `make lock` refreshes the lock (README: "The lock").
 
 PYTHON  ?= $(shell command -v python3.11 || command -v python3)
 VENV    := .venv
@@ -10,15 +11,39 @@ PROFILE ?= quick
 WORKERS ?=
 EXECUTOR ?=
 PIP     := $(BIN)/python -m pip --disable-pip-version-check
+LOCK    := requirements.lock
+# Where pip finds the CPU wheel of torch 2.13.0: this folder where the wheel lies there (this
+# project's machines and CI: no network call), else PyTorch's CPU index page for torch.
+TORCH_INDEX  := https://download.pytorch.org/whl/cpu/torch/
+TORCH_WHEELS ?= $(if $(wildcard /opt/wheels/torch-2.13.0+cpu-cp311-*.whl),/opt/wheels,$(TORCH_INDEX))
+UV_VERSION := 0.13.9
+# the build backend of pyproject's [build-system], locked beside the dev extra
+BUILD_REQUIRES = $(PYTHON) -c "import tomllib; \
+	print(*tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires'], sep='\n')"
 
-.PHONY: test figs bench install lint clean
+.PHONY: test figs bench install extra lint lock clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+# Two steps, since pip's hash-checking mode refuses an editable install: every dependency
+# from the lock (hashes required, wheels only), then the project alone with the locked
+# setuptools (no build isolation, no index: nothing more is fetched).
+$(STAMP): pyproject.toml constraints.txt $(LOCK)
+	test -x $(BIN)/python || $(PYTHON) -c "import sys; sys.exit(sys.version_info[:2] != \
+		(3, 11) and '$(LOCK) is for Python 3.11; run make PYTHON=/path/to/python3.11')"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q -c constraints.txt -e '.[dev]'
+	$(PIP) install -q --require-hashes --only-binary :all: --find-links $(TORCH_WHEELS) \
+		-r $(LOCK)
+	$(PIP) install -q --no-deps --no-build-isolation --no-index -e .
 	touch $(STAMP)
+
+# An optional extra of pyproject beside the lock (`make extra EXTRA=ray`): the locked versions
+# and constraints.txt constrain it, so it adds packages and moves none of the locked ones.
+extra: $(STAMP)
+	@test -n "$(EXTRA)" || { echo "make extra: name one with EXTRA=NAME (pyproject's optional extras)" >&2; exit 2; }
+	sed -n 's/^\([A-Za-z0-9._-]*==[^ ]*\) .*/\1/p' $(LOCK) > $(VENV)/lock-constraints.txt
+	$(PIP) install -q -c $(VENV)/lock-constraints.txt -c constraints.txt --no-build-isolation \
+		-e '.[$(EXTRA)]'
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
@@ -37,5 +62,15 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check smallinit theory toy llm kernels paper_figs tests
 
+# The newest versions within pyproject's ranges for Python 3.11 on Linux x86-64, wheels only,
+# with hashes, under constraints.txt; uv runs from its own venv.
+lock:
+	test -x $(VENV)-lock/bin/uv || ($(PYTHON) -m venv $(VENV)-lock && \
+		$(VENV)-lock/bin/python -m pip install -q uv==$(UV_VERSION))
+	$(BUILD_REQUIRES) | $(VENV)-lock/bin/uv pip compile pyproject.toml - --extra dev \
+		-c constraints.txt --generate-hashes --python-version 3.11 \
+		--python-platform x86_64-manylinux_2_28 --no-build --upgrade -q \
+		--find-links $(TORCH_WHEELS) -o $(LOCK)
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VENV)-lock build *.egg-info

@@ -14,6 +14,9 @@ from smallinit.llm.analysis.ffn import ffn_neurons, initial_model, measure_layer
 from smallinit.llm.config import ModelConfig, RunConfig
 from smallinit.llm.model.transformer import Transformer
 
+# known answers of the measurements (SVD, Gram, RD) through numpy's BLAS and LAPACK
+pytestmark = pytest.mark.kernel_sensitive
+
 
 def model(mlp="gelu", bias=False, seed=0, init="gamma:0.5"):
     cfg = ModelConfig(vocab_size=64, context=16, d_model=16, n_layers=2, n_heads=2, d_ff=32,

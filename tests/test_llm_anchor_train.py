@@ -152,8 +152,11 @@ def test_cli_rejects_bad_values():
 PINNED = [*TINY, "train.steps=30", "train.log_every=5", "train.checkpoint_every=15",
           "train.warmup=5", "train.lr=0.01"]
 # Measured with train_anchor of commit a9690d4 (its own loop, before the anchor task ran on
-# the core Trainer), config PINNED on CPU; the Trainer reproduces them bit for bit here
-# (the tolerance allows for other CPUs' rounding).
+# the core Trainer), config PINNED on CPU; the Trainer reproduces them bit for bit here.
+# float32 training: other BLAS/SIMD kernels move these by up to 2e-7 (measured with
+# MKL_ENABLE_INSTRUCTIONS=SSE4_2 and ATEN_CPU_CAPABILITY=default or avx2), the predictions
+# and cluster count not at all; rel 1e-5 is well above that and below any change of the loop.
+PINNED_REL = 1e-5
 PINNED_METRICS = [
     {"loss": 5.249281120300293, "lr": 0.01, "step": 5},
     {"acc_seen_test": 0.01, "acc_seen_train": 0.01, "loss": 5.065067958831787,
@@ -178,14 +181,15 @@ PINNED_HELD_OUT = ([36, 45, 84, 45, 45, 45, 36, 49, 84, 49, 84, 51, 49, 84, 45, 
                     57, 45], 10704)  # first 20 predictions on (4, 3), sum of all 200
 
 
+@pytest.mark.kernel_sensitive
 def test_anchor_numbers_are_pinned_to_the_loop_before_the_trainer(tmp_path):
     cfg, _ = load_profile("quick", PINNED)
     run = run_anchor(cfg, RunStore(tmp_path))
     got = run.metrics()
     assert [sorted(r) for r in got] == [sorted(r) for r in PINNED_METRICS]
     for g, w in zip(got, PINNED_METRICS, strict=True):
-        assert g == pytest.approx(w, abs=1e-6, rel=0)
-    assert run.summary == pytest.approx(PINNED_SUMMARY, abs=1e-6, rel=0)
+        assert g == pytest.approx(w, rel=PINNED_REL)
+    assert run.summary == pytest.approx(PINNED_SUMMARY, rel=PINNED_REL)
     held = run.arrays()["pred_held_out"]
     assert (held[:20].tolist(), int(held.sum())) == PINNED_HELD_OUT
     assert (run.path / "model.pt").is_file()

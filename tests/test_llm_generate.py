@@ -15,6 +15,10 @@ from smallinit.errors import ConfigError
 from smallinit.llm.config import ModelConfig
 from smallinit.llm.model.transformer import KVCache, Transformer, pick_token
 
+# greedy tokens compared exactly across the cached and the full forward: they agree on any
+# kernels only while every argmax margin (≥ 1.6e-3 here) exceeds float32 rounding (~1e-6)
+pytestmark = pytest.mark.kernel_sensitive
+
 VARIANTS = {
     "rope": {},
     "learned": {"positions": "learned"},

@@ -533,9 +533,39 @@ def test_model_table_agrees_with_theory_transformer_table(sizes, scheme):
     assert ours == theirs
 
 
+# The measurements are float64 SVDs and eigendecompositions of ≤ 97×48 matrices of float32
+# weights. Another OpenBLAS core moves them by ≤ 1e-15 relative (measured: Haswell and
+# Sandybridge against SkylakeX); torch's scalar RNG kernel (ATEN_CPU_CAPABILITY=default, a
+# CPU without AVX2) moves the float32 weights by an ulp and the measurements by ≤ 1.3e-7
+# relative. 1e-6 is above both and far below what a change of the init or of a measurement
+# moves. Strings, ints and bools (names, shapes, digests, cluster counts) compare exactly.
+REFERENCE_REL = 1e-6
+
+
+def assert_matches_reference(got, want, where: str) -> None:
+    """``got`` has ``want``'s structure, its floats within ``REFERENCE_REL``, the rest equal."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and got.keys() == want.keys(), where
+        for key in want:
+            assert_matches_reference(got[key], want[key], f"{where}.{key}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_matches_reference(g, w, f"{where}[{i}]")
+    elif isinstance(want, float):
+        assert got == pytest.approx(want, rel=REFERENCE_REL, abs=1e-300), where
+    else:
+        assert type(got) is type(want) and got == want, where
+
+
+@pytest.mark.kernel_sensitive
 def test_reference_values_recorded_before_the_table():
     """Weights (sha256 of their bytes), init_table rows and the traced / FFN measurements of
-    the code before the matrix table (tests/data/make_matrix_reference.py) are unchanged."""
+    the code before the matrix table (tests/data/make_matrix_reference.py) are unchanged.
+
+    The digests stay exact: torch's seeded normal_ uses no BLAS, and its bits are the same
+    under every OpenBLAS core, MKL's AVX2 path and ATen's AVX2 and AVX-512 kernels (measured).
+    Only its scalar kernel rounds otherwise; there the weights are left out."""
     import importlib.util
     import json
     from pathlib import Path
@@ -547,5 +577,9 @@ def test_reference_values_recorded_before_the_table():
     spec.loader.exec_module(module)
     want = json.loads((data / "matrix_reference.json").read_text())
     got = json.loads(json.dumps(module.compute(), default=float))
+    if torch.backends.cpu.get_cpu_capability() == "DEFAULT":
+        for tree in (got, want):
+            for entry in (*tree["models"].values(), *tree["hf"].values()):
+                del entry["weights"]
     for key in want:
-        assert got[key] == want[key], key
+        assert_matches_reference(got[key], want[key], key)

@@ -184,6 +184,11 @@ PINNED_ARGS = ["train.steps=30", "train.checkpoint_every=15", "train.eval_every=
 # Measured with the trainer of commit a9690d4 (before the Trainer took pluggable tasks) and
 # re-pinned for issue 15's graded synthetic data (trainer VERSION 2: new corpus, per-task-level
 # scores), config TINY + PINNED_ARGS on CPU; ``tok_per_s`` (wall-clock) left out.
+# float32 training: other BLAS/SIMD kernels move these by up to 1.6e-6 (4e-7 relative;
+# measured with MKL_ENABLE_INSTRUCTIONS=SSE4_2 and ATEN_CPU_CAPABILITY=default or avx2), a
+# few float32 ulps of a loss near 4. rel 1e-5 leaves a margin of 25 and still fails when the
+# batches, the loss, clipping or the schedule change.
+PINNED_REL = 1e-5
 PINNED_METRICS = [
     {"loss": 6.4443864822387695, "lr": 0.003, "step": 5, "tokens": 1920},
     {"loss": 5.321763515472412, "lr": 0.0027421729424061793, "step": 10, "tokens": 3840},
@@ -225,6 +230,7 @@ PINNED_SUMMARY = {
 }
 
 
+@pytest.mark.kernel_sensitive
 def test_numbers_are_pinned(cache, tmp_path):
     """Same config, same numbers as pinned: batches, loss, clipping, schedule, checkpoint
     cadence and final evaluation (the probes, logged beside them, change none of them)."""
@@ -234,9 +240,9 @@ def test_numbers_are_pinned(cache, tmp_path):
     assert {r["step"] for r in run.metrics() if "probe" in r} == set(probe_steps(30))
     assert [sorted(r) for r in got] == [sorted(r) for r in PINNED_METRICS]
     for g, w in zip(got, PINNED_METRICS, strict=True):
-        assert g == pytest.approx(w, abs=1e-6, rel=0)
+        assert g == pytest.approx(w, rel=PINNED_REL)
     summary = {k: v for k, v in run.summary.items() if k != "corpus"}
-    assert summary == pytest.approx(PINNED_SUMMARY, abs=1e-6, rel=0)
+    assert summary == pytest.approx(PINNED_SUMMARY, rel=PINNED_REL)
     assert not list((run.path / "checkpoints").glob("step-*.pt"))  # superseded by model.pt
     assert (run.path / "model.pt").is_file()
 

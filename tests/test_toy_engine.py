@@ -164,6 +164,7 @@ def test_the_stalled_network_sits_at_the_least_squares_affine_fit_with_zero_grad
     assert np.abs(np.asarray(ga)).max() < 1e-15 and np.abs(np.asarray(gW)).max() < 1e-15
 
 
+@pytest.mark.kernel_sensitive
 def test_engine_matches_a_python_stepped_pytorch_autograd_loop():
     """The engine against the independent reference of tests/torch_phase_loop.py (autograd
     gradients, closed-form Gram step, same stopping): same status and stopping step for

@@ -48,6 +48,7 @@ def _both(cfg: ScanConfig, settings):
     return jax_out, out
 
 
+@pytest.mark.kernel_sensitive
 def test_grouped_engine_reproduces_the_jax_engine_on_mixed_widths():
     s = tl.TrainSettings(max_steps=5000)
     ref, out = _both(GRID, s)
@@ -78,6 +79,7 @@ def test_grouped_engine_reproduces_the_jax_engine_on_mixed_widths():
     assert (rd[:, 2] > 5 * rd[:, 0]).all()
 
 
+@pytest.mark.kernel_sensitive
 def test_diverging_network_is_recorded_as_diverged_and_the_batch_goes_on():
     # a fixed step that suits the mean-field point is far too large for the NTK point
     s = tl.TrainSettings(step_rule="fixed", lr=50.0, max_steps=4000)
@@ -104,6 +106,7 @@ def test_grouped_engine_is_deterministic_and_seed_dependent():
     assert one["rd"][0] != pytest.approx(one["rd"][1], rel=1e-3)
 
 
+@pytest.mark.kernel_sensitive
 def test_scan_slopes_agree_between_engines_and_with_theory():
     cfg = ScanConfig(gammas=(0.5, 1.75), gamma_primes=(0.0,), widths=(40, 80, 160), seeds=2,
                      max_steps=6000)
