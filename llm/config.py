@@ -1,8 +1,8 @@
 """Configs of an LLM run: model, data, training, evaluation (dataclasses, loadable from TOML).
 
-Load one with ``smallinit.config.load_config(RunConfig, path, ["train.steps=100", ...])``.
+Load one with ``smallinit.core.config.load_config(RunConfig, path, ["train.steps=100", ...])``.
 Every check that the type annotations cannot express lives in ``__post_init__`` and raises
-:class:`~smallinit.errors.ConfigError` naming the value and what is allowed.
+:class:`~smallinit.core.errors.ConfigError` naming the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from smallinit.config import KEY_NEUTRAL, check_fields
-from smallinit.errors import ConfigError, require
+from smallinit.core.config import KEY_NEUTRAL, check_fields
+from smallinit.core.errors import ConfigError, require
 from smallinit.theory.init_rules import canonical_scheme, parse_scheme
 from smallinit.theory.transformer import default_ffn_dim
 

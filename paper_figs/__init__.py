@@ -1,1 +1,1 @@
-"""The paper figures, one module per figure (smallinit.figs runs them)."""
+"""The paper figures, one module per figure (smallinit.study.figs runs them)."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from smallinit.figs import single
-from smallinit.plotting import use_style
+from smallinit.core.plotting import use_style
+from smallinit.study.figs import single
 from smallinit.theory import diagram
 
 NUMBER = 1

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from smallinit.figs import single
-from smallinit.plotting import use_style
+from smallinit.core.plotting import use_style
+from smallinit.study.figs import single
 from smallinit.theory import phase
 
 NUMBER = 2

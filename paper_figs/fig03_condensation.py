@@ -4,8 +4,8 @@ initial-condensation cosine heatmaps for activations of multiplicity p = 1, 2, 3
 
 from __future__ import annotations
 
-from smallinit.figs import outputs, single
-from smallinit.plotting import use_style
+from smallinit.core.plotting import use_style
+from smallinit.study.figs import outputs, single
 from smallinit.toy import condense
 
 NUMBER = 3

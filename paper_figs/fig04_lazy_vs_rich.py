@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from smallinit.errors import ConfigError
-from smallinit.figs import outputs
-from smallinit.plotting import use_style
+from smallinit.core.errors import ConfigError
+from smallinit.core.plotting import use_style
+from smallinit.study.figs import outputs
 from smallinit.theory import lazy_rich
 
 NUMBER = 4

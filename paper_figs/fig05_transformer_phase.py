@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from smallinit.figs import single
-from smallinit.plotting import use_style
+from smallinit.core.plotting import use_style
+from smallinit.study.figs import single
 from smallinit.theory import diagram
 from smallinit.theory.init_rules import parse_scheme
 from smallinit.theory.transformer import TransformerShape, ffn_blocks, ffn_point_from_rates

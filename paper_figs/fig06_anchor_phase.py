@@ -5,8 +5,8 @@ First file: share of the unseen pair (4, 3) answered inferentially (x − 10), s
 reached less than 90% accuracy on the seen pairs' held-out (x, position) combinations, so
 their (4, 3) answers say little about how they solved the task. Bottom row: every seed's
 symmetric and inferential share per γ on the line of the grid the two anchor claims read
-(:func:`smallinit.claims.anchor_line`); the title gives both claims as ``smallinit claims``
-judges them (:func:`smallinit.claims.judge`, the share rule of docs/science.md §13: mean
+(:func:`smallinit.study.claims.anchor_line`); the title gives both claims as ``smallinit claims``
+judges them (:func:`smallinit.study.claims.judge`, the share rule of docs/science.md §13: mean
 share with its 95% t CI, the one-sided p of mean > 0.5, n seeds, verdict). Second file
 (``_mechanism``): two
 contrasting models (the profile's ``scan.mechanism_gammas``) — cosine similarity of the
@@ -22,8 +22,8 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit import claims
-from smallinit.plotting import use_style
+from smallinit.core.plotting import use_style
+from smallinit.study import claims
 from smallinit.study.experiments.anchor_scan import format_table, scan_table, seed_shares
 
 NUMBER = 6

@@ -21,6 +21,8 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
+from smallinit.core.plotting import use_style
+from smallinit.core.stats import paired
 from smallinit.llm.analysis.critical import best_gamma, excess_accuracy
 from smallinit.paper_figs.reasoning_panels import (
     draw_paired_cells,
@@ -28,8 +30,6 @@ from smallinit.paper_figs.reasoning_panels import (
     paired_by_seed,
     run_cells,
 )
-from smallinit.plotting import use_style
-from smallinit.stats import paired
 
 NUMBER = 7
 TITLE = "LLM loss, reasoning and memorization versus γ across model sizes"

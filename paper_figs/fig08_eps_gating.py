@@ -10,7 +10,7 @@ Top left: held-out loss per setting and γ; top right: the gap L(γ = 1) − L(�
 setting for the held-out loss and for the loss on reasoning answer tokens (negative: small
 init is better); bars are means over seeds, dots single seeds (lighter lines below: the
 later seeds). The titles carry the two claims of docs/science.md §13 this figure tests,
-computed by :mod:`smallinit.claims` (the numbers ``smallinit claims`` prints):
+computed by :mod:`smallinit.study.claims` (the numbers ``smallinit claims`` prints):
 ``eps-restrains``, g(relaxed ε) − g(standard ε) without gate, and ``sinks-restrain``,
 g(gated) − g(not gated) at standard ε, with g = L(γ = 0.5) − L(γ = 1) per seed (effect,
 95% CI, one-sided p, n, verdict). Rows 2–4, one column per
@@ -27,10 +27,10 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit import claims
+from smallinit.core.plotting import use_style
 from smallinit.llm.analysis.critical import reasoning_answer_loss
 from smallinit.llm.training.probes import trajectory
-from smallinit.plotting import use_style
+from smallinit.study import claims
 from smallinit.theory.transformer import rmsnorm_gamma_threshold
 
 NUMBER = 8

@@ -23,6 +23,8 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
+from smallinit.core.plotting import use_style
+from smallinit.core.stats import mean_ci, paired
 from smallinit.llm.analysis.critical import (
     best_gamma,
     escape_fit,
@@ -37,8 +39,6 @@ from smallinit.paper_figs.reasoning_panels import (
     paired_by_seed,
     run_cells,
 )
-from smallinit.plotting import use_style
-from smallinit.stats import mean_ci, paired
 
 NUMBER = 9
 TITLE = "Critical initialization: training loss, plateau and reasoning versus γ"

@@ -8,7 +8,7 @@ clustering at cos ≥ 0.95) and the mean |cos| between rows of the token embeddi
 and the FFN input (gate) weights, per layer (lighter lines: the second seed). The claim to
 test: with small init the matrices first collapse onto few directions (rank and cluster
 count fall, top share rises), then spread out. The title carries the
-``condense-then-expand`` record of docs/science.md §13 (:mod:`smallinit.claims`): per
+``condense-then-expand`` record of docs/science.md §13 (:mod:`smallinit.study.claims`): per
 seed c = min(drop, rebound) of the mean relative effective rank at γ = 1 minus the same at
 γ = 0.5 (effect, 95% CI, one-sided p, n, verdict), and each run's c.
 """
@@ -20,9 +20,9 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit import claims
+from smallinit.core.plotting import use_style
 from smallinit.llm.training.probes import trajectory
-from smallinit.plotting import use_style
+from smallinit.study import claims
 
 NUMBER = 10
 TITLE = "Condense then expand: effective rank, top share and clusters over training"

@@ -10,7 +10,7 @@ share. Buckets
 target, whether (previous token, target) already occurred in the window (copyable), and the
 synthetic corpus's category of the target with item answers split off. The title carries
 the ``token-gains-context-constrained`` record of docs/science.md §13
-(:mod:`smallinit.claims`): per seed S_B − n_B/n for B the top bigram-loss quartile, seeds
+(:mod:`smallinit.study.claims`): per seed S_B − n_B/n for B the top bigram-loss quartile, seeds
 with a total gain ≤ 0 dropped (effect, 95% CI over seeds, one-sided p, n, verdict).
 """
 
@@ -21,10 +21,10 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit import claims
+from smallinit.core.plotting import use_style
 from smallinit.llm.analysis.tokens import bucket_families, gain_shares, total_gain_ci
 from smallinit.llm.data import corpus as corpus_mod
-from smallinit.plotting import use_style
+from smallinit.study import claims
 
 NUMBER = 11
 TITLE = "Token-level gains of γ = 1 over γ = 0.5 by context-dependence bucket"

@@ -4,8 +4,8 @@ The gain g = L(γ = 0.5) − L(γ = 1) of the held-out loss (> 0: small init bet
 d_model, one panel per setting of RMSNorm ε (standard, relaxed; per size chosen as fig 8
 does, imitating a width-``d_large`` model) × gated attention (off, on). Dots: single seeds;
 line: mean over seeds. Each panel's title gives the least-squares slope of g against
-ln d_model over seeds (:func:`smallinit.claims.scaling_slopes`, judged by
-:func:`smallinit.claims.directional`: effect, 95% CI, one-sided p, n) — for relaxed ε with
+ln d_model over seeds (:func:`smallinit.study.claims.scaling_slopes`, judged by
+:func:`smallinit.study.claims.directional`: effect, 95% CI, one-sided p, n) — for relaxed ε with
 the gate on this is the ``relaxed-scaling`` record of ``smallinit claims``.
 """
 
@@ -16,8 +16,8 @@ import logging
 import matplotlib.pyplot as plt
 import numpy as np
 
-from smallinit import claims
-from smallinit.plotting import use_style
+from smallinit.core.plotting import use_style
+from smallinit.study import claims
 
 NUMBER = 12
 TITLE = "Gain of γ = 1 over γ = 0.5 against model size under ε × gated attention"
@@ -26,7 +26,7 @@ SETTINGS = [("standard", False), ("standard", True), ("relaxed", False), ("relax
 
 
 def per_size(pairs) -> dict[int, dict[int, float]]:
-    """g per size and seed (the held-out loss gain of :func:`smallinit.claims.gains`)."""
+    """g per size and seed (the held-out loss gain of :func:`smallinit.study.claims.gains`)."""
     sizes = sorted({j.tags["size"] for j, _ in pairs})
     return {d: claims.gains([(j, r) for j, r in pairs if j.tags["size"] == d]) for d in sizes}
 

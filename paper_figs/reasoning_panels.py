@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from smallinit.core.stats import paired
 from smallinit.llm.analysis.reasoning import cells
 from smallinit.llm.data.synthetic import LEVELS, REASONING
-from smallinit.stats import paired
 
 LEVEL_COLORS = {1: "tab:green", 2: "tab:orange", 3: "tab:purple"}
 
@@ -78,7 +78,7 @@ def paired_by_seed(rows, value, a_gamma: float = 1.0, b_gamma: float = 0.5, wher
 
 def draw_paired_cells(ax, rows, where=None):
     """Per cell: accuracy at γ = 1 minus at γ = 0.5, each seed a dot, the mean with its 95%
-    CI (``smallinit.stats.paired``). Returns the estimates by cell name."""
+    CI (``smallinit.core.stats.paired``). Returns the estimates by cell name."""
     names, estimates = [], {}
     for i, (task, k) in enumerate((t, k) for t in REASONING for k in LEVELS):
         a, b = paired_by_seed(rows, lambda r, c=(task, k): getattr(r["cells"].get(c), "acc",

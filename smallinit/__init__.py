@@ -1,8 +1,8 @@
 """smallinit: how the scale of initialization decides what a network learns.
 
-Core package: the run store (:mod:`smallinit.runs`), configs (:mod:`smallinit.config`),
-errors (:mod:`smallinit.errors`), progress bars (:mod:`smallinit.progress`) and the shared
-figure style (:mod:`smallinit.plotting`). The components are installed beneath it and
+Core package: the run store (:mod:`smallinit.core.store`), configs (:mod:`smallinit.core.config`),
+errors (:mod:`smallinit.core.errors`), progress bars (:mod:`smallinit.core.progress`) and the shared
+figure style (:mod:`smallinit.core.plotting`). The components are installed beneath it and
 load on first use (``import smallinit`` itself imports none of them)::
 
     from smallinit import theory, toy, llm
@@ -16,7 +16,7 @@ load on first use (``import smallinit`` itself imports none of them)::
 
 Runs as objects: :func:`load_run` opens a stored run by key (``.config``, ``.summary``,
 ``.metrics()``, ``.metrics_frame()``, ``.arrays()``), :func:`list_runs` lists the store and
-:func:`verify_runs` checks that runs are what their keys say (:mod:`smallinit.results`).
+:func:`verify_runs` checks that runs are what their keys say (:mod:`smallinit.core.results`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0+unknown"
 
 _COMPONENTS = ("theory", "toy", "llm", "kernels")
-_EXPORTS = {"load_run": "smallinit.results", "list_runs": "smallinit.results",
-            "verify_runs": "smallinit.results"}
+_EXPORTS = {"load_run": "smallinit.core.results", "list_runs": "smallinit.core.results",
+            "verify_runs": "smallinit.core.results"}
 
 __all__ = ["__version__", *_COMPONENTS, *_EXPORTS]
 

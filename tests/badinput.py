@@ -3,7 +3,7 @@
 Each case runs in its own process and is *clean* when it
 
 * exits with status 2 (a Python-API case: raises one documented exception type, a subclass
-  of ``smallinit.errors.SmallinitError``, ``ValueError`` or — for a value of the wrong
+  of ``smallinit.core.errors.SmallinitError``, ``ValueError`` or — for a value of the wrong
   type — ``TypeError``),
 * prints exactly one line on stderr (``smallinit: error: ...``, or argparse's
   ``smallinit GROUP COMMAND: error: ...``; for the API, one message line)
@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from smallinit.runs import config_key
+from smallinit.core.runs import config_key
 
 TIME_LIMIT = 30.0  # seconds; generous for a 2-core machine running torch imports in parallel
 MEMORY_LIMIT = 2 * 1024**3  # resident bytes
@@ -357,9 +357,9 @@ CASES: list[Case] = [
         "parse_scheme('')"),
     api("classify nan", "from smallinit.theory import phase\n"
         "phase.classify(float('nan'), 0)"),
-    api("RunStore on a file", "from smallinit.runs import RunStore\n"
+    api("RunStore on a file", "from smallinit.core.store import RunStore\n"
         "RunStore('{file}').get_or_run('k', {'a': 1}, lambda run: {})"),
-    api("load_config unknown key", "from smallinit.config import load_config\n"
+    api("load_config unknown key", "from smallinit.core.config import load_config\n"
         "from smallinit.llm import RunConfig\nload_config(RunConfig, None, ['zzz=1'])"),
     api("cosine_gram 3-d of wrong kind", "from smallinit.kernels import cosine_gram\n"
         "cosine_gram('abc')"),
@@ -407,14 +407,14 @@ CASES: list[Case] = [
         "--no-fetch", "--runs-dir", "{runs}"),
     cli("llm bench-compare groups file nested", "llm", "bench-compare", "{run}", "{run}",
         "--groups", "{groups_deep}", "--runs-dir", "{runs}"),
-    api("load_config file nested", "from smallinit.config import load_config\n"
+    api("load_config file nested", "from smallinit.core.config import load_config\n"
         "from smallinit.llm import RunConfig\nload_config(RunConfig, '{deep_toml}')"),
-    api("load_config override nested", "from smallinit.config import load_config\n"
+    api("load_config override nested", "from smallinit.core.config import load_config\n"
         "from smallinit.llm import RunConfig\n"
         "load_config(RunConfig, None, ['seed=' + '[' * 100000])"),
-    api("config_key of a nested dict config", "from smallinit.runs import config_key\n"
+    api("config_key of a nested dict config", "from smallinit.core.runs import config_key\n"
         "x = []\nfor _ in range(5000):\n    x = [x]\nconfig_key('k', {'a': x}, '1')"),
-    api("read_json nested store file", "from smallinit.runs import read_json\n"
+    api("read_json nested store file", "from smallinit.core.atomic import read_json\n"
         "read_json('{deep_json}')"),
     api("load_trained nested config.json", "from smallinit.llm import load_trained\n"
         "load_trained('{run_deepconfig}')"),
@@ -740,7 +740,7 @@ class Outcome:
 
 API_WRAPPER = """\
 import sys
-from smallinit.errors import SmallinitError
+from smallinit.core.errors import SmallinitError
 try:
 {body}
 except (SmallinitError, ValueError, TypeError) as err:

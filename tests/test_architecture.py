@@ -1,21 +1,20 @@
-"""The import graph, read with ``ast`` from the source tree (nothing is imported).
+"""The floor plan and the one-path rules, read with ``ast`` from the source tree (nothing
+is imported).
 
 Floor plan (lowest floor first; an arrow may only point down):
 
 * **theory/** (``smallinit.theory``) and **kernels/** (``smallinit.kernels``): import
   nothing of ours outside their own package (they raise plain ``ValueError``).
-* **core**, ``smallinit/*.py`` and ``smallinit/profiles/`` (runs, config, errors,
-  progress, plotting, memory, jobs, profiles, downloads): imports only the core. Four core
-  modules sit on top of everything by design and may import the components and
-  :mod:`smallinit.compare`: the experiment registry ``smallinit/experiments.py``, the
-  figure driver ``smallinit/figs.py``, the claims table ``smallinit/claims.py`` and the
-  prepared GPU check ``smallinit/gpu_check.py``.
-  ``smallinit/__main__.py`` is the CLI's entry point.
+* **core** (``smallinit/core/``: run store, configs, profiles, job driver, errors, progress,
+  plotting, stats, memory, downloads): imports only the core.
 * **toy/** and **llm/**: import theory, kernels and the core; llm never imports toy and
   toy never imports llm.
-* **compare** (``smallinit/compare/``), **paper_figs/**: on top of the components; compare
-  never imports the CLI.
+* **the roof**: ``smallinit/compare/``, ``smallinit/study/`` (the experiments, the figure
+  driver, the claims, the GPU check) and **paper_figs/** sit on the components; none of
+  them imports the CLI.
 * **cli** (``smallinit/cli/``): on top of everything; nothing below it imports it.
+  ``smallinit/__init__.py`` (the package's lazy re-exports) and ``smallinit/__main__.py``
+  (the CLI's entry point) stand apart.
 
 And imports of our own modules sit at the top of their module, where the graph can be
 read: outside ``smallinit/cli/`` (whose handlers import libraries lazily so that
@@ -24,11 +23,18 @@ when its line carries ``# lazy: <reason>`` (an import cycle, an optional depende
 cupy behind it). The same holds for the heavy third-party packages (torch, jax, sympy) in a
 module that does not import them at its top anyway: lazy only where the module must be
 importable without them, saying why.
+
+One path per idea: no function is named by a ``"module:function"`` string (a run spec's
+type computes its run); one function applies dotted overrides to a config
+(``smallinit.core.config.override``); one registry lists the experiments
+(``smallinit/study/experiments/__init__.py``), each experiment module declaring its one
+``EXPERIMENT``; one job driver starts worker processes (``smallinit/core/jobs.py``).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,8 +52,7 @@ PACKAGES = {
     "paper_figs": "smallinit.paper_figs",
 }
 COMPONENTS = ("smallinit.theory", "smallinit.toy", "smallinit.llm", "smallinit.kernels")
-#: core modules above the components
-ON_TOP = {"smallinit.figs", "smallinit.claims", "smallinit.gpu_check"}
+ROOF = ("smallinit.compare", "smallinit.study", "smallinit.paper_figs")
 LAZY_MARK = "# lazy:"
 #: heavy third-party packages: lazy only where a module must import without them
 HEAVY = ("torch", "jax", "sympy")
@@ -66,15 +71,6 @@ def module_of(rel: str) -> tuple[str, bool]:
 
 def within(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
-
-
-def is_core_module(module: str) -> bool:
-    """``smallinit/*.py`` and ``smallinit/profiles/`` (not ``__main__``, the CLI's entry)."""
-    if module == "smallinit" or within(module, "smallinit.profiles"):
-        return True
-    parts = module.split(".")
-    return len(parts) == 2 and module != "smallinit.__main__" and parts[1] not in {
-        "theory", "toy", "llm", "kernels", "cli", "compare", "paper_figs", "study"}
 
 
 def imports(module: str, is_package: bool, source: str):
@@ -133,19 +129,15 @@ def rule_breaks(module: str, where: str, name: str) -> list[str]:
         found.append(f"{where}: llm never imports toy")
     if within(module, "smallinit.toy") and within(name, "smallinit.llm"):
         found.append(f"{where}: toy never imports llm")
-    is_core = is_core_module(module)
-    below_top = (is_core and module not in ON_TOP) or any(within(module, p)
-                                                          for p in COMPONENTS)
+    if within(module, "smallinit.core") and not within(name, "smallinit.core"):
+        found.append(f"{where}: the core imports only the core")
+    below_roof = within(module, "smallinit.core") or any(within(module, p) for p in COMPONENTS)
+    if below_roof and any(within(name, p) for p in ROOF):
+        found.append(f"{where}: compare, study and paper_figs sit on top of the components "
+                     "and the core")
     if within(name, "smallinit.cli") and not within(module, "smallinit.cli") \
             and module != "smallinit.__main__":
         found.append(f"{where}: only the CLI (and its entry point) imports the CLI")
-    if below_top and any(within(name, p) for p in ("smallinit.compare", "smallinit.study",
-                                                   "smallinit.paper_figs")):
-        found.append(f"{where}: compare and paper_figs sit on top of the components "
-                     "and the core")
-    if is_core and module not in ON_TOP and any(within(name, p) for p in COMPONENTS):
-        found.append(f"{where}: the core imports no component (only "
-                     f"{', '.join(sorted(ON_TOP))} sit on top)")
     return found
 
 
@@ -180,8 +172,8 @@ def test_building_the_cli_parser_imports_no_heavy_library():
 # Each rule fed a fake source that breaks it (and one that keeps it), so that none can
 # pass by checking nothing.
 @pytest.mark.parametrize(("rel", "source", "rule"), [
-    ("theory/phase.py", "from smallinit.errors import ConfigError\n", "theory imports nothing"),
-    ("kernels/measure.py", "import smallinit.runs\n", "kernels imports nothing"),
+    ("theory/phase.py", "from smallinit.core.errors import X\n", "theory imports nothing"),
+    ("kernels/measure.py", "import smallinit.core.store\n", "kernels imports nothing"),
     ("theory/phase.py", "from ..toy import scan\n", "theory imports nothing"),
     ("llm/analysis/ffn.py", "from smallinit.toy.scan import fit_slopes\n", "llm never imports"),
     ("toy/scan.py", "from smallinit import llm\n", "toy never imports llm"),
@@ -189,12 +181,14 @@ def test_building_the_cli_parser_imports_no_heavy_library():
     ("smallinit/compare/run.py", "from smallinit.cli.util import x\n", "only the CLI"),
     ("smallinit/study/experiments/gamma_sweep.py", "import smallinit.cli\n", "only the CLI"),
     ("paper_figs/fig01_phase_diagram.py", "from smallinit.cli import util\n", "only the CLI"),
-    ("smallinit/runs.py", "from smallinit.compare import run\n", "sit on top"),
+    ("smallinit/core/runs.py", "from smallinit.compare import run\n", "sit on top"),
     ("llm/config.py", "from smallinit.paper_figs import fig01_phase_diagram\n", "sit on top"),
-    ("smallinit/jobs.py", "from smallinit.toy import scan\n", "the core imports no component"),
-    ("smallinit/profiles/__init__.py", "from smallinit.llm import config\n", "no component"),
-    ("toy/scan.py", "def f():\n    from smallinit.runs import RunStore\n", "inside a function"),
-    ("smallinit/runs.py", "class A:\n    def f(self):\n        import smallinit.errors\n",
+    ("toy/scan.py", "from smallinit.study import experiments\n", "sit on top"),
+    ("smallinit/core/jobs.py", "from smallinit.toy import scan\n", "only the core"),
+    ("smallinit/core/profiles/__init__.py", "from smallinit.llm import config\n", "only the core"),
+    ("smallinit/core/store.py", "from smallinit.study.figs import x\n", "only the core"),
+    ("toy/scan.py", "def f():\n    from smallinit.core.store import S\n", "inside a function"),
+    ("smallinit/core/runs.py", "class A:\n    def f(self):\n        import smallinit.core.errors\n",
      "inside a function"),
     ("kernels/stack.py", "def f():\n    from . import gpu  # noqa: PLC0415\n",
      "inside a function"),
@@ -209,10 +203,11 @@ def test_each_rule_catches_a_fake_source(rel, source, rule):
 @pytest.mark.parametrize(("rel", "source"), [
     ("theory/phase.py", "from .init_rules import parse_scheme\nimport sympy\n"),
     ("kernels/bench.py", "from . import measure\nfrom .stack import measure_stack\n"),
-    ("toy/scan.py", "from smallinit.theory import phase\nfrom smallinit.runs import RunStore\n"),
+    ("toy/scan.py", "from smallinit.theory import phase\nfrom smallinit.core.store import S\n"),
+    ("smallinit/core/store.py", "from smallinit.core.runs import Run\n"),
     ("llm/config.py", "from smallinit.kernels import cluster_count\n"),
     ("smallinit/study/experiments/compare.py", "from smallinit.compare.run import x\n"),
-    ("smallinit/figs.py", "from smallinit.study import experiments\n"),
+    ("smallinit/study/figs.py", "from smallinit.study import experiments\n"),
     ("smallinit/__main__.py", "from smallinit.cli import main\n"),
     ("smallinit/cli/figs.py", "def f():\n    from smallinit.study.experiments import plan\n"),
     ("kernels/stack.py", "def f():\n    from . import gpu  # lazy: needs cupy\n"),
@@ -232,9 +227,9 @@ DRIVER_ONLY = ("ProcessPoolExecutor", "multiprocessing", "get_context(", "_FORCE
 
 
 def driver_copies(rel: str, source: str) -> list[str]:
-    """Places outside ``smallinit/jobs.py`` that start worker processes or keep a
+    """Places outside ``smallinit/core/jobs.py`` that start worker processes or keep a
     force-once set of their own: a second sweep driver in the making."""
-    if rel == "smallinit/jobs.py":
+    if rel == "smallinit/core/jobs.py":
         return []
     return [f"{rel}:{n} {word}" for n, line in enumerate(source.splitlines(), 1)
             for word in DRIVER_ONLY if word in line and not line.lstrip().startswith("#")]
@@ -243,6 +238,110 @@ def driver_copies(rel: str, source: str) -> list[str]:
 def test_one_job_driver_runs_every_sweep():
     found = [hit for rel in source_files()
              for hit in driver_copies(rel, (ROOT / rel).read_text(encoding="utf-8"))]
-    assert not found, f"only smallinit/jobs.py runs many runs (workers, force once): {found}"
+    assert not found, f"only smallinit/core/jobs.py runs many runs (workers, force once): " \
+                      f"{found}"
     assert driver_copies("smallinit/study/experiments/gamma_sweep.py",
                          "from concurrent.futures import ProcessPoolExecutor\n")
+
+
+# ----------------------------------------------------------------------------- one path per idea
+ENTRY_STRING = re.compile(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*:[A-Za-z_]\w*$")  # "pkg.mod:func"
+OVERRIDE_FUNCTION = "smallinit/core/config.py"
+REGISTRY = "smallinit/study/experiments/__init__.py"
+EXPERIMENTS = "smallinit/study/experiments/"
+
+
+def string_entry_points(rel: str, source: str) -> list[str]:
+    """String constants that name a function as ``"module:function"`` (the driver does not
+    look functions up by name: a spec's type computes its run)."""
+    return [f"{rel}:{node.lineno} names {node.value!r} by a string"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and ENTRY_STRING.match(node.value)]
+
+
+def second_override_functions(rel: str, source: str) -> list[str]:
+    """Config changes that bypass ``smallinit.core.config.override``: ``dataclasses.replace``
+    (or a ``replace`` imported from dataclasses) and a ``split("__")`` of keyword names into
+    paths (as the sweeps' old ``_with`` did), outside the override function's module (theory
+    and kernels, which import nothing of ours and hold no run config, are not asked)."""
+    if rel == OVERRIDE_FUNCTION or rel.startswith(("theory/", "kernels/")):
+        return []
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "dataclasses" and \
+                any(a.name == "replace" for a in node.names):
+            found.append(f"{rel}:{node.lineno} imports dataclasses.replace")
+        if isinstance(node, ast.Attribute) and node.attr == "replace" and \
+                isinstance(node.value, ast.Name) and node.value.id == "dataclasses":
+            found.append(f"{rel}:{node.lineno} calls dataclasses.replace")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "split" and node.args and \
+                isinstance(node.args[0], ast.Constant) and node.args[0].value == "__":
+            found.append(f"{rel}:{node.lineno} splits names on '__' into a config path")
+    return [f"{hit}: change a config with smallinit.core.config.override" for hit in found]
+
+
+def second_registries(rel: str, source: str) -> list[str]:
+    """A registry of experiments other than the one: a module-level ``EXPERIMENTS`` outside
+    the registry, or an ``Experiment(...)`` built outside the experiment modules."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) else [])
+        if rel != REGISTRY and any(isinstance(t, ast.Name) and t.id == "EXPERIMENTS"
+                                   for t in targets):
+            found.append(f"{rel}:{node.lineno} defines EXPERIMENTS: the registry is {REGISTRY}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "Experiment" and not rel.startswith(EXPERIMENTS):
+            found.append(f"{rel}:{node.lineno} builds an Experiment outside {EXPERIMENTS}")
+    return found
+
+
+ONE_PATH_RULES = (string_entry_points, second_override_functions, second_registries)
+
+
+def test_one_path_per_idea():
+    found = [hit for rel in source_files() for rule in ONE_PATH_RULES
+             for hit in rule(rel, (ROOT / rel).read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found)
+
+
+def test_every_experiment_module_declares_one_experiment_the_registry_lists():
+    modules = sorted(p.stem for p in (ROOT / EXPERIMENTS).glob("*.py")
+                     if p.stem not in ("__init__", "experiment", "llm_plan"))
+    registry = (ROOT / REGISTRY).read_text(encoding="utf-8")
+    for name in modules:
+        source = (ROOT / EXPERIMENTS / f"{name}.py").read_text(encoding="utf-8")
+        assert source.count("\nEXPERIMENT = Experiment(") == 1, name
+        assert re.search(rf"\b{name}\b", registry), f"{name} is not in the registry"
+
+
+@pytest.mark.parametrize(("rule", "rel", "source"), [
+    (string_entry_points, "smallinit/study/experiments/x.py",
+     'ENTRY = "smallinit.llm.training.train:train_job"\n'),
+    (second_override_functions, "smallinit/study/experiments/x.py",
+     "import dataclasses\ncfg = dataclasses.replace(cfg, seed=1)\n"),
+    (second_override_functions, "llm/training/trained.py",
+     "from dataclasses import dataclass, replace\n"),
+    (second_override_functions, "smallinit/study/experiments/llm_plan.py",
+     "def _with(cfg, **kw):\n    for key in kw:\n        key.split('__')\n"),
+    (second_registries, "llm/training/train.py", "EXPERIMENTS = {}\n"),
+    (second_registries, "smallinit/study/figs.py", "E = Experiment('x', (1,), '', f)\n"),
+])
+def test_each_one_path_rule_catches_a_planted_violation(rule, rel, source):
+    assert rule(rel, source)
+
+
+@pytest.mark.parametrize(("rule", "rel", "source"), [
+    (string_entry_points, "smallinit/cli/util.py", 'TEXT = "key=value: a:b"\n'),
+    (second_override_functions, "smallinit/core/config.py",
+     "import dataclasses\nx = dataclasses.replace(c)\n"),
+    (second_override_functions, "theory/phase.py", "e = expr.replace(a, b)\n"),
+    (second_override_functions, "theory/phase.py", "s = dataclasses.replace(s, a=1)\n"),
+    (second_registries, REGISTRY, "EXPERIMENTS = {}\n"),
+    (second_registries, "smallinit/study/experiments/toy_scan.py",
+     "EXPERIMENT = Experiment('toy-scan', (1,), '', specs)\n"),
+])
+def test_the_one_path_rules_accept_what_is_allowed(rule, rel, source):
+    assert rule(rel, source) == []

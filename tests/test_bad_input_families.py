@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from smallinit.cli import main
-from smallinit.config import (
+from smallinit.core.atomic import read_json
+from smallinit.core.config import (
     CONFIG_BYTES,
     MAX_DEPTH,
     config_to_dict,
@@ -27,9 +28,9 @@ from smallinit.config import (
     read_toml,
     read_user_file,
 )
-from smallinit.errors import ConfigError, StoreError
-from smallinit.results import list_runs
-from smallinit.runs import RunStore, read_json
+from smallinit.core.errors import ConfigError, StoreError
+from smallinit.core.results import list_runs
+from smallinit.core.store import RunStore
 
 
 def nested(n: int) -> str:
@@ -179,7 +180,7 @@ def test_a_misspelled_literal_names_the_allowed_values(cls, name):
 
 
 def test_tuple_fields_read_a_string_as_the_command_line_does_and_keep_their_keys():
-    from smallinit.runs import config_key
+    from smallinit.core.runs import config_key
     from smallinit.toy.scan import ScanConfig
 
     assert ScanConfig(widths="250,500") == ScanConfig(widths=(250, 500))

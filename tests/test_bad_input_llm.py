@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from smallinit.config import load_config
-from smallinit.errors import ConfigError, CorruptRun, StoreError
+from smallinit.core.config import load_config
+from smallinit.core.errors import ConfigError, CorruptRun, StoreError
+from smallinit.core.runs import config_key
 from smallinit.llm.config import ModelConfig, RunConfig
 from smallinit.llm.model.init import apply_init, init_table
 from smallinit.llm.model.transformer import Transformer, meta_transformer
 from smallinit.llm.training import memory
 from smallinit.llm.training.train import train
-from smallinit.runs import config_key
 
 TINY = [
     "model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.context=16",
@@ -153,7 +153,7 @@ def test_anchor_gamma_must_be_positive():
 def test_compare_refuses_huge_widths_before_training(tmp_path):
     from smallinit.compare.config import CompareConfig
     from smallinit.compare.run import run_compare
-    from smallinit.runs import RunStore
+    from smallinit.core.store import RunStore
 
     cfg = CompareConfig(widths=(1_000_000, 2_000_000))
     with pytest.raises(ConfigError, match=r"model\.d_model=2000000.*needs about"):

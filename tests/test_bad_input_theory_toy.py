@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from smallinit.config import load_config
-from smallinit.errors import ConfigError, StoreError
-from smallinit.runs import RunStore, atomic_write_json, finite_json
+from smallinit.core.atomic import atomic_write_json, finite_json
+from smallinit.core.config import load_config
+from smallinit.core.errors import ConfigError, StoreError
+from smallinit.core.store import RunStore
 from smallinit.theory import phase
 from smallinit.theory import transformer as T
 from smallinit.theory.exact import GAMMA_LIMIT, to_exact
@@ -224,7 +225,7 @@ def test_unknown_key_names_the_allowed_ones():
 
 
 def test_figs_output_below_a_file(tmp_path):
-    from smallinit.figs import prepare_out_dir
+    from smallinit.study.figs import prepare_out_dir
 
     regular = tmp_path / "f"
     regular.write_text("x")

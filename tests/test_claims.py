@@ -10,8 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from smallinit import claims, stats
-from smallinit.claims import (
+from smallinit.core import stats
+from smallinit.core.store import RunStore
+from smallinit.study import claims, experiments
+from smallinit.study.claims import (
     CellScore,
     chance_rule,
     condensation,
@@ -21,8 +23,6 @@ from smallinit.claims import (
     gain_condition,
     share_rule,
 )
-from smallinit.runs import RunStore
-from smallinit.study import experiments
 
 
 def seeds(values) -> dict[int, float]:
@@ -302,8 +302,8 @@ def test_anchor_claims_read_the_scan_cells_of_the_first_depth_and_weight_decay(t
 
 
 def test_cli_claims_on_an_empty_store_trains_nothing(tmp_path, capsys, monkeypatch):
-    from smallinit import jobs as jobs_mod
     from smallinit.cli import main
+    from smallinit.core import jobs as jobs_mod
 
     def refuse(*args, **kwargs):
         raise AssertionError("smallinit claims must not compute runs")
@@ -313,7 +313,7 @@ def test_cli_claims_on_an_empty_store_trains_nothing(tmp_path, capsys, monkeypat
     assert main(["claims", "--json", "--runs-dir", str(runs)]) == 0
     records = json.loads(capsys.readouterr().out)
     profiles = [p for p in ("quick", "medium") if p in __import__(
-        "smallinit.profiles", fromlist=["names"]).names()]
+        "smallinit.core.profiles", fromlist=["names"]).names()]
     assert len(records) == 12 * len(profiles)
     assert {r["profile"] for r in records} == set(profiles)
     assert all(list(r) == list(claims.JSON_KEYS) for r in records)
@@ -330,8 +330,8 @@ def test_claims_from_tiny_trained_runs(tmp_path):
     runs and trained through the job driver into a temp store, feed the claims that read
     such runs; the numbers are the runs' own (recomputed here from their summaries and
     probes)."""
-    from smallinit.config import override
-    from smallinit.jobs import run_specs
+    from smallinit.core.config import override
+    from smallinit.core.jobs import run_specs
     from smallinit.llm.training.probes import trajectory
 
     jobs = [j for j in experiments.specs("eps-gating", "quick")
@@ -362,7 +362,7 @@ def test_claims_from_tiny_trained_runs(tmp_path):
     # figs 8, 10 and 11 draw these runs and put the same judgements in their titles
     import matplotlib.pyplot as plt
 
-    from smallinit.figs import load_figure
+    from smallinit.study.figs import load_figure
 
     titles = {}
 
@@ -394,7 +394,7 @@ def test_relaxed_scaling_and_fig12_from_a_constructed_medium_store(tmp_path):
     same numbers in its relaxed, gated panel; quick has no scaling runs (nothing drawn)."""
     import matplotlib.pyplot as plt
 
-    from smallinit.figs import FigureContext, load_figure
+    from smallinit.study.figs import FigureContext, load_figure
 
     store = RunStore(tmp_path / "runs")
     jobs = experiments.specs("gain-scaling", "medium")

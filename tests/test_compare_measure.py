@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from smallinit.config import load_config
+from smallinit.core.config import load_config
 from smallinit.llm.analysis.ffn import ffn_neurons, initial_model, measure_layers
 from smallinit.llm.config import ModelConfig, RunConfig
 from smallinit.llm.model.transformer import Transformer

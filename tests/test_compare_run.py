@@ -9,11 +9,11 @@ import json
 import pytest
 
 from smallinit.cli import main
-from smallinit.config import config_from_dict
+from smallinit.core.atomic import read_json
+from smallinit.core.config import config_from_dict
 from smallinit.kernels import relative_distance
 from smallinit.llm.analysis.ffn import initial_model, trained_model
 from smallinit.llm.config import RunConfig
-from smallinit.runs import read_json
 
 TINY = ["head_dim=16", "toy_widths=50,100", "toy_seeds=1", "condense_width=100",
         "toy_max_steps=5000", "llm.model.context=32", "llm.model.vocab_size=320",
@@ -69,7 +69,7 @@ def test_tiny_compare_end_to_end(tiny_compare, capsys):
 def test_fig5_measured_layer_draws_the_slopes(tiny_compare):
     import matplotlib.pyplot as plt
 
-    from smallinit.figs import load_figure
+    from smallinit.study.figs import load_figure
 
     root, _ = tiny_compare
     fig05 = load_figure(5)

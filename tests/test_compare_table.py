@@ -17,8 +17,8 @@ from smallinit.compare.table import (
     format_table,
     to_csv,
 )
-from smallinit.errors import ConfigError
-from smallinit.runs import RunStore
+from smallinit.core.errors import ConfigError
+from smallinit.core.store import RunStore
 from smallinit.theory.phase import log_allowance, slope_agrees, slope_in_interval
 from smallinit.toy import scan
 
@@ -52,7 +52,7 @@ def fake_toy(values):
 
 def stored(tmp_path, name, obj):
     """Round-trip through a run directory, as the comparison stores its measurements."""
-    run = RunStore(tmp_path).run("compare-fake", {"name": name})
+    run = RunStore(tmp_path).writer("compare-fake", {"name": name})
     run.start()
     run.write_json(name, obj)
     return run.read_json(name)

@@ -5,7 +5,7 @@ from typing import Literal
 
 import pytest
 
-from smallinit.config import (
+from smallinit.core.config import (
     canonical_json,
     config_from_dict,
     config_to_dict,
@@ -14,7 +14,7 @@ from smallinit.config import (
     override,
     parse_overrides,
 )
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 
 
 @dataclass

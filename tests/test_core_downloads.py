@@ -4,9 +4,9 @@ import hashlib
 
 import pytest
 
-from smallinit import downloads
-from smallinit.downloads import PinnedFile, fetch_pinned
-from smallinit.errors import ConfigError
+from smallinit.core import downloads
+from smallinit.core.downloads import PinnedFile, fetch_pinned
+from smallinit.core.errors import ConfigError
 
 PAYLOAD = b"the archive's bytes\n" * 1000
 

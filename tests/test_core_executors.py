@@ -12,9 +12,9 @@ import pytest
 from test_core_jobs import BodySpec
 from test_core_jobs import job as square_job
 
-from smallinit.config import load_config
-from smallinit.errors import ConfigError
-from smallinit.jobs import (
+from smallinit.core.config import load_config
+from smallinit.core.errors import ConfigError
+from smallinit.core.jobs import (
     RunSpec,
     chosen_executor,
     chosen_workers,
@@ -23,9 +23,9 @@ from smallinit.jobs import (
     run_specs,
     run_threads,
 )
+from smallinit.core.store import RunStore
 from smallinit.llm.config import RunConfig
 from smallinit.llm.training.train import TrainSpec
-from smallinit.runs import RunStore
 
 HERE = Path(__file__).resolve().parent
 TINY = ["model.vocab_size=300", "model.context=16", "model.d_model=16", "model.n_layers=1",
@@ -155,7 +155,7 @@ def test_ray_gives_the_serial_results_and_retries_failures(tmp_path, local_ray, 
 
 @pytest.mark.slow
 def test_ray_refuses_a_store_its_nodes_cannot_see(tmp_path, local_ray, monkeypatch):
-    import smallinit.jobs as jobs_mod
+    import smallinit.core.jobs as jobs_mod
 
     real = jobs_mod._ray_task
 
@@ -179,7 +179,7 @@ def test_cli_sweep_commands_take_workers_and_executor():
 
 
 def test_ray_tasks_ask_for_their_threads_and_a_gpu_when_they_train_on_one():
-    from smallinit.jobs import _ray_resources
+    from smallinit.core.jobs import _ray_resources
 
     class FakeRay:  # ray.nodes() of a cluster: two nodes of 16 CPUs, one with 8 GPUs
         def __init__(self, gpus: float):

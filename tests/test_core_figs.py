@@ -9,17 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from smallinit.errors import ConfigError
-from smallinit.figs import FIGURES, make_figures
-from smallinit.jobs import RunSpec
-from smallinit.runs import RunStore
+from smallinit.core.errors import ConfigError
+from smallinit.core.jobs import RunSpec
+from smallinit.core.store import RunStore
 from smallinit.study.experiments import Experiment
+from smallinit.study.figs import FIGURES, make_figures
 
 TINY_FIGURE = textwrap.dedent(
     """
     import sys
     import numpy as np
-    from smallinit.plotting import save_figure, use_style
+    from smallinit.core.plotting import save_figure, use_style
     import matplotlib.pyplot as plt
 
     with use_style():
@@ -49,8 +49,8 @@ def test_figures_are_byte_identical_across_processes(tmp_path):
 SCRIPT = textwrap.dedent(
     """
     import matplotlib.pyplot as plt
-    from smallinit.figs import single
-    from smallinit.plotting import use_style
+    from smallinit.study.figs import single
+    from smallinit.core.plotting import use_style
 
     NUMBER = 1
     TITLE = "test figure"
@@ -88,8 +88,8 @@ TESTFIG = Experiment("testfig", (1,), "squares",
 @pytest.fixture
 def figs_dir(tmp_path, monkeypatch):
     """A stand-in figure package holding only figure 1 (the driver imports figures as
-    modules of ``smallinit.figs.PACKAGE``), drawing the one experiment ``testfig``."""
-    import smallinit.figs as figs_mod
+    modules of ``smallinit.study.figs.PACKAGE``), drawing the one experiment ``testfig``."""
+    import smallinit.study.figs as figs_mod
 
     folder = tmp_path / "fake_paper_figs"
     folder.mkdir()
@@ -137,7 +137,7 @@ def test_cli_lists_unavailable_figures(figs_dir, tmp_path, capsys):
 
 
 def test_a_figure_reads_only_the_experiments_the_registry_lists_for_it(tmp_path):
-    from smallinit.figs import FigureContext
+    from smallinit.study.figs import FigureContext
 
     ctx = FigureContext(1, "quick", tmp_path, {"testfig": None})
     with pytest.raises(ConfigError, match="figure 1 reads experiment 'toy-scan', which the "
@@ -148,8 +148,8 @@ def test_a_figure_reads_only_the_experiments_the_registry_lists_for_it(tmp_path)
 def test_figure_scripts_come_from_the_package_not_the_environment(tmp_path, monkeypatch):
     """SMALLINIT_FIGS_DIR (the old output/scripts variable) can no longer make the driver
     execute code from a user folder: scripts are the package's modules."""
-    import smallinit.figs as figs_mod
     import smallinit.paper_figs
+    import smallinit.study.figs as figs_mod
 
     evil = tmp_path / "evil"
     evil.mkdir()
@@ -167,7 +167,7 @@ def test_figure_scripts_come_from_the_package_not_the_environment(tmp_path, monk
 
 
 def test_output_folder_is_its_own_choice(tmp_path, monkeypatch):
-    import smallinit.figs as figs_mod
+    import smallinit.study.figs as figs_mod
 
     monkeypatch.setenv("SMALLINIT_FIGS_OUT", str(tmp_path / "figs"))
     assert figs_mod.default_out_dir() == tmp_path / "figs"

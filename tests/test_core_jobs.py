@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from smallinit.jobs import RunSpec, run_specs
-from smallinit.runs import RunStore
+from smallinit.core.jobs import RunSpec, run_specs
+from smallinit.core.store import RunStore
 
 HERE = Path(__file__).resolve().parent
 
@@ -70,8 +70,8 @@ def test_workers_exit_with_their_parent(tmp_path):
         import sys
         sys.path.insert(0, {str(HERE)!r})
         from test_core_jobs import job
-        from smallinit.jobs import run_specs
-        from smallinit.runs import RunStore
+        from smallinit.core.jobs import run_specs
+        from smallinit.core.store import RunStore
         if __name__ == "__main__":
             jobs = [job(i, sleep=120, pid_dir={str(pid_dir)!r}) for i in range(2)]
             run_specs(jobs, RunStore({str(tmp_path / "runs")!r}), workers=2)

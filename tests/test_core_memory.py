@@ -2,8 +2,8 @@
 
 import pytest
 
-from smallinit.errors import ConfigError
-from smallinit.memory import ENV, check_memory, human, limit_bytes, parse_size
+from smallinit.core.errors import ConfigError
+from smallinit.core.memory import ENV, check_memory, human, limit_bytes, parse_size
 
 
 def test_sizes_parse_with_binary_units():

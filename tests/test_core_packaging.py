@@ -1,4 +1,4 @@
-"""A regular (non-editable) install puts only `smallinit` into site-packages (issue 2)."""
+"""A regular (non-editable) install puts only `smallinit` into site-packages."""
 
 import shutil
 import subprocess
@@ -32,10 +32,13 @@ def test_regular_install_has_one_top_level_package(tmp_path):
     pkg = target / "smallinit"
     for component in ("theory", "toy", "llm", "kernels"):
         assert (pkg / component / "__init__.py").is_file()
-    assert (pkg / "style" / "smallinit.mplstyle").is_file()
-    # the figure scripts and the profiles ship inside the package
+    assert (pkg / "core" / "style" / "smallinit.mplstyle").is_file()
+    # the figure scripts, the profiles and the kernels' emulation header ship in the package
     assert (pkg / "paper_figs" / "fig01_phase_diagram.py").is_file()
-    assert {p.name for p in (pkg / "profiles").glob("*.toml")} >= {"quick.toml", "full.toml"}
+    assert {p.name for p in (pkg / "core" / "profiles").glob("*.toml")} >= {"quick.toml",
+                                                                          "full.toml"}
+    assert (pkg / "kernels" / "emulation" / "cuda_host.h").is_file()
+    assert (pkg / "study" / "experiments" / "gamma_sweep.py").is_file()
     # the installed copy imports on its own (no site: only the target directory is on the path)
     probe = "import smallinit.theory.init_rules as r; print(r.__file__)"
     out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True,

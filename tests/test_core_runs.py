@@ -12,9 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from smallinit import runs as runs_mod
-from smallinit.errors import RunFailed, StoreError
-from smallinit.runs import RunStore, atomic_write_bytes, config_key
+from smallinit.core import atomic as atomic_mod
+from smallinit.core.atomic import atomic_write_bytes
+from smallinit.core.errors import RunFailed, StoreError
+from smallinit.core.runs import config_key
+from smallinit.core.store import RunStore
 
 
 @dataclass
@@ -92,7 +94,7 @@ def test_atomic_write_gives_ordinary_permissions(tmp_path):
         atomic_write_bytes(target, b"{}")
     finally:
         os.umask(mask)
-    assert stat.S_IMODE(target.stat().st_mode) == runs_mod._FILE_MODE
+    assert stat.S_IMODE(target.stat().st_mode) == atomic_mod._FILE_MODE
 
 
 def test_atomic_write_keeps_old_bytes_when_crashing_mid_write(tmp_path, monkeypatch):
@@ -102,7 +104,7 @@ def test_atomic_write_keeps_old_bytes_when_crashing_mid_write(tmp_path, monkeypa
     def crash(fd):
         raise OSError("disk died during fsync")
 
-    monkeypatch.setattr(runs_mod.os, "fsync", crash)
+    monkeypatch.setattr(atomic_mod.os, "fsync", crash)
     with pytest.raises(OSError, match="disk died"):
         atomic_write_bytes(target, b"new but never complete")
     assert target.read_bytes() == b"old"
@@ -114,7 +116,7 @@ KILLED_RUN = textwrap.dedent(
     import os, signal, sys
     from dataclasses import dataclass
     import numpy as np
-    from smallinit.runs import RunStore
+    from smallinit.core.store import RunStore
 
     @dataclass
     class Cfg:
@@ -146,7 +148,7 @@ def test_killed_run_is_never_mistaken_for_finished(tmp_path):
 
 def test_live_run_is_not_taken_over(tmp_path):
     store = RunStore(tmp_path)
-    run = store.run("demo", Cfg())
+    run = store.writer("demo", Cfg())
     run.start()  # this very process owns it and is alive
     assert run.state == "running"
     with pytest.raises(StoreError, match="being computed by pid"):
@@ -177,7 +179,7 @@ def test_corrupt_file_gives_clear_error_naming_it(tmp_path, which):
 
 
 def test_torn_last_metrics_line_of_unfinished_run_is_dropped(tmp_path):
-    run = RunStore(tmp_path).run("demo", Cfg())
+    run = RunStore(tmp_path).writer("demo", Cfg())
     run.start()
     run.log({"step": 0})
     with run.metrics_path.open("a") as fh:

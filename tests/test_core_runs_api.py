@@ -1,4 +1,4 @@
-"""Runs as objects (smallinit.results, `smallinit runs`), the public Python surfaces of
+"""Runs as objects (smallinit.core.results, `smallinit runs`), the public Python surfaces of
 smallinit, theory, toy and llm, and the CLI conventions (--json, --print-config, classify's
 tolerance)."""
 
@@ -17,9 +17,9 @@ import pytest
 
 import smallinit
 from smallinit.cli import build_parser, main
-from smallinit.errors import ConfigError, RunFailed, StoreError
-from smallinit.integrity import build_manifest
-from smallinit.runs import RunStore
+from smallinit.core.errors import ConfigError, RunFailed, StoreError
+from smallinit.core.integrity import build_manifest
+from smallinit.core.store import RunStore
 
 
 # ----------------------------------------------------------------------------- a small store
@@ -270,7 +270,7 @@ def test_import_smallinit_is_light_and_typed():
             "print(heavy, smallinit.load_run.__module__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    assert out.split() == ["[]", "smallinit.results"]
+    assert out.split() == ["[]", "smallinit.core.results"]
     typed = Path(smallinit.__file__).with_name("py.typed")
     assert typed.is_file()
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())

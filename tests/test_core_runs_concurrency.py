@@ -13,9 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from smallinit import runs as runs_mod
-from smallinit.errors import StoreError
-from smallinit.runs import RunStore, atomic_write_bytes, temp_path
+from smallinit.core import lease as lease_mod
+from smallinit.core import store as store_mod
+from smallinit.core.atomic import atomic_write_bytes, atomic_write_json, temp_path
+from smallinit.core.errors import StoreError
+from smallinit.core.store import RunStore
 
 STEPS = 44
 
@@ -31,7 +33,7 @@ CONTENDER = textwrap.dedent(
     import json, os, sys, time
     from dataclasses import dataclass
     import numpy as np
-    from smallinit.runs import RunStore
+    from smallinit.core.store import RunStore
 
     root, ran, ready, go, out, force, steps = sys.argv[1:8]
 
@@ -142,7 +144,7 @@ def test_waiting_caller_logs_and_reuses(tmp_path, caplog):
     assert started.wait(10)
     assert store.run("demo", Cfg()).state == "running"
     threading.Timer(0.5, release.set).start()
-    with caplog.at_level("INFO", logger="smallinit.runs"):
+    with caplog.at_level("INFO", logger="smallinit.core.store"):
         run = store.get_or_run("demo", Cfg(), slow_body)
     writer.join()
     assert calls == [1] and run.summary == {"v": 1}
@@ -164,9 +166,9 @@ def _foreign_status(renewed_ago, lease_s=60.0):
 
 
 def _plant(store, status):
-    run = store.run("demo", Cfg())
+    run = store.writer("demo", Cfg())
     run.path.mkdir(parents=True)
-    runs_mod.atomic_write_json(run.path / "config.json", {  # as that writer wrote it
+    atomic_write_json(run.path / "config.json", {  # as that writer wrote it
         "kind": "demo", "key": run.key, "version": "1", "config": {"gamma": 0.5, "seed": 0}})
     run.log({"step": 0, "from": "dead writer"})
     run.status_path.write_text(json.dumps(status))
@@ -191,18 +193,18 @@ def test_expired_lease_of_another_host_can_be_forced(tmp_path):
 
 
 def test_live_lease_of_another_host_makes_the_caller_wait(tmp_path, caplog, monkeypatch):
-    monkeypatch.setattr(runs_mod, "POLL_S", 0.05)
+    monkeypatch.setattr(store_mod, "POLL_S", 0.05)
     store = RunStore(tmp_path)
     run = _plant(store, _foreign_status(renewed_ago=0))
     assert run.state == "running"
 
     def remote_finishes():
         time.sleep(0.6)
-        runs_mod.atomic_write_json(run.status_path, {"state": "done", "summary": {"v": "remote"}})
+        atomic_write_json(run.status_path, {"state": "done", "summary": {"v": "remote"}})
 
     threading.Thread(target=remote_finishes).start()
     calls, t0 = [], time.monotonic()
-    with caplog.at_level("WARNING", logger="smallinit.runs"):
+    with caplog.at_level("WARNING", logger="smallinit.core.store"):
         got = store.get_or_run("demo", Cfg(), lambda r: calls.append(1) or {"v": "local"})
     assert time.monotonic() - t0 >= 0.5
     assert calls == [] and got.summary == {"v": "remote"}  # waited, then reused
@@ -210,7 +212,7 @@ def test_live_lease_of_another_host_makes_the_caller_wait(tmp_path, caplog, monk
 
 
 def test_lease_that_lapses_while_waiting_is_taken_over(tmp_path, monkeypatch):
-    monkeypatch.setattr(runs_mod, "POLL_S", 0.05)
+    monkeypatch.setattr(store_mod, "POLL_S", 0.05)
     store = RunStore(tmp_path)
     run = _plant(store, _foreign_status(renewed_ago=0, lease_s=0.5))
     calls, t0 = [], time.monotonic()
@@ -223,7 +225,7 @@ def test_same_kernel_dead_writer_with_reused_pid_is_stale_once_lease_lapses(tmp_
     the lock is free: stale once the lease lapses, not running forever."""
     store = RunStore(tmp_path)
     status = _foreign_status(renewed_ago=0)
-    status.update(boot=runs_mod.BOOT_ID, host=socket.gethostname(), pid=os.getpid())
+    status.update(boot=lease_mod.BOOT_ID, host=socket.gethostname(), pid=os.getpid())
     run = _plant(store, status)
     assert run.state == "running"  # pid alive, lease fresh: cannot rule the writer dead
     status["renewed"] = time.time() - 120
@@ -232,7 +234,7 @@ def test_same_kernel_dead_writer_with_reused_pid_is_stale_once_lease_lapses(tmp_
 
 
 def test_heartbeat_renews_the_lease_and_final_status_ends_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(runs_mod, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(lease_mod, "HEARTBEAT_S", 0.05)
     store = RunStore(tmp_path)
     seen = []
 
@@ -245,7 +247,7 @@ def test_heartbeat_renews_the_lease_and_final_status_ends_it(tmp_path, monkeypat
     run = store.get_or_run("demo", Cfg(), body)
     assert seen[1] > seen[0]
     assert run.status()["state"] == "done" and "renewed" not in run.status()
-    assert runs_mod.RunLock.is_free(run.lock_path)
+    assert lease_mod.RunLock.is_free(run.lock_path)
 
 
 def test_writer_whose_lease_was_taken_over_does_not_record(tmp_path):
@@ -266,7 +268,7 @@ def test_a_corrupt_status_is_set_aside_and_recomputed(tmp_path, caplog):
     run.status_path.write_bytes(b"\x00garbage{")
     with pytest.raises(StoreError, match="corrupt"):
         run.status()
-    with caplog.at_level("WARNING", logger="smallinit.runs"):
+    with caplog.at_level("WARNING", logger="smallinit.core.store"):
         assert store.get_or_run("demo", Cfg(), lambda r: {"v": 2}).summary == {"v": 2}
     kept = list((tmp_path / ".corrupt" / "demo").iterdir())
     assert [p.name.split(".")[0] for p in kept] == [run.key]

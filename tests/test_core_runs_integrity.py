@@ -10,9 +10,10 @@ import pytest
 
 import smallinit
 from smallinit.cli import main
-from smallinit.errors import CorruptRun, StoreError
-from smallinit.integrity import build_manifest, manifest_problem
-from smallinit.runs import MANIFEST, RunFailed, RunStore
+from smallinit.core.errors import CorruptRun, RunFailed, StoreError
+from smallinit.core.integrity import build_manifest, manifest_problem
+from smallinit.core.runs import MANIFEST
+from smallinit.core.store import RunStore
 
 
 @dataclass
@@ -83,7 +84,7 @@ def test_a_damaged_run_is_set_aside_and_recomputed(tmp_path, damage, caplog):
             run.file("notes.txt")
         return
     assert not run.reusable()
-    with caplog.at_level("WARNING", logger="smallinit.runs"):
+    with caplog.at_level("WARNING", logger="smallinit.core.store"):
         again = make(store, calls=calls)
     assert calls == [run.key, run.key]  # recomputed, not reused
     assert again.reusable() and again.summary == {"final_loss": 1.0}
@@ -154,7 +155,7 @@ def test_manifest_names_outside_the_folder_are_refused(tmp_path):
 
 def test_temp_files_of_a_dead_writer_are_removed_when_the_run_is_next_taken(tmp_path):
     store = RunStore(tmp_path)
-    run = store.run("demo", Cfg())
+    run = store.writer("demo", Cfg())
     run.start()
     (run.path / ".arrays.npz.12345.deadbeef.tmp").write_bytes(b"half")
     (run.path / "partial").mkdir()

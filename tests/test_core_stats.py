@@ -1,4 +1,4 @@
-"""smallinit.stats against scipy's own tests and the t distribution's defining properties."""
+"""smallinit.core.stats against scipy's own tests and the t distribution's defining properties."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from smallinit import stats
+from smallinit.core import stats
 
 
 def test_paired_matches_scipy_ttest_rel_and_t_interval():

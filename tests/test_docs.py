@@ -105,7 +105,7 @@ def test_science_document_has_the_numbered_sections():
 
 
 def test_every_figure_has_its_subsection_of_section_7():
-    from smallinit.figs import FIGURES
+    from smallinit.study.figs import FIGURES
 
     found = set(sections(_read(SCIENCE)))
     missing = [n for n in FIGURES if f"7.{n}" not in found]

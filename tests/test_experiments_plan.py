@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from smallinit import profiles
-from smallinit.errors import ConfigError
+from smallinit.core import profiles
+from smallinit.core.errors import ConfigError
 from smallinit.study import experiments
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -42,7 +42,7 @@ def test_profiles_are_data_with_one_table_per_experiment():
 
 
 def test_every_experiment_names_its_figures_and_shares_runs():
-    from smallinit.figs import FIGURES
+    from smallinit.study.figs import FIGURES
 
     assert {f for e in experiments.EXPERIMENTS.values() for f in e.figures} <= set(FIGURES)
     rows = experiments.plan("quick")
@@ -73,8 +73,8 @@ def test_llm_train_config_names_read_the_profiles_unchanged(profile, key):
     import argparse
 
     from smallinit.cli.llm import load_run_config
+    from smallinit.core.runs import config_key
     from smallinit.llm.training import train
-    from smallinit.runs import config_key
 
     cfg = load_run_config(argparse.Namespace(config=profile, overrides=[]))
     assert config_key(train.KIND, cfg, train.VERSION) == key

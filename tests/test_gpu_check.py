@@ -1,13 +1,13 @@
-"""The prepared GPU check (smallinit.gpu_check) in its CPU dry mode, and its goal judge."""
+"""The prepared GPU check (smallinit.study.gpu_check) in its CPU dry mode, and its goal judge."""
 
 import json
 
 import pytest
 
-from smallinit import gpu_check
 from smallinit.llm.config import ModelConfig
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.training import throughput
+from smallinit.study import gpu_check
 
 
 def test_dry_run_writes_one_json_with_every_part(tmp_path):

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from smallinit.compare.config import CompareConfig
-from smallinit.config import load_config
-from smallinit.errors import ConfigError
+from smallinit.core.config import load_config
+from smallinit.core.errors import ConfigError
+from smallinit.core.runs import config_key
 from smallinit.llm.config import RunConfig
 from smallinit.llm.training.anchor import AnchorConfig
-from smallinit.runs import config_key
 from smallinit.theory.init_rules import gamma_scheme, parse_scheme
 
 SAME_GAMMA_1 = ("gamma:1", "gamma:1.0", "gamma:1.00", "gamma:1e0", " Gamma:1.0 ", "gamma:+1")

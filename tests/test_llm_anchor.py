@@ -8,7 +8,7 @@ slip in the generator's table or in the placement of the triple cannot pass.
 import numpy as np
 import pytest
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 from smallinit.llm.data import anchor
 from smallinit.llm.data.anchor import AnchorTaskConfig, generate
 

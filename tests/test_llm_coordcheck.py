@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 
 from smallinit.cli import main
-from smallinit.config import override
-from smallinit.errors import ConfigError
+from smallinit.core.config import override
+from smallinit.core.errors import ConfigError
 from smallinit.llm.analysis.coordcheck import (
     DEFAULTS,
     PARTS,

@@ -11,7 +11,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 from smallinit.llm.config import DataConfig
 from smallinit.llm.data import corpus, synthetic
 from smallinit.llm.data.tokenizer import encode_many

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 from smallinit.llm.config import DataConfig
 from smallinit.llm.data import synthetic
 from smallinit.study import experiments

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from smallinit.config import load_config
+from smallinit.core.config import load_config
 from smallinit.llm.analysis.diagnostics import (
     collect,
     max_median_ratio,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 from smallinit.llm.config import ModelConfig
 
 tf = pytest.importorskip("transformers")
@@ -119,7 +119,7 @@ TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.vocab_
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A run store with one tiny finished run (a few seconds on CPU)."""
-    from smallinit.config import load_config
+    from smallinit.core.config import load_config
     from smallinit.llm.config import RunConfig
     from smallinit.llm.training.train import train
 

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 from smallinit.llm.config import ModelConfig
 from smallinit.llm.model.transformer import KVCache, Transformer, pick_token
 
@@ -193,7 +193,7 @@ def test_the_training_forward_is_untouched_by_the_decoding_path():
 # ----------------------------------------------------------------------------- llm sample
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    from smallinit.config import load_config
+    from smallinit.core.config import load_config
     from smallinit.llm.config import RunConfig
     from smallinit.llm.training.train import train
 

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from smallinit.config import load_config
+from smallinit.core.config import load_config
+from smallinit.core.progress import bars_shown, step_line
+from smallinit.core.runs import config_key
+from smallinit.core.store import RunStore
 from smallinit.llm.config import RunConfig
 from smallinit.llm.training import sinks as sinks_mod
 from smallinit.llm.training.callbacks import Callback
 from smallinit.llm.training.train import KIND, VERSION, Dist, Trainer, train
-from smallinit.progress import bars_shown, step_line
-from smallinit.runs import RunStore, config_key
 
 TINY = [
     "model.vocab_size=300", "model.context=16", "model.d_model=16", "model.n_layers=1",
@@ -89,7 +90,7 @@ def test_bars_hidden_when_stderr_is_not_a_terminal(monkeypatch):
         def isatty(self):
             return True
 
-    from smallinit import progress
+    from smallinit.core import progress
 
     monkeypatch.setattr(progress, "_quiet", False)  # an earlier CLI test may have set it
     monkeypatch.setattr(sys, "stderr", Tty())
@@ -238,7 +239,7 @@ def test_a_failing_sink_is_dropped_and_training_goes_on(cache, tmp_path, monkeyp
 
 
 def test_tensorboard_sink_refuses_bad_folders_and_a_missing_package(tmp_path, monkeypatch):
-    from smallinit.errors import ConfigError
+    from smallinit.core.errors import ConfigError
 
     afile = tmp_path / "f"
     afile.write_text("x")

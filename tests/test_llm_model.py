@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from smallinit.config import load_config
-from smallinit.errors import ConfigError
+from smallinit.core.config import load_config
+from smallinit.core.errors import ConfigError
 from smallinit.llm.config import ModelConfig, RunConfig
 from smallinit.llm.model.transformer import Transformer, apply_rope, rope_tables
 

@@ -11,8 +11,8 @@ import pytest
 from launch import run_torchrun_nodes
 from test_llm_train import TINY, losses, tiny
 
+from smallinit.core.store import RunStore
 from smallinit.llm.training.train import KIND, VERSION, train
-from smallinit.runs import RunStore
 
 NODE_SCRIPT = """
 import json, os, sys

@@ -5,16 +5,16 @@ import shutil
 
 import pytest
 
-from smallinit.errors import ConfigError
-from smallinit.integrity import build_manifest
+from smallinit.core.errors import ConfigError
+from smallinit.core.integrity import build_manifest
+from smallinit.core.runs import config_key
 from smallinit.llm.training import trained as tr
-from smallinit.runs import config_key
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """A run store with one tiny trained run (synthetic corpus, a few seconds on CPU)."""
-    from smallinit.config import load_config
+    from smallinit.core.config import load_config
     from smallinit.llm.config import RunConfig
     from smallinit.llm.training.train import train
 

@@ -8,15 +8,15 @@ import subprocess
 import numpy as np
 import pytest
 
-from smallinit.config import load_config
-from smallinit.errors import ConfigError
-from smallinit.jobs import run_specs
+from smallinit.core.config import load_config
+from smallinit.core.errors import ConfigError
+from smallinit.core.jobs import run_specs
+from smallinit.core.store import RunStore
 from smallinit.llm.analysis.critical import escape_fit, first_below, knee_gamma, plateau_steps
 from smallinit.llm.config import RunConfig
 from smallinit.llm.training import train as train_mod
 from smallinit.llm.training.probes import probe_steps, trajectory
 from smallinit.llm.training.train import TrainSpec, train
-from smallinit.runs import RunStore
 from smallinit.study import experiments
 from smallinit.study.experiments import llm_plan
 from smallinit.theory.escape import escape_time_gamma
@@ -84,7 +84,7 @@ def test_driver_resumes_half_finished_sweep(tmp_path, monkeypatch):
     run_specs(jobs[:2], store)
     first = [r.status_path.read_text() for _, r in run_specs(jobs[:2], store)]
     # a third run killed mid-way: running, by a process that no longer exists
-    half = jobs[2].run_of(store)
+    half = store.writer(jobs[2].kind, jobs[2].config, version=jobs[2].version)
     half.start()
     half._abandon()  # its writer is killed: lock and heartbeat gone
     status = half.status()

@@ -15,7 +15,7 @@ import torch
 from launch import run_torchrun
 
 from smallinit.cli import main
-from smallinit.config import load_config
+from smallinit.core.config import load_config
 from smallinit.llm.config import RunConfig
 from smallinit.llm.training.probes import probe_steps
 from smallinit.llm.training.train import lr_at, train
@@ -73,7 +73,7 @@ def test_warmup_cosine_schedule():
 
 KILLER = textwrap.dedent("""
     import os, sys
-    from smallinit.config import load_config
+    from smallinit.core.config import load_config
     from smallinit.llm.training import callbacks as C
     from smallinit.llm.training.train import train
     from smallinit.llm.config import RunConfig
@@ -97,8 +97,8 @@ def test_killed_run_resumes_to_the_same_numbers(cache, tmp_path):
     killed = subprocess.run([sys.executable, "-c", KILLER, str(tmp_path / "killed"), "20",
                              *args], capture_output=True, text=True, timeout=120)
     assert killed.returncode == 9, killed.stderr
+    from smallinit.core.store import RunStore
     from smallinit.llm.training.train import KIND, VERSION
-    from smallinit.runs import RunStore
 
     half = RunStore(tmp_path / "killed").run(KIND, cfg, version=VERSION)
     assert half.state == "stale"
@@ -129,8 +129,8 @@ def test_two_process_ddp_matches_one_process(cache, tmp_path):
     run_torchrun(["--standalone", "--nproc_per_node", "2", "-m", "smallinit", "-q", "llm",
                   "train", "--runs-dir", str(tmp_path / "two"), *TINY,
                   f"data.cache_dir={cache}", *extra])
+    from smallinit.core.store import RunStore
     from smallinit.llm.training.train import KIND, VERSION
-    from smallinit.runs import RunStore
 
     two = RunStore(tmp_path / "two").run(KIND, tiny(cache, *extra), version=VERSION)
     assert two.state == "done"
@@ -277,8 +277,8 @@ def test_damaged_newest_checkpoint_falls_back_to_the_older_one(cache, tmp_path, 
         interrupt_after_checkpoint(patch, 30)
         with pytest.raises(Interrupted):
             train(cfg, runs_dir=tmp_path / "broken")
+    from smallinit.core.store import RunStore
     from smallinit.llm.training.train import KIND, VERSION
-    from smallinit.runs import RunStore
 
     half = RunStore(tmp_path / "broken").run(KIND, cfg, version=VERSION)
     newest = half.path / "checkpoints" / "step-00000030.pt"
@@ -311,8 +311,8 @@ class _Payload:
 def test_planted_pickle_checkpoint_is_refused_and_never_run(cache, tmp_path, caplog):
     import torch
 
+    from smallinit.core.store import RunStore
     from smallinit.llm.training.train import KIND, VERSION
-    from smallinit.runs import RunStore
 
     # the payload is live: an unsafe load runs it
     probe = tmp_path / "probe.pt"
@@ -339,9 +339,9 @@ def test_planted_pickle_checkpoint_is_refused_and_never_run(cache, tmp_path, cap
 
 
 def test_callbacks_get_every_step_and_its_log_record(cache, tmp_path):
+    from smallinit.core.store import RunStore
     from smallinit.llm.training.callbacks import Callback
     from smallinit.llm.training.train import KIND, VERSION, Dist, Trainer
-    from smallinit.runs import RunStore
 
     seen = []
 
@@ -363,8 +363,8 @@ def test_probes_change_nothing_that_is_trained(cache, tmp_path):
     """The same run with the pretraining task's probes and without them: the same weights
     bit for bit and the same training records (what makes a probed run and a plain run of
     one config one run)."""
+    from smallinit.core.store import RunStore
     from smallinit.llm.training.train import KIND, VERSION, Dist, LMTask, Trainer
-    from smallinit.runs import RunStore
 
     class Unprobed(LMTask):
         def callbacks(self):

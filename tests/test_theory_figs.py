@@ -2,7 +2,7 @@
 
 import pytest
 
-from smallinit.figs import load_figure
+from smallinit.study.figs import load_figure
 from smallinit.theory import diagram
 
 
@@ -12,7 +12,7 @@ def test_theory_layers_render(number, tmp_path):
     exercised by `make figs`); the saved PNG is a real, non-trivial image."""
     import matplotlib.pyplot as plt
 
-    from smallinit.plotting import save_figure, use_style
+    from smallinit.core.plotting import save_figure, use_style
 
     module = load_figure(number)
     with use_style():

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from smallinit.runs import RunStore  # noqa: E402
+from smallinit.core.store import RunStore  # noqa: E402
 
 
 def test_condensation_score_high_when_condensed_low_when_linear(tmp_path):

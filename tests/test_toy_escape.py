@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from smallinit.runs import RunStore  # noqa: E402
+from smallinit.core.store import RunStore  # noqa: E402
 from smallinit.toy.escape import EscapeConfig, format_table, run  # noqa: E402
 
 CFG = EscapeConfig()

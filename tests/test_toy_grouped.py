@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("jax")
 
-from smallinit.errors import ConfigError  # noqa: E402
-from smallinit.runs import RunStore  # noqa: E402
+from smallinit.core.errors import ConfigError  # noqa: E402
+from smallinit.core.store import RunStore  # noqa: E402
 from smallinit.toy import steprule  # noqa: E402
 from smallinit.toy import twolayer as tl  # noqa: E402
 from smallinit.toy.grouped_engine import train_grouped  # noqa: E402
@@ -122,7 +122,7 @@ def test_scan_slopes_agree_between_engines_and_with_theory():
 
 
 def test_run_scan_engine_is_a_separate_run_and_the_jax_key_is_unchanged(tmp_path):
-    from smallinit.runs import config_key
+    from smallinit.core.runs import config_key
     from smallinit.toy.scan import KIND, VERSION
 
     cfg = ScanConfig(gammas=(1.75,), gamma_primes=(0.0,), widths=(20, 40), seeds=1,

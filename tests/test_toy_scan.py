@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("jax")
 
-from smallinit.errors import RunFailed  # noqa: E402
-from smallinit.runs import RunStore  # noqa: E402
+from smallinit.core.errors import RunFailed  # noqa: E402
+from smallinit.core.store import RunStore  # noqa: E402
 from smallinit.theory import phase  # noqa: E402
 from smallinit.theory.phase import log_allowance  # noqa: E402
 from smallinit.toy import scan as scan_module  # noqa: E402

@@ -19,12 +19,12 @@ import dataclasses
 
 import numpy as np
 
-from smallinit.config import STORE_HINT, check_fields, check_instance
-from smallinit.errors import require
-from smallinit.jobs import RunSpec
+from smallinit.core.config import STORE_HINT, check_fields, check_instance
+from smallinit.core.errors import require
+from smallinit.core.jobs import RunSpec
+from smallinit.core.memory import check_memory
+from smallinit.core.store import RunStore
 from smallinit.kernels.measure import cluster_count, condensation_score, mean_abs_cosine
-from smallinit.memory import check_memory
-from smallinit.runs import RunStore
 from smallinit.toy import twolayer as tl
 from smallinit.toy.jaxsetup import use_all_cpu_cores
 from smallinit.toy.limits import check_family_scales, condense_bytes
@@ -58,7 +58,7 @@ class CondenseConfig:
 
     def check_memory(self) -> None:
         """ConfigError when the estimated peak memory (:func:`toy.limits.condense_bytes`)
-        exceeds the limit of :mod:`smallinit.memory`."""
+        exceeds the limit of :mod:`smallinit.core.memory`."""
         n_points = len(self.gammas) * len(self.gamma_primes)
         check_memory(condense_bytes(n_points, self.width),
                      f"the condensation grid of {n_points} points at width={self.width}")
@@ -118,7 +118,7 @@ def run(cfg: CondenseConfig, store=None, *, force: bool = False) -> dict:
 
 @dataclasses.dataclass
 class CondenseSpec(RunSpec):
-    """A condensation grid for the job driver (:mod:`smallinit.jobs`): ``config`` is
+    """A condensation grid for the job driver (:mod:`smallinit.core.jobs`): ``config`` is
     its :class:`CondenseConfig`."""
 
     kind, version, runner = KIND, VERSION, staticmethod(run)

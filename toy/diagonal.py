@@ -26,10 +26,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from smallinit.config import STORE_HINT, check_fields, check_instance
-from smallinit.errors import require
-from smallinit.jobs import RunSpec
-from smallinit.runs import RunStore
+from smallinit.core.config import STORE_HINT, check_fields, check_instance
+from smallinit.core.errors import require
+from smallinit.core.jobs import RunSpec
+from smallinit.core.store import RunStore
 from smallinit.theory import lazy_rich as lr
 from smallinit.toy.jaxsetup import enable_x64
 
@@ -143,7 +143,7 @@ def run(cfg: DiagonalConfig, store=None, *, force: bool = False) -> dict:
 
 @dataclasses.dataclass
 class DiagonalSpec(RunSpec):
-    """A diagonal-net run for the job driver (:mod:`smallinit.jobs`): ``config`` is
+    """A diagonal-net run for the job driver (:mod:`smallinit.core.jobs`): ``config`` is
     its :class:`DiagonalConfig`."""
 
     kind, version, runner = KIND, VERSION, staticmethod(run)

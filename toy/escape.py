@@ -34,9 +34,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from smallinit.config import STORE_HINT, check_fields, check_instance
-from smallinit.errors import require
-from smallinit.runs import RunStore
+from smallinit.core.config import STORE_HINT, check_fields, check_instance
+from smallinit.core.errors import require
+from smallinit.core.store import RunStore
 from smallinit.theory import escape, lazy_rich
 from smallinit.toy.jaxsetup import enable_x64
 

@@ -28,9 +28,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from smallinit.config import STORE_HINT, check_fields, check_instance
-from smallinit.errors import ConfigError, require
-from smallinit.jobs import RunSpec
+from smallinit.core.config import STORE_HINT, check_fields, check_instance
+from smallinit.core.errors import ConfigError, require
+from smallinit.core.jobs import RunSpec
+from smallinit.core.store import RunStore
 from smallinit.kernels.measure import (
     cluster_count,
     cluster_labels,
@@ -38,7 +39,6 @@ from smallinit.kernels.measure import (
     leading_eigvec_order,
     mean_abs_cosine,
 )
-from smallinit.runs import RunStore
 from smallinit.theory.condensation import condensed_direction_p1
 from smallinit.toy.activations import ACTIVATIONS, multiplicity
 from smallinit.toy.activations import activation as act_fn
@@ -192,7 +192,7 @@ def run(cfg: InitialCondensationConfig, store=None, *, force: bool = False) -> d
 
 @dataclasses.dataclass
 class InitialCondensationSpec(RunSpec):
-    """An initial-condensation run for the job driver (:mod:`smallinit.jobs`):
+    """An initial-condensation run for the job driver (:mod:`smallinit.core.jobs`):
     ``config`` is its :class:`InitialCondensationConfig`."""
 
     kind, version, runner = KIND, VERSION, staticmethod(run)

@@ -10,7 +10,7 @@ overflows. :func:`check_family_scales` refuses such a point naming γ, γ' and t
 Memory: :func:`scan_bytes` and :func:`condense_bytes` count the large arrays a run holds at
 once (parameters and their working copies per network, the recorded histories, the
 condense measures' m × m cosine matrix); the callers hand the figure to
-:func:`smallinit.memory.check_memory` before the run starts.
+:func:`smallinit.core.memory.check_memory` before the run starts.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 
 SCALE_MIN = 1e-100
 SCALE_MAX = 1e100

@@ -47,14 +47,15 @@ from typing import Literal
 
 import numpy as np
 
-from smallinit import profiles
-from smallinit.config import STORE_HINT, check_fields, check_instance
-from smallinit.errors import ConfigError, RunFailed, require
-from smallinit.jobs import RunSpec
+from smallinit.core import profiles
+from smallinit.core.atomic import atomic_save_npz
+from smallinit.core.config import STORE_HINT, check_fields, check_instance
+from smallinit.core.errors import ConfigError, RunFailed, require
+from smallinit.core.jobs import RunSpec
+from smallinit.core.memory import check_memory
+from smallinit.core.progress import progress
+from smallinit.core.store import RunStore
 from smallinit.kernels.measure import segment_relative_distance
-from smallinit.memory import check_memory
-from smallinit.progress import progress
-from smallinit.runs import RunStore, atomic_save_npz
 from smallinit.theory.phase import slope_agrees, slope_in_interval
 from smallinit.toy import predictions
 from smallinit.toy import twolayer as tl
@@ -71,7 +72,7 @@ VERSION = "5"  # 5: the CPU engine's one-network step sums in another order (rou
 ENGINES = ("jax", "grouped")
 
 BENCH_WIDTHS = (250, 500, 1000, 2000, 4000)
-SECTION = "toy-scan"  # the profiles' table of the phase scan (smallinit/profiles/*.toml)
+SECTION = "toy-scan"  # the profiles' table of the phase scan (smallinit/core/profiles/*.toml)
 
 
 def _quick(name: str):
@@ -125,7 +126,7 @@ class ScanConfig:
 
     def check_memory(self, engine: str = "jax") -> None:
         """ConfigError when the scan's estimated peak memory (:func:`toy.limits.scan_bytes`)
-        exceeds the limit of :mod:`smallinit.memory`; called before anything is allocated."""
+        exceeds the limit of :mod:`smallinit.core.memory`; called before anything is allocated."""
         n_points = len(self.gammas) * len(self.gamma_primes)
         estimate = scan_bytes(n_points, self.seeds, self.widths, self.settings().n_records,
                               grouped=engine == "grouped")
@@ -406,7 +407,7 @@ def format_table(records: list[dict]) -> str:
 
 @dataclasses.dataclass
 class ScanSpec(RunSpec):
-    """A phase scan for the job driver (:mod:`smallinit.jobs`): ``config`` is its
+    """A phase scan for the job driver (:mod:`smallinit.core.jobs`): ``config`` is its
     :class:`ScanConfig`."""
 
     kind, version, runner = KIND, VERSION, staticmethod(run_scan)

@@ -74,7 +74,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from smallinit.config import check_fields
+from smallinit.core.config import check_fields
 from smallinit.toy import steprule, stopping
 from smallinit.toy.activations import activation, check_activation, derivative
 from smallinit.toy.jaxsetup import enable_x64

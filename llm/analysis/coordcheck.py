@@ -45,14 +45,13 @@ seeded with (seed, 0) and (seed, s), the same at every width.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import torch
 
-from smallinit.config import override
-from smallinit.errors import ConfigError
+from smallinit.core.config import override
+from smallinit.core.errors import ConfigError
 from smallinit.llm.config import ModelConfig, RunConfig, TrainConfig
 from smallinit.llm.model.init import init_table
 from smallinit.llm.model.transformer import Transformer, meta_transformer
@@ -240,7 +239,7 @@ def coord_check(cfg: RunConfig, widths=DEFAULT_WIDTHS, *, steps: int = DEFAULT_S
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     for w in widths:  # each model is built before anything is measured
-        check_training_memory(replace(cfg, model=width_config(cfg.model, w)))
+        check_training_memory(override(cfg, {"model": width_config(cfg.model, w)}))
     logs = np.stack([
         np.stack([measure_width(cfg, w, steps, cfg.seed + s) for w in widths])
         for s in range(seeds)])  # (seed, width, step, part, layer)

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from smallinit.errors import StoreError
+from smallinit.core.errors import StoreError
 from smallinit.kernels import cluster_count, condensation_scores, relative_distance
 from smallinit.llm.model.init import matrix_table
 from smallinit.llm.model.matrices import one

@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from smallinit.config import CONFIG_BYTES, parse_json, read_user_file
-from smallinit.errors import ConfigError, StoreError, one_line
+from smallinit.core.config import CONFIG_BYTES, parse_json, read_user_file
+from smallinit.core.errors import ConfigError, StoreError, one_line
 from smallinit.llm.bench import scoring
 from smallinit.llm.data.tokenizer import TOKENIZER, load_tokenizer
 from smallinit.llm.model.hf import _transformers

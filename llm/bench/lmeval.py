@@ -20,8 +20,8 @@ import json
 import re
 from pathlib import Path
 
-from smallinit.errors import ConfigError
-from smallinit.runs import atomic_write_text
+from smallinit.core.atomic import atomic_write_text
+from smallinit.core.errors import ConfigError
 
 TASK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 

@@ -31,13 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from smallinit.config import read_toml
-from smallinit.errors import ConfigError
+from smallinit.core.config import read_toml
+from smallinit.core.errors import ConfigError
+from smallinit.core.memory import check_memory
+from smallinit.core.store import RunStore
 from smallinit.llm.bench.run import bench_runs_of, resolve_run
 from smallinit.llm.bench.scoring import outcome, primary_metric
 from smallinit.llm.bench.tasks import TASKS
-from smallinit.memory import check_memory
-from smallinit.runs import RunStore
 
 DEFAULT_GROUPS: dict[str, tuple[str, ...]] = {
     "reasoning": ("gsm8k", "arc_challenge", "math", "bbh"),

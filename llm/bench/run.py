@@ -26,7 +26,10 @@ from typing import Any
 
 import torch
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
+from smallinit.core.progress import progress
+from smallinit.core.runs import Run
+from smallinit.core.store import RunStore
 from smallinit.llm.bench import hf_model, scoring
 from smallinit.llm.bench.tasks import (
     Found,
@@ -41,8 +44,6 @@ from smallinit.llm.bench.tasks import (
 from smallinit.llm.data.tokenizer import END_OF_TEXT
 from smallinit.llm.training.trained import TrainedRun, resolve_run, run_tokenizer
 from smallinit.llm.training.trained import load_trained as load_weights
-from smallinit.progress import progress
-from smallinit.runs import Run, RunStore
 
 log = logging.getLogger(__name__)
 

@@ -52,8 +52,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from smallinit.core.progress import progress
 from smallinit.llm.bench.tasks import Item, TaskSpec
-from smallinit.progress import progress
 
 # ----------------------------------------------------------------------------- statistics
 

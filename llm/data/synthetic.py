@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 
 CATEGORIES = ("text", "arith", "anchor", "logic", "fact")  # tag 0 is plain text
 REASONING = ("arith", "anchor", "logic")

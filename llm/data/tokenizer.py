@@ -12,8 +12,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from smallinit.errors import StoreError, one_line
-from smallinit.runs import atomic_write_text
+from smallinit.core.atomic import atomic_write_text
+from smallinit.core.errors import StoreError, one_line
 
 END_OF_TEXT = "<|endoftext|>"
 TOKENIZER = "tokenizer.json"  # its file name in a cached corpus and in a trained run

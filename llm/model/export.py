@@ -23,7 +23,7 @@ renamed, split or transposed):
   layers always have biases, so a model of ours without them (``bias=false``) is exported
   with zero biases, which computes the same function.
 
-Everything else is refused with a :class:`~smallinit.errors.ConfigError` naming the feature:
+Everything else is refused with a :class:`~smallinit.core.errors.ConfigError` naming the feature:
 gated attention (Qiu et al. 2025; no Hugging Face class multiplies head outputs by a
 learned sigmoid gate) and mixed families (e.g. RMSNorm with learned positions).
 
@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 from smallinit.llm.config import ModelConfig
 from smallinit.llm.data.tokenizer import END_OF_TEXT
 from smallinit.llm.model.hf import _transformers

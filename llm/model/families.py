@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 from smallinit.llm.model.matrices import ALL, MatrixSpec, cols, rows
 from smallinit.theory.transformer import TransformerShape, matrix_kinds
 

@@ -7,7 +7,7 @@ Used by ``smallinit llm init-table --model gpt2|llama`` and by the tests of
 
 from __future__ import annotations
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 from smallinit.llm.config import ModelConfig
 
 

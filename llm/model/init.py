@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 from smallinit.llm.model.families import (
     VECTOR_VALUES,
     families,

@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 from smallinit.llm.config import ModelConfig
 from smallinit.llm.model import fastpath
 from smallinit.llm.model.init import apply_init

@@ -39,9 +39,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from smallinit.config import STORE_HINT, check_fields, check_instance
-from smallinit.errors import require
-from smallinit.jobs import RunSpec
+from smallinit.core.config import STORE_HINT, check_fields, check_instance
+from smallinit.core.errors import require
+from smallinit.core.jobs import RunSpec
+from smallinit.core.runs import Run
+from smallinit.core.store import RunStore
 from smallinit.kernels import (
     cluster_count,
     condensation_baseline,
@@ -55,7 +57,6 @@ from smallinit.llm.model.init import as_scheme, matrix_table
 from smallinit.llm.model.matrices import one
 from smallinit.llm.training.objectives import LastPositionLoss, last_logits
 from smallinit.llm.training.train import Rounding, Trainer, fit_run
-from smallinit.runs import Run, RunStore
 
 KIND = "llm-anchor"
 VERSION = "2"  # a new version whenever a run of this kind would hold other numbers
@@ -248,7 +249,7 @@ def run_anchor(cfg: AnchorConfig, store: RunStore | None = None, *, force: bool 
 
 @dataclass
 class AnchorSpec(RunSpec):
-    """An anchor-task run for the job driver (:mod:`smallinit.jobs`): ``config`` is its
+    """An anchor-task run for the job driver (:mod:`smallinit.core.jobs`): ``config`` is its
     :class:`AnchorConfig`."""
 
     kind = KIND

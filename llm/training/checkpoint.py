@@ -30,9 +30,9 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from smallinit.errors import StoreError, one_line
-from smallinit.memory import human
-from smallinit.runs import temp_path
+from smallinit.core.atomic import temp_path
+from smallinit.core.errors import StoreError, one_line
+from smallinit.core.memory import human
 
 log = logging.getLogger(__name__)
 KEEP_CHECKPOINTS = 2  # the newest ones; older checkpoints are deleted after each save

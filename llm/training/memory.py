@@ -19,13 +19,13 @@ gradient). The explicit attention path (``need_weights=True``) also holds B·H·
 layer. A batch of token ids is B·(T+1) int64s twice (inputs, targets); RoPE tables are
 T·head_dim float64 angles and their fp32 cos and sin.
 
-This is an upper-order figure of the large arrays (see :mod:`smallinit.memory`), used to
+This is an upper-order figure of the large arrays (see :mod:`smallinit.core.memory`), used to
 refuse a config that clearly cannot fit before the model is built.
 """
 
 from __future__ import annotations
 
-from smallinit.memory import check_memory
+from smallinit.core.memory import check_memory
 
 BYTES_PER_PARAM_TRAINING = 16  # fp32 weight, gradient, AdamW first and second moments
 FLOAT = 4
@@ -81,7 +81,7 @@ def describe(model, batch_size: int | None = None) -> str:
 
 
 def check_training_memory(cfg, *, explicit_attention: bool = False) -> None:
-    """Refuse (:class:`~smallinit.errors.ConfigError`) a run whose training step cannot fit
+    """Refuse (:class:`~smallinit.core.errors.ConfigError`) a run whose training step cannot fit
     the memory limit; ``cfg`` has ``model`` (a ModelConfig) and ``train.batch_size``."""
     estimate = training_bytes(cfg.model, cfg.train.batch_size,
                               explicit_attention=explicit_attention)

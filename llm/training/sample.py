@@ -32,11 +32,11 @@ from typing import Any
 
 import torch
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
+from smallinit.core.memory import check_memory
+from smallinit.core.progress import bars_shown, progress, step_line
 from smallinit.llm.config import ModelConfig
 from smallinit.llm.training.memory import ACT_PER_D, ACT_PER_FF, FLOAT
-from smallinit.memory import check_memory
-from smallinit.progress import bars_shown, progress, step_line
 
 log = logging.getLogger(__name__)
 MAX_NEW_TOKENS = 10_000  # about 7,500 words: pages of text to read, not a corpus

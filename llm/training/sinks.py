@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
+from smallinit.core.progress import step_line
 from smallinit.llm.training.callbacks import Callback
-from smallinit.progress import step_line
 
 log = logging.getLogger(__name__)
 TENSORBOARD_ENV = "SMALLINIT_TENSORBOARD"

@@ -52,9 +52,13 @@ from typing import Any, Protocol
 
 import torch
 
-from smallinit.config import canonical_json, check_instance, config_to_dict
-from smallinit.errors import ConfigError, RunFailed, StoreError
-from smallinit.jobs import RunSpec
+from smallinit.core.atomic import atomic_write_text
+from smallinit.core.config import canonical_json, check_instance, config_to_dict
+from smallinit.core.errors import ConfigError, RunFailed, StoreError
+from smallinit.core.jobs import RunSpec
+from smallinit.core.progress import bars_shown, progress
+from smallinit.core.runs import Run
+from smallinit.core.store import RunStore
 from smallinit.llm.config import RunConfig
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.data.tokenizer import TOKENIZER
@@ -77,8 +81,6 @@ from smallinit.llm.training.evaluate import evaluate
 from smallinit.llm.training.memory import check_training_memory, param_count
 from smallinit.llm.training.probes import Probes
 from smallinit.llm.training.sinks import LogLines, sinks_from_env
-from smallinit.progress import bars_shown, progress
-from smallinit.runs import Run, RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
 KIND = "llm-train"
@@ -537,7 +539,7 @@ def train(cfg: RunConfig, *, runs_dir: str | Path | None = None, force: bool = F
 
 @dataclass
 class TrainSpec(RunSpec):
-    """A pretraining run for the job driver (:mod:`smallinit.jobs`): ``config`` is its
+    """A pretraining run for the job driver (:mod:`smallinit.core.jobs`): ``config`` is its
     :class:`~smallinit.llm.config.RunConfig`."""
 
     kind = KIND

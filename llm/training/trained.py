@@ -17,15 +17,18 @@ command line). Runs inside the store are the user's own and used as they are.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from tokenizers import Tokenizer
 
-from smallinit.config import config_from_dict
-from smallinit.errors import ConfigError, StoreError, one_line
+from smallinit.core.atomic import read_json
+from smallinit.core.config import config_from_dict, override
+from smallinit.core.errors import ConfigError, StoreError, one_line
+from smallinit.core.runs import Run, config_key
+from smallinit.core.store import RunStore
 from smallinit.llm.config import DataConfig, ModelConfig, RunConfig
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.data.tokenizer import TOKENIZER, load_tokenizer
@@ -34,10 +37,9 @@ from smallinit.llm.model.transformer import Transformer, meta_transformer
 from smallinit.llm.training.checkpoint import WEIGHTS, load_safetensors, safe_load
 from smallinit.llm.training.evaluate import evaluate
 from smallinit.llm.training.memory import check_model_memory
-from smallinit.runs import Run, RunStore, config_key, read_json
 
 TRAIN_KIND = "llm-train"  # smallinit.llm.training.train.KIND, without importing the trainer
-KEY_PREFIX = re.compile(r"[0-9a-f]{1,16}")  # run keys are 16 hex digits (smallinit.runs)
+KEY_PREFIX = re.compile(r"[0-9a-f]{1,16}")  # run keys are 16 hex digits (smallinit.core.store)
 MAX_TABLE_LAYERS = 4096  # deepest model build_for_table builds
 
 
@@ -107,7 +109,7 @@ def data_config(run: TrainedRun, cfg: RunConfig, *, trust_data: bool = False) ->
         raise ConfigError(f"run {run.path} is outside the run store {run.store_root} and its "
                           f"config names data.corpus={cfg.data.corpus!r}; pass "
                           "--trust-run-data to read it (only for a run you trust)")
-    return replace(cfg.data, cache_dir=None)
+    return override(cfg.data, {"cache_dir": None})
 
 
 def run_config(run_dir: str | Path) -> RunConfig:

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 from smallinit import __version__
 from smallinit.cli.util import ArgumentParser, HelpFormatter
-from smallinit.errors import SmallinitError, one_line
-from smallinit.progress import configure_logging, set_quiet
+from smallinit.core.errors import SmallinitError, one_line
+from smallinit.core.progress import configure_logging, set_quiet
 
 #: Modules whose ``register(subparsers)`` adds one command group each, in help order.
 COMMAND_GROUPS = (

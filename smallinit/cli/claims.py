@@ -1,4 +1,4 @@
-"""``smallinit claims``: the study's claims table from stored runs (:mod:`smallinit.claims`).
+"""``smallinit claims``: the study's claims table from stored runs (:mod:`smallinit.study.claims`).
 
 It never trains: runs are looked up in the store read-only, and a claim whose runs are
 missing at a profile says ``not run`` (the table's notes list which runs)."""
@@ -47,9 +47,9 @@ def format_table(records) -> str:
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
-    from smallinit import profiles
-    from smallinit.claims import table
-    from smallinit.runs import RunStore
+    from smallinit.core import profiles
+    from smallinit.core.store import RunStore
+    from smallinit.study.claims import table
 
     chosen = args.profile or [p for p in DEFAULT_PROFILES if p in profiles.names()]
     chosen = list(dict.fromkeys(chosen))

@@ -46,7 +46,7 @@ Examples:
 def build_config(args: argparse.Namespace):
     """The comparison config: the profile's (or ``--config``'s), then the overrides."""
     from smallinit.compare.config import CompareConfig, profile_config
-    from smallinit.config import load_config
+    from smallinit.core.config import load_config
 
     base = None if args.config else profile_config(args.profile)
     return load_config(CompareConfig, args.config, args.overrides, base=base)
@@ -55,7 +55,7 @@ def build_config(args: argparse.Namespace):
 def _cmd_compare(args: argparse.Namespace) -> int:
     from smallinit.compare.run import run_compare
     from smallinit.compare.table import format_table
-    from smallinit.runs import RunStore
+    from smallinit.core.store import RunStore
 
     cfg = build_config(args)
     if print_config(args, cfg):

@@ -1,4 +1,4 @@
-"""``smallinit figs``: render the paper figures (:mod:`smallinit.figs` does the work)."""
+"""``smallinit figs``: render the paper figures (:mod:`smallinit.study.figs` does the work)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from smallinit.cli.util import (
     print_json,
     profile_arg,
 )
-from smallinit.runs import RunStore
+from smallinit.core.store import RunStore
 
 
 def _figure_numbers(text: str) -> list[int]:
-    from smallinit.figs import FIGURES
+    from smallinit.study.figs import FIGURES
 
     try:
         numbers = [int(t) for t in text.split(",") if t.strip()]
@@ -31,7 +31,7 @@ def _figure_numbers(text: str) -> list[int]:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from smallinit.memory import human
+    from smallinit.core.memory import human
     from smallinit.study.experiments import plan, plan_totals
 
     rows = plan(args.profile, args.only)
@@ -60,7 +60,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_figs(args: argparse.Namespace) -> int:
-    from smallinit.figs import FIGURES, make_figures
+    from smallinit.study.figs import FIGURES, make_figures
 
     if args.plan:
         return _cmd_plan(args)

@@ -31,7 +31,7 @@ def config_path(name: str | None) -> Path | None:
     path = Path(name)
     if path.exists() or path.suffix == ".toml":
         return path
-    from smallinit import profiles
+    from smallinit.core import profiles
 
     if name in profiles.names():
         return None
@@ -41,9 +41,9 @@ def config_path(name: str | None) -> Path | None:
 
 def load_run_config(args):
     """The run config: a TOML file, or the ``[llm-train]`` table of a packaged profile
-    (smallinit/profiles/<name>.toml), then the ``key=value`` overrides."""
-    from smallinit import profiles
-    from smallinit.config import load_config, override
+    (smallinit/core/profiles/<name>.toml), then the ``key=value`` overrides."""
+    from smallinit.core import profiles
+    from smallinit.core.config import load_config, override
     from smallinit.llm.config import RunConfig
 
     path = config_path(args.config)
@@ -89,7 +89,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_init_table(args: argparse.Namespace) -> int:
-    from smallinit.config import override
+    from smallinit.core.config import override
     from smallinit.llm.model.init import init_table
     from smallinit.llm.training.trained import build_for_table
 

@@ -46,8 +46,8 @@ def _load(args: argparse.Namespace):
 
 
 def cmd_anchor(args: argparse.Namespace) -> int:
+    from smallinit.core.store import RunStore
     from smallinit.llm.training.anchor import run_anchor
-    from smallinit.runs import RunStore
     from smallinit.study.experiments.anchor_scan import init_gamma
 
     cfg, _ = _load(args)
@@ -70,8 +70,8 @@ def cmd_anchor(args: argparse.Namespace) -> int:
 
 
 def cmd_anchor_scan(args: argparse.Namespace) -> int:
-    from smallinit.jobs import run_specs
-    from smallinit.runs import RunStore
+    from smallinit.core.jobs import run_specs
+    from smallinit.core.store import RunStore
     from smallinit.study.experiments.anchor_scan import cell_specs, format_table, scan_table
 
     base, scan = _load(args)

@@ -44,7 +44,7 @@ def load_coord_config(args: argparse.Namespace):
     """The coord check's template: coordcheck.DEFAULTS (or --config), then the overrides,
     then --init."""
     from smallinit.cli.llm import load_run_config
-    from smallinit.config import load_config, override
+    from smallinit.core.config import load_config, override
     from smallinit.llm.analysis.coordcheck import DEFAULTS
     from smallinit.llm.config import RunConfig
 
@@ -108,10 +108,10 @@ def draw(result: dict[str, Any]):
 
 def cmd_coord_check(args: argparse.Namespace) -> int:
     from smallinit.cli.util import print_json
-    from smallinit.errors import ConfigError
+    from smallinit.core.atomic import atomic_write_json
+    from smallinit.core.errors import ConfigError
+    from smallinit.core.plotting import save_figure, use_style
     from smallinit.llm.analysis.coordcheck import coord_check
-    from smallinit.plotting import save_figure, use_style
-    from smallinit.runs import atomic_write_json
 
     cfg = load_coord_config(args)
     if print_config(args, cfg):

@@ -22,8 +22,8 @@ runs."""
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from smallinit.jobs import run_specs
-    from smallinit.runs import RunStore
+    from smallinit.core.jobs import run_specs
+    from smallinit.core.store import RunStore
     from smallinit.study import experiments
 
     experiment = experiments.get(args.experiment)

@@ -1,4 +1,4 @@
-"""``smallinit runs ls | show``: the run store as a list of runs (:mod:`smallinit.results`)."""
+"""``smallinit runs ls | show``: the run store as a list of runs (:mod:`smallinit.core.results`)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _metrics_text(metrics: dict) -> str:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    from smallinit.results import list_runs
+    from smallinit.core.results import list_runs
 
     runs = list_runs(args.runs_dir, kind=args.kind)
     if args.json:
@@ -57,7 +57,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from smallinit.results import load_run
+    from smallinit.core.results import load_run
 
     run = load_run(args.run, runs_dir=args.runs_dir)
     info = run.describe()
@@ -87,7 +87,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from smallinit.results import verify_runs
+    from smallinit.core.results import verify_runs
 
     checked = verify_runs(args.runs or None, runs_dir=args.runs_dir, hashes=not args.quick)
     bad = [c for c in checked if c.problem]

@@ -15,7 +15,7 @@ from smallinit.cli.util import (
 def _config(args, cls, profile_base):
     """A toy command's config: ``--config FILE`` over the class defaults, else the
     profile's (``profile_base(profile)``), then the ``key=value`` overrides."""
-    from smallinit.config import load_config
+    from smallinit.core.config import load_config
 
     base = None if args.config else profile_base(args.profile)
     return load_config(cls, args.config, args.overrides, base=base)
@@ -29,7 +29,7 @@ def _scan_config(args):
 
 
 def _cmd_scan(args) -> int:
-    from smallinit.runs import RunStore
+    from smallinit.core.store import RunStore
     from smallinit.toy.scan import format_table, run_scan
 
     cfg = _scan_config(args)
@@ -47,7 +47,7 @@ def _cmd_scan(args) -> int:
 
 
 def _cmd_condense(args) -> int:
-    from smallinit.runs import RunStore
+    from smallinit.core.store import RunStore
     from smallinit.study.experiments.condense import config
     from smallinit.toy import condense
     from smallinit.toy.twolayer import STATUS
@@ -75,7 +75,7 @@ def _cmd_condense(args) -> int:
 
 
 def _cmd_diagonal(args) -> int:
-    from smallinit.runs import RunStore
+    from smallinit.core.store import RunStore
     from smallinit.study.experiments.diagonal import specs
     from smallinit.toy import diagonal
 
@@ -98,7 +98,7 @@ def _cmd_diagonal(args) -> int:
 
 
 def _cmd_escape(args) -> int:
-    from smallinit.runs import RunStore
+    from smallinit.core.store import RunStore
     from smallinit.toy import escape
 
     cfg = _config(args, escape.EscapeConfig, lambda profile: escape.EscapeConfig())

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -99,7 +99,7 @@ def add_config_options(parser: argparse.ArgumentParser, starts: str, example: st
 
 def add_executor_options(parser: argparse.ArgumentParser) -> None:
     """``--workers`` and ``--executor``, for every command that runs many runs (the job
-    driver, :func:`smallinit.jobs.run_specs`)."""
+    driver, :func:`smallinit.core.jobs.run_specs`)."""
     parser.add_argument(
         "--workers", type=positive_int, default=None, metavar="N",
         help="local processes computing runs side by side (default: a profile's pin, else "
@@ -113,9 +113,9 @@ def add_executor_options(parser: argparse.ArgumentParser) -> None:
 
 def print_json(obj: Any, *, indent: int = 2, sort_keys: bool = False) -> None:
     """Print ``obj`` as strict JSON, the one way every command writes JSON to stdout: NumPy
-    values become plain ones and NaN/±inf print as null (:func:`smallinit.runs.finite_json`);
+    values become plain ones and NaN/±inf print as null (:func:`smallinit.core.atomic.finite_json`);
     values JSON has no type for (exact fractions) print as strings."""
-    from smallinit.runs import finite_json
+    from smallinit.core.atomic import finite_json
 
     print(json.dumps(finite_json(obj), indent=indent, sort_keys=sort_keys, allow_nan=False,
                      ensure_ascii=False, default=str))
@@ -125,7 +125,7 @@ def _plain(data: Any) -> Any:
     """A config dataclass as a dict; anything else as it is."""
     import dataclasses
 
-    from smallinit.config import config_to_dict
+    from smallinit.core.config import config_to_dict
 
     if dataclasses.is_dataclass(data) and not isinstance(data, type):
         return config_to_dict(data)
@@ -257,8 +257,8 @@ positive_int_list = _typed_list(positive_int, "a positive integer")
 
 def profile_arg(text: str) -> str:
     """A packaged profile: ``quick`` (CPU minutes), ``full`` (GPU scale) or another file of
-    smallinit/profiles/."""
-    from smallinit import profiles
+    smallinit/core/profiles/."""
+    from smallinit.core import profiles
 
     if text not in profiles.names():
         raise argparse.ArgumentTypeError(f"profile {text!r} is not allowed; use "

@@ -11,22 +11,21 @@ Profiles: ``quick`` is sized for a few CPU minutes on 2 cores (measured: one tra
 at d_model = 32/64/128/256/512, 2 layers, context 64, batch 16, one thread takes about
 0.04/0.06/0.15/0.4/1.4 s on a loaded machine, so widths up to 512 at a few hundred steps
 take most of an hour; the quick widths stop at 128). ``full`` is GPU scale. Both are the
-``[compare]`` table of ``smallinit/profiles/<profile>.toml``.
+``[compare]`` table of ``smallinit/core/profiles/<profile>.toml``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from smallinit import profiles
-from smallinit.config import check_fields, override
-from smallinit.errors import ConfigError, require
+from smallinit.core import profiles
+from smallinit.core.config import check_fields, override
+from smallinit.core.errors import ConfigError, require
 from smallinit.llm.config import RunConfig
-from smallinit.theory.init_rules import canonical_scheme
+from smallinit.theory.init_rules import gamma_scheme
 
-SECTION = "compare"  # the profiles' table of the comparison (smallinit/profiles/*.toml)
+SECTION = "compare"  # the profiles' table of the comparison (smallinit/core/profiles/*.toml)
 
 
 def _quick(name: str):
@@ -89,12 +88,10 @@ class CompareConfig:
     def llm_run(self, gamma: float, width: int) -> RunConfig:
         """The transformer run at (γ, d_model): the base run with its width, heads, d_ff
         and init ``gamma:<γ>``."""
-        base = self.llm
-        model = dataclasses.replace(base.model, d_model=width, d_ff=self.ffn_ratio * width,
-                                    n_heads=n_heads(width, self.head_dim))
         try:
-            init = canonical_scheme(f"gamma:{float(gamma)!r}")
-            return dataclasses.replace(base, model=model, init=init)
+            return override(self.llm, {"model.d_model": width, "model.d_ff": self.ffn_ratio * width,
+                                       "model.n_heads": n_heads(width, self.head_dim),
+                                       "init": gamma_scheme(float(gamma))})
         except ValueError as err:
             raise ConfigError(f"transformer at γ={gamma}, d_model={width}: {err}") from None
 

@@ -9,7 +9,7 @@ For each γ of a :class:`~smallinit.compare.config.CompareConfig`:
    the points (:func:`smallinit.toy.scan.run_scan`, a (γ, γ') grid of one γ' value) for
    S_w, and one condensation grid (:func:`smallinit.toy.condense.run`) for the score;
 3. transformer: one training run per width (:func:`smallinit.llm.training.train.train`, kind
-   ``llm-train``, all through the job driver :func:`smallinit.jobs.run_specs`), then the
+   ``llm-train``, all through the job driver :func:`smallinit.core.jobs.run_specs`), then the
    measurements of :mod:`smallinit.llm.analysis.ffn` between its re-created θ(0) and its
    final weights.
 
@@ -27,14 +27,16 @@ from typing import Any
 
 from smallinit.compare.config import CompareConfig
 from smallinit.compare.table import build_table, to_csv
-from smallinit.config import STORE_HINT, check_instance
-from smallinit.errors import RunFailed
-from smallinit.jobs import RunSpec, run_specs
+from smallinit.core.atomic import atomic_write_text
+from smallinit.core.config import STORE_HINT, check_instance
+from smallinit.core.errors import RunFailed
+from smallinit.core.jobs import RunSpec, run_specs
+from smallinit.core.runs import Run
+from smallinit.core.store import RunStore
 from smallinit.llm.analysis.ffn import initial_model, measure_layers, trained_model
 from smallinit.llm.training.train import KIND as TRAIN_KIND
 from smallinit.llm.training.train import VERSION as TRAIN_VERSION
 from smallinit.llm.training.train import TrainSpec, preflight, will_compute
-from smallinit.runs import Run, RunStore, atomic_write_text
 from smallinit.theory.init_rules import parse_scheme
 from smallinit.theory.transformer import TransformerShape, ffn_blocks
 from smallinit.toy import condense
@@ -158,7 +160,7 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
     """Compute (or reuse) the comparison through the run store (module docstring);
     ``force`` recomputes it and every run under it; the transformers train side by side
     (``workers``, None: every core; ``executor``: local or ray,
-    :func:`~smallinit.jobs.run_specs`)."""
+    :func:`~smallinit.core.jobs.run_specs`)."""
     check_instance(cfg, CompareConfig, "run_compare")
     store = check_instance(store or RunStore(), RunStore, "run_compare(store=...)", STORE_HINT)
     check_transformers(cfg, store, force=force)
@@ -186,7 +188,7 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
 
 @dataclasses.dataclass
 class CompareSpec(RunSpec):
-    """A comparison for the job driver (:mod:`smallinit.jobs`): ``config`` is its
+    """A comparison for the job driver (:mod:`smallinit.core.jobs`): ``config`` is its
     :class:`~smallinit.compare.config.CompareConfig`."""
 
     kind = KIND

@@ -1,10 +1,10 @@
 """The experiments behind the paper figures: one module each, and this registry of them.
 
 An experiment (:class:`~smallinit.study.experiments.experiment.Experiment`, one module of
-this package) is a plain function from a profile (:mod:`smallinit.profiles`) to the list of
-its run specs (:class:`smallinit.jobs.RunSpec`); a spec knows how to compute its run. The
-figure driver (:mod:`smallinit.figs`) computes each figure's runs once through the one job
-driver (:func:`smallinit.jobs.run_specs`) and hands them to the figure. :func:`plan` lists
+this package) is a plain function from a profile (:mod:`smallinit.core.profiles`) to the list of
+its run specs (:class:`smallinit.core.jobs.RunSpec`); a spec knows how to compute its run. The
+figure driver (:mod:`smallinit.study.figs`) computes each figure's runs once through the one job
+driver (:func:`smallinit.core.jobs.run_specs`) and hands them to the figure. :func:`plan` lists
 every run of a profile without computing anything (``smallinit figs --plan``);
 :func:`existing` looks the runs up as the store holds them (``smallinit claims``).
 """
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from smallinit import profiles
-from smallinit.config import canonical_json, config_to_dict
-from smallinit.errors import ConfigError
-from smallinit.jobs import Results, RunSpec
+from smallinit.core import profiles
+from smallinit.core.config import canonical_json, config_to_dict
+from smallinit.core.errors import ConfigError
+from smallinit.core.jobs import Results, RunSpec
+from smallinit.core.store import RunStore
 from smallinit.llm.training import compute as cost
-from smallinit.runs import RunStore
 from smallinit.study.experiments import (
     anchor_scan,
     compare,

@@ -21,13 +21,19 @@ from typing import Any
 
 import numpy as np
 
-from smallinit import profiles
-from smallinit.config import check_fields, config_from_dict, override, parse_overrides, read_toml
-from smallinit.errors import require
-from smallinit.jobs import Results
+from smallinit.core import profiles
+from smallinit.core.config import (
+    check_fields,
+    config_from_dict,
+    override,
+    parse_overrides,
+    read_toml,
+)
+from smallinit.core.errors import require
+from smallinit.core.jobs import Results
+from smallinit.core.runs import Run
 from smallinit.llm.data import anchor
 from smallinit.llm.training.anchor import AnchorConfig, AnchorSpec
-from smallinit.runs import Run
 from smallinit.study.experiments.experiment import Experiment
 from smallinit.theory.init_rules import gamma_scheme
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from smallinit import profiles
-from smallinit.config import override
+from smallinit.core import profiles
+from smallinit.core.config import override
 from smallinit.study.experiments.experiment import Experiment
 from smallinit.toy.diagonal import DiagonalConfig, DiagonalSpec
 

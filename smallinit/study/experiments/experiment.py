@@ -1,12 +1,12 @@
 """What an experiment is: a name, the figures that draw it, and a plain function from a
-profile to the list of its run specs (:class:`smallinit.jobs.RunSpec`)."""
+profile to the list of its run specs (:class:`smallinit.core.jobs.RunSpec`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
 
-from smallinit.jobs import RunSpec
+from smallinit.core.jobs import RunSpec
 
 
 def _none(profile: str) -> int | None:
@@ -22,7 +22,7 @@ class Experiment:
     """One experiment of the study (each is a module of :mod:`smallinit.study.experiments`).
 
     ``specs(profile)`` lists its runs without computing anything. ``workers(profile)``: the
-    worker processes the profile pins for it (None: every core, :func:`smallinit.jobs.
+    worker processes the profile pins for it (None: every core, :func:`smallinit.core.jobs.
     run_specs`). ``inner(profile)``: runs that its own runs compute inside themselves
     (compare's transformers), computed first, side by side with the other figures' runs."""
 

@@ -3,8 +3,8 @@ al. 2022), one run per activation of the profile's ``[initial-condensation]`` ta
 
 from __future__ import annotations
 
-from smallinit import profiles
-from smallinit.config import override
+from smallinit.core import profiles
+from smallinit.core.config import override
 from smallinit.study.experiments.experiment import Experiment
 from smallinit.toy.initial_condensation import (
     InitialCondensationConfig,

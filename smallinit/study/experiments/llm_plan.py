@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from smallinit import profiles
-from smallinit.config import check_fields, config_from_dict, override
+from smallinit.core import profiles
+from smallinit.core.config import check_fields, config_from_dict, override
 from smallinit.llm.config import RunConfig
 from smallinit.llm.training.train import TrainSpec
 from smallinit.theory.init_rules import gamma_scheme
@@ -43,7 +43,7 @@ class Plan:
     d_large: int = 2048  # the large model fig 8's small one imitates
     dynamics_gammas: tuple[float, ...] = (0.5, 1.0)
     dynamics_steps: int = 0  # fig 10's run length (0: fig 8's runs as they are)
-    workers: int | None = None  # pinned worker count (None: every core, smallinit.jobs)
+    workers: int | None = None  # pinned worker count (None: every core, smallinit.core.jobs)
     #: fig 7's seeds at the γ grid points other than 0.5 and 1 and for the baselines
     #: (None: ``seeds``; the γ = 0.5 / 1 comparison always gets every seed of ``seeds``)
     grid_seeds: tuple[int, ...] | None = None

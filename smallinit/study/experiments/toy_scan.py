@@ -3,8 +3,8 @@ one scan run (:func:`smallinit.toy.scan.run_scan`) from the profile's ``[toy-sca
 
 from __future__ import annotations
 
-from smallinit import profiles
-from smallinit.config import override
+from smallinit.core import profiles
+from smallinit.core.config import override
 from smallinit.study.experiments.experiment import Experiment
 from smallinit.toy.scan import ScanConfig, ScanSpec
 

@@ -19,9 +19,9 @@ matplotlib.use("Agg")  # figures are files; never open a window
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from smallinit.runs import atomic_write_bytes  # noqa: E402
+from smallinit.core.atomic import atomic_write_bytes  # noqa: E402
 
-STYLE = resources.files("smallinit") / "style" / "smallinit.mplstyle"
+STYLE = resources.files("smallinit.core") / "style" / "smallinit.mplstyle"
 PNG_METADATA = {"Software": None}
 PDF_METADATA = {"Creator": None, "Producer": None, "CreationDate": None, "ModDate": None}
 

@@ -16,8 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from smallinit.config import merge_tables, read_toml
-from smallinit.errors import ConfigError
+from smallinit.core.config import merge_tables, read_toml
+from smallinit.core.errors import ConfigError
 
 FOLDER = Path(__file__).resolve().parent
 

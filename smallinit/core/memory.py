@@ -15,7 +15,7 @@ import math
 import os
 import re
 
-from smallinit.errors import ConfigError
+from smallinit.core.errors import ConfigError
 
 ENV = "SMALLINIT_MEMORY_LIMIT"
 SHARE_OF_AVAILABLE = 0.8

@@ -38,8 +38,8 @@ from typing import Any, TypeVar
 
 import tomli_w
 
-from smallinit.errors import ConfigError, one_line
-from smallinit.memory import human
+from smallinit.core.errors import ConfigError, one_line
+from smallinit.core.memory import human
 
 C = TypeVar("C")
 
@@ -342,7 +342,7 @@ def check_fields(cfg: Any, where: str = "") -> None:
 
 
 #: How to give a run store, for :func:`check_instance` on a ``store=`` argument.
-STORE_HINT = "give smallinit.runs.RunStore(path), or None for $SMALLINIT_RUNS or ./runs"
+STORE_HINT = "give smallinit.core.store.RunStore(path), or None for $SMALLINIT_RUNS or ./runs"
 
 
 def check_instance(value: Any, cls: type, where: str, hint: str | None = None) -> Any:
@@ -352,7 +352,7 @@ def check_instance(value: Any, cls: type, where: str, hint: str | None = None) -
     if not isinstance(value, cls):
         shown = repr(value)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        hint = hint or (f"build one with {cls.__name__}(...) or smallinit.config.load_config("
+        hint = hint or (f"build one with {cls.__name__}(...) or smallinit.core.config.load_config("
                         f"{cls.__name__}, path, overrides)")
         raise TypeError(f"{where} needs a {cls.__name__}, got {type(value).__name__} {shown}; "
                         f"{hint}")

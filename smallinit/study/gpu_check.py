@@ -1,6 +1,6 @@
 """The prepared GPU check: one command, one JSON, about ten minutes on one GPU.
 
-``python -m smallinit.gpu_check OUT_DIR`` runs, each part timed and caught on its own (a
+``python -m smallinit.study.gpu_check OUT_DIR`` runs, each part timed and caught on its own (a
 failing part is recorded with its traceback; the others still run):
 
 1. ``kernels`` — the gpu-marked kernel tests and benchmarks
@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from smallinit.config import override
+from smallinit.core.config import override
 from smallinit.kernels import gpu_check as kernels_check
 from smallinit.llm.config import ModelConfig, RunConfig, TrainConfig
 from smallinit.llm.training import throughput as tp
@@ -134,7 +134,7 @@ def check(dry: bool, full_steps: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m smallinit.gpu_check",
+    parser = argparse.ArgumentParser(prog="python -m smallinit.study.gpu_check",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("out", nargs="?", default=os.environ.get("OUT", "bench-results/gpu"),
                         help="folder for gpu_check.json (default $OUT or bench-results/gpu)")

@@ -1,7 +1,7 @@
 """A finished run's manifest: the size and SHA-256 of every file it keeps.
 
 A run proves what it holds in two steps. Its *identity*: the ``config.json`` in its folder
-hashes to the folder's name, the run key (:func:`smallinit.runs.config_key`), so an edited
+hashes to the folder's name, the run key (:func:`smallinit.core.runs.config_key`), so an edited
 config or a renamed folder is seen. Its *results*: when a run finishes, the store records in
 ``status.json`` a manifest of every regular file below the folder (``config.json``,
 ``metrics.jsonl``, ``arrays.npz``, the weights, ...) with its size in bytes and the SHA-256

@@ -1,6 +1,6 @@
 """Runs as objects: list the run store and open one run by its key.
 
-The run store (:mod:`smallinit.runs`) keeps every result in ``<root>/<kind>/<key>/``
+The run store (:mod:`smallinit.core.store`) keeps every result in ``<root>/<kind>/<key>/``
 (``config.json``, ``status.json``, ``metrics.jsonl``, ``arrays.npz`` and the files a kind
 adds). This module reads it back for people and scripts::
 
@@ -14,7 +14,7 @@ adds). This module reads it back for people and scripts::
 
 :func:`list_runs` lists every run (``smallinit runs ls``); a damaged run is listed with
 state ``corrupt`` instead of stopping the listing: one whose ``config.json`` does not hash to
-its key, or whose files differ in size from its manifest (:mod:`smallinit.integrity`); a
+its key, or whose files differ in size from its manifest (:mod:`smallinit.core.integrity`); a
 file's contents are checked against its SHA-256 when it is read, and for every run by
 :func:`verify_runs` (``smallinit runs verify``). Nothing here writes to the store, except
 that a finished run stored before manifests existed gets its manifest on first
@@ -32,10 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from smallinit.errors import ConfigError, CorruptRun, StoreError, one_line
-from smallinit.runs import MANIFEST, Run, RunStore, read_json
+from smallinit.core.atomic import read_json
+from smallinit.core.errors import ConfigError, CorruptRun, StoreError, one_line
+from smallinit.core.runs import MANIFEST, Run
+from smallinit.core.store import RunStore
 
-KEY = re.compile(r"[0-9a-f]{16}")  # a run key: 16 hex digits of SHA-256 (smallinit.runs)
+KEY = re.compile(r"[0-9a-f]{16}")  # a run key: 16 hex digits of SHA-256 (smallinit.core.store)
 KEY_PREFIX = re.compile(r"[0-9a-f]{1,16}")
 #: summary entries shown first as a run's main metrics, when present (else the first
 #: numeric entries of its summary)

@@ -23,8 +23,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from smallinit.errors import ConfigError, one_line
-from smallinit.runs import temp_path
+from smallinit.core.atomic import temp_path
+from smallinit.core.errors import ConfigError, one_line
 
 log = logging.getLogger(__name__)
 DEFAULT_INDEX = "https://pypi.org/simple"

@@ -2,7 +2,7 @@
 
 A :class:`RunSpec` is one run: its config and tags that say what it stands for in its
 experiment; its type gives the kind and code version (which with the config give the run's
-store key, :func:`smallinit.runs.config_key`) and computes it. :func:`run_specs` takes any
+store key, :func:`smallinit.core.runs.config_key`) and computes it. :func:`run_specs` takes any
 list of specs (of any kinds):
 
 - specs with the same (kind, key) run once (experiments share runs);
@@ -46,9 +46,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
-from smallinit.errors import ConfigError, one_line
-from smallinit.progress import progress
-from smallinit.runs import Run, RunStore, config_key
+from smallinit.core.errors import ConfigError, one_line
+from smallinit.core.progress import progress
+from smallinit.core.runs import Run, config_key
+from smallinit.core.store import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class RunSpec:
     type exists per run kind, next to the code that computes that kind (e.g.
     :class:`smallinit.llm.training.train.TrainSpec`), and says the kind, the code version
     and how to compute the run: :meth:`compute` goes through
-    :meth:`~smallinit.runs.RunStore.get_or_run` with that kind and version, in whatever
+    :meth:`~smallinit.core.store.RunStore.get_or_run` with that kind and version, in whatever
     process the driver chooses (specs pickle, for worker processes and Ray)."""
 
     kind: ClassVar[str] = ""
@@ -134,7 +135,7 @@ class Results:
 
 
 def finished(run: Run) -> bool:
-    """Whether the store reuses the run as it is (:meth:`~smallinit.runs.Run.reusable`)."""
+    """Whether the store reuses the run as it is (:meth:`~smallinit.core.runs.Run.reusable`)."""
     return run.reusable()
 
 
@@ -302,6 +303,13 @@ def _worker(spec: RunSpec, root: str, force: bool, parent: int, conn) -> None:
         conn.close()
 
 
+def _record_death(spec: RunSpec, store: RunStore, reason: str) -> None:
+    """Record the run of a worker that died before it could as failed (retryable)."""
+    run = store.writer(spec.kind, spec.config, version=spec.version)
+    if not run.done:
+        run.fail(reason, final=False)
+
+
 def _receive(conn) -> tuple[str, str] | None:
     """The worker's report, or None when it died before sending one."""
     try:
@@ -348,9 +356,7 @@ def _run_in_workers(todo: list[RunSpec], store: RunStore, to_force: set, workers
                 message = _receive(conn)
                 if message is None:
                     reason = _death_reason(proc.exitcode)
-                    run = spec.run_of(store)
-                    if not run.done:
-                        run.fail(reason, final=False)
+                    _record_death(spec, store, reason)
                     log.error("run %s (%s/%s) failed: %s", spec.tags, spec.kind, spec.key, reason)
                 elif message[0] == "config":
                     config_error = config_error or message[1]
@@ -467,9 +473,7 @@ def _run_on_ray(todo: list[RunSpec], store: RunStore, to_force: set, bar) -> Non
                 except Exception as err:  # retries spent: the worker died or the run raised
                     reason = (f"failed on Ray after {retries + 1} attempts: "
                               f"{type(err).__name__}: {one_line(str(err))[:500]}")
-                    run = spec.run_of(store)
-                    if not run.done:
-                        run.fail(reason, final=False)
+                    _record_death(spec, store, reason)
                     log.error("run %s (%s/%s) %s", spec.tags, spec.kind, spec.key, reason)
                 else:
                     if kind == "config":

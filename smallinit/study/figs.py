@@ -26,11 +26,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from smallinit import profiles
-from smallinit.errors import ConfigError, RunFailed, check_choice
-from smallinit.jobs import Results, run_specs
-from smallinit.plotting import save_figure
-from smallinit.runs import Run, RunStore
+from smallinit.core import profiles
+from smallinit.core.errors import ConfigError, RunFailed, check_choice
+from smallinit.core.jobs import Results, run_specs
+from smallinit.core.plotting import save_figure
+from smallinit.core.runs import Run
+from smallinit.core.store import RunStore
 from smallinit.study.experiments import Experiment, of_figure
 
 log = logging.getLogger(__name__)
@@ -146,7 +147,7 @@ def default_out_dir() -> Path:
     env = os.environ.get("SMALLINIT_FIGS_OUT")
     if env:
         return Path(env)
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     if (root / "pyproject.toml").is_file() and (root / "paper_figs").is_dir():
         return root / "paper_figs" / "out"
     return Path.cwd() / "paper_figs_out"

@@ -4,7 +4,7 @@ Each claim has one per-seed quantity x_s computed from one experiment's runs
 (:data:`CLAIMS`: id, claim, experiment, which of its jobs it needs, how x_s is computed) and
 one verdict rule applied to those values (:func:`directional`, :func:`share_rule`,
 :func:`chance_rule`, :func:`critical_rule`, :func:`condensation_rule`,
-:func:`gain_condition`). The numbers come from :mod:`smallinit.stats` (Student-t over
+:func:`gain_condition`). The numbers come from :mod:`smallinit.core.stats` (Student-t over
 seeds, 95% two-sided interval, one-sided p in the claimed direction).
 
 Two ways in, one computation:
@@ -40,15 +40,16 @@ from typing import Any
 
 import numpy as np
 
-from smallinit import stats
-from smallinit.jobs import Results, RunSpec
+from smallinit.core import stats
+from smallinit.core.jobs import Results, RunSpec
+from smallinit.core.runs import Run
+from smallinit.core.stats import Estimate
+from smallinit.core.store import RunStore
 from smallinit.llm.analysis import reasoning
 from smallinit.llm.analysis.critical import best_gamma, reasoning_answer_loss
 from smallinit.llm.analysis.tokens import bucket_families, gain_shares
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.training.probes import trajectory
-from smallinit.runs import Run, RunStore
-from smallinit.stats import Estimate
 from smallinit.study import experiments
 from smallinit.study.experiments.llm_plan import COMPARED
 
