@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import activations, cpu
+from . import cpu, pointwise
 from .backend import family, like, to_numpy, use_gpu
 
 _FLOATS = (np.float32, np.float64)
@@ -124,7 +124,7 @@ def grouped_two_layer_step(
     ``b`` is None, outputs f); each neuron's gradient is that of its own network's loss.
     Layout: see the module docstring. Arrays return in ``W``'s family and dtype.
     """
-    activations.check(activation)
+    pointwise.check(activation)
     if use_gpu(W):
         out = _gpu().grouped_two_layer_step(X, y, a, W, b, offsets, alpha, activation)
         return GroupedStep(*(None if o is None else like(o, W) for o in out))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import activations
+from . import pointwise
 
 
 def row_normalize(W: np.ndarray) -> np.ndarray:
@@ -103,7 +103,7 @@ def _grouped_block(
         Z = np.einsum("knd,kd->nk", np.repeat(X, widths, axis=0), W)
     if b is not None:
         Z += b
-    H, dH = activations.forward_and_derivative(activation, Z)
+    H, dH = pointwise.forward_and_derivative(activation, Z)
     F = segment_sum(H * a, offsets) / alpha  # (n, G)
     E = F - y.T  # (n, G)
     loss = 0.5 * np.mean(E * E, axis=0)
@@ -133,7 +133,7 @@ def grouped_two_layer_step_loop(X, y, a, W, b, offsets, alpha, activation):
         lo, hi = int(offsets[g]), int(offsets[g + 1])
         Xg = X if X.ndim == 2 else X[g]
         z = Xg @ W[lo:hi].T + (0 if b is None else b[lo:hi])
-        h, dh = activations.forward_and_derivative(activation, z)
+        h, dh = pointwise.forward_and_derivative(activation, z)
         f[g] = h @ a[lo:hi] / alpha[g]
         e = f[g] - y[g]
         loss[g] = 0.5 * np.mean(e * e)

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from . import activations, cpu
+from . import cpu, pointwise
 from .backend import to_numpy
 from .batched import GroupedStep, _check_layout
 
@@ -187,7 +187,7 @@ def grouped_two_layer_step(dev: Device, X, y, a, W, b, offsets, alpha, activatio
     if G > 0:
         x_stride = 0 if Xd.ndim == 2 else n * d
         args = (Xd, np.int64(x_stride), yd, ad, Wd, ad if bd is None else bd, offd, ald,
-                np.int32(n), np.int32(d), np.int32(activations.CODES[activation]),
+                np.int32(n), np.int32(d), np.int32(pointwise.CODES[activation]),
                 np.int32(bd is not None), loss, f, ga, gW, gb)
         _run(dev, "grouped_step.cu", launch, args)
     return GroupedStep(loss, ga, gW, None if bd is None else gb, f)

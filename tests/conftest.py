@@ -6,6 +6,8 @@ touches JAX first. Importing smallinit changes no JAX setting by itself."""
 from __future__ import annotations
 
 import importlib.util
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -27,3 +29,9 @@ def bench_torch_threads(request):
     torch.set_num_threads(request.module.THREADS)
     yield
     torch.set_num_threads(before)
+
+
+# The tests live in one folder per part of the source (tests/core, tests/llm, ...); the
+# helpers several of them share (badinput.py, launch.py, kernel_cases.py,
+# torch_phase_loop.py) and the data they read (tests/data) stay here, on the import path.
+sys.path.insert(0, str(Path(__file__).resolve().parent))

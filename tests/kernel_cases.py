@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import smallinit.kernels as K
-from smallinit.kernels import activations, cpu
+from smallinit.kernels import cpu, pointwise
 
 GRAM_SHAPES = [
     (1, 1),
@@ -39,7 +39,7 @@ GROUPED_N = 9
 GROUPED_D = [1, 5, 17]  # DMAX 4, 8 (256 threads) and 32 (128 threads)
 GROUPED_CASES = [
     (act, dtype, per_network, d)
-    for act in activations.NAMES
+    for act in pointwise.NAMES
     for dtype in DTYPES
     for per_network in (False, True)
     for d in GROUPED_D
@@ -134,7 +134,7 @@ def grouped_step_bound(X, y, a, W, b, offsets, alpha, act: str, u: float):
     e_ga, e_gW, e_gb = np.zeros_like(a), np.zeros_like(W), np.zeros_like(a)
 
     def sigma(z):
-        return activations.forward_and_derivative(act, z)
+        return pointwise.forward_and_derivative(act, z)
 
     for g in range(G):
         lo, hi = int(offsets[g]), int(offsets[g + 1])

@@ -10,7 +10,7 @@ the right), so it has no multiplicity in this sense and is reported as not cover
 Derived values: tanh, sigmoid, softplus, gelu, silu: p = 1; x·tanh x: p = 2; x²·tanh x: p = 3.
 
 The toy's JAX functions and the kernels' NumPy (and CUDA) forms are numeric copies of these
-expressions; ``tests/test_theory_activations.py`` checks every copy against the expression
+expressions; ``tests/theory/test_theory_activations.py`` checks every copy against the expression
 lambdified here, on a grid, value and first derivative.
 """
 

@@ -40,8 +40,8 @@ from smallinit.kernels.measure import (
     mean_abs_cosine,
 )
 from smallinit.theory.condensation import condensed_direction_p1
-from smallinit.toy.activations import ACTIVATIONS, multiplicity
-from smallinit.toy.activations import activation as act_fn
+from smallinit.toy.jax_activations import ACTIVATIONS, multiplicity
+from smallinit.toy.jax_activations import activation as act_fn
 from smallinit.toy.jaxsetup import enable_x64
 
 KIND = "toy-initial-condensation"

@@ -21,7 +21,7 @@ loss constant to 1e-17 and held about a quarter of all the steps of a scan. A st
 network is excluded from every slope fit exactly as a budget network is, so the rule
 changes no S_w; it only stops the idle steps. The tolerance 1e-12 is four orders above
 float64 rounding of the loss and far below the progress of any network that converges on
-the profiles' grids (checked in tests/test_toy_engine.py: the same grid with and without
+the profiles' grids (checked in tests/toy/test_toy_engine.py: the same grid with and without
 the rule gives the same status, steps and RD for every network that does not stall).
 """
 

@@ -54,7 +54,7 @@ cache. On accelerators :func:`train_batch` vmaps the step over a lockstep batch 
 of 8 lanes, :func:`pack`) and finishes the slowest quarter one by one. All networks of a
 batch share the width m; a scan groups its networks by width (see
 :mod:`smallinit.toy.scan`). Both paths compute the same steps; their sums differ in
-order, so they agree to rounding (tests/test_toy_engine.py).
+order, so they agree to rounding (tests/toy/test_toy_engine.py).
 
 Float64: every public function that computes with JAX (:func:`init_asi`, :func:`gradients`,
 :func:`train_loop`, :func:`train_batch`) first calls
@@ -76,7 +76,7 @@ import numpy as np
 
 from smallinit.core.config import check_fields
 from smallinit.toy import steprule, stopping
-from smallinit.toy.activations import activation, check_activation, derivative
+from smallinit.toy.jax_activations import activation, check_activation, derivative
 from smallinit.toy.jaxsetup import enable_x64
 from smallinit.toy.stopping import BUDGET, CONVERGED, DIVERGED, STALLED, STATUS
 

@@ -1,6 +1,6 @@
 """The CUDA kernels on the CPU: the unmodified ``*.cu`` sources compiled by a host C++
 compiler against ``cuda_host.h`` and launched on NumPy arrays, to check their arithmetic
-where there is no GPU (tests/test_kernels_emulated.py).
+where there is no GPU (tests/kernels/test_kernels_emulated.py).
 
 ``cuda_host.h`` states the execution model: the threads of a block are fibers scheduled
 deterministically (each runs as far as the code lets it before the next one starts),

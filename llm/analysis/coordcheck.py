@@ -52,9 +52,9 @@ import torch
 
 from smallinit.core.config import override
 from smallinit.core.errors import ConfigError
-from smallinit.llm.config import ModelConfig, RunConfig, TrainConfig
 from smallinit.llm.model.init import init_table
 from smallinit.llm.model.transformer import Transformer, meta_transformer
+from smallinit.llm.run_config import ModelConfig, RunConfig, TrainConfig
 from smallinit.llm.training.memory import check_training_memory
 from smallinit.llm.training.train import make_optimizer, train_step
 

@@ -114,7 +114,7 @@ def measure_layers(model, model0, *, top_k: int, threshold: float) -> list[dict[
 
 
 def initial_model(cfg):
-    """θ(0) of the training run ``cfg`` (a :class:`~smallinit.llm.config.RunConfig`),
+    """θ(0) of the training run ``cfg`` (a :class:`~smallinit.llm.run_config.RunConfig`),
     re-created exactly as the trainer creates it."""
     return Transformer(cfg.model, cfg.scheme, seed=cfg.seed)
 

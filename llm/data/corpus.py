@@ -32,9 +32,9 @@ from smallinit.core.config import canonical_json, check_user_file, config_to_dic
 from smallinit.core.downloads import PinnedFile, fetch_pinned
 from smallinit.core.errors import ConfigError, StoreError, one_line
 from smallinit.core.memory import check_memory, human
-from smallinit.llm.config import DataConfig
 from smallinit.llm.data import synthetic
 from smallinit.llm.data.tokenizer import END_OF_TEXT, cached_bpe, encode_many, load_tokenizer
+from smallinit.llm.run_config import DataConfig
 
 log = logging.getLogger(__name__)
 CORPUS_VERSION = "2"  # 2: graded reasoning levels (synthetic), items carry their level

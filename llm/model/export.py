@@ -45,10 +45,10 @@ import torch
 from safetensors.torch import save_file
 
 from smallinit.core.errors import ConfigError
-from smallinit.llm.config import ModelConfig
 from smallinit.llm.data.tokenizer import END_OF_TEXT
 from smallinit.llm.model.hf import _transformers
 from smallinit.llm.model.transformer import Transformer
+from smallinit.llm.run_config import ModelConfig
 from smallinit.llm.training.trained import load_trained, resolve_run, run_config, run_tokenizer
 
 LLAMA = {"norm": "rmsnorm", "positions": "rope", "mlp": "swiglu"}

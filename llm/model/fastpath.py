@@ -4,7 +4,7 @@ On CPU, PyTorch computes RMSNorm as a composite of six ops (pow, mean, add, rsqr
 products), each of which autograd records and differentiates on its own, and the SwiGLU and
 RoPE backward passes end in ``cat`` and layout copies. Each :class:`torch.autograd.Function`
 here runs the same elementwise operations, in the same order, as the composite it replaces,
-so forward values and gradients agree bit for bit (tests/test_fastpath.py checks this on a
+so forward values and gradients agree bit for bit (tests/llm/test_fastpath.py checks this on a
 whole training step); what it saves is memory traffic: the backward writes each gradient
 once, in place in its final layout, instead of building it from zero-filled, rolled,
 concatenated and copied intermediates.

@@ -8,7 +8,7 @@ Used by ``smallinit llm init-table --model gpt2|llama`` and by the tests of
 from __future__ import annotations
 
 from smallinit.core.errors import ConfigError
-from smallinit.llm.config import ModelConfig
+from smallinit.llm.run_config import ModelConfig
 
 
 def _transformers():

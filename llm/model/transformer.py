@@ -43,10 +43,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from smallinit.core.errors import ConfigError
-from smallinit.llm.config import ModelConfig
 from smallinit.llm.model import fastpath
 from smallinit.llm.model.init import apply_init
 from smallinit.llm.model.matrices import MatrixSpec, declare, declared_matrices, rows
+from smallinit.llm.run_config import ModelConfig
 
 
 class RMSNorm(nn.RMSNorm):

@@ -51,10 +51,10 @@ from smallinit.kernels import (
     cosine_gram,
     leading_eigvec_order,
 )
-from smallinit.llm.config import ModelConfig, TrainConfig, canonical_init
 from smallinit.llm.data import anchor
 from smallinit.llm.model.init import as_scheme, matrix_table
 from smallinit.llm.model.matrices import one
+from smallinit.llm.run_config import ModelConfig, TrainConfig, canonical_init
 from smallinit.llm.training.objectives import LastPositionLoss, last_logits
 from smallinit.llm.training.train import Rounding, Trainer, fit_run
 

@@ -35,7 +35,7 @@ LOGIT_COPIES = 3
 
 
 def param_count(model) -> int:
-    """P of a :class:`~smallinit.llm.config.ModelConfig` (module docstring)."""
+    """P of a :class:`~smallinit.llm.run_config.ModelConfig` (module docstring)."""
     d, f, vocab, layers = model.d_model, model.ffn_dim, model.vocab_size, model.n_layers
     embed = vocab * d + (model.context * d if model.positions == "learned" else 0)
     head = 0 if model.tie_embeddings else vocab * d

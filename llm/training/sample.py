@@ -35,7 +35,7 @@ import torch
 from smallinit.core.errors import ConfigError
 from smallinit.core.memory import check_memory
 from smallinit.core.progress import bars_shown, progress, step_line
-from smallinit.llm.config import ModelConfig
+from smallinit.llm.run_config import ModelConfig
 from smallinit.llm.training.memory import ACT_PER_D, ACT_PER_FF, FLOAT
 
 log = logging.getLogger(__name__)

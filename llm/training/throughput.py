@@ -1,6 +1,6 @@
 """Training throughput and model FLOPs utilization (MFU) of the one training step.
 
-FLOPs per token are the planning formula of :mod:`smallinit.llm.training.compute`
+FLOPs per token are the planning formula of :mod:`smallinit.llm.training.cost`
 (C = 6·(N + V·d) + 12·L·d·T per token: Kaplan et al. 2020; Chinchilla App. F; PaLM App. B),
 so a measured MFU and the full profile's planned hours use one count. MFU is tokens/s · F
 divided by the device's dense bf16 peak; only the peaks listed in :data:`PEAK_FLOPS` are
@@ -24,9 +24,9 @@ from typing import Any
 import torch
 from torch._inductor.utils import clear_inductor_caches
 
-from smallinit.llm.config import ModelConfig, RunConfig
 from smallinit.llm.model.transformer import Transformer
-from smallinit.llm.training.compute import H200_PEAK_BF16_DENSE, training_flops
+from smallinit.llm.run_config import ModelConfig, RunConfig
+from smallinit.llm.training.cost import H200_PEAK_BF16_DENSE, training_flops
 from smallinit.llm.training.train import autocast, make_optimizer, train_step
 
 #: dense bf16 tensor-core peak in FLOP/s, by a substring of the device name (NVIDIA data
@@ -35,7 +35,7 @@ PEAK_FLOPS = {"H200": H200_PEAK_BF16_DENSE, "H100": 989e12, "A100": 312e12}
 
 
 def flops_per_token(cfg: ModelConfig) -> float:
-    """Training FLOPs of one token (:func:`smallinit.llm.training.compute.training_flops`)."""
+    """Training FLOPs of one token (:func:`smallinit.llm.training.cost.training_flops`)."""
     return training_flops(cfg, 1)
 
 

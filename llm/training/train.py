@@ -59,11 +59,11 @@ from smallinit.core.jobs import RunSpec
 from smallinit.core.progress import bars_shown, progress
 from smallinit.core.runs import Run
 from smallinit.core.store import RunStore
-from smallinit.llm.config import RunConfig
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.data.tokenizer import TOKENIZER
 from smallinit.llm.model.init import init_table
 from smallinit.llm.model.transformer import Transformer, meta_transformer
+from smallinit.llm.run_config import RunConfig
 from smallinit.llm.training.batches import batch_starts, get_batch
 from smallinit.llm.training.callbacks import Callback, Checkpoints, Recorder
 from smallinit.llm.training.checkpoint import (
@@ -540,7 +540,7 @@ def train(cfg: RunConfig, *, runs_dir: str | Path | None = None, force: bool = F
 @dataclass
 class TrainSpec(RunSpec):
     """A pretraining run for the job driver (:mod:`smallinit.core.jobs`): ``config`` is its
-    :class:`~smallinit.llm.config.RunConfig`."""
+    :class:`~smallinit.llm.run_config.RunConfig`."""
 
     kind = KIND
     version = VERSION

@@ -29,11 +29,11 @@ from smallinit.core.config import config_from_dict, override
 from smallinit.core.errors import ConfigError, StoreError, one_line
 from smallinit.core.runs import Run, config_key
 from smallinit.core.store import RunStore
-from smallinit.llm.config import DataConfig, ModelConfig, RunConfig
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.data.tokenizer import TOKENIZER, load_tokenizer
 from smallinit.llm.model import hf
 from smallinit.llm.model.transformer import Transformer, meta_transformer
+from smallinit.llm.run_config import DataConfig, ModelConfig, RunConfig
 from smallinit.llm.training.checkpoint import WEIGHTS, load_safetensors, safe_load
 from smallinit.llm.training.evaluate import evaluate
 from smallinit.llm.training.memory import check_model_memory

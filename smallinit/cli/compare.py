@@ -1,6 +1,6 @@
 """``smallinit compare``: theory, two-layer simulation and transformer on the same axes.
 
-The command builds a :class:`~smallinit.compare.config.CompareConfig` from a profile, the
+The command builds a :class:`~smallinit.compare.comparison.CompareConfig` from a profile, the
 options and ``KEY=VALUE`` overrides, runs it (:func:`smallinit.compare.run.run_compare`),
 prints the table (:func:`smallinit.compare.table.format_table`) and where its CSV/JSON
 files are, or with ``--json`` the records.
@@ -45,7 +45,7 @@ Examples:
 
 def build_config(args: argparse.Namespace):
     """The comparison config: the profile's (or ``--config``'s), then the overrides."""
-    from smallinit.compare.config import CompareConfig, profile_config
+    from smallinit.compare.comparison import CompareConfig, profile_config
     from smallinit.core.config import load_config
 
     base = None if args.config else profile_config(args.profile)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from smallinit.cli.llm_bench import add_trust_option
+from smallinit.cli.llm_downstream import add_trust_option
 from smallinit.cli.util import (
     add_command,
     add_group,
@@ -44,7 +44,7 @@ def load_run_config(args):
     (smallinit/core/profiles/<name>.toml), then the ``key=value`` overrides."""
     from smallinit.core import profiles
     from smallinit.core.config import load_config, override
-    from smallinit.llm.config import RunConfig
+    from smallinit.llm.run_config import RunConfig
 
     path = config_path(args.config)
     base = None
@@ -186,14 +186,14 @@ def register(subparsers) -> None:
                    help="output format (json: the same as --json)")
     # commands of the other llm modules (anchor task, benchmarks, figure sweeps)
     from smallinit.cli.llm_anchor import register_anchor_commands
-    from smallinit.cli.llm_bench import register_bench_commands
     from smallinit.cli.llm_coord import register_coord_commands
+    from smallinit.cli.llm_downstream import register_downstream_commands
     from smallinit.cli.llm_export import register_export_command
     from smallinit.cli.llm_sample import register_sample_command
     from smallinit.cli.llm_sweep import register_sweep_commands
 
     register_anchor_commands(commands)
-    register_bench_commands(commands)
+    register_downstream_commands(commands)
     register_export_command(commands)
     register_sample_command(commands)
     register_sweep_commands(commands)

@@ -46,7 +46,7 @@ def load_coord_config(args: argparse.Namespace):
     from smallinit.cli.llm import load_run_config
     from smallinit.core.config import load_config, override
     from smallinit.llm.analysis.coordcheck import DEFAULTS
-    from smallinit.llm.config import RunConfig
+    from smallinit.llm.run_config import RunConfig
 
     if args.config is None:
         cfg = load_config(RunConfig, None, args.overrides, base=DEFAULTS)

@@ -22,7 +22,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def register_export_command(commands) -> None:
     """Add ``export`` to the ``llm`` group."""
-    from smallinit.cli.llm_bench import add_trust_option
+    from smallinit.cli.llm_downstream import add_trust_option
 
     p = add_command(
         commands, "export", cmd_export,
@@ -33,7 +33,7 @@ def register_export_command(commands) -> None:
         "positions, gelu) a GPT2LMHeadModel; the export is loaded back and its logits "
         "checked against the run's before it is written. Models Hugging Face cannot express "
         "exactly (gated attention, mixed families) are refused.\n\nexample: smallinit llm "
-        "export llm-train/<key> exported/ && smallinit llm benchmark --hf exported/")
+        "export llm-train/<key> exported/ && smallinit llm downstream --hf exported/")
     p.add_argument("run", type=run_arg, metavar="RUN",
                    help="trained run: llm-train/<key> or a key prefix under RUNS_DIR, or a "
                    "run directory")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from smallinit.cli.llm_bench import add_trust_option
+from smallinit.cli.llm_downstream import add_trust_option
 from smallinit.cli.util import (
     add_command,
     add_json_option,
@@ -23,7 +23,7 @@ from smallinit.cli.util import (
 
 # The limits of smallinit.llm.training.sample (MAX_NEW_TOKENS, MAX_SAMPLES) and of
 # Transformer.generate (MIN_TEMPERATURE, MAX_TEMPERATURE), repeated here so that --help
-# does not import torch; tests/test_bad_input_llm.py checks that they agree.
+# does not import torch; tests/llm/test_bad_input_llm.py checks that they agree.
 MAX_NEW_TOKENS, MAX_SAMPLES = 10_000, 1_000
 MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-3, 1e3
 
@@ -70,7 +70,7 @@ def seed_int(text: str) -> int:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from smallinit.llm.bench.run import check_device, load_trained
+    from smallinit.llm.downstream.run import check_device, load_trained
     from smallinit.llm.training.sample import sample_texts
     from smallinit.llm.training.trained import resolve_run
 

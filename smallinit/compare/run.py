@@ -1,6 +1,6 @@
 """Run a comparison: theory, the two-layer toy and the transformer at every γ (issue 9).
 
-For each γ of a :class:`~smallinit.compare.config.CompareConfig`:
+For each γ of a :class:`~smallinit.compare.comparison.CompareConfig`:
 
 1. theory: the FFN block's coordinates under the γ rule with proportional widths,
    (γ, γ') = (2γ, 0), its regime and S_w interval
@@ -25,7 +25,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from smallinit.compare.config import CompareConfig
+from smallinit.compare.comparison import CompareConfig
 from smallinit.compare.table import build_table, to_csv
 from smallinit.core.atomic import atomic_write_text
 from smallinit.core.config import STORE_HINT, check_instance
@@ -189,7 +189,7 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
 @dataclasses.dataclass
 class CompareSpec(RunSpec):
     """A comparison for the job driver (:mod:`smallinit.core.jobs`): ``config`` is its
-    :class:`~smallinit.compare.config.CompareConfig`."""
+    :class:`~smallinit.compare.comparison.CompareConfig`."""
 
     kind = KIND
     version = VERSION

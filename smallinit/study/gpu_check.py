@@ -4,7 +4,7 @@
 failing part is recorded with its traceback; the others still run):
 
 1. ``kernels`` — the gpu-marked kernel tests and benchmarks
-   (:func:`smallinit.kernels.gpu_check.collect`): grouped two-layer step against a
+   (:func:`smallinit.kernels.gpu_report.collect`): grouped two-layer step against a
    per-network torch loop (goal ≥ 3×) and a padded ``torch.bmm`` (goal ≥ 1.2×), cosine
    Gram against cuBLAS (goal ≥ 70% of its throughput), the batched stack measurements;
 2. ``throughput`` — training tokens/s and MFU of a ~100M-parameter model of the project's
@@ -36,8 +36,8 @@ from typing import Any
 import torch
 
 from smallinit.core.config import override
-from smallinit.kernels import gpu_check as kernels_check
-from smallinit.llm.config import ModelConfig, RunConfig, TrainConfig
+from smallinit.kernels import gpu_report as kernels_check
+from smallinit.llm.run_config import ModelConfig, RunConfig, TrainConfig
 from smallinit.llm.training import throughput as tp
 from smallinit.llm.training import train
 from smallinit.study import experiments

@@ -1,6 +1,6 @@
 """Reference values of the init and the measurements, recorded from the code *before* the
 matrix-table refactor (commit a9690d4, run as ``python tests/data/make_matrix_reference.py
-tests/data/matrix_reference.json``); tests/test_llm_init.py re-runs :func:`compute` on the
+tests/data/matrix_reference.json``); tests/llm/test_llm_init.py re-runs :func:`compute` on the
 current code and requires the same numbers (weights by sha256 of their bytes)."""
 
 import hashlib
@@ -10,9 +10,9 @@ import sys
 import torch
 
 from smallinit.llm.analysis.ffn import measure_layers
-from smallinit.llm.config import ModelConfig
 from smallinit.llm.model.init import apply_init, init_table
 from smallinit.llm.model.transformer import Transformer
+from smallinit.llm.run_config import ModelConfig
 from smallinit.llm.training.probes import measure_model
 
 SIZES = dict(vocab_size=97, context=24, d_model=32, n_layers=2, n_heads=4, d_ff=48)

@@ -18,7 +18,7 @@ from smallinit.core.config import canonical_json, config_to_dict
 from smallinit.core.errors import ConfigError
 from smallinit.core.jobs import Results, RunSpec
 from smallinit.core.store import RunStore
-from smallinit.llm.training import compute as cost
+from smallinit.llm.training import cost as cost
 from smallinit.study.experiments import (
     anchor_scan,
     compare,
@@ -83,7 +83,7 @@ def plan(profile: str, figures: list[int] | None = None) -> list[dict[str, Any]]
     """Every run of the chosen figures at ``profile``: one row per (figure, experiment,
     run) with kind, key and a config summary; runs that a run computes inside itself
     (compare's transformers) follow it with ``inner`` set. A transformer run also gets its
-    ``cost`` (:func:`smallinit.llm.training.compute.run_cost`: parameters, tokens,
+    ``cost`` (:func:`smallinit.llm.training.cost.run_cost`: parameters, tokens,
     training FLOPs, peak memory, H200 hours); other runs ``cost: None``. Nothing is
     computed."""
     rows = []

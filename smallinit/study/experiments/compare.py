@@ -4,18 +4,18 @@ side by side with the other figures' runs."""
 
 from __future__ import annotations
 
-from smallinit.compare import config as compare_config
+from smallinit.compare import comparison
 from smallinit.compare.run import CompareSpec, llm_specs
 from smallinit.llm.training.train import TrainSpec
 from smallinit.study.experiments.experiment import Experiment
 
 
 def specs(profile: str) -> list[CompareSpec]:
-    return [CompareSpec(compare_config.profile_config(profile))]
+    return [CompareSpec(comparison.profile_config(profile))]
 
 
 def inner(profile: str) -> list[TrainSpec]:
-    return llm_specs(compare_config.profile_config(profile))
+    return llm_specs(comparison.profile_config(profile))
 
 
 EXPERIMENT = Experiment("compare", (5,), "toy-to-transformer comparison (smallinit compare)",

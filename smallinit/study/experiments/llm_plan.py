@@ -19,7 +19,7 @@ from typing import Any
 
 from smallinit.core import profiles
 from smallinit.core.config import check_fields, config_from_dict, override
-from smallinit.llm.config import RunConfig
+from smallinit.llm.run_config import RunConfig
 from smallinit.llm.training.train import TrainSpec
 from smallinit.theory.init_rules import gamma_scheme
 from smallinit.theory.transformer import matching_eps, rmsnorm_gamma_threshold

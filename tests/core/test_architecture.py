@@ -1,0 +1,347 @@
+"""The floor plan and the one-path rules, read with ``ast`` from the source tree (nothing
+is imported).
+
+Floor plan (lowest floor first; an arrow may only point down):
+
+* **theory/** (``smallinit.theory``) and **kernels/** (``smallinit.kernels``): import
+  nothing of ours outside their own package (they raise plain ``ValueError``).
+* **core** (``smallinit/core/``: run store, configs, profiles, job driver, errors, progress,
+  plotting, stats, memory, downloads): imports only the core.
+* **toy/** and **llm/**: import theory, kernels and the core; llm never imports toy and
+  toy never imports llm.
+* **the roof**: ``smallinit/compare/``, ``smallinit/study/`` (the experiments, the figure
+  driver, the claims, the GPU check) and **paper_figs/** sit on the components; none of
+  them imports the CLI.
+* **cli** (``smallinit/cli/``): on top of everything; nothing below it imports it.
+  ``smallinit/__init__.py`` (the package's lazy re-exports) and ``smallinit/__main__.py``
+  (the CLI's entry point) stand apart.
+
+And imports of our own modules sit at the top of their module, where the graph can be
+read: outside ``smallinit/cli/`` (whose handlers import libraries lazily so that
+``smallinit --help`` stays fast) a function-level import of ``smallinit...`` is allowed only
+when its line carries ``# lazy: <reason>`` (an import cycle, an optional dependency such as
+cupy behind it). The same holds for the heavy third-party packages (torch, jax, sympy) in a
+module that does not import them at its top anyway: lazy only where the module must be
+importable without them, saying why.
+
+One path per idea: no function is named by a ``"module:function"`` string (a run spec's
+type computes its run); one function applies dotted overrides to a config
+(``smallinit.core.config.override``); one registry lists the experiments
+(``smallinit/study/experiments/__init__.py``), each experiment module declaring its one
+``EXPERIMENT``; one job driver starts worker processes (``smallinit/core/jobs.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: source folder -> the package it is installed as (pyproject's package-dir)
+PACKAGES = {
+    "smallinit": "smallinit",
+    "theory": "smallinit.theory",
+    "toy": "smallinit.toy",
+    "llm": "smallinit.llm",
+    "kernels": "smallinit.kernels",
+    "paper_figs": "smallinit.paper_figs",
+}
+COMPONENTS = ("smallinit.theory", "smallinit.toy", "smallinit.llm", "smallinit.kernels")
+ROOF = ("smallinit.compare", "smallinit.study", "smallinit.paper_figs")
+LAZY_MARK = "# lazy:"
+#: heavy third-party packages: lazy only where a module must import without them
+HEAVY = ("torch", "jax", "sympy")
+
+
+def module_of(rel: str) -> tuple[str, bool]:
+    """(dotted module name, is a package ``__init__``) of a source file path like
+    ``toy/scan.py`` (posix, relative to the checkout)."""
+    parts = rel[:-3].split("/")
+    parts[0] = PACKAGES[parts[0]]
+    is_package = parts[-1] == "__init__"
+    if is_package:
+        parts = parts[:-1]
+    return ".".join(parts), is_package
+
+
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def imports(module: str, is_package: bool, source: str):
+    """Every import statement of ``source`` as (absolute module names, line, at module
+    level, its text); ``from X import a`` names ``X`` and ``X.a`` (it may be a submodule)."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    nested: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            nested.update(id(n) for n in ast.walk(node) if n is not node)
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names if a.name != "*"]
+        else:
+            continue
+        yield names, node.lineno, id(node) not in nested, " ".join(
+            lines[node.lineno - 1:node.end_lineno])
+
+
+def violations(rel: str, source: str) -> list[str]:
+    """The floor-plan rules (module docstring) that file ``rel`` breaks, one line each."""
+    module, is_package = module_of(rel)
+    found = []
+    statements = list(imports(module, is_package, source))
+    at_top = {name.split(".")[0] for names, _, top, _ in statements if top for name in names}
+    for names, line, top, text in statements:
+        ours = [name for name in names if within(name, "smallinit")]
+        heavy = [name for name in names if name.split(".")[0] in HEAVY
+                 and name.split(".")[0] not in at_top]
+        if (ours or heavy) and not top and not within(module, "smallinit.cli") \
+                and LAZY_MARK not in text:
+            found.append(f"{rel}:{line} imports {(ours or heavy)[0]} inside a function: move "
+                         f"it to the top of the module, or say why it must wait with "
+                         f"'{LAZY_MARK} <reason>'")
+        for name in ours:
+            found += rule_breaks(module, f"{rel}:{line} imports {name}", name)
+    return sorted(set(found))
+
+
+def rule_breaks(module: str, where: str, name: str) -> list[str]:
+    """The import-graph rules that ``module`` importing ``name`` (ours) breaks."""
+    found = []
+    for component in ("smallinit.theory", "smallinit.kernels"):
+        if within(module, component) and not within(name, component):
+            found.append(f"{where}: {component} imports nothing of ours outside itself")
+    if within(module, "smallinit.llm") and within(name, "smallinit.toy"):
+        found.append(f"{where}: llm never imports toy")
+    if within(module, "smallinit.toy") and within(name, "smallinit.llm"):
+        found.append(f"{where}: toy never imports llm")
+    if within(module, "smallinit.core") and not within(name, "smallinit.core"):
+        found.append(f"{where}: the core imports only the core")
+    below_roof = within(module, "smallinit.core") or any(within(module, p) for p in COMPONENTS)
+    if below_roof and any(within(name, p) for p in ROOF):
+        found.append(f"{where}: compare, study and paper_figs sit on top of the components "
+                     "and the core")
+    if within(name, "smallinit.cli") and not within(module, "smallinit.cli") \
+            and module != "smallinit.__main__":
+        found.append(f"{where}: only the CLI (and its entry point) imports the CLI")
+    return found
+
+
+def source_files() -> list[str]:
+    files = []
+    for folder in PACKAGES:
+        files += [p.relative_to(ROOT).as_posix() for p in (ROOT / folder).rglob("*.py")
+                  if "out" not in p.relative_to(ROOT).parts]
+    return sorted(files)
+
+
+def test_the_source_tree_keeps_the_floor_plan():
+    files = source_files()
+    assert len(files) > 50 and "toy/scan.py" in files and "smallinit/cli/figs.py" in files
+    found = [v for rel in files for v in violations(rel, (ROOT / rel).read_text())]
+    assert not found, "\n".join(found)
+
+
+def test_building_the_cli_parser_imports_no_heavy_library():
+    """The CLI's handlers import the libraries (which import torch, jax, sympy and
+    matplotlib at their tops); building the parser, all that ``smallinit --help`` does,
+    imports none of them."""
+    code = ("import sys; from smallinit.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in ('torch', 'jax', 'sympy', 'matplotlib') "
+            "if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert proc.stdout.strip() == "[]", proc.stdout
+
+
+# ----------------------------------------------------------------------------- the checker
+# Each rule fed a fake source that breaks it (and one that keeps it), so that none can
+# pass by checking nothing.
+@pytest.mark.parametrize(("rel", "source", "rule"), [
+    ("theory/phase.py", "from smallinit.core.errors import X\n", "theory imports nothing"),
+    ("kernels/measure.py", "import smallinit.core.store\n", "kernels imports nothing"),
+    ("theory/phase.py", "from ..toy import scan\n", "theory imports nothing"),
+    ("llm/analysis/ffn.py", "from smallinit.toy.scan import fit_slopes\n", "llm never imports"),
+    ("toy/scan.py", "from smallinit import llm\n", "toy never imports llm"),
+    ("toy/scan.py", "from smallinit.cli import main\n", "only the CLI"),
+    ("smallinit/compare/run.py", "from smallinit.cli.util import x\n", "only the CLI"),
+    ("smallinit/study/experiments/gamma_sweep.py", "import smallinit.cli\n", "only the CLI"),
+    ("paper_figs/fig01_phase_diagram.py", "from smallinit.cli import util\n", "only the CLI"),
+    ("smallinit/core/runs.py", "from smallinit.compare import run\n", "sit on top"),
+    ("llm/run_config.py", "from smallinit.paper_figs import fig01_phase_diagram\n", "sit on top"),
+    ("toy/scan.py", "from smallinit.study import experiments\n", "sit on top"),
+    ("smallinit/core/jobs.py", "from smallinit.toy import scan\n", "only the core"),
+    ("smallinit/core/profiles/__init__.py", "from smallinit.llm import config\n", "only the core"),
+    ("smallinit/core/store.py", "from smallinit.study.figs import x\n", "only the core"),
+    ("toy/scan.py", "def f():\n    from smallinit.core.store import S\n", "inside a function"),
+    ("smallinit/core/runs.py", "class A:\n    def f(self):\n        import smallinit.core.errors\n",
+     "inside a function"),
+    ("kernels/stack.py", "def f():\n    from . import gpu  # noqa: PLC0415\n",
+     "inside a function"),
+    ("toy/escape.py", "def f():\n    import jax.numpy as jnp\n", "inside a function"),
+    ("theory/exact.py", "import math\ndef f():\n    import sympy\n", "inside a function"),
+])
+def test_each_rule_catches_a_fake_source(rel, source, rule):
+    found = violations(rel, source)
+    assert any(rule in v for v in found), found
+
+
+@pytest.mark.parametrize(("rel", "source"), [
+    ("theory/phase.py", "from .init_rules import parse_scheme\nimport sympy\n"),
+    ("kernels/bench.py", "from . import measure\nfrom .stack import measure_stack\n"),
+    ("toy/scan.py", "from smallinit.theory import phase\nfrom smallinit.core.store import S\n"),
+    ("smallinit/core/store.py", "from smallinit.core.runs import Run\n"),
+    ("llm/run_config.py", "from smallinit.kernels import cluster_count\n"),
+    ("smallinit/study/experiments/compare.py", "from smallinit.compare.run import x\n"),
+    ("smallinit/study/figs.py", "from smallinit.study import experiments\n"),
+    ("smallinit/__main__.py", "from smallinit.cli import main\n"),
+    ("smallinit/cli/figs.py", "def f():\n    from smallinit.study.experiments import plan\n"),
+    ("kernels/stack.py", "def f():\n    from . import gpu  # lazy: needs cupy\n"),
+    ("toy/scan.py", "import jax\ndef f():\n    import jax.numpy as jnp\n"),
+    ("llm/training/train.py", "import torch\ndef f():\n    import torch.distributed\n"),
+    ("kernels/backend.py", "def f():\n    import torch  # lazy: kernels run without torch\n"),
+    ("theory/diagram.py", "def f():\n    from matplotlib.patches import Polygon\n"),
+])
+def test_the_checker_accepts_what_the_plan_allows(rel, source):
+    assert violations(rel, source) == []
+
+
+# ----------------------------------------------------------------------------- one job driver
+#: what only the job driver does: start worker processes, and remember which runs it forced
+DRIVER_ONLY = ("ProcessPoolExecutor", "multiprocessing", "get_context(", "_FORCED",
+               "ray.remote")
+
+
+def driver_copies(rel: str, source: str) -> list[str]:
+    """Places outside ``smallinit/core/jobs.py`` that start worker processes or keep a
+    force-once set of their own: a second sweep driver in the making."""
+    if rel == "smallinit/core/jobs.py":
+        return []
+    return [f"{rel}:{n} {word}" for n, line in enumerate(source.splitlines(), 1)
+            for word in DRIVER_ONLY if word in line and not line.lstrip().startswith("#")]
+
+
+def test_one_job_driver_runs_every_sweep():
+    found = [hit for rel in source_files()
+             for hit in driver_copies(rel, (ROOT / rel).read_text(encoding="utf-8"))]
+    assert not found, f"only smallinit/core/jobs.py runs many runs (workers, force once): " \
+                      f"{found}"
+    assert driver_copies("smallinit/study/experiments/gamma_sweep.py",
+                         "from concurrent.futures import ProcessPoolExecutor\n")
+
+
+# ----------------------------------------------------------------------------- one path per idea
+ENTRY_STRING = re.compile(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*:[A-Za-z_]\w*$")  # "pkg.mod:func"
+OVERRIDE_FUNCTION = "smallinit/core/config.py"
+REGISTRY = "smallinit/study/experiments/__init__.py"
+EXPERIMENTS = "smallinit/study/experiments/"
+
+
+def string_entry_points(rel: str, source: str) -> list[str]:
+    """String constants that name a function as ``"module:function"`` (the driver does not
+    look functions up by name: a spec's type computes its run)."""
+    return [f"{rel}:{node.lineno} names {node.value!r} by a string"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and ENTRY_STRING.match(node.value)]
+
+
+def second_override_functions(rel: str, source: str) -> list[str]:
+    """Config changes that bypass ``smallinit.core.config.override``: ``dataclasses.replace``
+    (or a ``replace`` imported from dataclasses) and a ``split("__")`` of keyword names into
+    paths (as the sweeps' old ``_with`` did), outside the override function's module (theory
+    and kernels, which import nothing of ours and hold no run config, are not asked)."""
+    if rel == OVERRIDE_FUNCTION or rel.startswith(("theory/", "kernels/")):
+        return []
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "dataclasses" and \
+                any(a.name == "replace" for a in node.names):
+            found.append(f"{rel}:{node.lineno} imports dataclasses.replace")
+        if isinstance(node, ast.Attribute) and node.attr == "replace" and \
+                isinstance(node.value, ast.Name) and node.value.id == "dataclasses":
+            found.append(f"{rel}:{node.lineno} calls dataclasses.replace")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "split" and node.args and \
+                isinstance(node.args[0], ast.Constant) and node.args[0].value == "__":
+            found.append(f"{rel}:{node.lineno} splits names on '__' into a config path")
+    return [f"{hit}: change a config with smallinit.core.config.override" for hit in found]
+
+
+def second_registries(rel: str, source: str) -> list[str]:
+    """A registry of experiments other than the one: a module-level ``EXPERIMENTS`` outside
+    the registry, or an ``Experiment(...)`` built outside the experiment modules."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) else [])
+        if rel != REGISTRY and any(isinstance(t, ast.Name) and t.id == "EXPERIMENTS"
+                                   for t in targets):
+            found.append(f"{rel}:{node.lineno} defines EXPERIMENTS: the registry is {REGISTRY}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "Experiment" and not rel.startswith(EXPERIMENTS):
+            found.append(f"{rel}:{node.lineno} builds an Experiment outside {EXPERIMENTS}")
+    return found
+
+
+ONE_PATH_RULES = (string_entry_points, second_override_functions, second_registries)
+
+
+def test_one_path_per_idea():
+    found = [hit for rel in source_files() for rule in ONE_PATH_RULES
+             for hit in rule(rel, (ROOT / rel).read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found)
+
+
+def test_every_experiment_module_declares_one_experiment_the_registry_lists():
+    modules = sorted(p.stem for p in (ROOT / EXPERIMENTS).glob("*.py")
+                     if p.stem not in ("__init__", "experiment", "llm_plan"))
+    registry = (ROOT / REGISTRY).read_text(encoding="utf-8")
+    for name in modules:
+        source = (ROOT / EXPERIMENTS / f"{name}.py").read_text(encoding="utf-8")
+        assert source.count("\nEXPERIMENT = Experiment(") == 1, name
+        assert re.search(rf"\b{name}\b", registry), f"{name} is not in the registry"
+
+
+@pytest.mark.parametrize(("rule", "rel", "source"), [
+    (string_entry_points, "smallinit/study/experiments/x.py",
+     'ENTRY = "smallinit.llm.training.train:train_job"\n'),
+    (second_override_functions, "smallinit/study/experiments/x.py",
+     "import dataclasses\ncfg = dataclasses.replace(cfg, seed=1)\n"),
+    (second_override_functions, "llm/training/trained.py",
+     "from dataclasses import dataclass, replace\n"),
+    (second_override_functions, "smallinit/study/experiments/llm_plan.py",
+     "def _with(cfg, **kw):\n    for key in kw:\n        key.split('__')\n"),
+    (second_registries, "llm/training/train.py", "EXPERIMENTS = {}\n"),
+    (second_registries, "smallinit/study/figs.py", "E = Experiment('x', (1,), '', f)\n"),
+])
+def test_each_one_path_rule_catches_a_planted_violation(rule, rel, source):
+    assert rule(rel, source)
+
+
+@pytest.mark.parametrize(("rule", "rel", "source"), [
+    (string_entry_points, "smallinit/cli/util.py", 'TEXT = "key=value: a:b"\n'),
+    (second_override_functions, "smallinit/core/config.py",
+     "import dataclasses\nx = dataclasses.replace(c)\n"),
+    (second_override_functions, "theory/phase.py", "e = expr.replace(a, b)\n"),
+    (second_override_functions, "theory/phase.py", "s = dataclasses.replace(s, a=1)\n"),
+    (second_registries, REGISTRY, "EXPERIMENTS = {}\n"),
+    (second_registries, "smallinit/study/experiments/toy_scan.py",
+     "EXPERIMENT = Experiment('toy-scan', (1,), '', specs)\n"),
+])
+def test_the_one_path_rules_accept_what_is_allowed(rule, rel, source):
+    assert rule(rel, source) == []
