@@ -165,15 +165,31 @@ class TrainConfig:
 
 @dataclass
 class EvalConfig:
-    """Held-out evaluation at the end of training (and the periodic loss during it)."""
+    """Held-out evaluation at the end of training (and the periodic loss during it).
+
+    ``held_out`` says which held-out loss a run reports (docs/science.md §8, §13.1):
+    ``windows`` (the default), the mean over ``train.eval_batches`` batches of windows drawn
+    from the validation split; ``halves``, the validation split cut in two by position: the
+    loss over *every* window of the second half (the report split) as ``val_loss``, and at
+    the end over every window of the first half (the tune split, for choosing learning
+    rates) as ``tune_loss``; held-out items count on the report split only. ``at_steps``:
+    the steps at which ``val_loss`` is recorded during training (empty: every
+    ``train.eval_every`` steps)."""
 
     answer_items: int = 200  # held-out items per reasoning task and level (and facts) scored
     token_windows: int = 16  # context-length windows whose per-token losses are saved
+    held_out: Literal["windows", "halves"] = field(default="windows",
+                                                   metadata={KEY_NEUTRAL: True})
+    at_steps: tuple[int, ...] = field(default=(), metadata={KEY_NEUTRAL: True})
 
     def __post_init__(self) -> None:
         check_fields(self, "eval")
         require(self.answer_items >= 0, "eval.answer_items must be >= 0")
         require(self.token_windows >= 1, "eval.token_windows must be >= 1")
+        require(all(s >= 1 for s in self.at_steps) and
+                list(self.at_steps) == sorted(set(self.at_steps)),
+                f"eval.at_steps={list(self.at_steps)} is not allowed; give increasing steps "
+                ">= 1")
 
 
 @dataclass
@@ -193,6 +209,9 @@ class RunConfig:
     def __post_init__(self) -> None:
         check_fields(self)
         self.init = canonical_init(self.init)
+        require(not self.eval.at_steps or self.eval.at_steps[-1] <= self.train.steps,
+                f"eval.at_steps={list(self.eval.at_steps)} goes past train.steps="
+                f"{self.train.steps}")
 
     @property
     def scheme(self):

@@ -165,6 +165,28 @@ class Corpus:
     val_items: dict[str, np.ndarray]  # held-out items: start, prompt_len, length, category, level
     vocab_size: int
 
+def halves(corpus: Corpus) -> tuple[Corpus, Corpus]:
+    """The held-out split cut in two by position: (tune, report), the first and the second
+    half of the validation tokens (docs/science.md §13.1), each with the held-out items that
+    lie wholly inside it (positions made relative to the half). The training split is
+    shared."""
+    mid = len(corpus.val) // 2
+    return _val_slice(corpus, 0, mid), _val_slice(corpus, mid, len(corpus.val))
+
+
+def _val_slice(corpus: Corpus, lo: int, hi: int) -> Corpus:
+    items = corpus.val_items
+    start = np.asarray(items.get("start", np.zeros(0, dtype=np.int64)))
+    length = np.asarray(items.get("length", np.zeros_like(start)))
+    keep = (start >= lo) & (start + length <= hi)
+    kept = {k: np.asarray(v)[keep] for k, v in items.items()}
+    if "start" in kept:
+        kept["start"] = kept["start"] - lo
+    return Corpus(corpus.path, corpus.tokenizer, corpus.train, corpus.val[lo:hi],
+                  corpus.train_tags, corpus.val_tags[lo:hi], corpus.val_answer[lo:hi], kept,
+                  corpus.vocab_size)
+
+
 def corpus_key(cfg: DataConfig, vocab_size: int) -> str:
     data = config_to_dict(cfg)
     data.pop("cache_dir")

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 
 from smallinit.core.atomic import atomic_write_text
@@ -221,10 +222,15 @@ class Task(Protocol):
 class LMTask:
     """Next-token pretraining (the default task). Step s trains on ``batch_size`` windows
     of ``context + 1`` tokens of the training split whose starts are drawn uniformly by a
-    generator seeded with (seed, s); the loss is the mean next-token cross-entropy. Every
-    ``eval_every`` steps (not the last) and at the end, ``val_loss`` is the mean loss on
-    ``eval_batches`` fixed held-out batches; the end also runs
-    :func:`~smallinit.llm.training.evaluate.evaluate` (per-token losses, answer accuracy)."""
+    generator seeded with (seed, s); the loss is the mean next-token cross-entropy.
+
+    Held-out loss (``eval.held_out``): ``windows``, the mean loss on ``eval_batches`` fixed
+    batches of windows drawn from the validation split; ``halves``, the loss over every
+    window of the validation split's second half (the report split), and at the end also of
+    its first half (``tune_loss``). It is logged at the steps ``eval.at_steps`` (else every
+    ``eval_every`` steps, not the last) and at the end, where
+    :func:`~smallinit.llm.training.evaluate.evaluate` also runs (per-token losses, answer
+    accuracy) on the report split."""
 
     name = "train"
     rounding = Rounding()
@@ -233,6 +239,10 @@ class LMTask:
         self.cfg = cfg
         self.device = device
         self.corpus = corpus_mod.load(cfg.data, cfg.model.vocab_size)
+        self.tune: corpus_mod.Corpus | None = None
+        self.report = self.corpus
+        if cfg.eval.held_out == "halves":
+            self.tune, self.report = corpus_mod.halves(self.corpus)
         self.tokens_per_step = cfg.train.batch_size * cfg.model.context
 
     def callbacks(self) -> list[Callback]:
@@ -251,15 +261,20 @@ class LMTask:
         return {}
 
     def evaluate(self, step: int, model, ctx) -> dict[str, Any] | None:
-        t = self.cfg.train
-        if t.eval_every and step % t.eval_every == 0 and step != t.steps:
+        t, at = self.cfg.train, self.cfg.eval.at_steps
+        due = step in at if at else bool(t.eval_every) and step % t.eval_every == 0
+        if due and step != t.steps:
             return {"val_loss": self.val_loss(model, ctx)}
         return None
 
     @torch.no_grad()
-    def val_loss(self, model, ctx) -> float:
-        """Mean loss on ``eval_batches`` fixed held-out batches (same every time)."""
+    def val_loss(self, model, ctx, split: corpus_mod.Corpus | None = None) -> float:
+        """The held-out loss: over every window of ``split`` (default: the report split)
+        with ``held_out = halves``, else on ``eval_batches`` fixed held-out batches (the same
+        every time)."""
         cfg = self.cfg
+        if cfg.eval.held_out == "halves":
+            return self.whole_split_loss(model, ctx, split or self.report)
         model.eval()
         total = 0.0
         for i in range(cfg.train.eval_batches):
@@ -271,19 +286,42 @@ class LMTask:
         model.train()
         return total / cfg.train.eval_batches
 
+    @torch.no_grad()
+    def whole_split_loss(self, model, ctx, split: corpus_mod.Corpus) -> float:
+        """Mean next-token loss over every non-overlapping window of ``context + 1`` tokens
+        of ``split``'s held-out stream (each window weighs its ``context`` targets alike)."""
+        context, batch = self.cfg.model.context, self.cfg.train.batch_size
+        starts = np.arange((len(split.val) - 1) // context) * context
+        if len(starts) == 0:
+            raise ConfigError(f"the held-out half has {len(split.val)} tokens, fewer than one "
+                              f"window of model.context={context} + 1")
+        model.eval()
+        total = 0.0
+        for i in range(0, len(starts), batch):
+            x, y = get_batch(split.val, starts[i:i + batch], context, self.device)
+            with ctx:
+                total += float(model(x, y)[1]) * len(x)
+        model.train()
+        return total / len(starts)
+
     def finish(self, run: Run, model, ctx, train_loss: float) -> dict[str, Any]:
-        """Final held-out loss, per-token losses and answer accuracies."""
+        """Final held-out loss (and the tune split's), per-token losses and answer
+        accuracies on the report split."""
         cfg = self.cfg
         val = self.val_loss(model, ctx)
-        run.log({"step": cfg.train.steps, "val_loss": val})
+        record = {"step": cfg.train.steps, "val_loss": val}
+        if self.tune is not None:
+            record["tune_loss"] = self.val_loss(model, ctx, self.tune)
+        run.log(record)
         with ctx:
-            metrics, tokens = evaluate(model, self.corpus, self.device,
+            metrics, tokens = evaluate(model, self.report, self.device,
                                        n_windows=cfg.eval.token_windows,
                                        n_items=cfg.eval.answer_items, context=cfg.model.context)
         run.save_arrays(**tokens)
         run.write_json("eval.json", metrics)
         atomic_write_text(run.path / TOKENIZER, self.corpus.tokenizer.to_str())
-        return {"train_loss": train_loss, "val_loss": val, "steps": cfg.train.steps,
+        held = {k: v for k, v in record.items() if k != "step"}
+        return {"train_loss": train_loss, **held, "steps": cfg.train.steps,
                 "tokens": cfg.train.steps * self.tokens_per_step,
                 "params": model.num_params(), **metrics,
                 "corpus": corpus_mod.corpus_summary(self.corpus)}

@@ -10,7 +10,7 @@ import math
 
 from smallinit.cli.util import HelpFormatter, add_json_option, path_arg, print_json, profile_arg
 
-DEFAULT_PROFILES = ("quick", "medium")
+DEFAULT_PROFILES = ("quick", "medium", "fair")
 
 
 def _number(x: float, digits: int = 3) -> str:
@@ -37,6 +37,12 @@ def format_table(records) -> str:
                      f"{_p(e.p_value):>7} {e.n if e.n else '—':>3}  {r.verdict}{mark}")
     if notes:
         lines.append("")
+    for r in records:
+        for name, j in r.arms.items():
+            e = j.estimate
+            lines.append(f"  beside {r.id} at {r.profile}, arm {name}: effect "
+                         f"{_number(e.effect)} [{_number(e.ci_low)}, {_number(e.ci_high)}], "
+                         f"p {_p(e.p_value)}, n {e.n}, {j.verdict}")
     for r, i in notes:
         lines.append(f"[{i}] {r.id} at {r.profile}: {r.judgement.detail}")
         shown = r.missing[:5]
@@ -66,7 +72,7 @@ def register(subparsers) -> None:
         "claims",
         help="the study's claims table (docs/science.md §13) from stored runs",
         description=(
-            "Judge the study's twelve claims by the verdict rules of docs/science.md §13 on "
+            "Judge the study's claims by the verdict rules of docs/science.md §13 on "
             "the runs already in the store (made by `smallinit figs --profile P` or `make "
             "figs PROFILE=P`). Nothing is trained: a claim whose runs are missing at a "
             "profile is `not run`, and the notes list the missing runs. Verdicts: holds, "
@@ -76,9 +82,10 @@ def register(subparsers) -> None:
     parser.add_argument("--profile", type=profile_arg, nargs="+", action="extend",
                         default=None, metavar="P",
                         help="profiles to judge, e.g. --profile quick medium full (default: "
-                        "quick and medium)")
+                        "quick, medium and fair)")
     parser.add_argument("--runs-dir", type=path_arg, default=None, metavar="DIR",
                         help="run store root (default: $SMALLINIT_RUNS or ./runs)")
     add_json_option(parser, help="print a JSON list of records (id, claim, profile, effect, "
-                    "ci_low, ci_high, p_value, n_seeds, verdict) instead of the table")
+                    "ci_low, ci_high, p_value, n_seeds, verdict, detail, arms, runs: the "
+                    "kind/key of every run behind it) instead of the table")
     parser.set_defaults(func=_cmd_claims)

@@ -35,6 +35,7 @@ The answer is a :class:`Results`: the specs in the given order with their runs.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import logging
 import multiprocessing
@@ -100,6 +101,12 @@ class RunSpec:
 
     def run_of(self, store: RunStore) -> Run:
         return store.run(self.kind, self.config, version=self.version)
+
+    def with_config(self, config: Any) -> RunSpec:
+        """This spec with another config (its type, tags and other fields kept)."""
+        new = copy.copy(self)
+        new.config, new.tags = config, dict(self.tags)
+        return new
 
 
 @dataclasses.dataclass

@@ -60,7 +60,7 @@ MAJORITY = 0.8  # share and critical rules: ⌈0.8 n⌉ seeds
 SHARE_HOLDS = 0.8  # share rule: mean share needed
 CONDENSED = 0.1  # condensation rule: c_s(γ = 1) needed in every seed
 JSON_KEYS = ("id", "claim", "profile", "effect", "ci_low", "ci_high", "p_value", "n_seeds",
-             "verdict")
+             "verdict", "detail", "arms", "runs")
 NAN = float("nan")
 NO_ESTIMATE = Estimate(NAN, NAN, NAN, NAN, 0)
 
@@ -81,13 +81,18 @@ class Judgement:
 
 @dataclasses.dataclass
 class Record:
-    """One row of the claims table (``as_json``: exactly the keys of :data:`JSON_KEYS`)."""
+    """One row of the claims table (``as_json``: exactly the keys of :data:`JSON_KEYS`):
+    the verdict with its statistics, ``detail`` (what else the rule reports), ``arms``
+    (statistics reported beside the verdict, §13.1) and ``runs`` (kind/key of every run the
+    record rests on, so that anyone can recompute one and compare)."""
 
     id: str
     claim: str
     profile: str
     judgement: Judgement
     missing: list[str] = dataclasses.field(default_factory=list)
+    arms: dict[str, Judgement] = dataclasses.field(default_factory=dict)
+    runs: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -97,7 +102,16 @@ class Record:
         e = self.judgement.estimate
         return {"id": self.id, "claim": self.claim, "profile": self.profile,
                 "effect": e.effect, "ci_low": e.ci_low, "ci_high": e.ci_high,
-                "p_value": e.p_value, "n_seeds": e.n, "verdict": self.verdict}
+                "p_value": e.p_value, "n_seeds": e.n, "verdict": self.verdict,
+                "detail": self.judgement.detail,
+                "arms": {name: _estimate_json(j) for name, j in self.arms.items()},
+                "runs": list(self.runs)}
+
+
+def _estimate_json(j: Judgement) -> dict[str, Any]:
+    e = j.estimate
+    return {"effect": e.effect, "ci_low": e.ci_low, "ci_high": e.ci_high,
+            "p_value": e.p_value, "n_seeds": e.n, "verdict": j.verdict}
 
 
 def not_run(detail: str) -> Judgement:
@@ -389,9 +403,65 @@ def _sizes(jobs: list[RunSpec]) -> list[int]:
 
 
 def _largest_compared(jobs: list[RunSpec], profile: str) -> list[RunSpec]:
-    """The γ = 0.5 and γ = 1 runs at the γ sweep's largest size."""
+    """The plain γ = 0.5 and γ = 1 runs at the γ sweep's largest size (each at its own
+    learning rate where the profile chooses them: best against best, §13.1)."""
     top = max(_sizes(jobs)) if jobs else None
-    return [j for j in jobs if j.tags["size"] == top and j.tags.get("gamma") in COMPARED]
+    return [j for j in jobs if j.tags["size"] == top and j.tags.get("gamma") in COMPARED
+            and j.tags.get("arm", "plain") == "plain"]
+
+
+def _largest_arm(arm: str) -> Callable[[list[RunSpec], str], list[RunSpec]]:
+    """The γ = 0.5 plain runs and the γ = 1 runs of ``arm`` at the largest size."""
+    def choose(jobs: list[RunSpec], profile: str) -> list[RunSpec]:
+        top = max(_sizes(jobs)) if jobs else None
+        return [j for j in jobs if j.tags["size"] == top and (
+            (j.tags.get("gamma") == 0.5 and j.tags.get("arm", "plain") == "plain")
+            or (j.tags.get("gamma") == 1.0 and j.tags.get("arm") == arm))]
+
+    return choose
+
+
+EARLY_STEP = 250  # §13.1, 5: the gain early (the first held-out evaluation of a fair run)
+
+
+def _val_at(run: Run, step: int) -> float | None:
+    """The held-out loss recorded at ``step`` of a run (None: not recorded there)."""
+    found = [r["val_loss"] for r in run.metrics() if r.get("step") == step and "val_loss" in r]
+    return float(found[-1]) if found else None
+
+
+def pays_then_wins(results: Results) -> Judgement:
+    """§13.1 rule of ``small-init-pays-then-wins`` on the largest size's γ 0.5 / 1 runs:
+    early_s = g_s at step 250, end_s = g_s at the end."""
+    by = _pairs_by(results, "seed", "gamma")
+    seeds = _both_gammas(by)
+    early_by = {k: _val_at(r, EARLY_STEP) for k, r in by.items()}
+    if any(v is None for v in early_by.values()):
+        return not_run(f"no held-out loss recorded at step {EARLY_STEP}: the gain along "
+                       "training is recorded by the fair profile (eval.at_steps)")
+    early = {s: early_by[(s, 0.5)] - early_by[(s, 1.0)] for s in seeds}
+    end = _gap(by, _val, seeds)
+    if len(seeds) < 2:
+        return Judgement(stats.one_sample([end[s] for s in seeds] or [NAN], 0.0),
+                         "not at this scale", end)
+    e_vals, l_vals = [early[s] for s in seeds], [end[s] for s in seeds]
+    early_neg = stats.one_sample(e_vals, 0.0, alternative="less").p_value < ALPHA
+    early_pos = stats.one_sample(e_vals, 0.0, alternative="greater").p_value < ALPHA
+    end_est = stats.one_sample(l_vals, 0.0, alternative="greater")
+    end_pos = end_est.p_value < ALPHA
+    end_neg = stats.one_sample(l_vals, 0.0, alternative="less").p_value < ALPHA
+    if early_neg and end_pos:
+        verdict = "holds"
+    elif end_neg:
+        verdict = "contradicted"
+    elif (end_pos and not early_pos) or (early_neg and not end_neg):
+        verdict = "partial"
+    else:
+        verdict = "not at this scale"
+    early_est = stats.one_sample(e_vals, 0.0, alternative="less")
+    return Judgement(end_est, verdict, end,
+                     f"early (step {EARLY_STEP}) {early_est.label('g', 3)}, one-sided p for "
+                     "mean < 0")
 
 
 def anchor_line(specs: list[RunSpec]) -> tuple[int, float]:
@@ -516,13 +586,16 @@ def _judge_sinks(results: Results) -> Judgement:
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
-    """One claim of §13: its experiment, the jobs it needs and its judgement."""
+    """One claim of §13: its experiment, the jobs it needs and its judgement; ``arms``:
+    statistics reported beside the verdict (§13.1, 4), each an arm's runs and its rule."""
 
     id: str
     text: str
     experiment: str
     choose: Callable[[list[RunSpec], str], list[RunSpec]]
     judge: Callable[[Results], Judgement]
+    arms: tuple[tuple[str, Callable[[list[RunSpec], str], list[RunSpec]],
+                      Callable[[Results], Judgement]], ...] = ()
 
 
 def _all(jobs: list[RunSpec], profile: str) -> list[RunSpec]:
@@ -557,7 +630,13 @@ _CLAIMS = [
     Claim("anchor-small-init-inferential", "small init (γ ≥ 0.8) answers (4, 3) "
           "inferentially", "anchor-scan", _anchor_at_least(0.8), _judge_small_inferential),
     Claim("small-init-lower-loss", "γ = 1 reaches lower held-out loss than γ = 0.5",
-          "gamma-sweep", _largest_compared, lambda r: directional(gains(r))),
+          "gamma-sweep", _largest_compared, lambda r: directional(gains(r)),
+          arms=(("shared_lr", _largest_arm("shared_lr"), lambda r: directional(gains(r))),
+                ("weight_decay", _largest_arm("weight_decay"),
+                 lambda r: directional(gains(r))))),
+    Claim("small-init-pays-then-wins", "small init pays early and wins at the end: the gain "
+          "is negative early in training and positive at its end", "gamma-sweep",
+          _largest_compared, pays_then_wins),
     Claim("small-init-reasoning-gain", "γ = 1 answers reasoning items better than γ = 0.5",
           "gamma-sweep", _largest_compared, _judge_reasoning_gain),
     Claim("reasoning-above-chance", "the models reason above chance", "critical-init", _all,
@@ -606,7 +685,8 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
     """Claim ``claim_id`` at ``profile`` from the store as it is: ``not run`` (with the
     missing runs listed) unless every run the rule needs is done. Trains nothing."""
     claim = CLAIMS[claim_id]
-    results = _chosen(claim, experiments.existing(claim.experiment, profile, store), profile)
+    every = experiments.existing(claim.experiment, profile, store)
+    results = _chosen(claim, every, profile)
     if not results.specs:
         return Record(claim.id, claim.text, profile,
                       not_run(f"the profile has no {claim.experiment} runs for this claim"))
@@ -619,7 +699,14 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
         return Record(claim.id, claim.text, profile,
                       not_run(f"{len(missing)} of {len({j.ident for j in results.specs})} "
                               f"{claim.experiment} runs not done"), missing)
-    return Record(claim.id, claim.text, profile, claim.judge(results))
+    arms = {}
+    for name, choose, rule in claim.arms:
+        keep = {id(j) for j in choose(every.specs, profile)}
+        pairs = [(j, r) for j, r in every if id(j) in keep]
+        if any(j.tags.get("arm") == name for j, _ in pairs) and all(r.done for _, r in pairs):
+            arms[name] = rule(Results([j for j, _ in pairs], [r for _, r in pairs]))
+    runs = sorted({f"{r.kind}/{r.key}" for r in results.runs})
+    return Record(claim.id, claim.text, profile, claim.judge(results), arms=arms, runs=runs)
 
 
 def table(profile_names: Sequence[str], store: RunStore | None = None) -> list[Record]:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from smallinit.core import stats
+from smallinit.core.jobs import Results, RunSpec
 from smallinit.core.store import RunStore
 from smallinit.study import claims, experiments
 from smallinit.study.claims import (
@@ -312,9 +313,9 @@ def test_cli_claims_on_an_empty_store_trains_nothing(tmp_path, capsys, monkeypat
     runs = tmp_path / "runs"
     assert main(["claims", "--json", "--runs-dir", str(runs)]) == 0
     records = json.loads(capsys.readouterr().out)
-    profiles = [p for p in ("quick", "medium") if p in __import__(
+    profiles = [p for p in ("quick", "medium", "fair") if p in __import__(
         "smallinit.core.profiles", fromlist=["names"]).names()]
-    assert len(records) == 12 * len(profiles)
+    assert len(records) == len(claims.CLAIMS) * len(profiles) == 13 * len(profiles)
     assert {r["profile"] for r in records} == set(profiles)
     assert all(list(r) == list(claims.JSON_KEYS) for r in records)
     assert all(r["verdict"] == "not run" and r["effect"] is None for r in records)
@@ -430,3 +431,33 @@ def test_relaxed_scaling_and_fig12_from_a_constructed_medium_store(tmp_path):
     quick = FigureContext(12, "quick", tmp_path / "out",
                           {"gain-scaling": experiments.existing("gain-scaling", "quick", store)})
     assert load_figure(12).make(quick) == []
+
+
+def test_pays_then_wins_reads_the_gain_early_and_at_the_end(tmp_path):
+    """Constructed runs at the largest size: γ 1 behind at step 250 and ahead at the end in
+    every seed holds; ahead at the end only is partial; behind at the end is contradicted;
+    runs without a loss at step 250 (quick, medium) are not run."""
+    def trial(early_gap, end_gap, record_early=True):
+        store = RunStore(tmp_path / f"s{early_gap}{end_gap}{record_early}")
+        specs = [RunSpec({"gamma": g, "seed": s}, {"size": 128, "gamma": g, "seed": s})
+                 for g in (0.5, 1.0) for s in range(5)]
+
+        def body(run, spec):
+            small = spec.tags["gamma"] == 1.0
+            noise = 0.001 * spec.tags["seed"]
+            if record_early:
+                run.log({"step": claims.EARLY_STEP,
+                         "val_loss": 5.0 - (early_gap + noise if small else 0.0)})
+            return {"val_loss": 3.0 - (end_gap + noise if small else 0.0)}
+
+        runs = [store.get_or_run("demo", sp.config, lambda r, sp=sp: body(r, sp))
+                for sp in specs]
+        return claims.pays_then_wins(Results(specs, runs))
+
+    assert trial(-0.02, 0.01).verdict == "holds"
+    assert trial(-0.002, 0.01).verdict == "partial"  # early gains -0.002 … +0.002
+    assert trial(0.02, 0.01).verdict == "not at this scale"
+    assert trial(-0.02, -0.01).verdict == "contradicted"
+    held = trial(-0.02, 0.01)
+    assert held.estimate.effect == pytest.approx(0.012) and "early (step 250)" in held.detail
+    assert trial(-0.02, 0.01, record_early=False).verdict == "not run"

@@ -19,7 +19,10 @@ from typing import Any
 
 from smallinit.core import profiles
 from smallinit.core.config import check_fields, config_from_dict, override
+from smallinit.core.errors import ConfigError
+from smallinit.core.jobs import RunSpec
 from smallinit.llm.run_config import RunConfig
+from smallinit.llm.training.lr_choice import LRChoice, TunedSpec, tuning_specs
 from smallinit.llm.training.train import TrainSpec
 from smallinit.theory.init_rules import gamma_scheme
 from smallinit.theory.transformer import matching_eps, rmsnorm_gamma_threshold
@@ -51,6 +54,15 @@ class Plan:
     #: and seeds; ε per size as fig 8's (``eps_nominal`` imitating ``d_large``)
     scaling_sizes: tuple[int, ...] = ()
     scaling_seeds: tuple[int, ...] = (0,)
+    #: peak learning rates tried per size at γ 0.5 and 1 (docs/science.md §13.1, 3; empty:
+    #: every run at the base config's train.lr)
+    lr_grid: tuple[float, ...] = ()
+    #: fig 9's γ grid (empty: ``gammas``)
+    critical_gammas: tuple[float, ...] = ()
+    #: fig 7's arms beside the plain γ 0.5 / 1 runs: γ 1 at γ 0.5's learning rate, at every
+    #: size; γ 1 at weight decay ``decay_arm`` (0: none), at the largest size
+    shared_lr_arm: bool = False
+    decay_arm: float = 0.0
 
     def __post_init__(self) -> None:
         check_fields(self, "plan")
@@ -66,12 +78,21 @@ def workers(profile: str) -> int | None:
     return plan(profile).workers
 
 
-def base_config(profile: str, d_model: int) -> RunConfig:
+def base_config(profile: str, d_model: int, *, probe: bool = False) -> RunConfig:
     """The profile's ``[llm-sweeps.base]`` run config at width ``d_model`` (d_ff by the
-    model's default rule; every other field the RunConfig default)."""
-    table = profiles.section(profile, TABLE).get("base", {})
-    return override(RunConfig(), {**table, "model.d_model": d_model},
-                    where=f"{profile}.{TABLE}.base")
+    model's default rule; every other field the RunConfig default); with ``probe``, the
+    ``[llm-sweeps.probe]`` table laid over it (the reasoning probe's corpus, §13.1, 6)."""
+    tables = profiles.section(profile, TABLE)
+    cfg = override(RunConfig(), {**tables.get("base", {}), "model.d_model": d_model},
+                   where=f"{profile}.{TABLE}.base")
+    return override(cfg, tables.get("probe", {}), where=f"{profile}.{TABLE}.probe") \
+        if probe else cfg
+
+
+def has_probe(profile: str) -> bool:
+    """Whether the profile measures reasoning on a probe of its own (``[llm-sweeps.probe]``)
+    rather than on its base corpus."""
+    return "probe" in profiles.section(profile, TABLE)
 
 
 def small_eps(d: int, d_large: int, eps_large: float) -> float:
@@ -80,15 +101,53 @@ def small_eps(d: int, d_large: int, eps_large: float) -> float:
     return float(f"{matching_eps(d, d_large, g, eps_large):.4g}")
 
 
-def run(base: RunConfig, tags: dict[str, Any], **changes: Any) -> TrainSpec:
+def spec(the_plan: Plan, base: RunConfig, tags: dict[str, Any], *, lr_gamma: float | None = None,
+         **changes: Any) -> RunSpec:
     """The training run of ``base`` with ``changes`` (dotted paths; ``gamma`` sets the init
-    ``gamma:γ``), tagged ``tags``."""
-    if "gamma" in changes:
-        changes["init"] = gamma_scheme(changes.pop("gamma"))
-    return TrainSpec(override(base, changes), dict(tags))
+    ``gamma:γ``), tagged ``tags``. With the plan's ``lr_grid`` its learning rate is chosen
+    (:class:`~smallinit.llm.training.lr_choice.TunedSpec`): the lr* of ``base`` at γ
+    ``lr_gamma`` (default: the run's own γ), tuned on ``base`` at γ 0.5 and 1."""
+    gamma = changes.pop("gamma", None)
+    if gamma is not None:
+        changes["init"] = gamma_scheme(gamma)
+    cfg = override(base, changes)
+    if not the_plan.lr_grid:
+        return TrainSpec(cfg, dict(tags))
+    g = lr_gamma if lr_gamma is not None else gamma
+    if g is None:
+        raise ConfigError(f"run {tags} is not a γ-rule run: with an lr_grid only γ runs get "
+                          "a learning rate (docs/science.md §13.1, 3); leave baselines out")
+    choice = LRChoice(the_plan.lr_grid, plain(base, 0.5), plain(base, 1.0), g)
+    return TunedSpec(cfg, dict(tags), choice)
 
 
-def eps_gating_grid(profile: str, the_plan: Plan, d: int, gammas, seeds) -> list[TrainSpec]:
+def respec(spec: RunSpec, **changes: Any) -> RunSpec:
+    """``spec`` with its config changed at dotted paths (its learning-rate choice kept)."""
+    return spec.with_config(override(spec.config, changes))
+
+
+def plain(base: RunConfig, gamma: float) -> RunConfig:
+    """``base`` at γ: the plain run whose learning rate is tuned."""
+    return override(base, {"init": gamma_scheme(gamma)})
+
+
+def tuning(profile: str) -> list[TrainSpec]:
+    """Every tuning run of the profile's LLM experiments (seed 0 at every rate of the
+    grid, γ 0.5 and 1, every size of figs 7 and 12, and the probe's size), computed before
+    the runs that need their choice (none without an ``lr_grid``)."""
+    the_plan = plan(profile)
+    if not the_plan.lr_grid:
+        return []
+    bases = [base_config(profile, d) for d in dict.fromkeys(
+        (*the_plan.sizes, *the_plan.scaling_sizes))]
+    if has_probe(profile):
+        bases.append(base_config(profile, the_plan.sizes[0], probe=True))
+    return [s for base in bases for g in (0.5, 1.0)
+            for s in tuning_specs(plain(base, g), the_plan.lr_grid,
+                                  {"size": base.model.d_model, "gamma": g})]
+
+
+def eps_gating_grid(profile: str, the_plan: Plan, d: int, gammas, seeds) -> list[RunSpec]:
     """(ε standard, relaxed) × (gate off, on) × ``gammas`` × ``seeds`` at width ``d``, ε
     imitating ``the_plan.d_large`` (module doc)."""
     base = base_config(profile, d)
@@ -98,7 +157,7 @@ def eps_gating_grid(profile: str, the_plan: Plan, d: int, gammas, seeds) -> list
         for gated in (False, True):
             for g in gammas:
                 for seed in seeds:
-                    specs.append(run(base, {
+                    specs.append(spec(the_plan, base, {
                         "size": d, "gamma": g, "init": gamma_scheme(g), "seed": seed,
                         "eps_setting": eps_name, "eps_nominal": nominal, "eps": eps,
                         "gated": gated, "d_large": the_plan.d_large},

@@ -1,0 +1,146 @@
+"""A peak learning rate chosen per γ and size on the tune split (docs/science.md §13.1, 3).
+
+For a plain run config (one size, one γ) seed 0 trains at every learning rate of a grid;
+lr* is the rate with the lowest ``tune_loss`` at the end (the first half of the held-out
+split, ``eval.held_out = "halves"``; a tie goes to the smaller rate, a run that diverged
+counts as +∞). When lr* is at an edge of the grid, the grid grows once by a factor of 2
+beyond that edge. A run at a γ that was not tuned takes the log-linear rate through the two
+tuned points γ = 0.5 and γ = 1 at the same size::
+
+    lr*(γ) = lr*(0.5) · (lr*(1) / lr*(0.5)) ^ ((γ − 0.5) / 0.5)     (3 significant digits)
+
+:class:`TunedSpec` is a pretraining run whose learning rate is chosen so: its run is the
+``llm-train`` run of its config at lr*, known once the tuning runs are done
+(:meth:`TunedSpec.run_of`); computing it computes what the choice still needs first.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from smallinit.core.config import config_to_dict, override
+from smallinit.core.errors import ConfigError
+from smallinit.core.jobs import RunSpec
+from smallinit.core.runs import Run, config_key
+from smallinit.core.store import RunStore
+from smallinit.llm.run_config import RunConfig
+from smallinit.llm.training.train import KIND, VERSION, TrainSpec, train
+
+TUNED = (0.5, 1.0)  # the γ at which learning rates are tuned; others are interpolated
+TUNE_SEED = 0
+
+
+def grid_runs(cfg: RunConfig, rates: tuple[float, ...]) -> list[RunConfig]:
+    """The tuning runs of the plain config ``cfg``: seed 0 at every rate of ``rates``."""
+    return [override(cfg, {"seed": TUNE_SEED, "train.lr": lr}) for lr in rates]
+
+
+def tuning_specs(cfg: RunConfig, grid: tuple[float, ...], tags: dict[str, Any]) -> list[TrainSpec]:
+    """The grid's tuning runs as specs for the job driver (the edge extension, when the
+    choice needs it, is computed by the runs that need the choice)."""
+    return [TrainSpec(c, {**tags, "lr": c.train.lr, "tuning": True}) for c in grid_runs(cfg,
+                                                                                      grid)]
+
+
+def _tune_loss(run: Run) -> float | None:
+    """A finished tuning run's tune-split loss (+∞ for a run that diverged); None while it
+    is not finished."""
+    if run.state == "failed" and run.status().get("final"):
+        return math.inf
+    if not run.done:
+        return None
+    loss = run.summary.get("tune_loss")
+    if loss is None:
+        raise ConfigError(f"tuning run {run.path} has no tune_loss: a learning rate is chosen "
+                          "on the tune split (eval.held_out = 'halves')")
+    return float(loss) if math.isfinite(loss) else math.inf
+
+
+def choose(store: RunStore, cfg: RunConfig, grid: tuple[float, ...], *,
+           compute: bool) -> float | None:
+    """lr* of the plain config ``cfg`` over ``grid`` (module doc); with ``compute`` the
+    tuning runs still missing are trained here first, else None until they are done."""
+    rates = sorted(grid)
+    while True:
+        losses = {}
+        for c in grid_runs(cfg, tuple(rates)):
+            loss = _tune_loss(store.run(KIND, c, version=VERSION))
+            if loss is None:
+                if not compute:
+                    return None
+                loss = _tune_loss(train(c, runs_dir=store.root))
+                if loss is None:
+                    raise ConfigError(f"tuning run at lr={c.train.lr} did not finish")
+            losses[c.train.lr] = loss
+        best = min(rates, key=lambda lr: (losses[lr], lr))
+        if len(rates) == len(grid) and best in (rates[0], rates[-1]):
+            rates = sorted([*rates, best / 2 if best == rates[0] else best * 2])
+            continue
+        return best
+
+
+def interpolated(gamma: float, at_half: float, at_one: float) -> float:
+    """lr*(γ) through the tuned points (module doc)."""
+    lr = at_half * (at_one / at_half) ** ((gamma - TUNED[0]) / (TUNED[1] - TUNED[0]))
+    return float(f"{lr:.3g}")
+
+
+@dataclass(frozen=True)
+class LRChoice:
+    """How a run's peak learning rate is chosen: ``grid`` tried on seed 0 of the plain
+    configs ``at_half`` (γ 0.5) and ``at_one`` (γ 1) of its size, and the γ whose lr* the run
+    takes (``gamma``; interpolated when it is neither)."""
+
+    grid: tuple[float, ...]
+    at_half: RunConfig
+    at_one: RunConfig
+    gamma: float
+
+    def lr(self, store: RunStore, *, compute: bool) -> float | None:
+        if self.gamma == TUNED[0]:
+            return choose(store, self.at_half, self.grid, compute=compute)
+        if self.gamma == TUNED[1]:
+            return choose(store, self.at_one, self.grid, compute=compute)
+        half = choose(store, self.at_half, self.grid, compute=compute)
+        one = choose(store, self.at_one, self.grid, compute=compute)
+        return None if half is None or one is None else interpolated(self.gamma, half, one)
+
+
+@dataclass
+class TunedSpec(RunSpec):
+    """A pretraining run whose peak learning rate is chosen (:class:`LRChoice`); its
+    ``config``'s own ``train.lr`` is replaced by lr*."""
+
+    kind = KIND
+    version = VERSION
+    choice: LRChoice | None = None
+
+    @property
+    def key(self) -> str:
+        """The key of the run before lr* is known: its config without the learning rate
+        and how that is chosen (the run itself is keyed as any llm-train run)."""
+        data = config_to_dict(self.config)
+        data["train"].pop("lr")
+        return config_key("llm-tuned", {"run": data, "choice": _plain(self.choice)},
+                          self.version)
+
+    def chosen(self, store: RunStore, *, compute: bool = False) -> RunConfig | None:
+        """The run's config at lr* (None while the choice waits for tuning runs)."""
+        lr = self.choice.lr(store, compute=compute)
+        return None if lr is None else override(self.config, {"train.lr": lr})
+
+    def run_of(self, store: RunStore) -> Run:
+        cfg = self.chosen(store)
+        if cfg is None:  # not chosen yet: a run that is not there
+            return store.run("llm-tuned", {"pending": self.key}, version=self.version)
+        return store.run(KIND, cfg, version=self.version)
+
+    def compute(self, store: RunStore, force: bool) -> Run:
+        return train(self.chosen(store, compute=True), runs_dir=store.root, force=force)
+
+
+def _plain(choice: LRChoice) -> dict[str, Any]:
+    return {"grid": list(choice.grid), "gamma": choice.gamma,
+            "at_half": config_to_dict(choice.at_half), "at_one": config_to_dict(choice.at_one)}
