@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from smallinit.core.jobs import run_jobs
-from smallinit.llm.experiments.anchor import AnchorScan, load_profile, scan_jobs
 from smallinit.core.atomic import json_text
+from smallinit.core.jobs import run_jobs
 from smallinit.core.store import RunStore
+from smallinit.llm.experiments.anchor import AnchorScan, load_profile, scan_jobs
 
 OUT = Path(__file__).resolve().parent / "anchor_ablation.json"
 MAJORITY = 0.5

@@ -50,6 +50,7 @@ FIGURES: dict[int, str] = {
     10: "condense_expand",
     11: "token_gains",
     12: "gain_scaling",
+    13: "gain_budget",
 }
 PACKAGE = "smallinit.paper_figs"
 

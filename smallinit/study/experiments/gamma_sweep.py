@@ -43,5 +43,7 @@ def arms(the_plan: llm_plan.Plan, base, largest: bool) -> list[RunSpec]:
                                      gamma=1.0, seed=seed,
                                      **{"train.weight_decay": the_plan.decay_arm}))
     return out
-EXPERIMENT = Experiment("gamma-sweep", (7,), "LLM: γ grid × sizes + baselines", specs,
+
+
+EXPERIMENT = Experiment("gamma-sweep", (7, 13), "LLM: γ grid × sizes + baselines", specs,
                         workers=llm_plan.workers, inner=llm_plan.tuning)
