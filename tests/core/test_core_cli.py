@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from smallinit.cli import build_parser, main
+from smallinit.core import profiles
 
 GROUPS = ["theory", "toy", "llm", "compare", "figs"]
 
@@ -81,7 +82,7 @@ def test_user_error_inside_a_command_exits_2_without_traceback(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "smallinit: error: config 'nope' is neither a file nor a packaged config "
-        "(quick, full, medium)"
+        f"({', '.join(profiles.names())})"
     )
 
 

@@ -28,7 +28,7 @@ def test_importing_the_toy_changes_no_jax_setting():
     out = run_fresh("""
         import jax
         before = (jax.config.jax_enable_x64, jax.config.jax_num_cpu_devices)
-        from smallinit.toy import (activations, condense, diagonal, escape, grouped_engine,
+        from smallinit.toy import (condense, diagonal, escape, grouped_engine, jax_activations,
                                    initial_condensation, scan, twolayer)
         after = (jax.config.jax_enable_x64, jax.config.jax_num_cpu_devices)
         print(before == after, after[0])
