@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from smallinit.llm.model import fastpath
-from smallinit.llm.model.transformer import Transformer, apply_rope, rope_tables
+from smallinit.llm.model.layers import apply_rope, rope_tables
+from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import ModelConfig, RunConfig
 from smallinit.llm.training.train import make_optimizer, train_step
 
