@@ -2,7 +2,7 @@
 
 Each class here subclasses a plain layer and replaces one computation by the function of
 :mod:`.fastpath` that gives PyTorch's composite numbers bit for bit
-(tests/test_fastpath.py): :class:`FastRMSNorm` the norm, :class:`FastAttention` the split
+(tests/llm/test_fastpath.py): :class:`FastRMSNorm` the norm, :class:`FastAttention` the split
 into heads and RoPE, :class:`FastMLP` the SwiGLU or GELU activation, :class:`FastHead` the
 logits and cross-entropy of a training step. Parameters, their names and the matrices
 declared are the parent's, so a model built from either has the same state dict.

@@ -259,7 +259,7 @@ def test_fastpath_off_builds_the_plain_layers():
     """``SMALLINIT_FASTPATH=0`` (read when the process imports the fast path) gives models
     of the plain layers, which never call a fast-path function."""
     code = ("import torch\n"
-            "from smallinit.llm.config import ModelConfig\n"
+            "from smallinit.llm.run_config import ModelConfig\n"
             "from smallinit.llm.model import fastpath\n"
             "from smallinit.llm.model.layers import PLAIN_PARTS\n"
             "from smallinit.llm.model.transformer import Transformer\n"
