@@ -13,7 +13,7 @@ renamed, split or transposed):
   when tied: ``tie_word_embeddings``). Both RMSNorms compute g ⊙ x / √(mean(x²) + ε). RoPE
   is the same convention on both sides: HF's ``rotate_half`` rotates the pairs
   (x_i, x_{i+h/2}) of each head by θ_{t,i} = t · base^(−2i/h) exactly as
-  :func:`~smallinit.llm.model.transformer.apply_rope` does, and the heads are the same
+  :func:`~smallinit.llm.model.layers.apply_rope` does, and the heads are the same
   contiguous slices of d, so q and k need no permutation (checked numerically by the tests
   and by every export). Attention scale 1/√(d/n_heads) on both sides, no dropout.
 * **GPT-2** (``norm=layernorm``, ``positions=learned``, ``mlp=gelu``) → ``GPT2LMHeadModel``

@@ -35,9 +35,11 @@ concatenated and copied intermediates.
   saved log-probs. At a vocabulary of thousands these tensors are tens of MB, and each
   fresh one costs a page fault per 4 KiB on first touch — as much time as the kernels.
 
-:func:`enabled` says when they are used: eager CPU steps without autocast. CUDA (which has
-fused kernels, and bf16 autocast), ``torch.compile`` (which fuses the composites itself)
-and any other device keep PyTorch's ops.
+The model uses them through the layers of :mod:`.fastlayers`, chosen when it is built
+(unless ``SMALLINIT_FASTPATH=0``, :data:`ON`); :func:`enabled` says, call by call, when
+they apply: eager CPU steps without autocast. CUDA (which has fused kernels, and bf16
+autocast), ``torch.compile`` (which fuses the composites itself) and any other device keep
+PyTorch's ops.
 """
 
 from __future__ import annotations
@@ -47,13 +49,17 @@ import threading
 
 import torch
 
-_ON = os.environ.get("SMALLINIT_FASTPATH", "1") != "0"  # read once, at import
+from smallinit.llm.model.layers import signed_sin
+
+#: Whether models are built with the fast path's layers (:mod:`.fastlayers`):
+#: ``SMALLINIT_FASTPATH=0`` turns it off for the whole process (read once, at import).
+ON = os.environ.get("SMALLINIT_FASTPATH", "1") != "0"
 
 
 def enabled(x: torch.Tensor) -> bool:
-    """Whether the functions below replace PyTorch's composites for input ``x``
-    (``SMALLINIT_FASTPATH=0`` turns them off for the whole process)."""
-    return (_ON and x.device.type == "cpu" and x.dtype == torch.float32
+    """Whether the functions below replace PyTorch's composites for input ``x``: eager
+    float32 on CPU without autocast, in a process where :data:`ON` holds."""
+    return (ON and x.device.type == "cpu" and x.dtype == torch.float32
             and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling())
 
 
@@ -129,13 +135,6 @@ def gelu(h: torch.Tensor) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------- RoPE
-def signed_sin(sin: torch.Tensor) -> torch.Tensor:
-    """The sin table with rotate_half's sign moved onto it: (−sin₁, sin₂) by halves, so that
-    rotate_half(x) ⊙ sin = roll(x, h/2) ⊙ signed_sin."""
-    half = sin.shape[-1] // 2
-    return torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
-
-
 def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor,
                  ssin: torch.Tensor) -> None:
     """out = x ⊙ cos + roll(x, h/2) ⊙ ssin, the rolled product formed half by half."""

@@ -1,7 +1,7 @@
 """What a transformer run will allocate, estimated from its config before anything is built.
 
 Parameters of a :class:`~smallinit.llm.model.transformer.Transformer` (the modules it builds,
-:mod:`smallinit.llm.model.transformer`), with d = d_model, f = d_ff, V = vocab, L = layers,
+:mod:`smallinit.llm.model.layers`), with d = d_model, f = d_ff, V = vocab, L = layers,
 T = context:
 
     P = V·d (token table) [+ T·d learned positions] [+ V·d head unless tied]

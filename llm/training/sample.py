@@ -18,7 +18,7 @@ Allowed (a ConfigError names the value otherwise): a prompt of UTF-8 text, 1 to
 :data:`MAX_NEW_TOKENS` new tokens (a sample is text to read; past the model's context every
 step recomputes the whole window, so a long sample takes as many full forwards), 1 to
 :data:`MAX_SAMPLES` samples, and a temperature of 0 or in [1e-3, 1e3]
-(:data:`~smallinit.llm.model.transformer.MIN_TEMPERATURE`, ``MAX_TEMPERATURE``). Progress
+(:data:`~smallinit.llm.model.generate.MIN_TEMPERATURE`, ``MAX_TEMPERATURE``). Progress
 shows as a tqdm bar on a terminal, else as a log line every
 :data:`LOG_SECONDS` seconds of generation.
 """

@@ -345,3 +345,58 @@ def test_each_one_path_rule_catches_a_planted_violation(rule, rel, source):
 ])
 def test_the_one_path_rules_accept_what_is_allowed(rule, rel, source):
     assert rule(rel, source) == []
+
+
+# ----------------------------------------------------------------------------- the plain model
+#: the model as it reads (nanoGPT's model.py in two files); the CPU fast path subclasses its
+#: layers in llm/model/fastlayers.py and is chosen when a model is built
+PLAIN_MODEL = ("llm/model/layers.py", "llm/model/transformer.py")
+
+
+def fast_path_mentions(rel: str, source: str) -> list[str]:
+    """Every name, attribute, argument or import containing "fast" inside a function of
+    ``source`` other than a constructor (which may choose the layers, once): a fast-path
+    branch in the plain model's forward code."""
+    found = []
+    for func in ast.walk(ast.parse(source)):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef) or \
+                func.name == "__init__":
+            continue
+        for node in ast.walk(func):
+            word = (node.id if isinstance(node, ast.Name) else
+                    node.attr if isinstance(node, ast.Attribute) else
+                    node.arg if isinstance(node, ast.arg) else
+                    node.asname or node.name if isinstance(node, ast.alias) else "")
+            if "fast" in word.lower():
+                found.append(f"{rel}:{node.lineno} {func.name} mentions {word}")
+    return found
+
+
+def test_the_models_forward_code_never_mentions_the_fast_path():
+    sources = {rel: (ROOT / rel).read_text(encoding="utf-8") for rel in PLAIN_MODEL}
+    forwards = [node for source in sources.values() for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.FunctionDef) and node.name == "forward"]
+    assert len(forwards) >= 4  # the attention's, the MLP's, the block's, the model's
+    found = [hit for rel, source in sources.items() for hit in fast_path_mentions(rel, source)]
+    assert not found, ("the plain model branches on the fast path; put it in a layer of "
+                       f"llm/model/fastlayers.py, chosen at build time: {found}")
+
+
+@pytest.mark.parametrize("source", [
+    "class RMSNorm:\n    def forward(self, x):\n        if fastpath.enabled(x):\n"
+    "            return rms(x)\n        return x\n",
+    "class Attention:\n    def split_heads(self, qkv):\n        return fast_rope(qkv)\n",
+    "class MLP:\n    def forward(self, x):\n        from smallinit.llm.model import fastpath\n"
+    "        return x\n",
+    "class Head:\n    def forward(self, x, use_fast=True):\n        return x\n",
+    "def forward(self, x):\n    return self.norm.fast(x)\n",
+])
+def test_the_fast_path_check_catches_a_fake_source(source):
+    assert fast_path_mentions("llm/model/layers.py", source)
+
+
+def test_the_fast_path_check_lets_the_constructor_choose_the_layers():
+    source = ("class Transformer:\n    def __init__(self, parts=FAST_PARTS):\n"
+              "        self.head = FastHead()\n    def forward(self, h):\n"
+              "        return self.head(h)\n")
+    assert fast_path_mentions("llm/model/transformer.py", source) == []

@@ -197,13 +197,13 @@ def test_tuple_fields_read_a_string_as_the_command_line_does_and_keep_their_keys
 # ----------------------------------------------------------------------------- sampling
 def test_the_cli_sampling_limits_are_the_apis():
     from smallinit.cli import llm_sample
-    from smallinit.llm.model import transformer
+    from smallinit.llm.model import generate
     from smallinit.llm.training import sample
 
     assert (llm_sample.MAX_NEW_TOKENS, llm_sample.MAX_SAMPLES) == (sample.MAX_NEW_TOKENS,
                                                                    sample.MAX_SAMPLES)
     assert (llm_sample.MIN_TEMPERATURE, llm_sample.MAX_TEMPERATURE) == (
-        transformer.MIN_TEMPERATURE, transformer.MAX_TEMPERATURE)
+        generate.MIN_TEMPERATURE, generate.MAX_TEMPERATURE)
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +217,7 @@ def tiny_model():
 
 
 def test_the_temperature_range_is_exact(tiny_model):
-    from smallinit.llm.model.transformer import MAX_TEMPERATURE, MIN_TEMPERATURE
+    from smallinit.llm.model.generate import MAX_TEMPERATURE, MIN_TEMPERATURE
 
     idx = torch.tensor([[1, 2]])
     for t in (0, MIN_TEMPERATURE, MAX_TEMPERATURE):

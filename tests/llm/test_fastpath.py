@@ -1,9 +1,14 @@
 """The CPU fast path (smallinit.llm.model.fastpath) gives PyTorch's composite numbers bit
-for bit: each function alone, and whole training steps of the model with it on and off."""
+for bit: each function alone, and whole training steps of the model with it on and off;
+the model is built from its layers (smallinit.llm.model.fastlayers) once, and a model
+moved off the CPU or out of float32 afterwards runs the plain layers' code."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -12,7 +17,9 @@ import torch
 import torch.nn.functional as F
 
 from smallinit.llm.model import fastpath
-from smallinit.llm.model.transformer import Transformer, apply_rope, rope_tables
+from smallinit.llm.model.fastlayers import FAST_PARTS, chosen_parts
+from smallinit.llm.model.layers import PLAIN_PARTS, apply_rope, rope_tables
+from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import ModelConfig, RunConfig
 from smallinit.llm.training.train import make_optimizer, train_step
 
@@ -125,9 +132,9 @@ VARIANTS = {
 }
 
 
-def train(cfg, steps=3, need_weights=False):
+def train(cfg, steps=3, need_weights=False, parts=None):
     torch.manual_seed(0)
-    model = Transformer(cfg, "nanogpt")
+    model = Transformer(cfg, "nanogpt", parts=parts)
     opt = make_optimizer(model, RunConfig(), torch.device("cpu"))
     g = torch.Generator().manual_seed(0)
     losses = []
@@ -154,12 +161,119 @@ def test_training_steps_agree_bitwise_with_the_composites(variant, composite):
     assert fast_losses[-1] < fast_losses[0]  # it trains
 
 
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_a_model_built_from_the_plain_layers_trains_to_the_same_bits(variant):
+    cfg = ModelConfig(vocab_size=64, context=16, d_model=32, n_layers=2, n_heads=4,
+                      **VARIANTS[variant])
+    fast_losses, fast_params = train(cfg)
+    plain_losses, plain_params = train(cfg, parts=PLAIN_PARTS)
+    assert torch.equal(fast_losses, plain_losses)
+    assert same(fast_params, plain_params)
+
+
 def test_attention_weights_path_agrees_bitwise(composite):
     cfg = ModelConfig(vocab_size=64, context=16, d_model=32, n_layers=2, n_heads=4)
     fast = train(cfg, steps=2, need_weights=True)
     with composite():
         ref = train(cfg, steps=2, need_weights=True)
     assert torch.equal(fast[0], ref[0]) and same(fast[1], ref[1])
+
+
+# ----------------------------------------------------------------------------- the layers
+def pair(variant, **extra):
+    """A model of the fast path's layers and one of the plain layers, same weights."""
+    cfg = ModelConfig(vocab_size=64, context=16, d_model=32, n_layers=2, n_heads=4,
+                      **VARIANTS[variant], **extra)
+    torch.manual_seed(0)
+    fast = Transformer(cfg, "nanogpt", parts=FAST_PARTS)
+    torch.manual_seed(0)
+    return fast, Transformer(cfg, "nanogpt", parts=PLAIN_PARTS)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_both_builds_have_the_same_state_dict_and_matrix_table(variant):
+    fast, plain = pair(variant)
+    assert chosen_parts() is FAST_PARTS  # the default build, this process not opted out
+    assert type(Transformer(fast.cfg).blocks[0].mlp) is FAST_PARTS.mlp
+    assert type(plain.blocks[0].mlp) is PLAIN_PARTS.mlp
+    assert list(fast.state_dict()) == list(plain.state_dict())
+    assert same(fast.state_dict().values(), plain.state_dict().values())
+    def table(model):  # what the init and the measurements read of each matrix
+        return [(m.name, m.index, m.part, m.d_in, m.d_out, m.layer, m.residual_out, m.kind,
+                 m.bias is None, m.in_out) for m in model.matrices()]
+
+    assert table(fast) == table(plain) and len(table(fast)) > 5
+
+
+@pytest.fixture
+def fast_functions_refused(monkeypatch):
+    """Every function of the fast path raises: a model that reaches one fails."""
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a fast-path function ran")
+
+    for name in ("rms_norm", "swiglu", "gelu", "rotary_qkv", "head", "cross_entropy"):
+        monkeypatch.setattr(fastpath, name, refused)
+
+
+def loss_and_grads(model, x, y):
+    model.zero_grad()
+    logits, loss = model(x, y)
+    loss.backward()
+    return [logits.detach(), loss.detach()] + [p.grad for p in model.parameters()]
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_a_model_cast_to_float64_after_building_runs_the_plain_layers(
+        variant, fast_functions_refused):
+    fast, plain = pair(variant)
+    x, y = (torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(0))
+            for _ in range(2))
+    with pytest.raises(AssertionError, match="fast-path function ran"):
+        fast(x, y)  # in float32 on the CPU the fast layers do take the fast path
+    fast, plain = fast.double(), plain.double()
+    assert same(loss_and_grads(fast, x, y), loss_and_grads(plain, x, y))
+
+
+def test_a_model_moved_to_another_device_runs_the_plain_layers(fast_functions_refused):
+    fast, _ = pair("llama")
+    fast = fast.to("meta")  # storage-free, so it runs anywhere: shapes only
+    x = torch.zeros(2, 16, dtype=torch.long, device="meta")
+    logits, loss = fast(x, x)
+    loss.backward()
+    assert logits.shape == (2, 16, 64) and fast.head.weight.grad.device.type == "meta"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_a_model_moved_to_cuda_computes_what_the_plain_one_does(
+        variant, fast_functions_refused):
+    fast, plain = pair(variant)
+    fast, plain = fast.to("cuda"), plain.to("cuda")
+    x, y = (torch.randint(0, 64, (2, 16), device="cuda") for _ in range(2))
+    with torch.no_grad():
+        assert same(fast(x, y), plain(x, y))
+
+
+def test_fastpath_off_builds_the_plain_layers():
+    """``SMALLINIT_FASTPATH=0`` (read when the process imports the fast path) gives models
+    of the plain layers, which never call a fast-path function."""
+    code = ("import torch\n"
+            "from smallinit.llm.run_config import ModelConfig\n"
+            "from smallinit.llm.model import fastpath\n"
+            "from smallinit.llm.model.layers import PLAIN_PARTS\n"
+            "from smallinit.llm.model.transformer import Transformer\n"
+            "m = Transformer(ModelConfig(vocab_size=64, context=16, d_model=32, n_layers=1,"
+            " n_heads=4))\n"
+            "kinds = {type(m.blocks[0].norm1), type(m.blocks[0].attn), type(m.blocks[0].mlp),"
+            " type(m.head)}\n"
+            "print(kinds == {PLAIN_PARTS.rmsnorm, PLAIN_PARTS.attention, PLAIN_PARTS.mlp,"
+            " PLAIN_PARTS.head}, fastpath.enabled(torch.ones(2)))\n")
+    for value, expect in (("0", "True False"), ("1", "False True")):
+        env = {**os.environ, "SMALLINIT_FASTPATH": value}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True)
+        assert out.stdout.split() == expect.split(), out.stderr
 
 
 def test_enabled_only_for_eager_fp32_cpu():

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from smallinit.core.errors import ConfigError
-from smallinit.llm.model.transformer import KVCache, Transformer, pick_token
+from smallinit.llm.model.generate import KVCache, pick_token
+from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import ModelConfig
 
 # greedy tokens compared exactly across the cached and the full forward: they agree on any

@@ -9,7 +9,8 @@ import torch
 
 from smallinit.core.config import load_config
 from smallinit.core.errors import ConfigError
-from smallinit.llm.model.transformer import Transformer, apply_rope, rope_tables
+from smallinit.llm.model.layers import apply_rope, rope_tables
+from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import ModelConfig, RunConfig
 
 SMALL = dict(vocab_size=97, context=24, d_model=32, n_layers=2, n_heads=4)
