@@ -1,4 +1,4 @@
-"""The anchor ablation of issue 15 (docs/anchor_ablation.md): one candidate setting, trained at
+"""The anchor ablation (docs/anchor_ablation.md): one candidate setting, trained at
 the given γ values × seeds through the job driver, its per-seed (4, 3) shares appended to
 docs/anchor_ablation.json and judged against the thresholds:
 

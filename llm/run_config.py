@@ -22,7 +22,12 @@ class ModelConfig:
     RoPE, SwiGLU, untied embeddings); ``norm="layernorm"``, ``positions="learned"``,
     ``mlp="gelu"``, ``tie_embeddings=true``, ``bias=true`` give a GPT-2-style model;
     ``norm_position="post"`` the original transformer's post-norm blocks (Vaswani et al.
-    2017), as the anchor task's published runs (docs/science.md §6)."""
+    2017), as the anchor task's published runs (docs/science.md §6).
+
+    ``attn_dim``: the width n_heads·d_head of the queries, keys and values (W_Q, W_K, W_V:
+    d_model → attn_dim, W_O: attn_dim → d_model; None: d_model). ``norm_bias``: whether
+    LayerNorm has its bias (None: as ``bias``, which is the linear layers'); ``head_bias``:
+    a bias on the next-token logits."""
 
     vocab_size: int = 4096
     context: int = 128
@@ -34,7 +39,7 @@ class ModelConfig:
     norm_eps: float = 1e-5
     positions: Literal["rope", "learned"] = "rope"
     rope_base: float = 10000.0
-    mlp: Literal["swiglu", "gelu"] = "swiglu"
+    mlp: Literal["swiglu", "gelu", "relu"] = "swiglu"
     gated_attention: bool = False
     gate_kind: Literal["elementwise", "headwise"] = "elementwise"
     tie_embeddings: bool = False
@@ -42,6 +47,9 @@ class ModelConfig:
     # Added after runs were stored: at "pre" it stays out of the run key (KEY_NEUTRAL).
     norm_position: Literal["pre", "post"] = field(default="pre",
                                                   metadata={KEY_NEUTRAL: True})
+    attn_dim: int | None = field(default=None, metadata={KEY_NEUTRAL: True})
+    norm_bias: bool | None = field(default=None, metadata={KEY_NEUTRAL: True})
+    head_bias: bool = field(default=False, metadata={KEY_NEUTRAL: True})
 
     def __post_init__(self) -> None:
         check_fields(self, "model")
@@ -51,12 +59,15 @@ class ModelConfig:
         require(self.vocab_size <= 65536,
                 f"model.vocab_size={self.vocab_size} is not allowed; token arrays are uint16, "
                 "so it must be <= 65536")
-        require(self.d_model % self.n_heads == 0,
-                f"model.d_model={self.d_model} is not divisible by model.n_heads="
-                f"{self.n_heads}; choose n_heads dividing d_model")
+        require(self.attn_dim is None or self.attn_dim >= 1,
+                f"model.attn_dim={self.attn_dim} is not allowed; it must be >= 1 (or left out)")
+        width = "model.attn_dim" if self.attn_dim is not None else "model.d_model"
+        require(self.attn_width % self.n_heads == 0,
+                f"{width}={self.attn_width} is not divisible by model.n_heads="
+                f"{self.n_heads}; choose n_heads dividing it")
         if self.positions == "rope":
             require(self.head_dim % 2 == 0,
-                    f"model.d_model/n_heads={self.head_dim} is odd; RoPE needs an even head "
+                    f"{width}/n_heads={self.head_dim} is odd; RoPE needs an even head "
                     "dimension")
         require(self.d_ff is None or self.d_ff >= 1,
                 f"model.d_ff={self.d_ff} is not allowed; it must be >= 1 (or left out)")
@@ -65,8 +76,18 @@ class ModelConfig:
         require(self.rope_base > 1, f"model.rope_base={self.rope_base} must be > 1")
 
     @property
+    def attn_width(self) -> int:
+        """n_heads · d_head: ``attn_dim``, else d_model."""
+        return self.d_model if self.attn_dim is None else self.attn_dim
+
+    @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        return self.attn_width // self.n_heads
+
+    @property
+    def layernorm_bias(self) -> bool:
+        """Whether a LayerNorm has its bias: ``norm_bias``, else ``bias``."""
+        return self.bias if self.norm_bias is None else self.norm_bias
 
     @property
     def ffn_dim(self) -> int:
@@ -119,8 +140,10 @@ class DataConfig:
 
 @dataclass
 class TrainConfig:
-    """AdamW (decoupled weight decay) with linear warmup and cosine decay to
-    ``min_lr_ratio``·lr; gradient clipping by global norm."""
+    """AdamW (decoupled weight decay) with linear warmup from ``warmup_from``·lr and cosine
+    decay to ``min_lr_ratio``·lr; gradient clipping by global norm. Weight decay acts on
+    the matrices and embeddings, or with ``decay_all`` on every parameter (norm gains and
+    biases too, as ``torch.optim.AdamW(model.parameters())``)."""
 
     steps: int = 200
     batch_size: int = 16  # sequences per optimizer step, summed over processes
@@ -140,6 +163,8 @@ class TrainConfig:
     eval_every: int = 100  # 0: only at the end
     eval_batches: int = 8
     checkpoint_every: int = 50  # 0: no checkpoints (no resume)
+    warmup_from: float = field(default=0.0, metadata={KEY_NEUTRAL: True})
+    decay_all: bool = field(default=False, metadata={KEY_NEUTRAL: True})
 
     def __post_init__(self) -> None:
         check_fields(self, "train")
@@ -152,6 +177,8 @@ class TrainConfig:
         require(self.lr > 0, f"train.lr={self.lr} is not allowed; it must be > 0")
         require(0 <= self.min_lr_ratio <= 1,
                 f"train.min_lr_ratio={self.min_lr_ratio} is not allowed; it must be in [0, 1]")
+        require(0 <= self.warmup_from <= 1,
+                f"train.warmup_from={self.warmup_from} is not allowed; it must be in [0, 1]")
         require(self.weight_decay >= 0,
                 f"train.weight_decay={self.weight_decay} is not allowed; it must be >= 0")
         require(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1,

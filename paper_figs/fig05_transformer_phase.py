@@ -7,7 +7,7 @@ width, showing how a fixed std drifts; (c) the predicted interval of the FFN's R
 S_w against γ for proportional widths. The measured LLM slopes are a separate layer on
 panel (c) (see ``make``).
 
-Measurement layer (:func:`draw_measured_layer`, issue 9): on panel (c), the S_w that
+Measurement layer (:func:`draw_measured_layer`): on panel (c), the S_w that
 ``smallinit compare`` measures at each γ — the two-layer toy at (2γ, 0), and the
 transformer's FFN input weights (and Q/K) per layer across widths — from the comparison
 run of the figure's profile (computed through the run store when missing).

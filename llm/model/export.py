@@ -64,6 +64,15 @@ def hf_family(cfg: ModelConfig) -> str:
         raise ConfigError(f"model.gated_attention=true (gate_kind={cfg.gate_kind}) has no "
                           "Hugging Face equivalent (LlamaForCausalLM and GPT2LMHeadModel have "
                           "no attention output gate); such a model cannot be exported")
+    unmatched = [f"model.{k}={getattr(cfg, k)}" for k, odd in (
+        ("norm_position", cfg.norm_position == "post"),
+        ("attn_dim", cfg.attn_width != cfg.d_model), ("head_bias", cfg.head_bias),
+        ("norm_bias", cfg.layernorm_bias != cfg.bias)) if odd]
+    if unmatched:
+        raise ConfigError(f"{', '.join(unmatched)} has no Hugging Face equivalent in the "
+                          "Llama and GPT-2 families (pre-norm, attention as wide as the "
+                          "model, no logit bias, norm biases as the layers'); such a model "
+                          "cannot be exported")
     for name, family in (("llama", LLAMA), ("gpt2", GPT2)):
         if all(getattr(cfg, k) == v for k, v in family.items()):
             return name

@@ -49,10 +49,11 @@ class FastAttention(Attention):
 
 
 class FastMLP(MLP):
-    """:class:`.layers.MLP` with :func:`.fastpath.swiglu` or :func:`.fastpath.gelu`."""
+    """:class:`.layers.MLP` with :func:`.fastpath.swiglu` or :func:`.fastpath.gelu` (ReLU
+    is the plain one's)."""
 
     def activation(self, h: torch.Tensor) -> torch.Tensor:
-        if not fastpath.enabled(h):
+        if self.kind == "relu" or not fastpath.enabled(h):
             return super().activation(h)
         return fastpath.swiglu(h) if self.swiglu else fastpath.gelu(h)
 
@@ -63,7 +64,7 @@ class FastHead(Head):
     forward). Logits without targets (scoring, decoding) are the plain ``nn.Linear``'s."""
 
     def logits_and_loss(self, h: torch.Tensor, targets: torch.Tensor):
-        if not fastpath.enabled(h):
+        if self.bias is not None or not fastpath.enabled(h):
             return super().logits_and_loss(h, targets)
         logits = fastpath.head(h, self.weight)
         return logits, fastpath.cross_entropy(logits.flatten(0, 1), targets.flatten())

@@ -13,7 +13,9 @@ N is the norm (RMSNorm, y = g ⊙ x / √(mean(x²) + ε), Zhang & Sennrich 2019
 Attn causal multi-head attention softmax(QKᵀ/√d_head + M)V through
 ``F.scaled_dot_product_attention`` (or an explicit path that also returns the weights),
 positions by RoPE (Su et al. 2021; rotate-half form) or a learned table, and MLP either
-SwiGLU, W_down(silu(W_gate x) ⊙ W_up x) (Shazeer 2020), or W_down GELU(W_up x).
+SwiGLU, W_down(silu(W_gate x) ⊙ W_up x) (Shazeer 2020), W_down GELU(W_up x) or
+W_down ReLU(W_up x) (the original transformer's). Q, K and V are ``attn_dim`` wide
+(d_model unless set; n_heads heads of attn_dim / n_heads each).
 
 Optional gated attention (Qiu et al., arXiv 2505.06708; docs/science.md §5): each head's
 output is multiplied by sigmoid(X W_g) computed from the (normed) layer input, before W_o —
@@ -70,20 +72,20 @@ class Attention(nn.Module):
 
     def __init__(self, cfg: ModelConfig, layer: int = 0):
         super().__init__()
-        d = cfg.d_model
+        d, a = cfg.d_model, cfg.attn_width
         self.n_heads = cfg.n_heads
         self.head_dim = cfg.head_dim
         self.layer = layer
-        self.qkv = nn.Linear(d, 3 * d, bias=cfg.bias)
+        self.qkv = nn.Linear(d, 3 * a, bias=cfg.bias)
         for j, (tag, part) in enumerate((("q", "qk"), ("k", "qk"), ("v", "vo"))):
-            declare(self.qkv, part=part, kind=f"attn.{tag}", d_in=d, d_out=d, layer=layer,
-                    tag=tag, index=rows(j * d, (j + 1) * d))
-        self.proj = nn.Linear(d, d, bias=cfg.bias)
-        declare(self.proj, part="vo", kind="attn.o", d_in=d, d_out=d, layer=layer,
+            declare(self.qkv, part=part, kind=f"attn.{tag}", d_in=d, d_out=a, layer=layer,
+                    tag=tag, index=rows(j * a, (j + 1) * a))
+        self.proj = nn.Linear(a, d, bias=cfg.bias)
+        declare(self.proj, part="vo", kind="attn.o", d_in=a, d_out=d, layer=layer,
                 residual_out=True)
         self.gate = None
         if cfg.gated_attention:
-            out = d if cfg.gate_kind == "elementwise" else cfg.n_heads
+            out = a if cfg.gate_kind == "elementwise" else cfg.n_heads
             self.gate = nn.Linear(d, out, bias=False)
             declare(self.gate, part="attn_gate", kind="attn.gate", d_in=d, d_out=out,
                     layer=layer)
@@ -113,7 +115,7 @@ class Attention(nn.Module):
         if self.gate is not None:  # (B, H, T, hd) ⊙ sigmoid(X W_g) per head
             g = torch.sigmoid(self.gate(x)).view(B, T, self.n_heads, -1).transpose(1, 2)
             y = y * g
-        y = y.transpose(1, 2).reshape(B, T, C)
+        y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)
         return self.proj(y), weights
 
     def split_heads(self, qkv: torch.Tensor, rope: Rope | None):
@@ -131,11 +133,12 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    """SwiGLU (fused W_gate | W_up rows in ``up``) or GELU feed-forward."""
+    """SwiGLU (fused W_gate | W_up rows in ``up``), GELU or ReLU feed-forward."""
 
     def __init__(self, cfg: ModelConfig, layer: int = 0):
         super().__init__()
         d, ff = cfg.d_model, cfg.ffn_dim
+        self.kind = cfg.mlp
         self.swiglu = cfg.mlp == "swiglu"
         self.up = nn.Linear(d, ff * (2 if self.swiglu else 1), bias=cfg.bias)
         if self.swiglu:
@@ -152,18 +155,18 @@ class MLP(nn.Module):
         return self.down(self.activation(self.up(x)))
 
     def activation(self, h: torch.Tensor) -> torch.Tensor:
-        """silu(gate) ⊙ up of the fused (gate | up) ``h`` (SwiGLU), or GELU(h)."""
+        """silu(gate) ⊙ up of the fused (gate | up) ``h`` (SwiGLU), GELU(h) or ReLU(h)."""
         if self.swiglu:
             gate, up = h.chunk(2, dim=-1)
             return F.silu(gate) * up
-        return F.gelu(h)
+        return F.relu(h) if self.kind == "relu" else F.gelu(h)
 
 
 class Head(nn.Linear):
-    """Hidden states (…, d) → next-token logits h Wᵀ (…, vocab), no bias."""
+    """Hidden states (…, d) → next-token logits h Wᵀ (+ b with ``bias``) (…, vocab)."""
 
-    def __init__(self, d_model: int, vocab_size: int):
-        super().__init__(d_model, vocab_size, bias=False)
+    def __init__(self, d_model: int, vocab_size: int, bias: bool = False):
+        super().__init__(d_model, vocab_size, bias=bias)
 
     def logits_and_loss(self, h: torch.Tensor, targets: torch.Tensor):
         """The logits and their mean cross-entropy against ``targets`` (in float32)."""
@@ -185,11 +188,11 @@ PLAIN_PARTS = Parts(rmsnorm=nn.RMSNorm, attention=Attention, mlp=MLP, head=Head)
 
 
 def make_norm(cfg: ModelConfig, parts: Parts = PLAIN_PARTS) -> nn.Module:
-    """RMSNorm (``parts.rmsnorm``) or LayerNorm over d_model, gain 1 (and bias 0), with
-    ε = ``cfg.norm_eps``."""
+    """RMSNorm (``parts.rmsnorm``) or LayerNorm over d_model, gain 1 (and bias 0 when
+    ``cfg.layernorm_bias``), with ε = ``cfg.norm_eps``."""
     if cfg.norm == "rmsnorm":
         return parts.rmsnorm(cfg.d_model, eps=cfg.norm_eps)
-    return nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
+    return nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.layernorm_bias)
 
 
 class Block(nn.Module):

@@ -59,7 +59,7 @@ class Transformer(nn.Module):
                     d_out=cfg.context)
         self.blocks = nn.ModuleList(Block(cfg, i, parts) for i in range(cfg.n_layers))
         self.norm_f = nn.Identity() if cfg.norm_position == "post" else make_norm(cfg, parts)
-        self.head = parts.head(d, cfg.vocab_size)
+        self.head = parts.head(d, cfg.vocab_size, bias=cfg.head_bias)
         if cfg.tie_embeddings:  # one matrix, drawn once as the embedding
             self.head.weight = self.tok_emb.weight
         else:

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
-from smallinit.core.config import STORE_HINT, check_fields, check_instance
+from smallinit.core.config import KEY_NEUTRAL, STORE_HINT, check_fields, check_instance, override
 from smallinit.core.errors import require
 from smallinit.core.jobs import RunSpec
 from smallinit.core.runs import Run
@@ -73,19 +73,61 @@ def _train_default() -> TrainConfig:
                        log_every=50, eval_every=250, checkpoint_every=0, device="cpu")
 
 
+def zhang2024_recipe(model: ModelConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The model and optimizer settings of the anchor task's published runs (docs/science.md
+    §6.1), as the authors' code (github.com/xuzhiqin1990/anchor_function_pub) builds and
+    trains them, at the width ``model.d_model``: post-norm LayerNorm blocks (gain and
+    bias) with no final norm; one attention head of width d_model/2 and no biases in the
+    attention and feed-forward layers; a ReLU feed-forward of 3·d_model; learned
+    positions, an untied head with a bias, the 201-token vocabulary; AdamW as
+    ``torch.optim.AdamW(model.parameters())`` builds it (β₂ 0.999, ε 1e-8, weight decay on
+    every parameter) with gradient clipping at 1 and a warmup from lr/10 to lr. Depth,
+    width, steps, batch, lr, λ (the original's: AdamW's default 0.01) and the schedule's
+    lengths stay the run's own, so a scan can vary them."""
+    d = model.d_model
+    return ({"norm": "layernorm", "norm_position": "post", "norm_eps": 1e-5, "n_heads": 1,
+             "attn_dim": d // 2, "mlp": "relu", "d_ff": 3 * d, "bias": False,
+             "norm_bias": True, "head_bias": True, "positions": "learned",
+             "tie_embeddings": False, "gated_attention": False, "vocab_size": 201},
+            {"beta1": 0.9, "beta2": 0.999, "adam_eps": 1e-8, "decay_all": True,
+             "grad_clip": 1.0, "warmup_from": 0.1})
+
+
+#: The anchor task's recipes: ``smallinit`` uses the run's model and train tables as they
+#: are; ``zhang2024`` replaces the settings :func:`zhang2024_recipe` names.
+RECIPES = {"zhang2024": zhang2024_recipe}
+
+
 @dataclass
 class AnchorConfig:
-    """One anchor-task run: init scheme, task sizes, model and optimizer."""
+    """One anchor-task run: init scheme, task sizes, model and optimizer.
+
+    ``recipe``: ``smallinit`` (the model and train tables as given) or ``zhang2024`` (the
+    authors' architecture and optimizer, :func:`zhang2024_recipe`, over the tables: the
+    settings it names are replaced, a replaced value logged, and the run stores the
+    result)."""
 
     seed: int = 0  # init and batch order (the data have their own task.seed)
     init: str = "gamma:0.5"
     task: anchor.AnchorTaskConfig = field(default_factory=anchor.AnchorTaskConfig)
     model: ModelConfig = field(default_factory=_model_default)
     train: TrainConfig = field(default_factory=_train_default)
+    recipe: Literal["smallinit", "zhang2024"] = field(default="smallinit",
+                                                      metadata={KEY_NEUTRAL: True})
 
     def __post_init__(self) -> None:
         check_fields(self)
         self.init = canonical_init(self.init)
+        if self.recipe in RECIPES:
+            model, train = RECIPES[self.recipe](self.model)
+            replaced = [f"{part}.{k}={getattr(cfg, k)!r}→{v!r}"
+                        for part, cfg, table in (("model", self.model, model),
+                                                 ("train", self.train, train))
+                        for k, v in table.items() if getattr(cfg, k) != v]
+            if replaced:
+                log.debug("recipe %s sets %s", self.recipe, ", ".join(replaced))
+            self.model = override(self.model, model, where="model")
+            self.train = override(self.train, train, where="train")
         require(self.model.vocab_size > self.task.max_label,
                 f"model.vocab_size={self.model.vocab_size} is too small; labels reach "
                 f"{self.task.max_label}, so it must be >= {self.task.max_label + 1}")

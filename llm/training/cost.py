@@ -16,8 +16,9 @@ it, but the logits are computed; Hoffmann et al. 2022, "Chinchilla", arXiv 2203.
 Appendix F, counts them as 2·V·d forward per token). The second is attention's
 score and value products, 2·2·n_ctx·d forward per token and layer, times 3 for training,
 as in the MFU definition of Chowdhery et al. 2022, "PaLM", arXiv 2204.02311, Appendix B
-(6N + 12·L·H·Q·T with H·Q = d and T = n_ctx). Causal masking is not discounted, norms,
-softmax and the optimizer are left out (each under 1% at these shapes).
+(6N + 12·L·H·Q·T with T = n_ctx and H·Q = d, or ``attn_dim`` where it is set). Causal
+masking is not discounted; norms, softmax and the optimizer are left out (each under 1%
+at these shapes).
 
 Hours: C / (MFU · peak) with peak the H200's dense BF16 tensor throughput, 989 TFLOP/s
 (NVIDIA H200 Tensor Core GPU datasheet, 2024: "BF16 Tensor Core 1,979 TFLOPS" is quoted
@@ -61,7 +62,7 @@ def non_embedding_params(model) -> int:
 def training_flops(model, tokens: int) -> float:
     """C of the module docstring for ``tokens`` training tokens of ``model``."""
     dense = 6 * (non_embedding_params(model) + model.vocab_size * model.d_model)
-    attention = 12 * model.n_layers * model.context * model.d_model
+    attention = 12 * model.n_layers * model.context * model.attn_width
     return float((dense + attention) * tokens)
 
 

@@ -1,11 +1,12 @@
 """What a transformer run will allocate, estimated from its config before anything is built.
 
 Parameters of a :class:`~smallinit.llm.model.transformer.Transformer` (the modules it builds,
-:mod:`smallinit.llm.model.layers`), with d = d_model, f = d_ff, V = vocab, L = layers,
-T = context:
+:mod:`smallinit.llm.model.layers`), with d = d_model, a = attn_dim (d unless set),
+f = d_ff, V = vocab, L = layers, T = context:
 
     P = V·d (token table) [+ T·d learned positions] [+ V·d head unless tied]
-        + L·(4d² + 3·d·f (SwiGLU: gate, up, down) or 2·d·f (GELU) [+ d·d or d·H gate])
+        + L·(4d·a + 3·d·f (SwiGLU: gate, up, down) or 2·d·f (GELU, ReLU)
+             [+ d·a or d·H gate])
         + (2L + 1)·d norm gains (2L·d post-norm, which has no final norm; biases are
         counted with their matrices' d_out, negligible).
 
@@ -30,7 +31,7 @@ from smallinit.core.memory import check_memory
 BYTES_PER_PARAM_TRAINING = 16  # fp32 weight, gradient, AdamW first and second moments
 FLOAT = 4
 ACT_PER_D = 12  # c₁
-ACT_PER_FF = {"swiglu": 4, "gelu": 2}  # c₂
+ACT_PER_FF = {"swiglu": 4, "gelu": 2, "relu": 2}  # c₂
 LOGIT_COPIES = 3
 
 
@@ -40,11 +41,12 @@ def param_count(model) -> int:
     embed = vocab * d + (model.context * d if model.positions == "learned" else 0)
     head = 0 if model.tie_embeddings else vocab * d
     mlp = (3 if model.mlp == "swiglu" else 2) * d * f
+    a = model.attn_width
     gate = 0
     if model.gated_attention:
-        gate = d * (d if model.gate_kind == "elementwise" else model.n_heads)
+        gate = d * (a if model.gate_kind == "elementwise" else model.n_heads)
     norms = (2 * layers + (0 if model.norm_position == "post" else 1)) * d
-    return embed + head + layers * (4 * d * d + mlp + gate) + norms
+    return embed + head + layers * (4 * d * a + mlp + gate) + norms
 
 
 def rope_bytes(model) -> int:

@@ -9,7 +9,8 @@ task (:mod:`smallinit.llm.training.anchor`) is another task.
 
 Step s = 1 … S (``train.steps``):
 
-* learning rate η(s) = η·s/warmup for s ≤ warmup, then
+* learning rate η(s) = η·(w₀ + (1 − w₀)·s/warmup) for s ≤ warmup (w₀ = ``warmup_from``,
+  0 by default), then
   η_min + ½(η − η_min)(1 + cos(π·(s − warmup)/(S − warmup))) with η_min = min_lr_ratio·η;
 * the task's *global* batch of step s, a function of (seed, s) only; under ``torchrun``
   each of the R ranks takes its contiguous 1/R slice, so a multi-process run sees the same
@@ -136,7 +137,8 @@ def lr_at(step: int, cfg) -> float:
     """Warmup then cosine (module docstring); ``step`` is 1-based."""
     t = cfg.train
     if t.warmup and step <= t.warmup:
-        return t.lr * step / t.warmup
+        ramp = t.lr * step / t.warmup
+        return ramp if not t.warmup_from else t.lr * t.warmup_from + (1 - t.warmup_from) * ramp
     span = max(1, t.steps - t.warmup)
     frac = min(1.0, (step - t.warmup) / span)
     low = t.min_lr_ratio * t.lr
@@ -144,10 +146,11 @@ def lr_at(step: int, cfg) -> float:
 
 
 def make_optimizer(model: torch.nn.Module, cfg, device) -> torch.optim.AdamW:
-    """AdamW with weight decay on the ≥ 2-d parameters (matrices, embeddings) only."""
+    """AdamW with weight decay on the ≥ 2-d parameters (matrices, embeddings) only, or on
+    every parameter (``train.decay_all``)."""
     t = cfg.train
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.dim() < 2]
+    decay = [p for p in model.parameters() if p.dim() >= 2 or t.decay_all]
+    rest = [p for p in model.parameters() if p.dim() < 2 and not t.decay_all]
     groups = [{"params": decay, "weight_decay": t.weight_decay},
               {"params": rest, "weight_decay": 0.0}]
     # the fused kernel (CPU and CUDA) is the fastest update; same numbers every run

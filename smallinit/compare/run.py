@@ -1,4 +1,4 @@
-"""Run a comparison: theory, the two-layer toy and the transformer at every γ (issue 9).
+"""Run a comparison: theory, the two-layer toy and the transformer at every γ.
 
 For each γ of a :class:`~smallinit.compare.comparison.CompareConfig`:
 

@@ -1,4 +1,4 @@
-"""Greedy generation with and without the KV cache (``make bench``; issue 16).
+"""Greedy generation with and without the KV cache (``make bench``).
 
 Config: the quick profile's model (n_layers 4, n_heads 4, d_model 128, vocab 1024) with
 context 256, a batch of 8 prompts of 100 tokens, 32 new tokens, 2 CPU threads. The

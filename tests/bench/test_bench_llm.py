@@ -1,6 +1,6 @@
 """Training-step throughput of smallinit.llm against a nanoGPT-style reference (``make bench``).
 
-Config (issue 6): n_layers 4, n_heads 4, d_model 256, context 128, batch 16, vocab 4096,
+Config: n_layers 4, n_heads 4, d_model 256, context 128, batch 16, vocab 4096,
 2 CPU threads. A step is forward + backward + global-norm clipping + AdamW update. The
 reference is a minimal model written here in the manner of nanoGPT's model.py (LayerNorm
 with bias, learned positions, GELU MLP of width 4d, tied head, std 0.02, default AdamW);

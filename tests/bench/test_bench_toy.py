@@ -12,7 +12,7 @@ list) shrinks the widths for a faster look.
 PyTorch reference (``test_bench_engine_vs_pytorch_loop``): the same scan trained the way a
 researcher would write it, one network at a time, a Python loop over steps with autograd
 (tests/torch_phase_loop.py), against the warm batched engine; reported as a ratio, with
-S_w and every network's stopping step compared. The engine's goal (issue 17): the bench grid
+S_w and every network's stopping step compared. The engine's goal: the bench grid
 in under 2 s warm on 2 cores (``goal_met`` in ``extra_info``).
 
 Grouped engine (:mod:`smallinit.toy.grouped_engine`, the whole scan as one ragged batch

@@ -1,4 +1,4 @@
-"""The smallinit CLI: groups, help for every option, one-line errors with exit 2 (issue 2)."""
+"""The smallinit CLI: groups, help for every option, one-line errors with exit 2."""
 
 import argparse
 import os

@@ -1,4 +1,4 @@
-"""Configs: dataclasses from TOML with key=value overrides (issue 2)."""
+"""Configs: dataclasses from TOML with key=value overrides."""
 
 from dataclasses import dataclass, field
 from typing import Literal

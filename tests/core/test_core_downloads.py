@@ -1,4 +1,4 @@
-"""Pinned downloads (issue 14 item 2): the file's bytes, its SHA-256 checked, nothing run."""
+"""Pinned downloads: the file's bytes, its SHA-256 checked, nothing run."""
 
 import hashlib
 

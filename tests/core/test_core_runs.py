@@ -1,4 +1,4 @@
-"""The run store: keys, reuse, --force, atomicity, crashes and corrupt files (issue 2)."""
+"""The run store: keys, reuse, --force, atomicity, crashes and corrupt files."""
 
 import json
 import os

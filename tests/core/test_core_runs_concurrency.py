@@ -1,4 +1,4 @@
-"""One writer per run (issue 14 items 4 and 5): concurrent callers, leases, temp names."""
+"""One writer per run: concurrent callers, leases, temp names."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""docs/science.md is the science reference the code cites (issue 13).
+"""docs/science.md is the science reference the code cites.
 
 Every "docs/science.md §n" reference in the repository's tracked Python, Markdown and TOML
 files (code, docstrings, --help texts, README, configs) must name a section that exists in

@@ -1,4 +1,4 @@
-"""Anchor-function task (issue 7, docs/science.md §6): generator, splits and the solution
+"""Anchor-function task: generator, splits and the solution
 classifier.
 
 Every label is recomputed here from the tokens alone, with the maps written out again, so a

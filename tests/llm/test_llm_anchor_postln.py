@@ -1,4 +1,4 @@
-"""Post-norm blocks (``model.norm_position="post"``, issue 15, docs/science.md §6): the block
+"""Post-norm blocks (``model.norm_position="post"``, docs/science.md §6): the block
 computes N₂(h + MLP(h)) with h = N₁(x + Attn(x)), checked against a reference written out
 here from the modules' own weights; pre-norm is unchanged and keeps its run keys; one head
 works; the held-out-pair classifier on constructed predictions."""

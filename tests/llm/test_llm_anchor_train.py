@@ -1,4 +1,4 @@
-"""Anchor task training, scan, mechanism measurements and CLI (issue 7)."""
+"""Anchor task training, scan, mechanism measurements and CLI."""
 
 import argparse
 import json

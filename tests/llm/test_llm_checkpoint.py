@@ -1,5 +1,5 @@
 """Checkpoint files: atomic, unique temp names, weights-only loads; and the rule that llm/
-has exactly one training loop (issue 13: one place where a transformer takes a step)."""
+has exactly one training loop (one place where a transformer takes a step)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Benchmark scoring: log-likelihood choice rules on fixed logits, answer extraction and
-normalization, and a tiny real model whose right answers are forced by training (issue 10)."""
+normalization, and a tiny real model whose right answers are forced by training."""
 
 import math
 

@@ -1,5 +1,5 @@
 """Benchmark comparison: groups, pairing, paired bootstrap; and the whole path from two
-trained runs to a stored comparison through the CLI handlers (issue 10)."""
+trained runs to a stored comparison through the CLI handlers."""
 
 import json
 

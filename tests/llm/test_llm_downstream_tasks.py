@@ -1,4 +1,4 @@
-"""Benchmark data: JSONL schema checks, deterministic --limit, the sources' order (issue 10)."""
+"""Benchmark data: JSONL schema checks, deterministic --limit, the sources' order."""
 
 import dataclasses
 import gzip

@@ -1,4 +1,4 @@
-"""Export to Hugging Face and back (issue 16.1, 16.2): same logits, stored tokenizer and
+"""Export to Hugging Face and back: same logits, stored tokenizer and
 safetensors weights, ``llm downstream --hf`` scoring an export like the run itself, and
 lm-evaluation-harness reading an export offline."""
 

@@ -1,4 +1,4 @@
-"""Transformer.generate and its KV cache (issue 16): the cache reproduces the full causal
+"""Transformer.generate and its KV cache: the cache reproduces the full causal
 forward (logits and greedy tokens) for every position/gating variant, left padding makes a
 batched row continue as it would alone, the context slides, sampling follows
 softmax(ℓ/T) over the top k and is reproducible from its seed; and `llm sample`."""

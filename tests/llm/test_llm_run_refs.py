@@ -1,4 +1,4 @@
-"""RUN references stay in the store; a foreign run's config is not followed (issue 14.3)."""
+"""RUN references stay in the store; a foreign run's config is not followed."""
 
 import json
 import shutil

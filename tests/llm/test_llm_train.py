@@ -181,8 +181,7 @@ def test_cli_bad_input_exits_2_with_one_line(argv, message, capsys, tmp_path):
 
 # ----------------------------------------------------------------------------- pinned numbers
 PINNED_ARGS = ["train.steps=30", "train.checkpoint_every=15", "train.eval_every=10"]
-# Measured with the trainer of commit a9690d4 (before the Trainer took pluggable tasks) and
-# re-pinned for issue 15's graded synthetic data (trainer VERSION 2: new corpus, per-task-level
+# Measured for the graded synthetic data (trainer VERSION 2: its corpus and per-task-level
 # scores), config TINY + PINNED_ARGS on CPU; ``tok_per_s`` (wall-clock) left out.
 # float32 training: other BLAS/SIMD kernels move these by up to 1.6e-6 (4e-7 relative;
 # measured with MKL_ENABLE_INSTRUCTIONS=SSE4_2 and ATEN_CPU_CAPABILITY=default or avx2), a

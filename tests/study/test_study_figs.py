@@ -1,4 +1,4 @@
-"""Figure pipeline: byte-stable files, the driver, not-yet-available figures (issue 2)."""
+"""Figure pipeline: byte-stable files, the driver, not-yet-available figures."""
 
 import subprocess
 import sys

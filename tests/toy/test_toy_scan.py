@@ -109,7 +109,7 @@ def test_cli_scan_json(tmp_path, capsys):
 
 
 def test_an_interrupted_scan_resumes_from_its_finished_widths(tmp_path, monkeypatch):
-    """Issue 14.8: a scan killed after its first width keeps that width (partial/ in the
+    """A scan killed after its first width keeps that width (partial/ in the
     run dir) and the resumed result equals an uninterrupted scan's, array for array."""
     from smallinit.toy import twolayer
 
