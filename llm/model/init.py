@@ -152,9 +152,28 @@ def spec_std(spec: MatrixSpec, scheme: InitScheme, n_layers: int) -> float:
         raise ConfigError(f"matrix {spec.name}: {err}") from None
 
 
-#: where the scheme a model was initialized with is recorded (HF: on ``model.config``, so it
-#: is saved in config.json; other models: an attribute of the model)
-RECORD_ATTR = "smallinit_init"
+#: the one record of how a model was initialized: a dict ``{"init": <canonical scheme>, ...}``
+#: under this name, on ``model.config`` for a Hugging Face model (so ``config.json`` saves it
+#: and ``from_pretrained`` reads it back), else on the model itself. :func:`apply_init`
+#: writes ``{"init": ...}`` (and ``"seed"`` when given one); ``smallinit llm export`` writes
+#: the same record with the run's ``"run"`` and ``"seed"`` (:func:`init_record`).
+RECORD_ATTR = "smallinit"
+#: the record's former name (a bare scheme string), still read by :func:`recorded_scheme`
+LEGACY_RECORD_ATTR = "smallinit_init"
+
+
+def init_record(scheme: InitScheme | str, **extra: Any) -> dict[str, Any]:
+    """The record :func:`apply_init` and the export store: ``{"init": canonical, **extra}``
+    (``extra`` entries that are None left out)."""
+    return {"init": as_scheme(scheme).describe(),
+            **{k: v for k, v in extra.items() if v is not None}}
+
+
+def record_holder(model: nn.Module) -> Any:
+    """Where the record lives: a Hugging Face model's ``config``, else the model."""
+    inner = unwrap(model)
+    config = getattr(inner, "config", None)
+    return config if config is not None and not has_declarations(inner) else inner
 
 
 def apply_init(model: nn.Module, scheme: InitScheme | str, *,
@@ -168,8 +187,9 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *,
     a fresh generator seeded with it, which leaves the global generator untouched. Norm gains
     are set to 1, biases to 0, x·(1+w) gains to 0; a parameter whose meaning is not known is
     refused before anything is drawn (:mod:`.families`). ``torch.compile`` and
-    data-parallel wrappers are looked through (:func:`unwrap`). The scheme's canonical text is
-    recorded as ``model.config.smallinit_init`` (Hugging Face) or ``model.smallinit_init``."""
+    data-parallel wrappers are looked through (:func:`unwrap`). The scheme is recorded as
+    ``model.config.smallinit = {"init": "<canonical scheme>"}`` (Hugging Face; saved with
+    ``config.json``) or ``model.smallinit`` (:data:`RECORD_ATTR`, :func:`recorded_scheme`)."""
     scheme = as_scheme(scheme)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ConfigError(f"seed={seed!r} is not allowed; give an integer or None (torch's "
@@ -192,19 +212,27 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *,
             target.copy_(draw.to(target.dtype))
         for _, param, value in vectors:
             param.fill_(value)
-    config = getattr(inner, "config", None)
-    setattr(config if config is not None and not has_declarations(inner) else inner,
-            RECORD_ATTR, scheme.describe())
+    holder = record_holder(inner)
+    setattr(holder, RECORD_ATTR, init_record(scheme, seed=seed))
+    if hasattr(holder, LEGACY_RECORD_ATTR):  # one record: the old name goes
+        delattr(holder, LEGACY_RECORD_ATTR)
     return model
 
 
 def recorded_scheme(model: nn.Module) -> str | None:
-    """The canonical scheme :func:`apply_init` recorded on ``model`` (None if none)."""
+    """The canonical scheme recorded on ``model`` (None if none): by :func:`apply_init`, or
+    by ``smallinit llm export`` in the folder's ``config.json`` (read back by
+    ``from_pretrained``); also the bare string of the record's former name."""
     inner = unwrap(model)
     for holder in (getattr(inner, "config", None), inner):
-        value = getattr(holder, RECORD_ATTR, None) if holder is not None else None
-        if isinstance(value, str):
-            return value
+        if holder is None:
+            continue
+        record = getattr(holder, RECORD_ATTR, None)
+        if isinstance(record, dict) and isinstance(record.get("init"), str):
+            return record["init"]
+        legacy = getattr(holder, LEGACY_RECORD_ATTR, None)
+        if isinstance(legacy, str):
+            return legacy
     return None
 
 

@@ -56,9 +56,9 @@ def test_from_python_theory_and_hf_snippets(tmp_path, monkeypatch, capsys):
     namespace = run_blocks([0, 2], tmp_path, monkeypatch)
     out = capsys.readouterr().out.splitlines()
     assert out[:3] == ["condensed ≥ 3/8", "critical", "linear"]
-    assert out[3] == "gamma:1" == namespace["gpt2"].config.smallinit_init
+    assert out[3] == "gamma:1" == namespace["gpt2"].config.smallinit["init"]
     assert out[4] == f"512 {512 ** -0.5:.4f}"  # fc2's true fan-in d_ff, σ = d_ff^-1/2
-    assert namespace["opt"].config.smallinit_init == "gamma:0.5,qk=1"
+    assert namespace["opt"].config.smallinit["init"] == "gamma:0.5,qk=1"
     assert not (tmp_path / "runs").exists()
 
 

@@ -186,7 +186,8 @@ def test_scheme_is_recorded_on_our_model():
     model = Transformer(ModelConfig(**SIZES))
     assert recorded_scheme(model) is None
     apply_init(model, "GAMMA:0.5, qk=1.0", seed=0)
-    assert model.smallinit_init == "gamma:0.5,qk=1" == recorded_scheme(model)
+    assert model.smallinit == {"init": "gamma:0.5,qk=1", "seed": 0}
+    assert recorded_scheme(model) == "gamma:0.5,qk=1"
 
 
 def test_unknown_one_dimensional_parameter_is_refused_before_any_draw():
@@ -302,8 +303,9 @@ def test_hf_scheme_recorded_in_config_and_global_seed():
 
     a, b, c = init(3), init(3), init(4)
     assert _same(_weights(a), _weights(b)) and not _same(_weights(a), _weights(c))
-    assert a.config.smallinit_init == "xavier" == recorded_scheme(a)
-    assert a.config.to_dict()["smallinit_init"] == "xavier"  # saved with config.json
+    assert a.config.smallinit == {"init": "xavier"} and recorded_scheme(a) == "xavier"
+    assert a.config.to_dict()["smallinit"] == {"init": "xavier"}  # saved with config.json
+    assert "smallinit_init" not in a.config.to_dict()  # one record, not two
 
 
 # ----------------------------------------------------------------------------- families
@@ -358,7 +360,7 @@ def test_registered_opt_family_follows_the_rule(family, scheme):
         ("mlp.down", "mlp_out", 192, 64, 2, True)
     assert by_name["model.decoder.layers.0.self_attn.out_proj.weight"].residual_out
     assert by_name["model.decoder.embed_positions.weight"].kind == "positions"
-    assert model.config.smallinit_init == parse_scheme(scheme).describe()
+    assert recorded_scheme(model) == parse_scheme(scheme).describe()
     out = model(torch.randint(0, 300, (1, 8), generator=torch.Generator().manual_seed(0)))
     assert torch.isfinite(out.logits).all()
 
@@ -465,7 +467,7 @@ def test_registered_table_function_is_used(family):
         MatrixSpec("w", m.w, ALL, "mlp", 32, 48, 0, False, "mlp.up", in_out=True)])
     model = apply_init(Toy(), "gamma:1.0", seed=0)
     assert model.w.std().item() == pytest.approx(1 / 32, rel=0.1)
-    assert model.smallinit_init == "gamma:1"
+    assert recorded_scheme(model) == "gamma:1"
 
 
 def test_unknown_model_is_rejected():
