@@ -12,9 +12,10 @@ d_out, block index and whether it writes into the residual stream — is one
   modules build them (fused Q|K|V rows and fused SwiGLU gate|up rows are separate matrices,
   each with its own part and d_out); this module does not know the model class;
 * any other model is read by its family (:mod:`.families`): GPT-2 (``Conv1D`` weights are
-  stored (in, out), ``c_attn`` holds Q|K|V as column blocks) and Llama-named models
-  (``q_proj`` … ``down_proj``: Llama, Mistral, Qwen2 and others) are built in, and
-  :func:`~.families.register_family` adds more (OPT, GPT-NeoX, ...).
+  stored (in, out), ``c_attn`` holds Q|K|V as column blocks), Llama-named models
+  (``q_proj`` … ``down_proj``: Llama, Mistral, Qwen2 and others), GPT-NeoX
+  (``query_key_value`` interleaves Q, K, V per head) and Phi are built in, and
+  :func:`~.families.register_family` adds more (OPT, ...).
 
 One-dimensional parameters are set only when their meaning is known (a Gemma norm computing
 x·(1+w) is refused unless its family says ``offset_gain``). A tied LM head shares the
@@ -203,13 +204,12 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *,
     gen = None if seed is None else torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for spec, sigma in zip(specs, sigmas, strict=True):
-            target = spec.param[spec.index]
-            draw = torch.empty(target.shape, dtype=torch.float32, device="cpu")
+            draw = torch.empty(spec.shape, dtype=torch.float32, device="cpu")
             if k is None:
                 draw.normal_(0.0, sigma, generator=gen)
             else:
                 nn.init.trunc_normal_(draw, 0.0, sigma, -k * sigma, k * sigma, generator=gen)
-            target.copy_(draw.to(target.dtype))
+            spec.assign(draw.to(spec.param.device))
         for _, param, value in vectors:
             param.fill_(value)
     holder = record_holder(inner)
@@ -246,7 +246,9 @@ def truncated_std_factor(k: float | None) -> float:
 
 
 def init_table(model: nn.Module, scheme: InitScheme | str) -> list[dict[str, Any]]:
-    """One row per matrix: name, part, shape, d_in, d_out, layer, σ and γ_eff."""
+    """One row per matrix: name, part, shape, d_in, d_out, layer, whether it writes into the
+    residual stream, the layout a fused parameter was split by (``blocks``, ``per_head``;
+    empty for a whole parameter), σ and γ_eff."""
     scheme = as_scheme(scheme)
     specs = matrix_table(model)
     n_layers = _n_layers(unwrap(model), specs)
@@ -256,7 +258,7 @@ def init_table(model: nn.Module, scheme: InitScheme | str) -> list[dict[str, Any
         rows.append({
             "name": spec.name, "kind": spec.kind, "part": spec.part, "shape": list(spec.shape),
             "d_in": spec.d_in, "d_out": spec.d_out, "layer": spec.layer,
-            "residual_out": spec.residual_out, "std": sigma,
+            "residual_out": spec.residual_out, "layout": spec.layout, "std": sigma,
             "gamma_eff": effective_gamma(sigma, spec.d_in),
         })
     return rows

@@ -50,14 +50,19 @@ def run_blocks(indices, tmp_path, monkeypatch) -> dict:
 
 
 def test_from_python_theory_and_hf_snippets(tmp_path, monkeypatch, capsys):
-    """Blocks 1 (theory) and 3 (apply_init on GPT-2 and a registered OPT) print what their
-    comments say."""
+    """Blocks 1 (theory) and 3 (apply_init on GPT-2, GPT-NeoX with a per-part override and
+    a registered OPT) print what their comments say."""
     pytest.importorskip("transformers")
     namespace = run_blocks([0, 2], tmp_path, monkeypatch)
     out = capsys.readouterr().out.splitlines()
     assert out[:3] == ["condensed ≥ 3/8", "critical", "linear"]
     assert out[3] == "gamma:1" == namespace["gpt2"].config.smallinit["init"]
-    assert out[4] == f"512 {512 ** -0.5:.4f}"  # fc2's true fan-in d_ff, σ = d_ff^-1/2
+    assert out[4] == f"per_head {128 ** -1:.4f} {128 ** -0.5:.4f}"  # NeoX's q and v
+    qkv = namespace["neox"].gpt_neox.layers[0].attention.query_key_value.weight.detach()
+    per_head = qkv.view(4, 3, 32, 128)  # heads, (q, k, v), head size, d_model
+    assert per_head[:, :2].std().item() == pytest.approx(1 / 128, rel=0.05)
+    assert per_head[:, 2].std().item() == pytest.approx(128 ** -0.5, rel=0.05)
+    assert out[5] == f"512 {512 ** -0.5:.4f}"  # fc2's true fan-in d_ff, σ = d_ff^-1/2
     assert namespace["opt"].config.smallinit["init"] == "gamma:0.5,qk=1"
     assert not (tmp_path / "runs").exists()
 
