@@ -478,11 +478,10 @@ _NEOX = {
 #: Phi-1, 1.5 and 2 (``PhiForCausalLM``): separate q, k, v, the attention output ``dense``,
 #: an fc1/fc2 MLP beside the attention (one input LayerNorm), a head with a bias
 _PHI = {
-    r"(^|\.)embed_tokens\.weight$": "embedding",
-    r"(^|\.)self_attn\.q_proj\.weight$": "attn.q", r"(^|\.)self_attn\.k_proj\.weight$": "attn.k",
-    r"(^|\.)self_attn\.v_proj\.weight$": "attn.v", r"(^|\.)self_attn\.dense\.weight$": "attn.o",
+    **{p: r for p, r in _LLAMA.items() if r in ("embedding", "attn.q", "attn.k", "attn.v",
+                                                 "head")},
+    r"(^|\.)self_attn\.dense\.weight$": "attn.o",
     r"(^|\.)mlp\.fc1\.weight$": "mlp.up", r"(^|\.)mlp\.fc2\.weight$": "mlp.down",
-    r"(^|\.)lm_head\.weight$": "head",
 }
 
 register_family("llama", _named_like(_LLAMA), matrices=_LLAMA)
