@@ -32,6 +32,7 @@ from smallinit.core.jobs import Results, run_specs
 from smallinit.core.plotting import save_figure
 from smallinit.core.runs import Run
 from smallinit.core.store import RunStore
+from smallinit.llm.training.cost import training_flops_of
 from smallinit.study.experiments import Experiment, of_figure
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ def compute(experiments: list[Experiment], profile: str, store: RunStore, *,
     that pins one worker keeps it), else every core."""
     pins = [p for p in (e.workers(profile) for e in experiments) if p is not None]
     options = {"force": force, "workers": workers or min(pins, default=None),
-               "executor": executor}
+               "executor": executor, "weigh": training_flops_of}
     first = [s for e in experiments for s in (e.inner(profile) or e.specs(profile))]
     run_specs(first, store, desc="runs of the figures", **options)
     out = {}
