@@ -485,7 +485,8 @@ _PHI = {
 }
 
 register_family("llama", _named_like(_LLAMA), matrices=_LLAMA)
-register_family("gpt2", lambda m: _model_type(m) == "gpt2", matrices=_GPT2)
+register_family("gpt2", lambda m: _model_type(m) == "gpt2", matrices=_GPT2,
+                layouts={r"\.attn\.c_attn\.weight$": "blocks"})
 register_family("gpt_neox", lambda m: _model_type(m) == "gpt_neox", matrices=_NEOX,
                 layouts={_NEOX_QKV: "per_head"})
 register_family("phi", lambda m: _model_type(m) == "phi", matrices=_PHI)

@@ -99,11 +99,13 @@ def duration(seconds: float | None) -> str:
 
 
 def run_line(desc: str, done: int, total: int, name: str, state: str, seconds: float,
-             elapsed: float, eta: float | None) -> str:
+             elapsed: float, eta: float | str | None) -> str:
     """One plain log line per finished run: ``desc: run D/TOTAL done kind/key (41s),
-    elapsed 3m12s, ETA 41m30s``."""
+    elapsed 3m12s, ETA 41m30s`` (``eta``: seconds, or the text of :meth:`RunProgress.
+    eta_text`)."""
+    eta = eta if isinstance(eta, str) else duration(eta)
     return (f"{desc or 'runs'}: run {done}/{total} {state} {name} ({duration(seconds)}), "
-            f"elapsed {duration(elapsed)}, ETA {duration(eta)}")
+            f"elapsed {duration(elapsed)}, ETA {eta}")
 
 
 class RunProgress:
@@ -147,8 +149,8 @@ class RunProgress:
         self.took[i] = max(0.0, seconds if seconds is not None else
                            now - self.began.get(i, now))
         self.began.pop(i, None)
-        eta = self.eta()
-        self.bar.set_postfix_str(f"ETA {duration(eta)}", refresh=False)
+        eta = self.eta_text()
+        self.bar.set_postfix_str(f"ETA {eta}", refresh=False)
         self.bar.update(1)
         if not bars_shown():
             self.log.info("%s", run_line(self.desc, len(self.took), len(self.kinds), name,
@@ -157,7 +159,7 @@ class RunProgress:
     def tick(self) -> None:
         """Refresh the bar's elapsed time and ETA between runs (terminal only)."""
         if bars_shown():
-            self.bar.set_postfix_str(f"ETA {duration(self.eta())}", refresh=False)
+            self.bar.set_postfix_str(f"ETA {self.eta_text()}", refresh=False)
             self.bar.refresh()
 
     def close(self) -> None:
@@ -186,10 +188,11 @@ class RunProgress:
         rate = self._rate(i)
         return None if rate is None else rate * (self.weights[i] or 1.0)
 
-    def eta(self) -> float | None:
-        """Seconds until every run has finished (module docstring); None while unknown."""
+    def estimate(self) -> tuple[float, int]:
+        """(seconds until the timed runs have finished, runs that cannot be timed yet): the
+        module docstring's sum over groups, the untimed runs left out of it."""
         now = self.clock()
-        total = 0.0
+        total, untimed = 0.0, 0
         for ids, slots in self.groups:
             left = [i for i in ids if i not in self.took]
             if not left:
@@ -198,14 +201,32 @@ class RunProgress:
             for i in left:
                 expected = self.expected(i)
                 if expected is None:
-                    return None
+                    untimed += 1
+                    continue
                 seconds += max(0.0, expected - (now - self.began[i] if i in self.began
                                                 else 0.0))
             if slots is None:
                 wall = now - self.t0
                 slots = max(1.0, sum(self.took.values()) / wall) if wall > 0 else 1.0
             total += seconds / max(1, min(slots, len(left)))
-        return total
+        return total, untimed
+
+    def eta(self) -> float | None:
+        """Seconds until every run has finished (module docstring); None while some run
+        cannot be timed yet."""
+        seconds, untimed = self.estimate()
+        return None if untimed else seconds
+
+    def eta_text(self) -> str:
+        """``41m30s``; while some runs cannot be timed yet, ``? (≥ 3m05s + 162 untimed
+        runs)`` — a lower bound from the runs that can — or ``?`` when none can."""
+        seconds, untimed = self.estimate()
+        if not untimed:
+            return duration(seconds)
+        left = len(self.kinds) - len(self.took)
+        if untimed == left:
+            return "?"
+        return f"? (≥ {duration(seconds)} + {untimed} untimed runs)"
 
 
 def configure_logging(verbosity: int = 0) -> None:

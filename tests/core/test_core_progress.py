@@ -45,7 +45,7 @@ def test_eta_weighs_transformer_runs_by_their_flops(off_terminal):
     clock = Clock()
     bar = RunProgress(["llm-train", "llm-train", "llm-anchor"], [1e9, 3e9, 5e8], clock=clock)
     bar.plan([([0, 1, 2], 1)])
-    assert bar.eta() is None  # nothing has finished: unknown, not guessed
+    assert bar.eta() is None and bar.eta_text() == "?"  # nothing finished: unknown
     bar.start(0)
     clock.now = 10.0
     bar.finish(0)
@@ -69,6 +69,7 @@ def test_eta_times_runs_without_a_cost_by_their_kind_and_divides_by_the_workers(
     clock.now = 60.0
     bar.finish(0)
     assert bar.eta() is None  # no transformer has finished: their time is unknown
+    assert bar.eta_text() == "? (≥ 2m00s + 3 untimed runs)"  # ... the toy runs' is known
     bar.start(3)
     clock.now = 64.0
     bar.finish(3)  # 4 s for 2e9 FLOPs
