@@ -85,3 +85,41 @@ def test_from_python_snippets_run(tmp_path, monkeypatch, capsys):
     assert out[8] == "(2, 1)" and out[9] == "simulated"  # S_w per (γ, γ')
     assert list(namespace["frame"]["event"]) == ["simulated"]
     assert run.path.parent.parent == tmp_path / "runs"
+
+
+def test_readme_shows_the_lm_eval_extra_and_a_write_task_yaml_call_that_runs(tmp_path,
+                                                                             monkeypatch):
+    """The export paragraph names the `lmeval` extra as pyproject defines it (lm-eval with
+    its [hf] extra) and its write_task_yaml line runs as written: the task file lm_eval's
+    --include_path then reads."""
+    import json
+    import shlex
+    import subprocess
+    import sys
+    import tomllib
+
+    text = README.read_text(encoding="utf-8")
+    extras = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert any(e.startswith("lm-eval[hf]") for e in extras["lmeval"])
+    assert "make extra EXTRA=lmeval" in text and "`lm-eval[hf]`" in text
+    (line,) = [ln for ln in text.splitlines() if "write_task_yaml(" in ln
+               and ln.startswith("python -c")]
+    (tmp_path / "my_task.jsonl").write_text(json.dumps(
+        {"id": "q1", "query": "Question: 2 + 3?\nAnswer:", "choices": [" 5", " 6"],
+         "gold": 0}) + "\n")
+    subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=tmp_path, check=True,
+                   timeout=120)
+    task = (tmp_path / "tasks" / "my_task.yaml").read_text()
+    assert "task: my_task" in task and str(tmp_path / "my_task.jsonl") in task
+    lm_eval = [ln for ln in text.splitlines() if ln.startswith("lm_eval run")]
+    assert lm_eval and "--tasks my_task --include_path tasks/" in lm_eval[0]
+
+
+def test_readme_shows_the_report_page_and_the_wandb_switch():
+    text = README.read_text(encoding="utf-8")
+    assert "paper_figs/out/index.html" in text and "**The report page.**" in text
+    assert "--wandb my-project" in text and "SMALLINIT_WANDB=my-project" in text
+    from smallinit.llm.training.sinks import WANDB_ENV
+
+    assert WANDB_ENV == "SMALLINIT_WANDB"
