@@ -13,8 +13,9 @@ ETA, and off a terminal one :func:`run_line` per finished run with the same numb
 
 The ETA weighs each run by what the plan says it costs. A run with a cost (a transformer:
 its training FLOPs, ``llm/training/cost.py``, handed in by the caller as ``weight``) is
-expected to take (its FLOPs) × (the seconds per FLOP of the finished runs of its kind, else
-of all finished runs with a cost); a run without one (the toy runs: their cost is the
+expected to take a + b·(its FLOPs), fitted to the finished runs of its kind (else of all
+finished runs with a cost): a fixed time per run (process start, data, evaluation: most of
+a tiny CPU run) plus the time per FLOP; a run without one (the toy runs: their cost is the
 gradient-flow steps until the loss tolerance, known only once they ran) is expected to take
 the mean time of the finished runs of its kind, else of all finished runs without a cost.
 So runs of one kind are compared with their own kind, and a kind with nothing finished
@@ -108,6 +109,22 @@ def run_line(desc: str, done: int, total: int, name: str, state: str, seconds: f
             f"elapsed {duration(elapsed)}, ETA {eta}")
 
 
+def _affine(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """(a, b) ≥ 0 of the least-squares line y ≈ a + b·x; through the origin when the x do
+    not vary or the free fit's intercept is negative, flat when its slope is."""
+    n = len(x)
+    mx, my = sum(x) / n, sum(y) / n
+    sxx = sum((v - mx) ** 2 for v in x)
+    if sxx > 0:
+        b = sum((u - mx) * (v - my) for u, v in zip(x, y, strict=True)) / sxx
+        a = my - b * mx
+        if b < 0:
+            return my, 0.0
+        if a >= 0:
+            return a, b
+    return 0.0, sum(u * v for u, v in zip(x, y, strict=True)) / sum(u * u for u in x)
+
+
 class RunProgress:
     """Progress of ``total`` runs (module docstring). ``kinds[i]`` and ``weights[i]``
     (a run's cost, e.g. its FLOPs; None: no cost) describe run ``i``; the driver calls
@@ -172,21 +189,28 @@ class RunProgress:
         self.close()
 
     # -- the estimate
-    def _rate(self, i: int) -> float | None:
-        """Expected seconds per unit of run ``i``'s weight (per run, without a weight)."""
+    def _pool(self, i: int) -> list[int]:
+        """The finished runs run ``i`` is timed by: those of its kind, else of its class
+        (with a cost, without one); [] when none has finished."""
         costed = self.weights[i] is not None
         same_class = [j for j in self.took if (self.weights[j] is not None) == costed]
         same_kind = [j for j in same_class if self.kinds[j] == self.kinds[i]]
-        for pool in (same_kind, same_class):
-            if pool:
-                units = sum(self.weights[j] or 1.0 for j in pool)
-                return sum(self.took[j] for j in pool) / units
-        return None
+        return same_kind or same_class
 
     def expected(self, i: int) -> float | None:
-        """Run ``i``'s expected seconds (None: nothing comparable has finished yet)."""
-        rate = self._rate(i)
-        return None if rate is None else rate * (self.weights[i] or 1.0)
+        """Run ``i``'s expected seconds (None: nothing comparable has finished yet): without
+        a cost the mean time of its pool; with one, a + b·cost fitted to its pool (least
+        squares, a ≥ 0 and b ≥ 0: a fixed time per run — process start, data, evaluation —
+        plus the time per FLOP; through the origin while the pool has one cost only)."""
+        pool = self._pool(i)
+        if not pool:
+            return None
+        t = [self.took[j] for j in pool]
+        if self.weights[i] is None:
+            return sum(t) / len(t)
+        w = [self.weights[j] for j in pool]
+        a, b = _affine(w, t)
+        return a + b * self.weights[i]
 
     def estimate(self) -> tuple[float, int]:
         """(seconds until the timed runs have finished, runs that cannot be timed yet): the

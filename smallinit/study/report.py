@@ -99,9 +99,11 @@ def record_drawn(out_dir: Path, profile: str,
 
 
 def profiles_in_store(store: RunStore) -> list[str]:
-    """The profiles of which the store holds at least one run (any state)."""
+    """The profiles of which the store holds at least one run (any state), smallest first
+    (quick, medium, full, then any other)."""
+    order = {"quick": 0, "medium": 1, "full": 2}
     found = []
-    for profile in profiles.names():
+    for profile in sorted(profiles.names(), key=lambda p: (order.get(p, 3), p)):
         if any(_state(run) != "absent"
                for e in experiments.EXPERIMENTS.values()
                for run in experiments.existing(e.name, profile, store).runs):
@@ -147,36 +149,55 @@ def _verdict(verdict: str) -> str:
     return f'<span class="verdict v-{verdict.replace(" ", "-")}">{_e(verdict)}</span>'
 
 
-def claims_rows(records: Sequence[claims_mod.Record], *, with_profile: bool = True) -> str:
-    """The rows of a claims table (id, claim, [profile,] effect [CI], p, n, verdict, note)."""
-    rows = []
+def claim_cell(r: claims_mod.Record) -> str:
+    """One claim at one profile: effect [CI], p and n, the verdict, and why it is not run."""
+    e = r.judgement.estimate
+    note = ""
+    if r.missing:  # the reason, unfolding to the missing runs
+        shown = "".join(f"<li><code>{_e(m)}</code></li>" for m in r.missing[:8])
+        more = f"<li>… and {len(r.missing) - 8} more</li>" if len(r.missing) > 8 else ""
+        summary = r.judgement.detail or f"{len(r.missing)} missing runs"
+        note = (f"<details><summary>{_e(summary)}</summary><ul>{shown}{more}</ul>"
+                "</details>")
+    elif r.judgement.detail:
+        note = f'<div class="note">{_e(r.judgement.detail)}</div>'
+    numbers = ""
+    if e.n:
+        numbers = (f'<div class="num">{_number(e.effect)} [{_number(e.ci_low)}, '
+                   f"{_number(e.ci_high)}]</div><div class=\"num small\">p {_p(e.p_value)}"
+                   f" · n {e.n}</div>")
+    return (f'<td class="claim-cell" data-profile="{_e(r.profile)}" '
+            f'data-verdict="{_e(r.verdict)}">{numbers}{_verdict(r.verdict)}{note}</td>')
+
+
+def claims_table(records: Sequence[claims_mod.Record], *, table_id: str = "claims") -> str:
+    """The claims table: one row per claim (§13's order), one column per profile."""
+    names = list(dict.fromkeys(r.profile for r in records))
+    by_claim: dict[str, dict[str, claims_mod.Record]] = {}
     for r in records:
-        e = r.judgement.estimate
-        note = _e(r.judgement.detail)
-        if r.missing:
-            shown = "".join(f"<li><code>{_e(m)}</code></li>" for m in r.missing[:8])
-            more = f"<li>… and {len(r.missing) - 8} more</li>" if len(r.missing) > 8 else ""
-            note += (f"<details><summary>{len(r.missing)} missing runs</summary><ul>{shown}"
-                     f"{more}</ul></details>")
-        rows.append(
-            f'<tr class="claim" data-verdict="{_e(r.verdict)}"><td><code>{_e(r.id)}</code>'
-            f"</td><td>{_e(r.claim)}</td>"
-            + (f"<td>{_e(r.profile)}</td>" if with_profile else "")
-            + f'<td class="num">{_number(e.effect)}</td><td class="num">[{_number(e.ci_low)}, '
-            f'{_number(e.ci_high)}]</td><td class="num">{_p(e.p_value)}</td><td class="num">'
-            f"{e.n or '—'}</td><td>{_verdict(r.verdict)}</td><td class=\"note\">{note}</td></tr>")
-    return "\n".join(rows)
-
-
-CLAIMS_HEAD = ("<tr><th>claim</th><th>what it says</th>{profile}<th>effect</th><th>95% CI</th>"
-               "<th>p</th><th>n</th><th>verdict</th><th>note</th></tr>")
-
-
-def claims_table(records: Sequence[claims_mod.Record], *, table_id: str = "claims",
-                 with_profile: bool = True) -> str:
-    head = CLAIMS_HEAD.format(profile="<th>profile</th>" if with_profile else "")
+        by_claim.setdefault(r.id, {})[r.profile] = r
+    head = ("<tr><th>claim</th><th>what it says</th>"
+            + "".join(f"<th>{_e(p)}: effect [95% CI], verdict</th>" for p in names)
+            + "</tr>")
+    rows = []
+    for claim_id, at in by_claim.items():
+        first = next(iter(at.values()))
+        cells = "".join(claim_cell(at[p]) if p in at else "<td>—</td>" for p in names)
+        rows.append(f'<tr class="claim" data-claim="{_e(claim_id)}"><td><code>'
+                    f"{_e(claim_id)}</code></td><td>{_e(first.claim)}</td>{cells}</tr>")
     return (f'<table id="{table_id}" class="claims"><thead>{head}</thead><tbody>'
-            f"{claims_rows(records, with_profile=with_profile)}</tbody></table>")
+            + "\n".join(rows) + "</tbody></table>")
+
+
+def verdict_counts(records: Sequence[claims_mod.Record]) -> str:
+    """``quick: 2 holds, 1 partial, 9 not run`` per profile."""
+    parts = []
+    for profile in dict.fromkeys(r.profile for r in records):
+        counts = {v: sum(r.verdict == v and r.profile == profile for r in records)
+                  for v in claims_mod.VERDICTS}
+        shown = ", ".join(f"{n} {_verdict(v)}" for v, n in counts.items() if n)
+        parts.append(f"<code>{_e(profile)}</code>: {shown}")
+    return "<p>" + "; ".join(parts) + ".</p>"
 
 
 def _tags(tags: dict[str, Any]) -> str:
@@ -228,8 +249,7 @@ def figure_section(entry: FigureEntry, caption: tuple[str, str] | None,
                                if s != "done"))
     if flops:
         facts.append(f"transformer training compute {flops:.3g} FLOPs")
-    stats = (claims_table(records, table_id=f"claims-fig{entry.number:02d}",
-                          with_profile=False) if records else "")
+    stats = claims_table(records, table_id=f"claims-fig{entry.number:02d}") if records else ""
     only = f"--only {entry.number} --profile {entry.profile}"
     commands = (f"<pre><code>smallinit figs {only}          # redraw from the stored runs\n"
                 f"smallinit figs {only} --force  # recompute its runs, then draw\n"
@@ -253,7 +273,8 @@ code, pre { font: 13px ui-monospace, monospace; } pre { background: #f4f4f4; pad
 table { border-collapse: collapse; margin: .4em 0; font-size: 13px; }
 th, td { border: 1px solid #ddd; padding: .25em .5em; vertical-align: top; text-align: left; }
 th { background: #f0f0f0; } td.num { text-align: right; white-space: nowrap; }
-td.note { max-width: 24em; color: #555; }
+.note, details { color: #555; font-size: 12px; } .small { font-size: 12px; color: #555; }
+td.claim-cell { min-width: 11em; } .num { white-space: nowrap; }
 .images img { max-width: 100%; border: 1px solid #eee; margin: .3em 0; }
 .source { color: #555; font-size: 13px; }
 .verdict { padding: .05em .45em; border-radius: .6em; white-space: nowrap; }
@@ -279,7 +300,7 @@ def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
     shown = ", ".join(f"<code>{_e(p)}</code>" for p in in_store) or "none"
     not_yet = (f"<p>Not yet available (no figure module): {', '.join(map(str, missing))}.</p>"
                if missing else "")
-    claims_html = (claims_table(records) if records else
+    claims_html = (verdict_counts(records) + claims_table(records) if records else
                    "<p>The store has no runs of any profile yet: every claim is "
                    "<em>not run</em> (<code>make figs</code> computes the quick profile's).</p>")
     return (
@@ -295,8 +316,10 @@ def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
         "<section id=\"claims-section\"><h2>The study's claims, measured</h2>"
         f"<p>Judged from the stored runs by the verdict rules of docs/science.md §13 "
         f"(<code>smallinit claims --profile P</code>); profiles with runs in the store: "
-        f"{shown}. Effect in the claim's units, 95% t-interval over seeds, one-sided p, "
-        f"n seeds.</p>{claims_html}</section>{not_yet}"
+        f"{shown} (profiles share the runs whose configs they share). Effect in the claim's "
+        f"units, 95% t-interval over seeds, one-sided p, n seeds; a claim whose runs are not "
+        f"all done is <em>not run</em>, its missing runs listed.</p>{claims_html}</section>"
+        f"{not_yet}"
         + "".join(sections) + "</body></html>\n")
 
 

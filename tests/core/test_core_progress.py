@@ -57,6 +57,26 @@ def test_eta_weighs_transformer_runs_by_their_flops(off_terminal):
     bar.close()
 
 
+def test_eta_fits_a_fixed_time_per_run_plus_a_time_per_flop(off_terminal):
+    """Two finished runs of 1e9 and 3e9 FLOPs took 20 s and 40 s: 10 s per run plus
+    1e-8 s per FLOP, so a 5e9 run is expected to take 60 s (proportional to FLOPs alone it
+    would be 75 s or 100 s, and a tiny run near 0 s)."""
+    clock = Clock()
+    bar = RunProgress(["llm-train"] * 4, [1e9, 3e9, 5e9, 1e6], clock=clock)
+    bar.plan([([0, 1, 2, 3], 1)])
+    bar.finish(0, seconds=20.0)
+    bar.finish(1, seconds=40.0)
+    assert bar.expected(2) == pytest.approx(60.0)
+    assert bar.expected(3) == pytest.approx(10.01)
+    assert bar.eta() == pytest.approx(70.01)
+    bar.close()
+    flat = RunProgress(["k"] * 3, [1e9, 3e9, 2e9], clock=clock)
+    flat.finish(0, seconds=30.0)
+    flat.finish(1, seconds=10.0)  # bigger but faster: no slope, the mean time
+    assert flat.expected(2) == pytest.approx(20.0)
+    flat.close()
+
+
 def test_eta_times_runs_without_a_cost_by_their_kind_and_divides_by_the_workers(off_terminal):
     """Toy runs have no FLOPs: a toy-scan run is expected to take the mean of finished
     toy-scan runs (not of the transformers); a group of runs side by side on 2 workers

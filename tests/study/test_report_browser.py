@@ -63,14 +63,16 @@ def test_report_page_in_headless_chromium(page_file, tmp_path):
             assert images, "the page shows no figure"
             for src, complete, width, height in images:
                 assert complete and width > 100 and height > 100, f"{src} did not load"
-            rows = page.eval_on_selector_all(
-                "#claims tbody tr", "rows => rows.map(r => [r.dataset.verdict, "
-                                    "r.querySelector('.verdict').innerText, r.offsetHeight])")
-            assert rows, "the claims table has no rows"
-            for verdict, shown, height in rows:
-                assert verdict in claims_mod.VERDICTS and shown == verdict and height > 0
-            assert page.locator("#claims thead th").all_inner_texts()[:3] == [
-                "claim", "what it says", "profile"]
+            cells = page.eval_on_selector_all(
+                "#claims td.claim-cell", "cells => cells.map(c => [c.dataset.verdict, "
+                "c.querySelector('.verdict').innerText, c.offsetHeight, c.offsetWidth])")
+            assert cells, "the claims table has no verdicts"
+            for verdict, shown, height, width in cells:
+                assert verdict in claims_mod.VERDICTS and shown == verdict
+                assert height > 0 and width > 0
+            heads = page.locator("#claims thead th").all_inner_texts()
+            assert heads[:2] == ["claim", "what it says"] and len(heads) > 2
+            assert len(cells) == page.locator("#claims tbody tr").count() * (len(heads) - 2)
             assert all(url.startswith("file://") for url in asked), asked  # no network
             shot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shot), full_page=False)

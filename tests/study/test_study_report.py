@@ -100,17 +100,23 @@ def test_claims_table_of_every_profile_in_the_store(figs_dir, tmp_path, monkeypa
     make_figures(store=RunStore(tmp_path / "runs"))
     page = Page((tmp_path / "out" / "index.html").read_text(encoding="utf-8"))
     assert asked == [["quick", "medium"]]
-    rows = [a for a in page.all("tr") if a.get("class") == "claim"]
-    verdicts = [r["data-verdict"] for r in rows]
-    assert verdicts[:7] == ["holds", "contradicted", "not run"] * 2 + ["partial"]
-    assert verdicts[7:] == ["partial"]  # figure 1's statistics: the claim on its experiment
+    rows = [a["data-claim"] for a in page.all("tr") if a.get("class") == "claim"]
+    ids = list(claims_mod.CLAIMS)
+    assert rows == [ids[0], ids[2], ids[4], "test-claim", "test-claim"]  # then figure 1's
+    cells = [(a["data-profile"], a["data-verdict"]) for a in page.all("td")
+             if a.get("class") == "claim-cell"]
+    assert cells[:7] == [("quick", "holds"), ("medium", "holds"), ("quick", "contradicted"),
+                         ("medium", "contradicted"), ("quick", "not run"),
+                         ("medium", "not run"), ("quick", "partial")]
+    assert cells[7:] == [("quick", "partial")]  # figure 1's statistics: its experiment's claim
     tables = [a["id"] for a in page.all("table") if "claims" in a.get("class", "")]
     assert tables == ["claims", "claims-fig01"]
     words = page.words
     assert "profiles with runs in the store: quick, medium" in words
-    ids = list(claims_mod.CLAIMS)
-    assert f"{ids[0]} {claims_mod.CLAIMS[ids[0]].text} quick" in words
-    assert "2 missing runs" in words and "llm-train/0123456789abcdef (gamma=1): absent" in words
+    assert "quick: 1 holds, 1 partial, 1 contradicted, 1 not run" in words
+    assert f"{ids[0]} {claims_mod.CLAIMS[ids[0]].text}" in words
+    assert "2 of 5 critical-init runs not done llm-train/0123456789abcdef (gamma=1): absent" \
+        in words
     estimate = records()[0].judgement.estimate
     assert f"[{estimate.ci_low:.3f}, {estimate.ci_high:.3f}]" in words
 
