@@ -47,6 +47,7 @@ from safetensors.torch import save_file
 from smallinit.core.errors import ConfigError
 from smallinit.llm.data.tokenizer import END_OF_TEXT
 from smallinit.llm.model.hf import _transformers
+from smallinit.llm.model.init import RECORD_ATTR, init_record
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import ModelConfig
 from smallinit.llm.training.trained import load_trained, resolve_run, run_config, run_tokenizer
@@ -86,7 +87,9 @@ def hf_family(cfg: ModelConfig) -> str:
 def hf_config(cfg: ModelConfig, *, eos_token_id: int | None = None,
               extra: dict[str, Any] | None = None):
     """The ``transformers`` config (``LlamaConfig`` or ``GPT2Config``) of a model of ``cfg``;
-    ``extra`` is stored in it as the ``smallinit`` entry (provenance: run, init scheme)."""
+    ``extra`` is stored in it as the ``smallinit`` entry, the one record of the init scheme
+    that :func:`~smallinit.llm.model.init.apply_init` writes too (:func:`~smallinit.llm.
+    model.init.init_record`: init, run, seed)."""
     tf = _transformers()
     family = hf_family(cfg)
     eos = 0 if eos_token_id is None else int(eos_token_id)
@@ -94,7 +97,7 @@ def hf_config(cfg: ModelConfig, *, eos_token_id: int | None = None,
                               cfg.tie_embeddings, "bos_token_id": eos, "eos_token_id": eos,
                               "pad_token_id": eos, "architectures": [ARCHITECTURES[family]]}
     if extra:
-        common["smallinit"] = extra
+        common[RECORD_ATTR] = extra
     if family == "llama":
         return tf.LlamaConfig(
             hidden_size=cfg.d_model, intermediate_size=cfg.ffn_dim,
@@ -261,17 +264,19 @@ def export_run(ref: str, out: str | Path, *, runs_dir: str | Path | None = None,
     """Export the finished ``llm-train`` run ``ref`` (a RUN reference, see
     :func:`~smallinit.llm.training.trained.resolve_run`) to the Hugging Face folder ``out``
     with the tokenizer it was trained with (:func:`~smallinit.llm.training.trained.run_tokenizer`).
-    The folder's ``config.json`` records the run, its init scheme and seed under
-    ``smallinit``. Returns ``out`` and a summary of what was written."""
+    The folder's ``config.json`` records the init scheme, the run and its seed under
+    ``smallinit`` (the record :func:`~smallinit.llm.model.init.apply_init` writes, so
+    ``recorded_scheme(from_pretrained(out))`` is the run's scheme). Returns ``out`` and a
+    summary of what was written."""
     run = resolve_run(ref, runs_dir)
     hf_family(run_config(run.path).model)  # refuse before loading anything
     cfg, model = load_trained(run.path)
     family = hf_family(cfg.model)
     tok = run_tokenizer(run, cfg, trust_data=trust_data)
-    extra = {"run": run.name, "init": cfg.init, "seed": cfg.seed}
+    extra = init_record(cfg.init, run=run.name, seed=cfg.seed)
     diff = write_hf_folder(model, tok, out, eot=END_OF_TEXT, force=force, extra=extra)
     info = {"run": run.name, "out": str(out), "architecture": ARCHITECTURES[family],
-            "max_abs_logit_diff": diff, "init": cfg.init,
+            "max_abs_logit_diff": diff, "init": extra["init"],
             "files": sorted(p.name for p in Path(out).iterdir())}
     return Path(out), info
 

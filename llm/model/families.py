@@ -13,10 +13,23 @@ into the residual stream, and the module holding the parameter gives its orienta
   d_model (docs/science.md §1, rows are tokens or positions);
 * Hugging Face's ``Conv1D`` (GPT-2) stores (d_in, d_out).
 
-A pattern mapped to several roles is a fused parameter split into equal blocks along its
-output axis (GPT-2's ``c_attn``: q | k | v; Phi-3's ``gate_up_proj``: gate | up). The block
-index of a matrix is the first ``.<n>.`` of its name. Any other layout (interleaved heads,
-3-D expert tensors) is given by a ``table`` function returning the
+A pattern mapped to several roles is a fused parameter, split along its output axis by one
+of two layouts (``layouts``, pattern → layout; :data:`LAYOUTS`):
+
+* ``"blocks"`` (the default): equal contiguous blocks, one per role (GPT-2's ``c_attn``:
+  q | k | v; Phi-3's ``gate_up_proj``: gate | up);
+* ``"per_head"``: the output axis is (heads, roles, head size), each head's parts side by
+  side (GPT-NeoX's ``query_key_value``, which its attention reads as
+  ``view(..., heads, 3 · head_size).chunk(3)``: q₀ k₀ v₀ q₁ k₁ v₁ ...); the heads are the
+  model config's ``num_attention_heads`` (or ``n_head``, ``num_heads``).
+
+Reading a per-head parameter as blocks would put the σ of a per-part override
+(``gamma:0.5,qk=1.0``) on the wrong rows without any error, so the layout is stated, not
+guessed: a family says it per pattern, every fused matrix's record carries the layout it was
+split by (``init_table``'s ``layout`` column, :meth:`Family.describe`), and
+:func:`register_family` logs the layout it assumed for a fused pattern given none. The block
+index of a matrix is the first ``.<n>.`` of its name. Any other layout (grouped-query q | k
+| v of unequal sizes, 3-D expert tensors) is given by a ``table`` function returning the
 :class:`~.matrices.MatrixSpec` records directly.
 
 One-dimensional parameters are never guessed. Their meaning comes from the family's
@@ -27,9 +40,13 @@ that holds them when its computation is known: the gain and bias of ``nn.LayerNo
 w ⊙ x̂, checked in the tests), and the bias of ``nn.Linear``, ``nn.Embedding`` and
 ``Conv1D``. Anything else is refused, naming the parameter.
 
-Two families are built in: ``gpt2`` and ``llama`` (Llama's module names, shared by
-Mistral, Qwen2/3 and others). :func:`register_family` adds one; families registered later
-are tried first. Example (OPT, whose norms and biases are plain LayerNorm and Linear)::
+Four families are built in: ``gpt2``, ``llama`` (Llama's module names, shared by Mistral,
+Qwen2/3 and others), ``gpt_neox`` (Pythia; ``query_key_value`` per head, the head
+``embed_out`` in transformers 4 and ``lm_head`` in 5) and ``phi`` (Phi-1/1.5/2: q, k, v,
+``dense``, ``fc1``, ``fc2``, a head with a bias). :func:`register_family` adds one;
+families registered later are tried first. A model no family reads is refused with a
+template of the :func:`register_family` call for it (:func:`template`), its parameter
+patterns filled in. Example (OPT, whose norms and biases are plain LayerNorm and Linear)::
 
     from smallinit.llm import register_family
     register_family("opt", lambda m: m.config.model_type == "opt", matrices={
@@ -41,6 +58,7 @@ are tried first. Example (OPT, whose norms and biases are plain LayerNorm and Li
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,7 +66,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from smallinit.core.errors import ConfigError
-from smallinit.llm.model.matrices import ALL, MatrixSpec, cols, rows
+from smallinit.llm.model.matrices import ALL, MatrixSpec, col_set, cols, row_set, rows
 from smallinit.theory.transformer import TransformerShape, matrix_kinds
 
 #: role → (part, writes into the residual stream), read off theory's table of a model that
@@ -68,6 +86,12 @@ GAIN_NORMS = frozenset({
 })
 _BIAS_MODULES = (nn.Linear, nn.Embedding, nn.LayerNorm, nn.Conv1d)
 _LAYER = re.compile(r"\.(\d+)\.")
+#: how a fused parameter holds its matrices along the output axis (module docstring)
+LAYOUTS = {"blocks": "equal contiguous blocks, one per role",
+           "per_head": "(heads, roles, head size): each head's parts side by side"}
+#: config attributes that give a Hugging Face model's number of attention heads
+HEAD_ATTRS = ("num_attention_heads", "n_head", "num_heads")
+log = logging.getLogger(__name__)
 
 Matcher = Callable[[nn.Module], bool]
 TableFn = Callable[[nn.Module], list[MatrixSpec]]
@@ -108,9 +132,25 @@ class Family:
     matrices: tuple[tuple[re.Pattern, tuple[str, ...]], ...] = ()
     vectors: tuple[tuple[re.Pattern, str], ...] = ()
     table: TableFn | None = None
+    layouts: tuple[tuple[re.Pattern, str], ...] = ()
 
     def roles_of(self, name: str) -> tuple[str, ...] | None:
         return next((r for p, r in self.matrices if p.search(name)), None)
+
+    def layout_of(self, name: str) -> str:
+        """The layout of the fused parameter ``name``: its pattern's, else ``"blocks"``."""
+        return next((v for p, v in self.layouts if p.search(name)), "blocks")
+
+    def describe(self) -> list[str]:
+        """One line per fused pattern: its roles and the layout they are split by."""
+        out = []
+        for pattern, roles in self.matrices:
+            if len(roles) > 1:
+                layout = next((v for p, v in self.layouts if p.pattern == pattern.pattern),
+                              "blocks")
+                out.append(f"{pattern.pattern}: {' | '.join(roles)} as {layout} "
+                           f"({LAYOUTS[layout]})")
+        return out
 
     def vector_of(self, name: str) -> str | None:
         return next((v for p, v in self.vectors if p.search(name)), None)
@@ -129,9 +169,11 @@ class Family:
                 raise ConfigError(
                     f"parameter {name} {tuple(param.shape)} of {type(model).__name__} has no "
                     f"matrix role in model family {self.name!r}; add a pattern for it "
-                    "(smallinit.llm.register_family)")
+                    "(smallinit.llm.register_family), e.g.\n" + template(model, self.name))
             module_name, _, attr = name.rpartition(".")
-            specs += _split(name, param, modules[module_name], roles, self.name)
+            layout = self.layout_of(name) if len(roles) > 1 else ""
+            specs += _split(name, param, modules[module_name], roles, self.name, layout,
+                            _heads(model) if layout == "per_head" else 0)
         return specs
 
 
@@ -154,10 +196,22 @@ def vector_meaning(model: nn.Module, name: str, family: Family | None = None) ->
     return meaning
 
 
+def _heads(model: nn.Module) -> int:
+    """The number of attention heads in a Hugging Face model's config (:data:`HEAD_ATTRS`)."""
+    config = getattr(model, "config", None)
+    for attr in HEAD_ATTRS:
+        value = getattr(config, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ConfigError(f"{type(model).__name__}: a per_head layout needs the number of "
+                      f"attention heads, and its config has none of {', '.join(HEAD_ATTRS)}")
+
+
 def _split(name: str, param: nn.Parameter, module: nn.Module, roles: tuple[str, ...],
-           family: str) -> list[MatrixSpec]:
-    """The matrix records of one parameter: its orientation from its module, equal blocks
-    along its output axis for a fused parameter."""
+           family: str, layout: str = "", heads: int = 0) -> list[MatrixSpec]:
+    """The matrix records of one parameter: its orientation from its module; a fused
+    parameter split along its output axis by ``layout`` (``blocks``: equal contiguous
+    blocks; ``per_head``: ``heads`` groups of one head-size slice per role)."""
     if param.dim() != 2:
         raise ConfigError(f"parameter {name} {tuple(param.shape)} is not a matrix; model "
                           f"family {family!r} needs a table function for it")
@@ -168,10 +222,14 @@ def _split(name: str, param: nn.Parameter, module: nn.Module, roles: tuple[str, 
                           f"family {family!r} needs a table function for it")
     d_in, d_out = param.shape if in_out else param.shape[::-1]
     n = len(roles)
-    if d_out % n:
+    groups = heads if layout == "per_head" else 1
+    if d_out % (n * groups):
+        what = (f"{heads} heads × {n} parts ({', '.join(roles)}) per head"
+                if layout == "per_head" else f"{n} equal blocks ({', '.join(roles)})")
         raise ConfigError(f"parameter {name} {tuple(param.shape)}: {d_out} outputs do not "
-                          f"split into {n} equal blocks ({', '.join(roles)})")
-    size = d_out // n
+                          f"split into {what}")
+    size = d_out // n  # outputs of one role
+    width = size // groups  # a head's slice of one role (per_head); the block (blocks)
     match = _LAYER.search(name)
     layer = int(match.group(1)) if match else 0
     out = []
@@ -179,11 +237,15 @@ def _split(name: str, param: nn.Parameter, module: nn.Module, roles: tuple[str, 
         part, residual = ROLES[role]
         if n == 1:
             label, index = name, ALL
+        elif layout == "per_head":
+            label = f"{name}[{role.rpartition('.')[2]}]"
+            numbers = [(h * n + j) * width + i for h in range(groups) for i in range(width)]
+            index = (col_set if in_out else row_set)(numbers)
         else:
             label = f"{name}[{role.rpartition('.')[2]}]"
             index = (cols if in_out else rows)(j * size, (j + 1) * size)
         out.append(MatrixSpec(label, param, index, part, int(d_in), int(size), layer, residual,
-                              role, in_out=in_out))
+                              role, in_out=in_out, layout=layout if n > 1 else ""))
     return out
 
 
@@ -208,7 +270,8 @@ def _patterns(mapping: Mapping[str, object], what: str) -> list[tuple[str, re.Pa
 def make_family(name: str, match: Matcher, *,
                 matrices: Mapping[str, str | Sequence[str]] | None = None,
                 vectors: Mapping[str, str] | None = None,
-                table: TableFn | None = None) -> Family:
+                table: TableFn | None = None,
+                layouts: Mapping[str, str] | None = None) -> Family:
     """A checked :class:`Family` (see :func:`register_family`)."""
     if not isinstance(name, str) or not name:
         raise ConfigError(f"model family name {name!r} is not allowed; give a non-empty string")
@@ -234,24 +297,47 @@ def make_family(name: str, match: Matcher, *,
                               f"pattern {text!r} is not known; choose from "
                               f"{', '.join(VECTOR_VALUES)}")
         compiled_v.append((pattern, vectors[text]))
-    return Family(name, match, tuple(compiled_m), tuple(compiled_v), table)
+    fused = {p.pattern for p, roles in compiled_m if len(roles) > 1}
+    compiled_l = []
+    for text, pattern in _patterns(layouts or {}, "layouts"):
+        if layouts[text] not in LAYOUTS:
+            raise ConfigError(f"model family {name!r}: layout {layouts[text]!r} of pattern "
+                              f"{text!r} is not known; choose from {', '.join(LAYOUTS)}")
+        if text not in fused:
+            raise ConfigError(f"model family {name!r}: layout pattern {text!r} is not a "
+                              "fused pattern of matrices (one mapped to a tuple of roles); "
+                              f"fused patterns: {', '.join(sorted(fused)) or 'none'}")
+        compiled_l.append((pattern, layouts[text]))
+    return Family(name, match, tuple(compiled_m), tuple(compiled_v), table, tuple(compiled_l))
 
 
 def register_family(name: str, match: Matcher, *,
                     matrices: Mapping[str, str | Sequence[str]] | None = None,
                     vectors: Mapping[str, str] | None = None,
-                    table: TableFn | None = None) -> Family:
+                    table: TableFn | None = None,
+                    layouts: Mapping[str, str] | None = None) -> Family:
     """Teach :func:`~smallinit.llm.model.init.apply_init` a model family and return it.
 
     ``match(model) -> bool`` recognises the (unwrapped) model. ``matrices`` maps regular
     expressions, searched in each parameter's name in order, to a role (``"attn.q"``) or a
-    tuple of roles (a fused parameter split into equal blocks along its output axis).
+    tuple of roles (a fused parameter split along its output axis). ``layouts`` maps a fused
+    pattern (the same text as in ``matrices``) to its layout, ``"blocks"`` (equal contiguous
+    blocks, the default) or ``"per_head"`` (interleaved head by head, as GPT-NeoX's
+    ``query_key_value``); the layout assumed for a fused pattern given none is logged, and
+    :meth:`Family.describe` lists them all.
     ``vectors`` maps patterns of one-dimensional parameters to ``"gain"`` (set to 1),
     ``"bias"`` (0) or ``"offset_gain"`` (0: a norm computing x̂·(1 + w)); parameters of
     LayerNorm, RMSNorm, Linear and Embedding need no entry. ``table(model)`` may instead
     return the :class:`~.matrices.MatrixSpec` list itself. A family registered under an
     existing name replaces it; later families are tried first."""
-    family = make_family(name, match, matrices=matrices, vectors=vectors, table=table)
+    family = make_family(name, match, matrices=matrices, vectors=vectors, table=table,
+                         layouts=layouts)
+    stated = {p.pattern for p, _ in family.layouts}
+    for pattern, roles in family.matrices:
+        if len(roles) > 1 and pattern.pattern not in stated:
+            log.info("model family %r: fused pattern %r read as blocks (%s: %s); pass "
+                     "layouts={%r: 'per_head'} if it interleaves them per head", name,
+                     pattern.pattern, " | ".join(roles), LAYOUTS["blocks"], pattern.pattern)
     _FAMILIES[:] = [f for f in _FAMILIES if f.name != name]
     _FAMILIES.append(family)
     return family
@@ -280,11 +366,71 @@ def family_of(model: nn.Module) -> Family:
             continue
     raise ConfigError(f"apply_init does not know how to read {type(model).__name__}; "
                       f"supported: smallinit.llm Transformer and the model families "
-                      f"{', '.join(families())} (add one with smallinit.llm.register_family)")
+                      f"{', '.join(families())}. Add one with smallinit.llm.register_family; "
+                      "a template for this model (replace each ? by a role, check each "
+                      "guessed one):\n" + template(model))
 
 
 def _model_type(model: nn.Module) -> str | None:
     return getattr(getattr(model, "config", None), "model_type", None)
+
+
+def _pattern_text(name: str) -> str:
+    """A pattern for the parameter ``name`` and its namesakes in every block: the parts
+    after its block number (else its last two parts), anchored at a dot."""
+    parts = name.split(".")
+    numbered = [i for i, p in enumerate(parts) if p.isdigit()]
+    tail = parts[numbered[-1] + 1:] if numbered else parts[-2:]
+    return r"(^|\.)" + r"\.".join(re.escape(p) for p in tail) + "$"
+
+
+def template(model: nn.Module, name: str | None = None) -> str:
+    """The :func:`register_family` call for ``model`` to complete: one ``matrices`` line per
+    matrix pattern (its shape and module class as a comment), with the role a registered
+    family gives a parameter of that name (a guess to check) or ``"?"``, and a ``vectors``
+    line for each one-dimensional parameter whose meaning no module states."""
+    model_type = _model_type(model)
+    name = name or model_type or type(model).__name__.lower()
+    match = (f'lambda m: m.config.model_type == "{model_type}"' if model_type else
+             f'lambda m: type(m).__name__ == "{type(model).__name__}"')
+    modules = dict(model.named_modules())
+    matrices: dict[str, tuple[str, str]] = {}
+    vectors: dict[str, str] = {}
+    for pname, param in model.named_parameters():
+        module = modules.get(pname.rpartition(".")[0], model)
+        pattern = _pattern_text(pname)
+        if param.dim() >= 2 and pattern not in matrices:
+            guess, layout = "?", ""
+            for family in reversed(_FAMILIES):
+                roles = family.roles_of(pname)
+                if roles is not None:
+                    quoted = [f'"{r}"' for r in roles]
+                    guess = quoted[0] if len(roles) == 1 else f"({', '.join(quoted)})"
+                    if len(roles) > 1:
+                        layout = family.layout_of(pname)
+                    break
+            note = f"{tuple(param.shape)} {type(module).__name__}"
+            if layout:
+                note += f"; fused, {layout}"
+            matrices[pattern] = ('"?"' if guess == "?" else guess, note)
+        elif param.dim() == 1 and known_vector(module, pname.rpartition(".")[2]) is None:
+            vectors.setdefault(pattern, f"{tuple(param.shape)} {type(module).__name__}")
+    lines = ["from smallinit.llm import register_family",
+             f'register_family("{name}", {match}, matrices={{']
+    keys = {p: f'r"{p}":' for p in [*matrices, *vectors]}
+    width = max(map(len, keys.values()), default=0)
+    role_width = max((len(r) for r, _ in matrices.values()), default=0) + 1
+    for pattern, (role, note) in matrices.items():
+        lines.append(f"    {keys[pattern]:<{width}} {role + ',':<{role_width}}  # {note}")
+    if vectors:
+        lines.append("}, vectors={")
+        for pattern, note in vectors.items():
+            lines.append(f'    {keys[pattern]:<{width}} "?",  # {note}: gain, offset_gain '
+                         "or bias")
+    lines.append("})")
+    lines.append(f"# roles: {', '.join(ROLES)}; a fused parameter maps to a tuple of roles, "
+                 "split as blocks (equal, contiguous) unless layouts={pattern: 'per_head'}")
+    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- built-in
@@ -317,5 +463,30 @@ def _named_like(patterns: Mapping[str, object]) -> Matcher:
     return match
 
 
+#: GPT-NeoX (Black et al. 2022; Pythia): query_key_value interleaves q, k, v per head (its
+#: attention reads ``view(..., heads, 3 · head_size).chunk(3, dim=-1)``); the head is
+#: ``embed_out`` in transformers 4, ``lm_head`` in transformers 5
+_NEOX_QKV = r"(^|\.)attention\.query_key_value\.weight$"
+_NEOX = {
+    r"(^|\.)embed_in\.weight$": "embedding",
+    _NEOX_QKV: ("attn.q", "attn.k", "attn.v"),
+    r"(^|\.)attention\.dense\.weight$": "attn.o",
+    r"(^|\.)mlp\.dense_h_to_4h\.weight$": "mlp.up",
+    r"(^|\.)mlp\.dense_4h_to_h\.weight$": "mlp.down",
+    r"(^|\.)(embed_out|lm_head)\.weight$": "head",
+}
+#: Phi-1, 1.5 and 2 (``PhiForCausalLM``): separate q, k, v, the attention output ``dense``,
+#: an fc1/fc2 MLP beside the attention (one input LayerNorm), a head with a bias
+_PHI = {
+    **{p: r for p, r in _LLAMA.items() if r in ("embedding", "attn.q", "attn.k", "attn.v",
+                                                 "head")},
+    r"(^|\.)self_attn\.dense\.weight$": "attn.o",
+    r"(^|\.)mlp\.fc1\.weight$": "mlp.up", r"(^|\.)mlp\.fc2\.weight$": "mlp.down",
+}
+
 register_family("llama", _named_like(_LLAMA), matrices=_LLAMA)
-register_family("gpt2", lambda m: _model_type(m) == "gpt2", matrices=_GPT2)
+register_family("gpt2", lambda m: _model_type(m) == "gpt2", matrices=_GPT2,
+                layouts={r"\.attn\.c_attn\.weight$": "blocks"})
+register_family("gpt_neox", lambda m: _model_type(m) == "gpt_neox", matrices=_NEOX,
+                layouts={_NEOX_QKV: "per_head"})
+register_family("phi", lambda m: _model_type(m) == "phi", matrices=_PHI)

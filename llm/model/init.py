@@ -12,9 +12,10 @@ d_out, block index and whether it writes into the residual stream — is one
   modules build them (fused Q|K|V rows and fused SwiGLU gate|up rows are separate matrices,
   each with its own part and d_out); this module does not know the model class;
 * any other model is read by its family (:mod:`.families`): GPT-2 (``Conv1D`` weights are
-  stored (in, out), ``c_attn`` holds Q|K|V as column blocks) and Llama-named models
-  (``q_proj`` … ``down_proj``: Llama, Mistral, Qwen2 and others) are built in, and
-  :func:`~.families.register_family` adds more (OPT, GPT-NeoX, ...).
+  stored (in, out), ``c_attn`` holds Q|K|V as column blocks), Llama-named models
+  (``q_proj`` … ``down_proj``: Llama, Mistral, Qwen2 and others), GPT-NeoX
+  (``query_key_value`` interleaves Q, K, V per head) and Phi are built in, and
+  :func:`~.families.register_family` adds more (OPT, ...).
 
 One-dimensional parameters are set only when their meaning is known (a Gemma norm computing
 x·(1+w) is refused unless its family says ``offset_gain``). A tied LM head shares the
@@ -152,9 +153,28 @@ def spec_std(spec: MatrixSpec, scheme: InitScheme, n_layers: int) -> float:
         raise ConfigError(f"matrix {spec.name}: {err}") from None
 
 
-#: where the scheme a model was initialized with is recorded (HF: on ``model.config``, so it
-#: is saved in config.json; other models: an attribute of the model)
-RECORD_ATTR = "smallinit_init"
+#: the one record of how a model was initialized: a dict ``{"init": <canonical scheme>, ...}``
+#: under this name, on ``model.config`` for a Hugging Face model (so ``config.json`` saves it
+#: and ``from_pretrained`` reads it back), else on the model itself. :func:`apply_init`
+#: writes ``{"init": ...}`` (and ``"seed"`` when given one); ``smallinit llm export`` writes
+#: the same record with the run's ``"run"`` and ``"seed"`` (:func:`init_record`).
+RECORD_ATTR = "smallinit"
+#: the record's former name (a bare scheme string), still read by :func:`recorded_scheme`
+LEGACY_RECORD_ATTR = "smallinit_init"
+
+
+def init_record(scheme: InitScheme | str, **extra: Any) -> dict[str, Any]:
+    """The record :func:`apply_init` and the export store: ``{"init": canonical, **extra}``
+    (``extra`` entries that are None left out)."""
+    return {"init": as_scheme(scheme).describe(),
+            **{k: v for k, v in extra.items() if v is not None}}
+
+
+def record_holder(model: nn.Module) -> Any:
+    """Where the record lives: a Hugging Face model's ``config``, else the model."""
+    inner = unwrap(model)
+    config = getattr(inner, "config", None)
+    return config if config is not None and not has_declarations(inner) else inner
 
 
 def apply_init(model: nn.Module, scheme: InitScheme | str, *,
@@ -168,8 +188,9 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *,
     a fresh generator seeded with it, which leaves the global generator untouched. Norm gains
     are set to 1, biases to 0, x·(1+w) gains to 0; a parameter whose meaning is not known is
     refused before anything is drawn (:mod:`.families`). ``torch.compile`` and
-    data-parallel wrappers are looked through (:func:`unwrap`). The scheme's canonical text is
-    recorded as ``model.config.smallinit_init`` (Hugging Face) or ``model.smallinit_init``."""
+    data-parallel wrappers are looked through (:func:`unwrap`). The scheme is recorded as
+    ``model.config.smallinit = {"init": "<canonical scheme>"}`` (Hugging Face; saved with
+    ``config.json``) or ``model.smallinit`` (:data:`RECORD_ATTR`, :func:`recorded_scheme`)."""
     scheme = as_scheme(scheme)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ConfigError(f"seed={seed!r} is not allowed; give an integer or None (torch's "
@@ -183,28 +204,35 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *,
     gen = None if seed is None else torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for spec, sigma in zip(specs, sigmas, strict=True):
-            target = spec.param[spec.index]
-            draw = torch.empty(target.shape, dtype=torch.float32, device="cpu")
+            draw = torch.empty(spec.shape, dtype=torch.float32, device="cpu")
             if k is None:
                 draw.normal_(0.0, sigma, generator=gen)
             else:
                 nn.init.trunc_normal_(draw, 0.0, sigma, -k * sigma, k * sigma, generator=gen)
-            target.copy_(draw.to(target.dtype))
+            spec.assign(draw.to(spec.param.device))
         for _, param, value in vectors:
             param.fill_(value)
-    config = getattr(inner, "config", None)
-    setattr(config if config is not None and not has_declarations(inner) else inner,
-            RECORD_ATTR, scheme.describe())
+    holder = record_holder(inner)
+    setattr(holder, RECORD_ATTR, init_record(scheme, seed=seed))
+    if hasattr(holder, LEGACY_RECORD_ATTR):  # one record: the old name goes
+        delattr(holder, LEGACY_RECORD_ATTR)
     return model
 
 
 def recorded_scheme(model: nn.Module) -> str | None:
-    """The canonical scheme :func:`apply_init` recorded on ``model`` (None if none)."""
+    """The canonical scheme recorded on ``model`` (None if none): by :func:`apply_init`, or
+    by ``smallinit llm export`` in the folder's ``config.json`` (read back by
+    ``from_pretrained``); also the bare string of the record's former name."""
     inner = unwrap(model)
     for holder in (getattr(inner, "config", None), inner):
-        value = getattr(holder, RECORD_ATTR, None) if holder is not None else None
-        if isinstance(value, str):
-            return value
+        if holder is None:
+            continue
+        record = getattr(holder, RECORD_ATTR, None)
+        if isinstance(record, dict) and isinstance(record.get("init"), str):
+            return record["init"]
+        legacy = getattr(holder, LEGACY_RECORD_ATTR, None)
+        if isinstance(legacy, str):
+            return legacy
     return None
 
 
@@ -218,7 +246,9 @@ def truncated_std_factor(k: float | None) -> float:
 
 
 def init_table(model: nn.Module, scheme: InitScheme | str) -> list[dict[str, Any]]:
-    """One row per matrix: name, part, shape, d_in, d_out, layer, σ and γ_eff."""
+    """One row per matrix: name, part, shape, d_in, d_out, layer, whether it writes into the
+    residual stream, the layout a fused parameter was split by (``blocks``, ``per_head``;
+    empty for a whole parameter), σ and γ_eff."""
     scheme = as_scheme(scheme)
     specs = matrix_table(model)
     n_layers = _n_layers(unwrap(model), specs)
@@ -228,7 +258,7 @@ def init_table(model: nn.Module, scheme: InitScheme | str) -> list[dict[str, Any
         rows.append({
             "name": spec.name, "kind": spec.kind, "part": spec.part, "shape": list(spec.shape),
             "d_in": spec.d_in, "d_out": spec.d_out, "layer": spec.layer,
-            "residual_out": spec.residual_out, "std": sigma,
+            "residual_out": spec.residual_out, "layout": spec.layout, "std": sigma,
             "gamma_eff": effective_gamma(sigma, spec.d_in),
         })
     return rows

@@ -8,7 +8,10 @@ theory's table, :func:`smallinit.theory.transformer.matrix_kinds`: ``embedding``
 ``mlp.up``, ``mlp.down``, ``head``), its true fan-in d_in and fan-out d_out, its block index
 and whether it writes into the residual stream. Fused parameters hold several matrices as
 row blocks (``qkv``: q | k | v; SwiGLU ``mlp.up``: gate | up) or, in GPT-2's Conv1D, column
-blocks; ``index`` selects one.
+blocks; ``index`` selects one. A parameter that interleaves its matrices per attention head
+(GPT-NeoX's ``query_key_value``: q, k, v of head 0, then of head 1, ...) selects each by a
+set of rows (:func:`row_set`: a tuple of row numbers in the index, which torch reads as
+advanced indexing): reading it gives a copy, and :meth:`MatrixSpec.assign` writes it.
 
 This package's modules *declare* their matrices where they create them
 (:func:`declare`, after torchtitan's per-module init declarations and μP's "declare, don't
@@ -39,13 +42,30 @@ def cols(start: int, stop: int) -> tuple[slice, ...]:
     return (slice(None), slice(start, stop))
 
 
+def row_set(numbers: Iterable[int]) -> tuple:
+    """Index of the rows ``numbers`` (in that order), e.g. one part of a per-head fused
+    parameter."""
+    return (tuple(int(n) for n in numbers), slice(None))
+
+
+def col_set(numbers: Iterable[int]) -> tuple:
+    """Index of the columns ``numbers`` (a per-head fused Conv1D weight, stored (in, out))."""
+    return (slice(None), tuple(int(n) for n in numbers))
+
+
+def torch_index(index: tuple) -> tuple:
+    """``index`` as torch reads it: a row or column set becomes a list (advanced
+    indexing); slices stay (a view)."""
+    return tuple(list(i) if isinstance(i, tuple) else i for i in index)
+
+
 @dataclass(frozen=True)
 class MatrixSpec:
     """One weight matrix: ``param[index]`` is the block drawn with one σ."""
 
     name: str  # parameter name, plus the block of a fused parameter ("…qkv.weight[q]")
     param: nn.Parameter
-    index: tuple[slice, ...]
+    index: tuple
     part: str
     d_in: int
     d_out: int
@@ -54,11 +74,20 @@ class MatrixSpec:
     kind: str = ""
     bias: nn.Parameter | None = None  # the owning module's bias (declared matrices only)
     in_out: bool = False  # stored (d_in, d_out), as GPT-2's Conv1D; else (d_out, d_in)
+    #: how a fused parameter holds this matrix: "" (the whole parameter, or declared),
+    #: "blocks" (equal contiguous blocks) or "per_head" (interleaved head by head)
+    layout: str = ""
 
     @property
     def weight(self) -> torch.Tensor:
-        """The block as stored (a view of the parameter; detach before measuring)."""
-        return self.param[self.index]
+        """The block as stored (a view of the parameter, a copy for a row set; detach
+        before measuring)."""
+        return self.param[torch_index(self.index)]
+
+    def assign(self, values: torch.Tensor) -> None:
+        """Write ``values`` (the block's shape) into the parameter, in place (call under
+        ``torch.no_grad()``)."""
+        self.param[torch_index(self.index)] = values.to(self.param.dtype)
 
     @property
     def rows_out(self) -> torch.Tensor:
@@ -69,11 +98,14 @@ class MatrixSpec:
     @property
     def bias_block(self) -> torch.Tensor | None:
         """The bias entries of this matrix's output units (its rows), or None."""
-        return None if self.bias is None else self.bias[self.index[0]]
+        return None if self.bias is None else self.bias[torch_index(self.index)[0]]
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.weight.shape)
+        """The block's shape as stored (without reading it)."""
+        dims = [len(i) if isinstance(i, tuple) else len(range(*i.indices(n)))
+                for n, i in zip(self.param.shape, self.index, strict=False)]
+        return (*dims, *self.param.shape[len(self.index):])
 
 
 @dataclass(frozen=True)

@@ -105,3 +105,11 @@ def run_cost(config) -> RunCost | None:
                    tokens=tokens, flops=flops,
                    memory_bytes=training_bytes(model, train.batch_size),
                    h200_hours=gpu_hours(flops))
+
+
+def training_flops_of(config) -> float | None:
+    """The training FLOPs C of a run config (:func:`run_cost`), None for a run without a
+    cost (toy runs): what the job driver weighs a run by for its ETA
+    (:class:`smallinit.core.progress.RunProgress`)."""
+    the_cost = run_cost(config)
+    return None if the_cost is None else the_cost.flops

@@ -9,16 +9,26 @@ probes — after it is stored: the sinks see exactly the stream ``metrics.jsonl`
   ``smallinit.llm.training.sinks``, level INFO). The trainer adds it by itself when its
   progress bar is hidden (output not a terminal: batch jobs, CI logs), so such a run says
   what it does while it runs; on a terminal the tqdm bar shows the loss instead.
-* :class:`TensorBoard`: every numeric field as a TensorBoard scalar
-  (``torch.utils.tensorboard.SummaryWriter``; needs the optional ``tensorboard`` package,
-  ``pip install 'smallinit[tb]'``), one event folder per run, ``DIR/<kind>/<key>``.
+* :class:`TensorBoard` (``torch.utils.tensorboard.SummaryWriter``; the ``tb`` extra) and
+  :class:`WandB` (Weights & Biases, ``wandb.init``/``log``; the ``wandb`` extra): every
+  number of every record under the groups researchers look for (:func:`grouped`):
+  ``train/loss``, ``train/lr``, ``train/tokens``, ``train/tok_per_s``; ``eval/<name>`` for
+  held-out numbers (``eval/val_loss``, the anchor task's accuracies); ``probe/...`` for the
+  probes. At the end, the run's config as hyperparameters (:func:`hyperparameters`:
+  dotted names, ``model.d_model``) and the final evaluation from the run's summary
+  (:func:`final_evaluation`: per-task accuracies ``eval/acc_arith_d1``, answer losses
+  ``eval/answer_loss_arith_d1``, ...) at the last step — TensorBoard's HParams tab with
+  those as its metrics, W&B's run config and run summary.
 
 Sinks are a run-time choice, not part of the run's config: they change where numbers are
-shown, never the numbers, so they do not enter the run key (a run logged to TensorBoard is
-the same run, reused or resumed as any other). They are chosen by the ``sinks=`` argument of
-the training functions, else by the environment: ``SMALLINIT_TENSORBOARD=DIR`` gives every
-run of the process (and of the workers it starts) a TensorBoard sink. A sink that fails is
-dropped with a warning (sinks are ``optional`` callbacks); the training goes on.
+shown, never the numbers, so they do not enter the run key (a run logged to TensorBoard or
+W&B is the same run, reused or resumed as any other). They are chosen by the ``sinks=``
+argument of the training functions (the CLI's ``--tensorboard DIR`` and ``--wandb
+PROJECT``, :func:`chosen_sinks`), else by the environment: ``SMALLINIT_TENSORBOARD=DIR`` and
+``SMALLINIT_WANDB=PROJECT`` give every run of the process (and of the workers it starts) a
+sink; W&B's own variables (``WANDB_MODE=offline``, ``WANDB_DIR``, ``WANDB_ENTITY``, ...)
+apply as in any W&B script. A sink that fails is dropped with a warning (sinks are
+``optional`` callbacks); the training goes on.
 """
 
 from __future__ import annotations
@@ -31,12 +41,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+from smallinit.core.config import config_to_dict
 from smallinit.core.errors import ConfigError
 from smallinit.core.progress import step_line
 from smallinit.llm.training.callbacks import Callback
 
 log = logging.getLogger(__name__)
 TENSORBOARD_ENV = "SMALLINIT_TENSORBOARD"
+WANDB_ENV = "SMALLINIT_WANDB"
+#: the fields of a training record that go under ``train/`` (every other top-level number
+#: of a record is a held-out evaluation, ``eval/``)
+TRAIN_FIELDS = ("loss", "lr", "tokens", "tok_per_s")
+#: summary entries that are not part of the final evaluation: sizes and the training loss
+#: (already ``train/loss``)
+NOT_EVALUATION = frozenset({"steps", "tokens", "params", "train_loss"})
+#: summary prefixes that describe the evaluation items rather than measure the model
+#: (item counts, the chance and majority-answer baselines)
+NOT_EVALUATION_PREFIXES = ("n_", "chance_", "majority_")
 
 
 def scalars(record: dict[str, Any], prefix: str = "") -> dict[str, float]:
@@ -52,6 +73,57 @@ def scalars(record: dict[str, Any], prefix: str = "") -> dict[str, float]:
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             out[name] = float(value)
     return out
+
+
+def grouped(record: dict[str, Any]) -> dict[str, float]:
+    """The numbers of ``record`` under their group: ``train/<name>`` for
+    :data:`TRAIN_FIELDS`, ``eval/<name>`` for every other top-level number, nested dicts
+    under their own name (``probe/weights/...``); non-finite values left out."""
+    out = {}
+    for name, value in scalars(record).items():
+        if "/" not in name:
+            name = f"{'train' if name in TRAIN_FIELDS else 'eval'}/{name}"
+        if math.isfinite(value):
+            out[name] = value
+    return out
+
+
+def final_evaluation(summary: dict[str, Any] | None) -> dict[str, float]:
+    """The final evaluation in a run's summary as ``eval/<name>``: every finite top-level
+    number but :data:`NOT_EVALUATION` and the item counts and baselines
+    (:data:`NOT_EVALUATION_PREFIXES`): held-out loss, per-category losses, per-task and
+    per-level accuracies, answer losses (the anchor task: its accuracies and shares)."""
+    out = {}
+    for name, value in (summary or {}).items():
+        if (name in NOT_EVALUATION or name.startswith(NOT_EVALUATION_PREFIXES)
+                or isinstance(value, bool) or not isinstance(value, int | float)):
+            continue
+        if math.isfinite(value):
+            out[f"eval/{name}"] = float(value)
+    return out
+
+
+def hyperparameters(cfg: Any) -> dict[str, str | int | float | bool]:
+    """The run's config as flat hyperparameters, dotted names (``model.d_model``,
+    ``train.lr``); lists and None as their text (what TensorBoard's HParams accepts)."""
+    def flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            if isinstance(value, dict):
+                out.update(flat(value, f"{prefix}{key}."))
+            elif isinstance(value, str | int | float | bool):
+                out[f"{prefix}{key}"] = value
+            else:
+                out[f"{prefix}{key}"] = str(value)
+        return out
+
+    return flat(config_to_dict(cfg))
+
+
+def run_name(run: Any) -> str:
+    """``<kind>/<key>`` of the run being written (its folder's last two parts)."""
+    path = Path(run.path)
+    return f"{path.parent.name}/{path.name}"
 
 
 class LogLines(Callback):
@@ -84,10 +156,13 @@ def tensorboard_available() -> bool:
 
 
 class TensorBoard(Callback):
-    """Every numeric field of every record as a scalar (tag = the field's name, nested
-    probe fields as ``probe/...``) at the record's step, in ``root/<kind>/<key>``. A resumed
-    run starts its writer with ``purge_step`` = the first step it recomputes, so TensorBoard
-    drops what a killed attempt wrote past the checkpoint, as ``metrics.jsonl`` does."""
+    """Every number of every record as a scalar under its group (:func:`grouped`:
+    ``train/loss``, ``eval/val_loss``, ``probe/...``) at the record's step, in
+    ``root/<kind>/<key>``; at the end the final evaluation (:func:`final_evaluation`) at the
+    last step and the config as hyperparameters with those as the HParams metrics. A
+    resumed run starts its writer with ``purge_step`` = the first step it recomputes, so
+    TensorBoard drops what a killed attempt wrote past the checkpoint, as ``metrics.jsonl``
+    does."""
 
     def __init__(self, root: str | Path):
         if not str(root).strip():
@@ -101,37 +176,125 @@ class TensorBoard(Callback):
             raise ConfigError(f"TensorBoard folder {str(self.root)!r} is a file; give a folder")
         self.writer = None
         self.log_dir: Path | None = None
+        self.written: dict[str, int] = {}  # tag -> last step written
 
     optional = True
 
     def on_start(self, trainer: Any, run: Any, step: int) -> None:
         from torch.utils.tensorboard import SummaryWriter  # lazy: optional dependency
 
-        path = Path(run.path)
-        self.log_dir = self.root / path.parent.name / path.name
+        self.log_dir = self.root / run_name(run)
         self.writer = SummaryWriter(str(self.log_dir), purge_step=step + 1, flush_secs=10)
+
+    def _scalars(self, values: dict[str, float], step: int) -> None:
+        for tag, value in values.items():
+            if self.written.get(tag) != step:  # one value per tag and step
+                self.writer.add_scalar(tag, value, global_step=step)
+                self.written[tag] = step
 
     def on_record(self, record: dict[str, Any]) -> None:
         step = record.get("step")
         if self.writer is None or not isinstance(step, int):
             return
-        for tag, value in scalars(record).items():
-            if math.isfinite(value):
-                self.writer.add_scalar(tag, value, global_step=step)
+        self._scalars(grouped(record), step)
 
     def on_end(self, trainer: Any, run: Any) -> None:
-        if self.writer is not None:
+        if self.writer is None:
+            return
+        from torch.utils.tensorboard.summary import hparams  # lazy: optional dependency
+
+        try:
+            final = final_evaluation(getattr(trainer, "summary", None))
+            if final:
+                self._scalars(final, trainer.cfg.train.steps)
+            # the HParams tab: the config, and the final evaluation's tags as its metrics
+            for event in hparams(hyperparameters(trainer.cfg), final):
+                self.writer.file_writer.add_summary(event)
+        finally:
             self.writer.close()
             self.writer = None
 
 
+def wandb_available() -> bool:
+    return importlib.util.find_spec("wandb") is not None
+
+
+class WandB(Callback):
+    """A Weights & Biases run per training attempt: ``wandb.init(project, name=<kind>/<key>,
+    group=<key>, job_type=<kind>, config=<the run's config, dotted>)``, then every record's
+    numbers under their group (:func:`grouped`) at the record's step, and at the end the
+    final evaluation (:func:`final_evaluation`) logged at the last step and put in the W&B
+    run's summary. A resumed run is a new W&B run in the same group (``resumed_from_step``
+    in its config): W&B cannot drop what a killed attempt logged past the checkpoint, so the
+    attempts are kept apart rather than merged. Mode, folder and entity are W&B's own
+    settings (``WANDB_MODE=offline`` logs without a network; ``wandb sync`` uploads later)."""
+
+    optional = True
+
+    def __init__(self, project: str, *, entity: str | None = None):
+        if not isinstance(project, str) or not project.strip():
+            raise ConfigError("the W&B project is empty; give a project name, e.g. "
+                              "--wandb smallinit")
+        if not wandb_available():
+            raise ConfigError("W&B logging needs the wandb package; install it with: "
+                              "pip install 'smallinit[wandb]' (or pip install wandb)")
+        self.project = project.strip()
+        self.entity = entity
+        self.run = None
+
+    def on_start(self, trainer: Any, run: Any, step: int) -> None:
+        import wandb  # lazy: optional dependency
+
+        name = run_name(run)
+        kind, _, key = name.partition("/")
+        config = {**hyperparameters(trainer.cfg), "run_key": key, "resumed_from_step": step}
+        self.run = wandb.init(project=self.project, entity=self.entity, name=name, group=key,
+                              job_type=kind, config=config, reinit="create_new")
+
+    def on_record(self, record: dict[str, Any]) -> None:
+        step = record.get("step")
+        if self.run is None or not isinstance(step, int):
+            return
+        values = grouped(record)
+        if values:
+            self.run.log(values, step=step)
+
+    def on_end(self, trainer: Any, run: Any) -> None:
+        if self.run is None:
+            return
+        summary = getattr(trainer, "summary", None)
+        try:
+            final = final_evaluation(summary)
+            if final:
+                self.run.log(final, step=trainer.cfg.train.steps)
+                self.run.summary.update(final)
+        finally:
+            self.run.finish(exit_code=0 if summary is not None else 1)
+            self.run = None
+
+
 def sinks_from_env() -> list[Callback]:
     """The sinks the environment asks for: a :class:`TensorBoard` sink in
-    ``$SMALLINIT_TENSORBOARD`` when it is set and not empty."""
-    root = os.environ.get(TENSORBOARD_ENV, "").strip()
-    if not root:
-        return []
-    try:
-        return [TensorBoard(root)]
-    except ConfigError as err:
-        raise ConfigError(f"{TENSORBOARD_ENV}={root}: {err}") from None
+    ``$SMALLINIT_TENSORBOARD`` and a :class:`WandB` sink for the project
+    ``$SMALLINIT_WANDB``, each when its variable is set and not empty."""
+    return chosen_sinks()
+
+
+def chosen_sinks(tensorboard: str | Path | None = None,
+                 wandb: str | None = None) -> list[Callback]:
+    """The sinks of a run: TensorBoard in ``tensorboard`` (else ``$SMALLINIT_TENSORBOARD``),
+    W&B to the project ``wandb`` (else ``$SMALLINIT_WANDB``); what the CLI's
+    ``--tensorboard`` and ``--wandb`` give :func:`~smallinit.llm.training.train.train`."""
+    out: list[Callback] = []
+    for given, env, make in ((tensorboard, TENSORBOARD_ENV, TensorBoard),
+                             (wandb, WANDB_ENV, WandB)):
+        if given is not None:
+            out.append(make(given))
+            continue
+        value = os.environ.get(env, "").strip()
+        if value:
+            try:
+                out.append(make(value))
+            except ConfigError as err:
+                raise ConfigError(f"{env}={value}: {err}") from None
+    return out

@@ -471,6 +471,10 @@ class Trainer:
             return {}
         return self.finish(run, ctx, last_loss)
 
+    #: the run's summary once :meth:`finish` made it (what the log sinks' ``on_end`` reads
+    #: as the final evaluation); None before, and for a run that failed
+    summary: dict[str, Any] | None = None
+
     def finish(self, run: Run, ctx, last_loss: float) -> dict[str, Any]:
         """The task's final evaluation and results, then the final weights (rank 0)."""
         summary = self.task.finish(run, self.model, ctx, last_loss)
@@ -478,6 +482,7 @@ class Trainer:
         atomic_save_safetensors(self.model.state_dict(), run.path / WEIGHTS)
         for old in checkpoints(run.path):  # the final weights supersede them
             old.unlink(missing_ok=True)
+        self.summary = summary
         return summary
 
 

@@ -60,7 +60,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_figs(args: argparse.Namespace) -> int:
-    from smallinit.study.figs import FIGURES, make_figures
+    from smallinit.study.figs import FIGURES, default_out_dir, make_figures
+    from smallinit.study.report import REPORT
 
     if args.plan:
         return _cmd_plan(args)
@@ -81,6 +82,7 @@ def _cmd_figs(args: argparse.Namespace) -> int:
             print(f"{label} nothing drawn (its experiment has no runs at this profile)")
         else:
             print(f"{label} " + ", ".join(str(p) for p in paths))
+    print(f"report page {(args.out or default_out_dir()) / REPORT} (open it in a browser)")
     return 0
 
 

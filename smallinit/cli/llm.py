@@ -54,14 +54,46 @@ def load_run_config(args):
     return load_config(RunConfig, path, args.overrides, base=base)
 
 
+def _number(value, digits: int = 3) -> str:
+    return "—" if not isinstance(value, int | float) or value != value else f"{value:.{digits}f}"
+
+
+def results_table(summary: dict) -> str:
+    """The main results of a pretraining run's summary, short: size, losses, then per
+    reasoning task and level n, accuracy, the prompt-blind baseline and the answer loss,
+    and memorized facts (``--json`` prints the whole summary)."""
+    from smallinit.llm.analysis.reasoning import cells
+
+    lines = []
+    size = [f"{name} {summary[name]:,}" for name in ("params", "steps", "tokens")
+            if isinstance(summary.get(name), int)]
+    if size:
+        lines.append("  ".join(size))
+    lines.append(f"loss      train {_number(summary.get('train_loss'))}   held-out "
+                 f"{_number(summary.get('val_loss'))}")
+    scored = cells(summary)
+    if scored or "acc_fact" in summary:
+        lines.append(f"{'task':<10}{'level':>5}{'n':>6}{'acc':>8}{'baseline':>10}"
+                     f"{'answer loss':>13}")
+    for c in scored:
+        lines.append(f"{c.task:<10}{c.difficulty:>5}{c.n:>6}{_number(c.acc):>8}"
+                     f"{_number(c.baseline):>10}{_number(c.answer_loss):>13}")
+    if "acc_fact" in summary:
+        lines.append(f"{'fact':<10}{'':>5}{'':>6}{_number(summary['acc_fact']):>8}{'':>10}"
+                     f"{_number(summary.get('answer_loss_fact')):>13}")
+    if "acc_reasoning" in summary:
+        lines.append(f"reasoning accuracy, pooled: {_number(summary['acc_reasoning'])}")
+    return "\n".join(lines)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
-    from smallinit.llm.training.sinks import TensorBoard
+    from smallinit.llm.training.sinks import chosen_sinks
     from smallinit.llm.training.train import Dist, train
 
     cfg = load_run_config(args)
     if print_config(args, cfg):
         return 0
-    sinks = [TensorBoard(args.tensorboard)] if args.tensorboard else None
+    sinks = chosen_sinks(args.tensorboard, args.wandb)
     run = train(cfg, runs_dir=args.runs_dir, force=args.force, callbacks=sinks)
     if not Dist.from_env().main:
         return 0
@@ -74,8 +106,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     if status["state"] == "failed":
         print(f"run {run.path} failed: {status.get('reason')}")
         return 1
-    print(f"run {run.path}")
-    print_json(status.get("summary", {}), sort_keys=True)
+    summary = status.get("summary", {})
+    print(f"run {run.kind}/{run.key} ({status['state']}): {run.path}")
+    print(results_table(summary))
+    print(f"({len(summary)} summary entries: --json, or smallinit runs show {run.key[:8]})")
     return 0
 
 
@@ -148,13 +182,19 @@ def register(subparsers) -> None:
         "  torchrun --nproc_per_node 2 -m smallinit llm train --config quick",
     )
     _config_args(p, required=False)
-    add_json_option(p, help="print one JSON object (run path, kind, key, state, summary) "
-                    "instead of the run line and summary")
+    add_json_option(p, help="print one JSON object (run path, kind, key, state, the whole "
+                    "summary) instead of the run line and the table of main results")
     add_run_options(p)
     p.add_argument("--tensorboard", type=path_arg, default=None, metavar="DIR",
                    help="also log every metric to TensorBoard in DIR/<kind>/<key> (needs "
                         "pip install 'smallinit[tb]'; default: $SMALLINIT_TENSORBOARD, "
                         "else off); not part of the run's config or key")
+    p.add_argument("--wandb", default=None, metavar="PROJECT",
+                   help="also log every metric, the config and the final evaluation to the "
+                        "Weights & Biases project PROJECT (needs pip install "
+                        "'smallinit[wandb]'; W&B's own settings apply, e.g. WANDB_MODE=offline; "
+                        "default: $SMALLINIT_WANDB, else off); not part of the run's config "
+                        "or key")
     p = add_command(commands, "eval", cmd_eval,
                     help="re-evaluate a trained run on its held-out split",
                     description="Loss per category, greedy answer accuracy and per-token "

@@ -72,13 +72,15 @@ def cmd_anchor(args: argparse.Namespace) -> int:
 def cmd_anchor_scan(args: argparse.Namespace) -> int:
     from smallinit.core.jobs import run_specs
     from smallinit.core.store import RunStore
+    from smallinit.llm.training.cost import training_flops_of
     from smallinit.study.experiments.anchor_scan import cell_specs, format_table, scan_table
 
     base, scan = _load(args)
     if print_config(args, base, scan=scan):
         return 0
     results = run_specs(cell_specs(base, scan), RunStore(args.runs_dir), force=args.force,
-                        workers=args.workers, executor=args.executor, desc="anchor scan")
+                        workers=args.workers, executor=args.executor, desc="anchor scan",
+                        weigh=training_flops_of)
     rows = scan_table(results)
     if args.json:
         print_json(rows)

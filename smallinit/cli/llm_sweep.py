@@ -24,13 +24,14 @@ runs."""
 def cmd_sweep(args: argparse.Namespace) -> int:
     from smallinit.core.jobs import run_specs
     from smallinit.core.store import RunStore
+    from smallinit.llm.training.cost import training_flops_of
     from smallinit.study import experiments
 
     experiment = experiments.get(args.experiment)
     specs = experiments.specs(args.experiment, args.profile)
     workers = args.workers or experiment.workers(args.profile)
     pairs = run_specs(specs, RunStore(args.runs_dir), force=args.force, workers=workers,
-                      executor=args.executor, desc=args.experiment)
+                      executor=args.executor, desc=args.experiment, weigh=training_flops_of)
     failed = 0
     for spec, run in pairs:
         label = " ".join(f"{k}={v}" for k, v in spec.tags.items() if k in

@@ -34,6 +34,7 @@ from smallinit.core.jobs import RunSpec, run_specs
 from smallinit.core.runs import Run
 from smallinit.core.store import RunStore
 from smallinit.llm.analysis.ffn import initial_model, measure_layers, trained_model
+from smallinit.llm.training.cost import training_flops_of
 from smallinit.llm.training.train import KIND as TRAIN_KIND
 from smallinit.llm.training.train import VERSION as TRAIN_VERSION
 from smallinit.llm.training.train import TrainSpec, preflight, will_compute
@@ -169,7 +170,8 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
         predictions = theory_points(cfg)
         toy = toy_points(cfg, predictions, store, force)
         trained = run_specs(llm_specs(cfg), store, force=force, workers=workers,
-                            executor=executor, desc="compare: transformers")
+                            executor=executor, desc="compare: transformers",
+                            weigh=training_flops_of)
         llm = [llm_point(cfg, job.tags["gamma"], job.tags["width"], r) for job, r in trained]
         run.write_json("measurements.json", llm)
         records = build_table(cfg, predictions, toy, llm)

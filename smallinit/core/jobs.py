@@ -27,7 +27,13 @@ list of specs (of any kinds):
   a task whose worker died or that raised (``max_retries``, ``retry_exceptions``; the run
   resumes from its checkpoints); a run still failing is recorded as failed (retryable) with
   the reason, as a dead local worker is. Ray schedules; this module only declares what
-  each task needs (CPUs: its threads; a GPU when it trains on one).
+  each task needs (CPUs: its threads; a GPU when it trains on one);
+- progress: one bar over the runs to compute on a terminal (runs done/total, elapsed, an
+  ETA from the plan's costs: ``weigh(config)``, a transformer's training FLOPs, with the
+  toy runs timed by their kind; :class:`smallinit.core.progress.RunProgress` says how), and
+  off a terminal one log line per finished run with the same numbers. The runs' own bars
+  are hidden in worker processes and Ray tasks (their log lines stay below INFO), so one
+  bar, or one line per run, is what a sweep shows.
 
 The answer is a :class:`Results`: the specs in the given order with their runs.
 """
@@ -48,7 +54,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 from smallinit.core.errors import ConfigError, one_line
-from smallinit.core.progress import progress
+from smallinit.core.progress import RunProgress, set_quiet
 from smallinit.core.runs import Run, config_key
 from smallinit.core.store import RunStore
 
@@ -150,12 +156,15 @@ _FORCED: set[tuple[str, str, str]] = set()  # (store root, kind, key) forced in 
 
 
 def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: bool = False,
-             workers: int | None = None, executor: str | None = None,
-             desc: str = "runs") -> Results:
+              workers: int | None = None, executor: str | None = None,
+              desc: str = "runs", weigh: Callable[[Any], float | None] | None = None
+              ) -> Results:
     """Compute every spec not finished yet (module docstring) and return all of them.
     ``workers``: local processes at a time (None: ``$SMALLINIT_WORKERS``, else every core,
     :func:`default_workers`); ``executor``: ``local`` or ``ray`` (None:
-    ``$SMALLINIT_EXECUTOR``, else ``local``)."""
+    ``$SMALLINIT_EXECUTOR``, else ``local``); ``weigh(config)``: a run's cost for the ETA
+    (e.g. :func:`smallinit.llm.training.cost.training_flops_of`; None: no cost, runs timed
+    by their kind)."""
     workers = chosen_workers(workers)
     executor = chosen_executor(executor)
     store = store or RunStore()
@@ -169,18 +178,26 @@ def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: boo
     log.info("%d runs, %d to compute", len(unique), len(todo))
     if todo:
         _prepare(todo)
-
-        with progress(total=len(todo), desc=desc, unit="run") as bar:
+        weights = [weigh(s.config) if weigh is not None else None for s in todo]
+        with RunProgress([s.kind for s in todo], weights, desc=desc, logger=log) as bar:
             if executor == "ray":
+                bar.plan([(range(len(todo)), None)])
                 _run_on_ray(todo, store, to_force, bar)
             else:
-                for group, count in _local_groups(todo, workers):
+                position = {id(s): i for i, s in enumerate(todo)}
+                groups = _local_groups(todo, workers)
+                bar.plan([([position[id(s)] for s in group], 1 if len(group) == 1 else count)
+                          for group, count in groups])
+                for group, count in groups:
                     if count == 1 or len(group) == 1:
                         for spec in group:
+                            i = position[id(spec)]
+                            bar.start(i)
                             _run_here(spec, store, spec.ident in to_force)
-                            bar.update(1)
+                            bar.finish(i, _state(spec, store), _name(spec))
                     else:
-                        _run_in_workers(group, store, to_force, count, bar)
+                        _run_in_workers(group, store, to_force, count, bar,
+                                        [position[id(s)] for s in group])
     runs = [j.run_of(store) for j in specs]
     failed = [(j, r) for j, r in zip(specs, runs, strict=True) if not r.done]
     if failed:
@@ -188,6 +205,18 @@ def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: boo
         log.warning("%d of %d runs not done: %s", len({r.key for _, r in failed}),
                     len(unique), "; ".join(reasons))
     return Results(list(specs), runs)
+
+
+def _name(spec: RunSpec) -> str:
+    return f"{spec.kind}/{spec.key}"
+
+
+def _state(spec: RunSpec, store: RunStore) -> str:
+    """The run's state after an attempt (``done``, ``failed``, ...) for the progress line."""
+    try:
+        return spec.run_of(store).state
+    except Exception:  # a damaged status file: the next read reports it
+        return "unreadable"
 
 
 # ----------------------------------------------------------------------------- how many
@@ -299,6 +328,7 @@ def _worker(spec: RunSpec, root: str, force: bool, parent: int, conn) -> None:
     """Body of a worker process: compute one spec, report how it went through ``conn``."""
     _exit_with_parent(parent)
     logging.basicConfig(level=logging.WARNING)
+    set_quiet(True)  # the driver's bar is the one bar; a run's own bar would garble it
     try:
         spec.compute(RunStore(root), force)
         conn.send(("ok", ""))
@@ -337,28 +367,32 @@ def _death_reason(exitcode: int | None) -> str:
 
 
 def _run_in_workers(todo: list[RunSpec], store: RunStore, to_force: set, workers: int,
-                    bar) -> None:
+                    bar: RunProgress, ids: list[int]) -> None:
     from multiprocessing.connection import wait
 
     ctx = multiprocessing.get_context("spawn")
-    pending = list(todo)
-    running: dict[int, tuple[RunSpec, Any, Any]] = {}  # sentinel -> (spec, process, conn)
+    pending = list(zip(todo, ids, strict=True))
+    running: dict[int, tuple[RunSpec, Any, Any, int]] = {}  # sentinel -> (spec, proc, conn, id)
     config_error: str | None = None
     try:
         while pending or running:
             while pending and len(running) < workers and config_error is None:
-                spec = pending.pop(0)
+                spec, i = pending.pop(0)
                 here, there = ctx.Pipe(duplex=False)
                 proc = ctx.Process(target=_worker, name=f"run-{spec.kind}-{spec.key}",
                                    args=(spec, str(store.root), spec.ident in to_force,
                                          os.getpid(), there))
+                bar.start(i)
                 proc.start()
                 there.close()
-                running[proc.sentinel] = (spec, proc, here)
+                running[proc.sentinel] = (spec, proc, here, i)
             if not running:
                 break
-            for sentinel in wait(list(running)):
-                spec, proc, conn = running.pop(sentinel)
+            ready = wait(list(running), timeout=1.0)
+            if not ready:
+                bar.tick()  # the bar's clock and ETA move while runs train
+            for sentinel in ready:
+                spec, proc, conn, i = running.pop(sentinel)
                 proc.join()
                 message = _receive(conn)
                 if message is None:
@@ -369,9 +403,9 @@ def _run_in_workers(todo: list[RunSpec], store: RunStore, to_force: set, workers
                     config_error = config_error or message[1]
                 elif message[0] == "error":
                     log.error("run %s failed: %s", spec.tags, message[1])
-                bar.update(1)
+                bar.finish(i, _state(spec, store), _name(spec))
     finally:
-        for _job, proc, conn in running.values():
+        for _job, proc, conn, _i in running.values():
             proc.kill()
             proc.join()
             conn.close()
@@ -401,22 +435,26 @@ def ray_retries() -> int:
     return value
 
 
-def _ray_task(spec: RunSpec, root: str, force: bool, probe: str) -> tuple[str, str]:
-    """Body of one Ray task: compute one spec in the shared store. A config error comes
-    back as a message (it is the caller's mistake, not worth a retry); any other error
-    propagates so that Ray retries the task (the store has recorded it as retryable)."""
+def _ray_task(spec: RunSpec, root: str, force: bool, probe: str) -> tuple[str, str, float]:
+    """Body of one Ray task: compute one spec in the shared store; returns how it went and
+    the seconds it took (for the driver's ETA). A config error comes back as a message (it
+    is the caller's mistake, not worth a retry); any other error propagates so that Ray
+    retries the task (the store has recorded it as retryable)."""
     if not os.path.isfile(probe):
         import socket  # lazy: only for this message
 
         return ("config", f"run store {root} is not visible from Ray node "
                 f"{socket.gethostname()}: with --executor ray the store must be on a file "
-                "system every node mounts at the same path (--runs-dir or $SMALLINIT_RUNS)")
+                "system every node mounts at the same path (--runs-dir or $SMALLINIT_RUNS)",
+                0.0)
     logging.basicConfig(level=logging.WARNING)
+    set_quiet(True)
+    t0 = time.perf_counter()
     try:
         spec.compute(RunStore(root), force)
     except ConfigError as err:
-        return ("config", str(err))
-    return ("ok", "")
+        return ("config", str(err), time.perf_counter() - t0)
+    return ("ok", "", time.perf_counter() - t0)
 
 
 def _ray_resources(ray, spec: RunSpec) -> dict[str, float]:
@@ -446,7 +484,8 @@ def _forwarded_env() -> dict[str, str]:
             if k.startswith("SMALLINIT_") and k not in (WORKERS_ENV, EXECUTOR_ENV)}
 
 
-def _run_on_ray(todo: list[RunSpec], store: RunStore, to_force: set, bar) -> None:
+def _run_on_ray(todo: list[RunSpec], store: RunStore, to_force: set,
+                bar: RunProgress) -> None:
     ray = _import_ray()
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS") or None,
@@ -459,10 +498,10 @@ def _run_on_ray(todo: list[RunSpec], store: RunStore, to_force: set, bar) -> Non
     retries = ray_retries()
     task = ray.remote(_ray_task)
     env = _forwarded_env()
-    pending: dict[Any, RunSpec] = {}
+    pending: dict[Any, tuple[RunSpec, int]] = {}
     config_error: str | None = None
     try:
-        for spec in todo:
+        for i, spec in enumerate(todo):
             options: dict[str, Any] = dict(_ray_resources(ray, spec), max_retries=retries,
                                            retry_exceptions=True,
                                            name=f"{spec.kind}-{spec.key}")
@@ -470,13 +509,16 @@ def _run_on_ray(todo: list[RunSpec], store: RunStore, to_force: set, bar) -> Non
                 options["runtime_env"] = {"env_vars": env}
             ref = task.options(**options).remote(spec, root, spec.ident in to_force,
                                                  str(probe))
-            pending[ref] = spec
+            pending[ref] = (spec, i)
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            if not ready:
+                bar.tick()
             for ref in ready:
-                spec = pending.pop(ref)
+                spec, i = pending.pop(ref)
+                seconds = None
                 try:
-                    kind, message = ray.get(ref)
+                    kind, message, seconds = ray.get(ref)
                 except Exception as err:  # retries spent: the worker died or the run raised
                     reason = (f"failed on Ray after {retries + 1} attempts: "
                               f"{type(err).__name__}: {one_line(str(err))[:500]}")
@@ -487,7 +529,7 @@ def _run_on_ray(todo: list[RunSpec], store: RunStore, to_force: set, bar) -> Non
                         config_error = config_error or message
                         for other in pending:
                             ray.cancel(other)
-                bar.update(1)
+                bar.finish(i, _state(spec, store), _name(spec), seconds)
             if config_error is not None:
                 break
     finally:

@@ -6,14 +6,34 @@ with ``SMALLINIT_QUIET=1`` in the environment. Where a bar is hidden because out
 a terminal, a long loop reports through :mod:`logging` instead, one :func:`step_line` per
 logged step (the training loop does; ``--quiet`` silences those lines too, as it sets the
 log level to WARNING).
+
+:class:`RunProgress` is the progress of many runs (the job driver's, :mod:`smallinit.core.
+jobs`): one bar over runs on a terminal, ``runs done/total`` with the elapsed time and an
+ETA, and off a terminal one :func:`run_line` per finished run with the same numbers.
+
+The ETA weighs each run by what the plan says it costs. A run with a cost (a transformer:
+its training FLOPs, ``llm/training/cost.py``, handed in by the caller as ``weight``) is
+expected to take a + b·(its FLOPs), fitted to the finished runs of its kind (else of all
+finished runs with a cost): a fixed time per run (process start, data, evaluation: most of
+a tiny CPU run) plus the time per FLOP; a run without one (the toy runs: their cost is the
+gradient-flow steps until the loss tolerance, known only once they ran) is expected to take
+the mean time of the finished runs of its kind, else of all finished runs without a cost.
+So runs of one kind are compared with their own kind, and a kind with nothing finished
+yet borrows the rate of its class; until a run of a class has finished the ETA is unknown
+(``ETA ?``) rather than guessed. Expected seconds less the seconds a running run has
+already had, summed per group of runs that run side by side and divided by how many run
+at a time (the group's workers; on Ray, the measured parallelism: finished run-seconds per
+second of wall time), give the ETA.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
@@ -65,6 +85,172 @@ def step_line(desc: str, step: int | None, total: int, fields: dict[str, Any],
             parts.append(f"{name} {_number(value)}")
     parts.append(f"elapsed {elapsed:.1f}s")
     return " ".join(parts)
+
+
+def duration(seconds: float | None) -> str:
+    """``1h02m``, ``3m05s``, ``41s``; ``?`` when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def run_line(desc: str, done: int, total: int, name: str, state: str, seconds: float,
+             elapsed: float, eta: float | str | None) -> str:
+    """One plain log line per finished run: ``desc: run D/TOTAL done kind/key (41s),
+    elapsed 3m12s, ETA 41m30s`` (``eta``: seconds, or the text of :meth:`RunProgress.
+    eta_text`)."""
+    eta = eta if isinstance(eta, str) else duration(eta)
+    return (f"{desc or 'runs'}: run {done}/{total} {state} {name} ({duration(seconds)}), "
+            f"elapsed {duration(elapsed)}, ETA {eta}")
+
+
+def _affine(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """(a, b) ≥ 0 of the least-squares line y ≈ a + b·x; through the origin when the x do
+    not vary or the free fit's intercept is negative, flat when its slope is."""
+    n = len(x)
+    mx, my = sum(x) / n, sum(y) / n
+    sxx = sum((v - mx) ** 2 for v in x)
+    if sxx > 0:
+        b = sum((u - mx) * (v - my) for u, v in zip(x, y, strict=True)) / sxx
+        a = my - b * mx
+        if b < 0:
+            return my, 0.0
+        if a >= 0:
+            return a, b
+    return 0.0, sum(u * v for u, v in zip(x, y, strict=True)) / sum(u * u for u in x)
+
+
+class RunProgress:
+    """Progress of ``total`` runs (module docstring). ``kinds[i]`` and ``weights[i]``
+    (a run's cost, e.g. its FLOPs; None: no cost) describe run ``i``; the driver calls
+    :meth:`plan` with the groups it runs (run indices, how many at a time; None for a
+    measured parallelism), :meth:`start` and :meth:`finish` per run. On a terminal a tqdm
+    bar shows runs done/total, elapsed and ETA; elsewhere each finished run is one INFO
+    line of ``logger`` (:func:`run_line`)."""
+
+    def __init__(self, kinds: Sequence[str], weights: Sequence[float | None], *,
+                 desc: str = "runs", logger: logging.Logger | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.kinds = list(kinds)
+        self.weights = [w if w is not None and w > 0 else None for w in weights]
+        self.desc = desc
+        self.log = logger or logging.getLogger("smallinit.core.jobs")
+        self.clock = clock
+        self.t0 = clock()
+        self.groups: list[tuple[list[int], int | None]] = [(list(range(len(self.kinds))), 1)]
+        self.began: dict[int, float] = {}
+        self.took: dict[int, float] = {}
+        self.bar = progress(total=len(self.kinds), desc=desc, unit="run", leave=True,
+                            bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| "
+                                       "[{elapsed}{postfix}]")
+        self.bar.set_postfix_str("ETA ?")
+
+    def plan(self, groups: Sequence[tuple[Sequence[int], int | None]]) -> None:
+        """The groups of runs the driver runs one after the other, each with how many of its
+        runs run at a time (None: as many as the executor manages, measured)."""
+        self.groups = [(list(ids), slots) for ids, slots in groups]
+
+    def start(self, i: int) -> None:
+        self.began[i] = self.clock()
+
+    def finish(self, i: int, state: str = "done", name: str = "",
+               seconds: float | None = None) -> None:
+        """Run ``i`` ended (``state``: done or failed) after ``seconds`` of its own (None:
+        since :meth:`start`)."""
+        now = self.clock()
+        self.took[i] = max(0.0, seconds if seconds is not None else
+                           now - self.began.get(i, now))
+        self.began.pop(i, None)
+        eta = self.eta_text()
+        self.bar.set_postfix_str(f"ETA {eta}", refresh=False)
+        self.bar.update(1)
+        if not bars_shown():
+            self.log.info("%s", run_line(self.desc, len(self.took), len(self.kinds), name,
+                                         state, self.took[i], now - self.t0, eta))
+
+    def tick(self) -> None:
+        """Refresh the bar's elapsed time and ETA between runs (terminal only)."""
+        if bars_shown():
+            self.bar.set_postfix_str(f"ETA {self.eta_text()}", refresh=False)
+            self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def __enter__(self) -> RunProgress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- the estimate
+    def _pool(self, i: int) -> list[int]:
+        """The finished runs run ``i`` is timed by: those of its kind, else of its class
+        (with a cost, without one); [] when none has finished."""
+        costed = self.weights[i] is not None
+        same_class = [j for j in self.took if (self.weights[j] is not None) == costed]
+        same_kind = [j for j in same_class if self.kinds[j] == self.kinds[i]]
+        return same_kind or same_class
+
+    def expected(self, i: int) -> float | None:
+        """Run ``i``'s expected seconds (None: nothing comparable has finished yet): without
+        a cost the mean time of its pool; with one, a + b·cost fitted to its pool (least
+        squares, a ≥ 0 and b ≥ 0: a fixed time per run — process start, data, evaluation —
+        plus the time per FLOP; through the origin while the pool has one cost only)."""
+        pool = self._pool(i)
+        if not pool:
+            return None
+        t = [self.took[j] for j in pool]
+        if self.weights[i] is None:
+            return sum(t) / len(t)
+        w = [self.weights[j] for j in pool]
+        a, b = _affine(w, t)
+        return a + b * self.weights[i]
+
+    def estimate(self) -> tuple[float, int]:
+        """(seconds until the timed runs have finished, runs that cannot be timed yet): the
+        module docstring's sum over groups, the untimed runs left out of it."""
+        now = self.clock()
+        total, untimed = 0.0, 0
+        for ids, slots in self.groups:
+            left = [i for i in ids if i not in self.took]
+            if not left:
+                continue
+            seconds = 0.0
+            for i in left:
+                expected = self.expected(i)
+                if expected is None:
+                    untimed += 1
+                    continue
+                seconds += max(0.0, expected - (now - self.began[i] if i in self.began
+                                                else 0.0))
+            if slots is None:
+                wall = now - self.t0
+                slots = max(1.0, sum(self.took.values()) / wall) if wall > 0 else 1.0
+            total += seconds / max(1, min(slots, len(left)))
+        return total, untimed
+
+    def eta(self) -> float | None:
+        """Seconds until every run has finished (module docstring); None while some run
+        cannot be timed yet."""
+        seconds, untimed = self.estimate()
+        return None if untimed else seconds
+
+    def eta_text(self) -> str:
+        """``41m30s``; while some runs cannot be timed yet, ``? (≥ 3m05s + 162 untimed
+        runs)`` — a lower bound from the runs that can — or ``?`` when none can."""
+        seconds, untimed = self.estimate()
+        if not untimed:
+            return duration(seconds)
+        left = len(self.kinds) - len(self.took)
+        if untimed == left:
+            return "?"
+        return f"? (≥ {duration(seconds)} + {untimed} untimed runs)"
 
 
 def configure_logging(verbosity: int = 0) -> None:

@@ -143,10 +143,14 @@ class StoredRun:
         return out
 
     def record(self) -> dict[str, Any]:
-        """The listing record (``smallinit runs ls --json``)."""
-        return {"kind": self.kind, "key": self.key, "state": self.state,
-                "created": self.created, "config": self.config_summary(),
-                "metrics": self.main_metrics(), "path": str(self.path)}
+        """The listing record (``smallinit runs ls --json``): the full ``config`` as an
+        object (what the run is keyed by), its one-line ``config_summary``, the ``summary``
+        it finished with and its ``metrics`` (:meth:`main_metrics`)."""
+        return {"kind": self.kind, "key": self.key, "version": self.version,
+                "state": self.state, "reason": self.reason, "created": self.created,
+                "finished": self.finished, "path": str(self.path), "config": self.config,
+                "config_summary": self.config_summary(), "summary": self.summary,
+                "metrics": self.main_metrics()}
 
     def describe(self) -> dict[str, Any]:
         """Everything about the run (``smallinit runs show --json``)."""

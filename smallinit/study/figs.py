@@ -11,7 +11,10 @@ are imported as modules of the package, never executed from a user folder; where
 figures are
 *written* is a separate choice (``--out``, ``$SMALLINIT_FIGS_OUT``, else the checkout's
 ``paper_figs/out``). A figure whose module does not exist yet is listed as not yet
-available; nothing is drawn in its place.
+available; nothing is drawn in its place. Every call also writes the report page
+``index.html`` into the output folder (:mod:`smallinit.study.report`): every figure of the
+folder with its caption, statistics, runs and commands, and the claims table of every
+profile in the store.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from smallinit.core.jobs import Results, run_specs
 from smallinit.core.plotting import save_figure
 from smallinit.core.runs import Run
 from smallinit.core.store import RunStore
-from smallinit.study.experiments import Experiment, of_figure
+from smallinit.llm.training.cost import training_flops_of
+from smallinit.study import report
+from smallinit.study.experiments import Experiment, existing, of_figure
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +114,7 @@ def compute(experiments: list[Experiment], profile: str, store: RunStore, *,
     that pins one worker keeps it), else every core."""
     pins = [p for p in (e.workers(profile) for e in experiments) if p is not None]
     options = {"force": force, "workers": workers or min(pins, default=None),
-               "executor": executor}
+               "executor": executor, "weigh": training_flops_of}
     first = [s for e in experiments for s in (e.inner(profile) or e.specs(profile))]
     run_specs(first, store, desc="runs of the figures", **options)
     out = {}
@@ -185,7 +190,8 @@ def make_figures(
     """Render the chosen figures; value ``None`` marks a figure not yet available. The
     runs of all chosen figures are computed first, side by side
     (:func:`compute`: ``workers`` local processes, default every core, or on a Ray cluster
-    with ``executor="ray"``); then each figure draws."""
+    with ``executor="ray"``); then each figure draws, and the report page is written
+    (:func:`write_report`)."""
     check_choice("profile", profile, profiles.names())
     for n in only or []:
         check_choice("figure number", n, FIGURES)
@@ -205,4 +211,32 @@ def make_figures(
         t0 = time.perf_counter()
         results[number] = list(load_figure(number).make(ctx))
         log.info("fig %02d done in %.1f s", number, time.perf_counter() - t0)
+    path = write_report(out_dir, store, profile, results, runs)
+    log.info("report page %s", path)
     return results
+
+
+def write_report(out_dir: Path, store: RunStore, profile: str,
+                 drawn: dict[int, list[Path] | None],
+                 runs: dict[str, Results] | None = None) -> Path:
+    """The report page of ``out_dir`` (:mod:`smallinit.study.report`): the figures drawn now
+    (``drawn``, at ``profile``, their experiments' runs in ``runs``) and those drawn there
+    before (``report.json``), their runs looked up read-only at the profile each was drawn
+    at."""
+    runs = runs or {}
+    entries = []
+    for number, info in report.record_drawn(out_dir, profile, drawn).items():
+        if number not in FIGURES or importlib.util.find_spec(module_name(number)) is None:
+            continue
+        module = load_figure(number)
+        at = info["profile"]
+        now = {e.name: runs[e.name] for e in of_figure(number)
+               if at == profile and e.name in runs}
+        entries.append(report.FigureEntry(
+            number, f"fig{number:02d}_{FIGURES[number]}", getattr(module, "TITLE", ""),
+            module.__doc__ or "", at, info["files"],
+            {e.name: now.get(e.name) or existing(e.name, at, store) for e in of_figure(number)},
+            {e.name: Results(inner, [s.run_of(store) for s in inner])
+             for e in of_figure(number) if (inner := e.inner(at))}))
+    missing = [n for n in FIGURES if importlib.util.find_spec(module_name(n)) is None]
+    return report.write_report(out_dir, entries, store, missing=missing)

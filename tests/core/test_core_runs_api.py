@@ -69,8 +69,10 @@ def test_list_runs_reads_every_run_and_survives_a_damaged_one(store):
 def test_record_summarizes_config_and_main_metrics(store):
     root, runs = store
     rec = smallinit.load_run(runs["a"].key, runs_dir=root).record()
+    assert json.loads(json.dumps(rec)) == rec  # plain JSON
     assert rec["kind"] == "llm-train" and rec["state"] == "done"
-    assert rec["config"].startswith("init=gamma:0.5 model.d_model=32")
+    assert rec["config_summary"].startswith("init=gamma:0.5 model.d_model=32")
+    assert rec["config"] == smallinit.load_run(runs["a"].key, runs_dir=root).config
     assert rec["metrics"] == {"val_loss": 0.25, "train_loss": 0.2, "steps": 30}
     assert rec["created"]
 
@@ -150,6 +152,11 @@ def test_runs_ls_and_show(store, capsys):
     assert main(["runs", "ls", "--kind", "llm-train", "--json", "--runs-dir", str(root)]) == 0
     records = json.loads(capsys.readouterr().out)
     assert {r["key"] for r in records} == {runs["a"].key, runs["b"].key}
+    by_key = {r["key"]: r for r in records}  # the whole config, as an object, not cut short
+    assert by_key[runs["a"].key]["config"] == json.loads(
+        (runs["a"].path / "config.json").read_text())["config"]
+    assert by_key[runs["a"].key]["config"]["model"] == {"d_model": 32}
+    assert by_key[runs["a"].key]["summary"]["val_loss"] == 0.25
     assert main(["runs", "show", runs["a"].key[:7], "--runs-dir", str(root)]) == 0
     out = capsys.readouterr().out
     assert f"run llm-train/{runs['a'].key} (done)" in out

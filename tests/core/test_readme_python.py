@@ -50,15 +50,20 @@ def run_blocks(indices, tmp_path, monkeypatch) -> dict:
 
 
 def test_from_python_theory_and_hf_snippets(tmp_path, monkeypatch, capsys):
-    """Blocks 1 (theory) and 3 (apply_init on GPT-2 and a registered OPT) print what their
-    comments say."""
+    """Blocks 1 (theory) and 3 (apply_init on GPT-2, GPT-NeoX with a per-part override and
+    a registered OPT) print what their comments say."""
     pytest.importorskip("transformers")
     namespace = run_blocks([0, 2], tmp_path, monkeypatch)
     out = capsys.readouterr().out.splitlines()
     assert out[:3] == ["condensed ≥ 3/8", "critical", "linear"]
-    assert out[3] == "gamma:1" == namespace["gpt2"].config.smallinit_init
-    assert out[4] == f"512 {512 ** -0.5:.4f}"  # fc2's true fan-in d_ff, σ = d_ff^-1/2
-    assert namespace["opt"].config.smallinit_init == "gamma:0.5,qk=1"
+    assert out[3] == "gamma:1" == namespace["gpt2"].config.smallinit["init"]
+    assert out[4] == f"per_head {128 ** -1:.4f} {128 ** -0.5:.4f}"  # NeoX's q and v
+    qkv = namespace["neox"].gpt_neox.layers[0].attention.query_key_value.weight.detach()
+    per_head = qkv.view(4, 3, 32, 128)  # heads, (q, k, v), head size, d_model
+    assert per_head[:, :2].std().item() == pytest.approx(1 / 128, rel=0.05)
+    assert per_head[:, 2].std().item() == pytest.approx(128 ** -0.5, rel=0.05)
+    assert out[5] == f"512 {512 ** -0.5:.4f}"  # fc2's true fan-in d_ff, σ = d_ff^-1/2
+    assert namespace["opt"].config.smallinit["init"] == "gamma:0.5,qk=1"
     assert not (tmp_path / "runs").exists()
 
 
@@ -80,3 +85,41 @@ def test_from_python_snippets_run(tmp_path, monkeypatch, capsys):
     assert out[8] == "(2, 1)" and out[9] == "simulated"  # S_w per (γ, γ')
     assert list(namespace["frame"]["event"]) == ["simulated"]
     assert run.path.parent.parent == tmp_path / "runs"
+
+
+def test_readme_shows_the_lm_eval_extra_and_a_write_task_yaml_call_that_runs(tmp_path,
+                                                                             monkeypatch):
+    """The export paragraph names the `lmeval` extra as pyproject defines it (lm-eval with
+    its [hf] extra) and its write_task_yaml line runs as written: the task file lm_eval's
+    --include_path then reads."""
+    import json
+    import shlex
+    import subprocess
+    import sys
+    import tomllib
+
+    text = README.read_text(encoding="utf-8")
+    extras = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert any(e.startswith("lm-eval[hf]") for e in extras["lmeval"])
+    assert "make extra EXTRA=lmeval" in text and "`lm-eval[hf]`" in text
+    (line,) = [ln for ln in text.splitlines() if "write_task_yaml(" in ln
+               and ln.startswith("python -c")]
+    (tmp_path / "my_task.jsonl").write_text(json.dumps(
+        {"id": "q1", "query": "Question: 2 + 3?\nAnswer:", "choices": [" 5", " 6"],
+         "gold": 0}) + "\n")
+    subprocess.run([sys.executable, *shlex.split(line)[1:]], cwd=tmp_path, check=True,
+                   timeout=120)
+    task = (tmp_path / "tasks" / "my_task.yaml").read_text()
+    assert "task: my_task" in task and str(tmp_path / "my_task.jsonl") in task
+    lm_eval = [ln for ln in text.splitlines() if ln.startswith("lm_eval run")]
+    assert lm_eval and "--tasks my_task --include_path tasks/" in lm_eval[0]
+
+
+def test_readme_shows_the_report_page_and_the_wandb_switch():
+    text = README.read_text(encoding="utf-8")
+    assert "paper_figs/out/index.html" in text and "**The report page.**" in text
+    assert "--wandb my-project" in text and "SMALLINIT_WANDB=my-project" in text
+    from smallinit.llm.training.sinks import WANDB_ENV
+
+    assert WANDB_ENV == "SMALLINIT_WANDB"

@@ -185,6 +185,27 @@ def test_export_loads_with_from_pretrained_and_gives_the_same_logits(trained, tm
         "<|endoftext|>")
 
 
+def test_one_init_record_from_apply_init_and_from_export(trained, tmp_path):
+    """The export's config.json and apply_init write the same record under the same name,
+    and recorded_scheme reads the run's scheme back after from_pretrained."""
+    from smallinit.llm.model.init import apply_init, recorded_scheme
+
+    base, run = trained
+    ex.export_run(run.path.name, tmp_path / "hf")
+    loaded = tf.AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+    assert recorded_scheme(loaded) == "gamma:0.5"
+    record = loaded.config.smallinit
+    assert record == {"init": "gamma:0.5", "run": f"llm-train/{run.key}",
+                      "seed": run.config.seed}
+    assert not hasattr(loaded.config, "smallinit_init")
+    apply_init(loaded, "GAMMA:1.0, qk=1", seed=3)  # re-initialized: the record is replaced
+    assert loaded.config.smallinit == {"init": "gamma:1,qk=1", "seed": 3}
+    assert recorded_scheme(loaded) == "gamma:1,qk=1"
+    loaded.save_pretrained(tmp_path / "again")
+    again = tf.AutoModelForCausalLM.from_pretrained(tmp_path / "again")
+    assert recorded_scheme(again) == "gamma:1,qk=1"
+
+
 def test_a_run_from_before_rebuilds_its_tokenizer_and_reads_model_pt(trained, tmp_path):
     """An older run (no tokenizer.json, no model.safetensors) exports the same folder: the
     tokenizer is rebuilt from the run's corpus config, the weights read from model.pt."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -186,7 +187,8 @@ def test_scheme_is_recorded_on_our_model():
     model = Transformer(ModelConfig(**SIZES))
     assert recorded_scheme(model) is None
     apply_init(model, "GAMMA:0.5, qk=1.0", seed=0)
-    assert model.smallinit_init == "gamma:0.5,qk=1" == recorded_scheme(model)
+    assert model.smallinit == {"init": "gamma:0.5,qk=1", "seed": 0}
+    assert recorded_scheme(model) == "gamma:0.5,qk=1"
 
 
 def test_unknown_one_dimensional_parameter_is_refused_before_any_draw():
@@ -302,8 +304,9 @@ def test_hf_scheme_recorded_in_config_and_global_seed():
 
     a, b, c = init(3), init(3), init(4)
     assert _same(_weights(a), _weights(b)) and not _same(_weights(a), _weights(c))
-    assert a.config.smallinit_init == "xavier" == recorded_scheme(a)
-    assert a.config.to_dict()["smallinit_init"] == "xavier"  # saved with config.json
+    assert a.config.smallinit == {"init": "xavier"} and recorded_scheme(a) == "xavier"
+    assert a.config.to_dict()["smallinit"] == {"init": "xavier"}  # saved with config.json
+    assert "smallinit_init" not in a.config.to_dict()  # one record, not two
 
 
 # ----------------------------------------------------------------------------- families
@@ -358,7 +361,7 @@ def test_registered_opt_family_follows_the_rule(family, scheme):
         ("mlp.down", "mlp_out", 192, 64, 2, True)
     assert by_name["model.decoder.layers.0.self_attn.out_proj.weight"].residual_out
     assert by_name["model.decoder.embed_positions.weight"].kind == "positions"
-    assert model.config.smallinit_init == parse_scheme(scheme).describe()
+    assert recorded_scheme(model) == parse_scheme(scheme).describe()
     out = model(torch.randint(0, 300, (1, 8), generator=torch.Generator().manual_seed(0)))
     assert torch.isfinite(out.logits).all()
 
@@ -386,6 +389,150 @@ def test_registered_family_splits_fused_parameters(family):
     assert q.weight.std().item() == pytest.approx(1 / 64, rel=0.1)  # γ = 1 on q, k
     assert v.weight.std().item() == pytest.approx(64 ** -0.5, rel=0.1)  # γ = 0.5 on v
     assert by_name["model.layers.0.mlp.gate_up_proj.weight[up]"].d_out == 192
+
+
+def tiny_neox(**extra):
+    return transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(
+        vocab_size=300, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=256, max_position_embeddings=40, **extra))
+
+
+def test_neox_per_part_sigma_lands_on_the_right_rows():
+    """GPT-NeoX's query_key_value holds q, k, v head by head (rows: head 0's q, k, v, then
+    head 1's, ...). With ``gamma:0.5,qk=1.0`` every row of q and k is drawn with
+    σ = d^-1 and every row of v with d^-1/2, row by row; read as three contiguous blocks
+    (the wrong layout) rows of head 0's v and head 1's q would swap σ."""
+    model = apply_init(tiny_neox(), "gamma:0.5,qk=1.0", seed=0)
+    d, heads = 128, 4
+    hs = d // heads
+    table = {s.name: s for s in matrix_table(model)}
+    for layer in range(2):
+        name = f"gpt_neox.layers.{layer}.attention.query_key_value.weight"
+        w = model.get_parameter(name).detach()
+        for row in range(3 * d):
+            part = "qkv"[(row // hs) % 3]  # NeoX: view(heads, 3 * hs).chunk(3)
+            want = d ** -1.0 if part in "qk" else d ** -0.5
+            # 128 draws per row: the sample std is within ±6% (1 s.e.) of σ; σ of q/k and
+            # of v differ by √128 ≈ 11×, so a row drawn with the other part's σ fails
+            assert w[row].std().item() == pytest.approx(want, rel=0.35), (name, row)
+        q, v = table[name + "[q]"], table[name + "[v]"]
+        assert (q.layout, q.shape, q.part, v.part) == ("per_head", (d, d), "qk", "vo")
+        assert torch.equal(q.rows_out, w.view(heads, 3, hs, d)[:, 0].reshape(d, d))
+    rows = {r["name"]: r for r in init_table(model, "gamma:0.5,qk=1.0")}
+    assert rows["gpt_neox.layers.0.attention.query_key_value.weight[k]"]["layout"] == "per_head"
+    assert rows["gpt_neox.layers.0.attention.dense.weight"]["layout"] == ""
+    assert check_stats(model, "gamma:0.5,qk=1.0", 2) == 2 + 2 * 6  # embed_in, head (lm_head)
+    check_norms_and_biases(model)
+
+
+def test_neox_v_rows_are_what_its_attention_reads_as_values():
+    """The rows the family calls v are the values of NeoX's own forward: zero them (and
+    their biases) and the attention output is zero whatever the input."""
+    model = apply_init(tiny_neox(), "gamma:1.0", seed=0).eval()
+    with torch.no_grad():
+        for spec in matrix_table(model):
+            if spec.kind == "attn.v":
+                spec.assign(torch.zeros(spec.shape))
+                spec.param.grad = None
+                module = model.get_submodule(spec.name.split("[")[0].rpartition(".")[0])
+                module.bias[list(spec.index[0])] = 0.0
+    outputs = []
+    hook = model.gpt_neox.layers[0].attention.register_forward_hook(
+        lambda mod, args, out: outputs.append(out[0]))
+    with torch.no_grad():
+        model(torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(1)))
+    hook.remove()
+    assert outputs and torch.count_nonzero(outputs[0]) == 0
+    # ... while zeroing the rows a contiguous-block reading calls v leaves it non-zero
+    fresh = apply_init(tiny_neox(), "gamma:1.0", seed=0).eval()
+    with torch.no_grad():
+        for layer in fresh.gpt_neox.layers:
+            layer.attention.query_key_value.weight[2 * 128:] = 0.0
+            layer.attention.query_key_value.bias[2 * 128:] = 0.0
+        fresh.gpt_neox.layers[0].attention.register_forward_hook(
+            lambda mod, args, out: outputs.append(out[0]))
+        fresh(torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(1)))
+    assert torch.count_nonzero(outputs[1]) > 0
+
+
+def test_neox_head_named_embed_out_as_in_transformers_4(family):
+    """transformers 4 called NeoX's head ``embed_out``, 5 ``lm_head``: both are the head."""
+    from smallinit.llm.model.families import family_of
+
+    neox = family_of(tiny_neox())
+    assert neox.name == "gpt_neox"
+    assert neox.roles_of("embed_out.weight") == ("head",) == neox.roles_of("lm_head.weight")
+
+
+def tiny_phi():
+    return transformers.PhiForCausalLM(transformers.PhiConfig(
+        vocab_size=300, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+        intermediate_size=192, max_position_embeddings=40))
+
+
+@pytest.mark.parametrize("scheme", ["gamma:1.0", "gamma:0.5,qk=1.0,mlp_out=0.8,depth",
+                                    "xavier"])
+def test_phi_is_built_in(scheme):
+    model = apply_init(tiny_phi(), scheme, seed=0)
+    # embed_tokens, lm_head, and per layer q, k, v, dense, fc1, fc2
+    assert check_stats(model, scheme, 3) == 2 + 3 * 6
+    check_norms_and_biases(model)
+    fc2 = {s.name: s for s in matrix_table(model)}["model.layers.2.mlp.fc2.weight"]
+    assert (fc2.kind, fc2.d_in, fc2.residual_out) == ("mlp.down", 192, True)
+    assert torch.all(model.lm_head.bias == 0)
+
+
+def test_register_family_states_the_layout_it_assumed(family, caplog):
+    """A fused pattern without a layout is read as contiguous blocks and says so; a stated
+    layout is listed by describe(); a layout of an unknown kind or for a pattern that is not
+    fused is refused."""
+    import logging
+
+    matrices = {r"qkv\.weight$": ("attn.q", "attn.k", "attn.v"), r"o\.weight$": "attn.o"}
+    with caplog.at_level(logging.INFO, logger="smallinit.llm.model.families"):
+        blocks = family("fused", lambda m: False, matrices=matrices)
+    assert any("qkv" in r.getMessage() and "read as blocks" in r.getMessage()
+               and "per_head" in r.getMessage() for r in caplog.records)
+    assert blocks.describe() == [r"qkv\.weight$: attn.q | attn.k | attn.v as blocks (equal "
+                                 "contiguous blocks, one per role)"]
+    heads = family("fused-heads", lambda m: False, matrices=matrices,
+                   layouts={r"qkv\.weight$": "per_head"})
+    assert heads.layout_of("h.0.qkv.weight") == "per_head" and "per_head" in heads.describe()[0]
+    with pytest.raises(ValueError, match="layout 'heads' of pattern .*blocks, per_head"):
+        family("bad", lambda m: False, matrices=matrices, layouts={r"qkv\.weight$": "heads"})
+    with pytest.raises(ValueError, match=r"layout pattern .*o.*weight.* is not a fused"):
+        family("bad", lambda m: False, matrices=matrices, layouts={r"o\.weight$": "per_head"})
+
+
+def tiny_phi3(kv_heads=2):
+    return transformers.Phi3ForCausalLM(transformers.Phi3Config(
+        vocab_size=300, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=kv_heads, max_position_embeddings=40,
+        pad_token_id=0, bos_token_id=0, eos_token_id=0))
+
+
+def test_a_refusal_shows_a_template_of_the_call(family):
+    """A model no family reads is refused with a register_family call to complete: every
+    matrix pattern with its shape, the roles other families give such names filled in, the
+    unknown ones as "?"; completed, the template registers a family that reads the model."""
+    with pytest.raises(ValueError) as refused:
+        apply_init(tiny_phi3(kv_heads=4), "gamma:1.0")
+    message = str(refused.value)
+    template = message[message.index("from smallinit.llm import register_family"):]
+    assert 'register_family("phi3", lambda m: m.config.model_type == "phi3", matrices={' in \
+        template
+    lines = {line.split(":")[0].strip(): line for line in template.splitlines()}
+    assert '"?"' in lines[r'r"(^|\.)self_attn\.qkv_proj\.weight$"']
+    assert "(192, 64) Linear" in lines[r'r"(^|\.)self_attn\.qkv_proj\.weight$"']
+    assert '"attn.o"' in lines[r'r"(^|\.)self_attn\.o_proj\.weight$"']  # from llama's names
+    assert '"mlp.down"' in lines[r'r"(^|\.)mlp\.down_proj\.weight$"']
+    completed = re.sub(r'"\?",( *)# \(192, 64\)', r'("attn.q", "attn.k", "attn.v"), #',
+                       template)
+    completed = re.sub(r'"\?",( *)# \(384, 64\)', r'("mlp.gate", "mlp.up"), #', completed)
+    completed = completed.replace("from smallinit.llm import register_family\n", "")
+    exec(completed, {"register_family": family})
+    model = apply_init(tiny_phi3(kv_heads=4), "gamma:1.0", seed=0)
+    assert check_stats(model, "gamma:1.0", 2) == 2 + 2 * 7
 
 
 def tiny_gemma():
@@ -465,7 +612,7 @@ def test_registered_table_function_is_used(family):
         MatrixSpec("w", m.w, ALL, "mlp", 32, 48, 0, False, "mlp.up", in_out=True)])
     model = apply_init(Toy(), "gamma:1.0", seed=0)
     assert model.w.std().item() == pytest.approx(1 / 32, rel=0.1)
-    assert model.smallinit_init == "gamma:1"
+    assert recorded_scheme(model) == "gamma:1"
 
 
 def test_unknown_model_is_rejected():

@@ -157,10 +157,10 @@ def test_cli_train_with_output_piped_logs_lines_and_tensorboard(cache, tmp_path)
     assert run.state == "done"
     folder = tmp_path / "tb" / KIND / run.key
     logged = loss_records(run)
-    assert tb_scalars(folder, "loss") == [
+    assert tb_scalars(folder, "train/loss") == [
         (r["step"], pytest.approx(r["loss"], rel=1e-6)) for r in logged]
-    assert [s for s, _ in tb_scalars(folder, "lr")] == [2, 4, 6]
-    assert tb_scalars(folder, "val_loss") == [(6, pytest.approx(run.summary["val_loss"],
+    assert [s for s, _ in tb_scalars(folder, "train/lr")] == [2, 4, 6]
+    assert tb_scalars(folder, "eval/val_loss") == [(6, pytest.approx(run.summary["val_loss"],
                                                                  rel=1e-6))]
 
 
@@ -193,7 +193,8 @@ def test_sinks_leave_the_run_key_alone(cache, tmp_path, monkeypatch):
     assert [type(s) for s in sinks_mod.sinks_from_env()] == [sinks_mod.TensorBoard]
     again = train(cfg, runs_dir=tmp_path / "runs2")
     assert again.key == with_tb.key
-    assert [s for s, _ in tb_scalars(tmp_path / "env-tb" / KIND / again.key, "loss")] == [2, 4]
+    env_folder = tmp_path / "env-tb" / KIND / again.key
+    assert [s for s, _ in tb_scalars(env_folder, "train/loss")] == [2, 4]
 
 
 def test_resumed_run_purges_what_the_killed_attempt_logged(cache, tmp_path, monkeypatch):
@@ -212,13 +213,13 @@ def test_resumed_run_purges_what_the_killed_attempt_logged(cache, tmp_path, monk
             train(cfg, runs_dir=tmp_path / "runs", callbacks=[tb])
     half = RunStore(tmp_path / "runs").run(KIND, cfg, version=VERSION)
     folder = tmp_path / "tb" / KIND / half.key
-    assert [s for s, _ in tb_scalars(folder, "loss")] == [5, 10, 15, 20]
+    assert [s for s, _ in tb_scalars(folder, "train/loss")] == [5, 10, 15, 20]
     (half.path / "checkpoints" / "step-00000020.pt").unlink()  # resume from step 10
     resumed = train(cfg, runs_dir=tmp_path / "runs",
                     callbacks=[sinks_mod.TensorBoard(tmp_path / "tb")])
     logged = loss_records(resumed)
     assert [r["step"] for r in logged] == [5, 10, 15, 20, 24]
-    assert tb_scalars(folder, "loss") == [
+    assert tb_scalars(folder, "train/loss") == [
         (r["step"], pytest.approx(r["loss"], rel=1e-6)) for r in logged]
 
 
@@ -256,3 +257,175 @@ def test_scalars_flatten_numbers_and_skip_the_rest():
     record = {"step": 3, "loss": 2.5, "ok": True, "name": "x", "probe": {"sink": 0.25,
                                                                            "w": {"rd": 1}}}
     assert sinks_mod.scalars(record) == {"loss": 2.5, "probe/sink": 0.25, "probe/w/rd": 1.0}
+
+
+# ----------------------------------------------------------------------------- groups, W&B
+def test_records_go_under_train_eval_and_probe_groups():
+    record = {"step": 4, "loss": 2.5, "lr": 1e-3, "tokens": 64, "tok_per_s": 9.0,
+              "acc_seen_train": 0.5, "probe": {"sink": 0.25}, "bad": float("nan")}
+    assert sinks_mod.grouped(record) == {
+        "train/loss": 2.5, "train/lr": 1e-3, "train/tokens": 64.0, "train/tok_per_s": 9.0,
+        "eval/acc_seen_train": 0.5, "probe/sink": 0.25}
+    assert sinks_mod.grouped({"step": 4, "val_loss": 3.0}) == {"eval/val_loss": 3.0}
+    summary = {"train_loss": 2.0, "val_loss": 2.1, "steps": 4, "params": 10, "tokens": 64,
+               "acc_arith_d1": 0.5, "chance_arith_d1": 0.1, "n_arith_d1": 4,
+               "majority_arith_d1": 0.25, "answer_loss_arith_d1": 1.5, "corpus": {"x": 1}}
+    assert sinks_mod.final_evaluation(summary) == {
+        "eval/val_loss": 2.1, "eval/acc_arith_d1": 0.5, "eval/answer_loss_arith_d1": 1.5}
+
+
+def test_tensorboard_has_groups_hparams_and_the_final_evaluation(cache, tmp_path,
+                                                                  monkeypatch):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    monkeypatch.delenv(sinks_mod.TENSORBOARD_ENV, raising=False)
+    cfg = tiny(cache, "train.steps=6", "train.checkpoint_every=0")
+    run = train(cfg, runs_dir=tmp_path / "runs", callbacks=[sinks_mod.TensorBoard(tmp_path)])
+    folder = tmp_path / KIND / run.key
+    acc = EventAccumulator(str(folder))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"train/loss", "train/lr", "train/tokens", "train/tok_per_s",
+            "eval/val_loss"} <= tags
+    assert any(t.startswith("probe/") for t in tags)
+    assert not [t for t in tags if "/" not in t]  # nothing flat any more
+    final = sinks_mod.final_evaluation(run.summary)
+    assert {"eval/acc_arith_d1", "eval/answer_loss_arith_d1", "eval/acc_fact",
+            "eval/acc_reasoning"} <= set(final)
+    for tag, value in final.items():  # each once, at the last step, as the summary has it
+        assert [(e.step, e.value) for e in acc.Scalars(tag)] == [(6, pytest.approx(value))]
+    content = acc.PluginTagToContent("hparams")
+    start = plugin_data_pb2.HParamsPluginData.FromString(
+        content["_hparams_/session_start_info"]).session_start_info
+    assert start.hparams["model.d_model"].number_value == 16
+    assert start.hparams["init"].string_value == cfg.init
+    assert start.hparams["train.steps"].number_value == 6
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(
+        content["_hparams_/experiment"]).experiment
+    assert {m.name.tag for m in experiment.metric_infos} == set(final)
+
+
+def wandb_records(folder: Path) -> list:
+    """The records of every offline W&B run under ``folder`` (``run-<id>.wandb``: W&B's
+    append-only log, 32 KiB blocks of chunks with a 7-byte header, each record a
+    ``wandb_internal_pb2.Record``), as W&B would upload them."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    runs = []
+    for path in sorted(folder.glob("wandb/offline-run-*/run-*.wandb")):
+        data, pos, chunks, records = path.read_bytes(), 7, b"", []
+        assert data[:4] == b":W&B"
+        while pos + 7 <= len(data):
+            left = 32768 - pos % 32768
+            if left < 7:
+                pos += left
+                continue
+            _crc, size, kind = struct.unpack("<IHB", data[pos:pos + 7])
+            if kind == 0 and size == 0:  # the rest of a block is padding
+                pos += left
+                continue
+            chunk, pos = data[pos + 7:pos + 7 + size], pos + 7 + size
+            chunks = chunk if kind in (1, 2) else chunks + chunk
+            if kind in (1, 4):  # a full record, or the last chunk of one
+                records.append(pb.Record.FromString(chunks))
+        runs.append(records)
+    return runs
+
+
+def _items(items) -> dict:
+    import json
+
+    return {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in items}
+
+
+def test_wandb_sink_offline_logs_groups_config_and_final_evaluation(cache, tmp_path,
+                                                                    monkeypatch):
+    """W&B in its offline mode (no network): the run's config as the W&B config, every
+    record under its group at its step, the final evaluation in the W&B summary; the run
+    key is the same as without the sink."""
+    pytest.importorskip("wandb")
+    monkeypatch.delenv(sinks_mod.TENSORBOARD_ENV, raising=False)
+    monkeypatch.delenv(sinks_mod.WANDB_ENV, raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    cfg = tiny(cache, "train.steps=6", "train.checkpoint_every=0")
+    run = train(cfg, runs_dir=tmp_path / "runs", callbacks=[sinks_mod.WandB("smallinit-test")])
+    assert run.key == config_key(KIND, cfg, VERSION)
+    assert train(cfg, runs_dir=tmp_path / "runs").path == run.path  # reused, no sink
+    (records,) = wandb_records(tmp_path)
+    (head,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    assert head.project == "smallinit-test" and head.display_name == f"{KIND}/{run.key}"
+    assert head.run_group == run.key and head.job_type == KIND
+    config = _items(head.config.update)
+    assert config["model.d_model"] == 16 and config["init"] == cfg.init
+    assert config["run_key"] == run.key and config["resumed_from_step"] == 0
+    history = [_items(r.history.item) for r in records
+               if r.WhichOneof("record_type") == "history"]
+    losses = [(h["_step"], h["train/loss"]) for h in history if "train/loss" in h]
+    assert losses == [(r["step"], pytest.approx(r["loss"])) for r in loss_records(run)]
+    last = [h for h in history if h["_step"] == 6][-1]
+    assert last["eval/val_loss"] == pytest.approx(run.summary["val_loss"])
+    summary = {}
+    for r in records:
+        if r.WhichOneof("record_type") == "summary":
+            summary.update(_items(r.summary.update))
+    final = sinks_mod.final_evaluation(run.summary)
+    assert final and {k: summary[k] for k in final} == pytest.approx(final)
+
+
+def test_wandb_switch_from_the_environment_and_its_refusals(tmp_path, monkeypatch):
+    from smallinit.core.errors import ConfigError
+
+    monkeypatch.delenv(sinks_mod.TENSORBOARD_ENV, raising=False)
+    monkeypatch.setenv(sinks_mod.WANDB_ENV, "my-project")
+    if sinks_mod.wandb_available():
+        (sink,) = sinks_mod.sinks_from_env()
+        assert isinstance(sink, sinks_mod.WandB) and sink.project == "my-project"
+        # the command-line option wins over the environment
+        (sink,) = sinks_mod.chosen_sinks(wandb="other")
+        assert sink.project == "other"
+    with pytest.raises(ConfigError, match="W&B project is empty"):
+        sinks_mod.WandB(" ")
+    monkeypatch.setattr(sinks_mod, "wandb_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"SMALLINIT_WANDB=my-project: .*"
+                       r"pip install 'smallinit\[wandb\]'"):
+        sinks_mod.sinks_from_env()
+
+
+def test_cli_train_prints_a_short_table_and_logs_to_wandb(cache, tmp_path):
+    """``llm train`` without --json: the run line and a short table of the main results
+    (not the ~70-entry summary); ``--wandb`` in offline mode writes the W&B run."""
+    pytest.importorskip("wandb")
+    argv = [sys.executable, "-m", "smallinit", "llm", "train", *TINY, f"data.cache_dir={cache}",
+            "train.steps=6", "train.checkpoint_every=0", "--runs-dir", str(tmp_path / "runs"),
+            "--wandb", "cli-test"]
+    env = {k: v for k, v in os.environ.items() if k not in (sinks_mod.TENSORBOARD_ENV,
+                                                              sinks_mod.WANDB_ENV)}
+    env.update(WANDB_MODE="offline", WANDB_DIR=str(tmp_path), WANDB_SILENT="true")
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    run = RunStore(tmp_path / "runs").run(KIND, tiny(cache, "train.steps=6",
+                                                     "train.checkpoint_every=0"),
+                                          version=VERSION)
+    out = proc.stdout.splitlines()
+    assert out[0] == f"run {KIND}/{run.key} (done): {run.path}"
+    s = run.summary
+    assert out[1] == f"params {s['params']:,}  steps 6  tokens {s['tokens']:,}"
+    assert out[2] == f"loss      train {s['train_loss']:.3f}   held-out {s['val_loss']:.3f}"
+    assert out[3].split() == ["task", "level", "n", "acc", "baseline", "answer", "loss"]
+    rows = [line.split() for line in out[4:] if line.startswith(("arith", "anchor", "logic"))]
+    assert [(r[0], int(r[1])) for r in rows] == [(t, k) for t in ("anchor", "arith", "logic")
+                                                 for k in (1, 2, 3) if f"acc_{t}_d{k}" in s]
+    for task, level, n, acc, _base, loss in rows:
+        assert int(n) == s[f"n_{task}_d{level}"]
+        assert float(acc) == pytest.approx(s[f"acc_{task}_d{level}"], abs=5e-4)
+        assert float(loss) == pytest.approx(s[f"answer_loss_{task}_d{level}"], abs=5e-4)
+    assert len(out) < 20 and "{" not in proc.stdout  # a table, not the JSON summary
+    (records,) = wandb_records(tmp_path)
+    assert any(r.WhichOneof("record_type") == "run" and r.run.project == "cli-test"
+               for r in records)

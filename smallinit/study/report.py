@@ -1,0 +1,338 @@
+"""The report page: ``index.html`` beside the figures, the study at a glance.
+
+:func:`write_report` writes one static HTML file into the figure folder (``make figs``:
+``paper_figs/out/index.html``): no script, no server, no network, every link relative, so
+the folder can be opened from disk, zipped or served as it is. It holds
+
+* the claims table (:mod:`smallinit.study.claims`, read-only: :func:`~smallinit.study.
+  claims.table`) of every profile the store has runs of, each claim with its effect, 95%
+  interval, one-sided p, seeds and verdict (docs/science.md §13), and the missing runs of a
+  claim that is ``not run``;
+* every figure drawn in the folder, in order: its PNG (a link to the PDF), its title and
+  caption (docs/science.md §7, else the figure module's docstring), its statistics (the
+  claims judged on its experiments, the number of runs done, the training FLOPs of its
+  transformer runs), the run keys behind it (kind/key, state, what each run stands for)
+  and the commands that redraw, recompute and list it.
+
+Which profile a figure in the folder was drawn at is kept in ``report.json`` beside it
+(:func:`record_drawn`), so ``smallinit figs --only 1`` after a full ``make figs`` updates
+figure 1 and keeps the others on the page. Nothing here computes or writes a run.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from smallinit.core import profiles
+from smallinit.core.atomic import atomic_write_text
+from smallinit.core.errors import StoreError
+from smallinit.core.jobs import Results
+from smallinit.core.store import RunStore
+from smallinit.llm.training.cost import training_flops_of
+from smallinit.study import claims as claims_mod
+from smallinit.study import experiments
+
+REPORT = "index.html"
+MANIFEST = "report.json"
+SCIENCE = Path(__file__).resolve().parents[2] / "docs" / "science.md"
+
+
+@dataclass
+class FigureEntry:
+    """One figure of the page: what the driver knows of it."""
+
+    number: int
+    stem: str
+    title: str
+    doc: str
+    profile: str
+    files: list[str]
+    runs: dict[str, Results] = field(default_factory=dict)  # experiment -> its runs
+    inner: dict[str, Results] = field(default_factory=dict)  # runs made inside its runs
+
+
+# ----------------------------------------------------------------------------- inputs
+def science_captions(path: Path = SCIENCE) -> dict[int, tuple[str, str]]:
+    """docs/science.md §7: figure number → (its heading, its description); {} when the
+    file is not there (an install without the docs)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    start = text.find("\n## 7.")
+    if start < 0:
+        return {}
+    end = text.find("\n## ", start + 1)
+    section = text[start:end if end > 0 else None]
+    out = {}
+    for match in re.finditer(r"\n### 7\.(\d+) ([^\n]*)\n(.*?)(?=\n### |\n---|\Z)", section,
+                             flags=re.S):
+        out[int(match.group(1))] = (match.group(2).strip(), match.group(3).strip())
+    return out
+
+
+def record_drawn(out_dir: Path, profile: str,
+                 drawn: dict[int, list[Path] | None]) -> dict[int, dict[str, Any]]:
+    """Update ``report.json`` with the figures drawn now (number → profile and files) and
+    return every figure of the folder whose files are still there."""
+    path = Path(out_dir) / MANIFEST
+    try:
+        known = {int(k): v for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        known = {}
+    for number, paths in drawn.items():
+        if paths:
+            known[number] = {"profile": profile, "files": [Path(p).name for p in paths]}
+    kept = {n: v for n, v in sorted(known.items())
+            if isinstance(v, dict) and v.get("files")
+            and all((Path(out_dir) / f).is_file() for f in v["files"])}
+    atomic_write_text(path, json.dumps({str(n): v for n, v in kept.items()}, indent=1,
+                                       sort_keys=True) + "\n")
+    return kept
+
+
+def profiles_in_store(store: RunStore) -> list[str]:
+    """The profiles of which the store holds at least one run (any state), smallest first
+    (quick, medium, full, then any other)."""
+    order = {"quick": 0, "medium": 1, "full": 2}
+    found = []
+    for profile in sorted(profiles.names(), key=lambda p: (order.get(p, 3), p)):
+        if any(_state(run) != "absent"
+               for e in experiments.EXPERIMENTS.values()
+               for run in experiments.existing(e.name, profile, store).runs):
+            found.append(profile)
+    return found
+
+
+def _state(run) -> str:
+    try:
+        return run.state
+    except StoreError:
+        return "corrupt"
+
+
+# ----------------------------------------------------------------------------- rendering
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _inline(text: str) -> str:
+    """Escaped text with `code` spans and **bold** of the science doc rendered."""
+    out = _e(text)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", out)
+
+
+def _paragraphs(text: str) -> str:
+    return "".join(f"<p>{_inline(' '.join(p.split()))}</p>"
+                   for p in re.split(r"\n\s*\n", text.strip()) if p.strip())
+
+
+def _number(x: float, digits: int = 3) -> str:
+    return "—" if not isinstance(x, int | float) or not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _p(x: float) -> str:
+    if not isinstance(x, int | float) or not math.isfinite(x):
+        return "—"
+    return "&lt;1e-4" if x < 1e-4 else f"{x:.2g}"
+
+
+def _verdict(verdict: str) -> str:
+    return f'<span class="verdict v-{verdict.replace(" ", "-")}">{_e(verdict)}</span>'
+
+
+def claim_cell(r: claims_mod.Record) -> str:
+    """One claim at one profile: effect [CI], p and n, the verdict, and why it is not run."""
+    e = r.judgement.estimate
+    note = ""
+    if r.missing:  # the reason, unfolding to the missing runs
+        shown = "".join(f"<li><code>{_e(m)}</code></li>" for m in r.missing[:8])
+        more = f"<li>… and {len(r.missing) - 8} more</li>" if len(r.missing) > 8 else ""
+        summary = r.judgement.detail or f"{len(r.missing)} missing runs"
+        note = (f"<details><summary>{_e(summary)}</summary><ul>{shown}{more}</ul>"
+                "</details>")
+    elif r.judgement.detail:
+        note = f'<div class="note">{_e(r.judgement.detail)}</div>'
+    numbers = ""
+    if e.n:
+        numbers = (f'<div class="num">{_number(e.effect)} [{_number(e.ci_low)}, '
+                   f"{_number(e.ci_high)}]</div><div class=\"num small\">p {_p(e.p_value)}"
+                   f" · n {e.n}</div>")
+    return (f'<td class="claim-cell" data-profile="{_e(r.profile)}" '
+            f'data-verdict="{_e(r.verdict)}">{numbers}{_verdict(r.verdict)}{note}</td>')
+
+
+def claims_table(records: Sequence[claims_mod.Record], *, table_id: str = "claims") -> str:
+    """The claims table: one row per claim (§13's order), one column per profile."""
+    names = list(dict.fromkeys(r.profile for r in records))
+    by_claim: dict[str, dict[str, claims_mod.Record]] = {}
+    for r in records:
+        by_claim.setdefault(r.id, {})[r.profile] = r
+    head = ("<tr><th>claim</th><th>what it says</th>"
+            + "".join(f"<th>{_e(p)}: effect [95% CI], verdict</th>" for p in names)
+            + "</tr>")
+    rows = []
+    for claim_id, at in by_claim.items():
+        first = next(iter(at.values()))
+        cells = "".join(claim_cell(at[p]) if p in at else "<td>—</td>" for p in names)
+        rows.append(f'<tr class="claim" data-claim="{_e(claim_id)}"><td><code>'
+                    f"{_e(claim_id)}</code></td><td>{_e(first.claim)}</td>{cells}</tr>")
+    return (f'<table id="{table_id}" class="claims"><thead>{head}</thead><tbody>'
+            + "\n".join(rows) + "</tbody></table>")
+
+
+def verdict_counts(records: Sequence[claims_mod.Record]) -> str:
+    """``quick: 2 holds, 1 partial, 9 not run`` per profile."""
+    parts = []
+    for profile in dict.fromkeys(r.profile for r in records):
+        counts = {v: sum(r.verdict == v and r.profile == profile for r in records)
+                  for v in claims_mod.VERDICTS}
+        shown = ", ".join(f"{n} {_verdict(v)}" for v, n in counts.items() if n)
+        parts.append(f"<code>{_e(profile)}</code>: {shown}")
+    return "<p>" + "; ".join(parts) + ".</p>"
+
+
+def _tags(tags: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in tags.items())
+
+
+def runs_table(entry: FigureEntry) -> tuple[str, dict[str, int], float]:
+    """The run keys behind a figure (a table), the count per state and the transformer
+    runs' training FLOPs."""
+    rows, counts, flops, seen = [], {}, 0.0, set()
+    for label, groups in (("", entry.runs), ("inside ", entry.inner)):
+        for name, results in groups.items():
+            for spec, run in results:
+                if spec.ident in seen:
+                    continue
+                seen.add(spec.ident)
+                state = _state(run)
+                counts[state] = counts.get(state, 0) + 1
+                flops += training_flops_of(spec.config) or 0.0
+                rows.append(f'<tr><td>{_e(label + name)}</td><td><code>{_e(spec.kind)}/'
+                            f"{_e(spec.key)}</code></td><td>{_e(state)}</td>"
+                            f"<td>{_e(_tags(spec.tags))}</td></tr>")
+    if not rows:
+        return "<p>No runs: this figure is drawn from theory alone.</p>", counts, flops
+    table = ("<table class=\"runs\"><thead><tr><th>experiment</th><th>run (kind/key)</th>"
+             "<th>state</th><th>stands for</th></tr></thead><tbody>" + "".join(rows)
+             + "</tbody></table>")
+    return (f"<details><summary>{len(rows)} runs (<code>smallinit runs show KEY</code> opens "
+            f"one)</summary>{table}</details>"), counts, flops
+
+
+def figure_section(entry: FigureEntry, caption: tuple[str, str] | None,
+                   records: Sequence[claims_mod.Record]) -> str:
+    """One figure: images, caption, statistics, run keys, commands."""
+    png = [f for f in entry.files if f.endswith(".png")]
+    pdf = {Path(f).stem: f for f in entry.files if f.endswith(".pdf")}
+    images = "".join(
+        f'<a href="{_e(pdf.get(Path(f).stem, f))}"><img src="{_e(f)}" alt="figure '
+        f'{entry.number}: {_e(entry.title)}" loading="eager"></a>' for f in png)
+    heading, text = caption or (entry.title, "")
+    about = _paragraphs(text) if text else _paragraphs(entry.doc.split("\n\n")[0])
+    runs_html, counts, flops = runs_table(entry)
+    done = counts.get("done", 0)
+    total = sum(counts.values())
+    facts = [f"profile <code>{_e(entry.profile)}</code>"]
+    if total:
+        facts.append(f"{done} of {total} runs done"
+                     + "".join(f", {n} {_e(s)}" for s, n in sorted(counts.items())
+                               if s != "done"))
+    if flops:
+        facts.append(f"transformer training compute {flops:.3g} FLOPs")
+    stats = claims_table(records, table_id=f"claims-fig{entry.number:02d}") if records else ""
+    only = f"--only {entry.number} --profile {entry.profile}"
+    commands = (f"<pre><code>smallinit figs {only}          # redraw from the stored runs\n"
+                f"smallinit figs {only} --force  # recompute its runs, then draw\n"
+                f"smallinit figs {only} --plan   # list its runs, compute nothing"
+                "</code></pre>")
+    return (f'<section class="figure" id="fig{entry.number:02d}">'
+            f"<h2>Figure {entry.number}: {_e(entry.title)}</h2>"
+            f'<p class="source">docs/science.md §7.{entry.number} {_e(heading)} · '
+            f"<code>paper_figs/{_e(entry.stem)}.py</code> · {' · '.join(facts)}</p>"
+            f'<div class="images">{images}</div>{about}'
+            + (f"<h3>Statistics</h3>{stats}" if stats else "")
+            + f"<h3>Runs behind it</h3>{runs_html}<h3>Commands</h3>{commands}</section>")
+
+
+STYLE = """
+body { font: 15px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1180px;
+       padding: 1em 1.5em 4em; color: #1d1d1d; }
+h1 { margin-bottom: .2em; } h2 { border-top: 1px solid #ccc; padding-top: .8em; }
+h3 { margin: 1em 0 .3em; font-size: 1em; }
+code, pre { font: 13px ui-monospace, monospace; } pre { background: #f4f4f4; padding: .6em; }
+table { border-collapse: collapse; margin: .4em 0; font-size: 13px; }
+th, td { border: 1px solid #ddd; padding: .25em .5em; vertical-align: top; text-align: left; }
+th { background: #f0f0f0; } td.num { text-align: right; white-space: nowrap; }
+.note, details { color: #555; font-size: 12px; } .small { font-size: 12px; color: #555; }
+td.claim-cell { min-width: 11em; } .num { white-space: nowrap; }
+.images img { max-width: 100%; border: 1px solid #eee; margin: .3em 0; }
+.source { color: #555; font-size: 13px; }
+.verdict { padding: .05em .45em; border-radius: .6em; white-space: nowrap; }
+.v-holds { background: #c8ecc9; } .v-partial { background: #f3e7b0; }
+.v-not-at-this-scale { background: #e4e4e4; } .v-contradicted { background: #f5c2c0; }
+.v-not-run { background: #fff; border: 1px dashed #aaa; }
+nav a { margin-right: .8em; white-space: nowrap; }
+"""
+
+
+def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
+           in_store: Sequence[str], missing: Sequence[str],
+           captions: dict[int, tuple[str, str]]) -> str:
+    """The whole page (a pure function of its inputs: the same inputs, the same bytes)."""
+    by_claim: dict[tuple[str, str], claims_mod.Record] = {(r.id, r.profile): r for r in records}
+    sections = []
+    for entry in entries:
+        names = set(entry.runs)
+        figure_records = [by_claim[(c.id, entry.profile)] for c in claims_mod.CLAIMS.values()
+                          if c.experiment in names and (c.id, entry.profile) in by_claim]
+        sections.append(figure_section(entry, captions.get(entry.number), figure_records))
+    nav = "".join(f'<a href="#fig{e.number:02d}">Fig {e.number}</a>' for e in entries)
+    shown = ", ".join(f"<code>{_e(p)}</code>" for p in in_store) or "none"
+    not_yet = (f"<p>Not yet available (no figure module): {', '.join(map(str, missing))}.</p>"
+               if missing else "")
+    claims_html = (verdict_counts(records) + claims_table(records) if records else
+                   "<p>The store has no runs of any profile yet: every claim is "
+                   "<em>not run</em> (<code>make figs</code> computes the quick profile's).</p>")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>smallinit: figures and claims</title><style>{STYLE}</style></head><body>"
+        "<h1>smallinit: figures and claims</h1>"
+        "<p>How the scale of initialization decides what a network learns. Every number "
+        "below comes from a run in the store (<code>smallinit runs ls</code>); the page is "
+        "written by <code>make figs</code> (<code>smallinit figs</code>) and reads nothing "
+        "from the network.</p>"
+        f"<nav><a href=\"#claims-section\">Claims</a>{nav}</nav>"
+        "<section id=\"claims-section\"><h2>The study's claims, measured</h2>"
+        f"<p>Judged from the stored runs by the verdict rules of docs/science.md §13 "
+        f"(<code>smallinit claims --profile P</code>); profiles with runs in the store: "
+        f"{shown} (profiles share the runs whose configs they share). Effect in the claim's "
+        f"units, 95% t-interval over seeds, one-sided p, n seeds; a claim whose runs are not "
+        f"all done is <em>not run</em>, its missing runs listed.</p>{claims_html}</section>"
+        f"{not_yet}"
+        + "".join(sections) + "</body></html>\n")
+
+
+def write_report(out_dir: Path, entries: Sequence[FigureEntry], store: RunStore, *,
+                 missing: Sequence[int] = (),
+                 table: Callable[[Sequence[str], RunStore], list[claims_mod.Record]] | None
+                 = None) -> Path:
+    """Write ``out_dir/index.html`` for ``entries`` (module docstring) and return its path;
+    ``table`` computes the claims records (default :func:`smallinit.study.claims.table`,
+    read-only) of the profiles the store has runs of."""
+    in_store = profiles_in_store(store)
+    records = (table or claims_mod.table)(in_store, store) if in_store else []
+    page = render(entries, records, in_store, [str(n) for n in missing], science_captions())
+    path = Path(out_dir) / REPORT
+    atomic_write_text(path, page)
+    return path
