@@ -451,13 +451,14 @@ def preflight(cfg, dist: Dist | None = None, *, explicit_attention: bool = False
               computing: bool = True) -> None:
     """Every check of a run's config that needs no training, made before its run directory
     exists (so a bad config leaves nothing behind). For a run that will be trained
-    (``computing``): the device is there and the training step fits the memory limit
-    (:func:`smallinit.llm.training.memory.check_training_memory`, before anything is built);
-    for every run, also one reused: the init scheme gives every matrix a usable σ (checked on
-    a model without storage, the ``meta`` device)."""
+    (``computing``): the device is there and the training step fits the memory of that
+    device (:func:`smallinit.llm.training.memory.check_training_memory`: a GPU's own memory
+    for a CUDA run, before anything is built); for every run, also one reused: the init
+    scheme gives every matrix a usable σ (checked on a model without storage, the ``meta``
+    device)."""
     if computing:
-        resolve_device(cfg, dist or Dist.from_env())
-        check_training_memory(cfg, explicit_attention=explicit_attention)
+        device = resolve_device(cfg, dist or Dist.from_env())
+        check_training_memory(cfg, explicit_attention=explicit_attention, device=device)
         sinks_from_env()  # a bad $SMALLINIT_TENSORBOARD is refused before the run exists
     init_table(meta_transformer(cfg.model), cfg.scheme)
 
@@ -489,10 +490,12 @@ def fit_run(store: RunStore, kind: str, version: str, cfg, build: Callable[[Dist
                                 force=force)
     import torch.distributed as tdist
 
+    on_gpu = cfg.train.device != "cpu" and torch.cuda.is_available()
+    if on_gpu:  # before the group exists: NCCL binds each rank to the current device, and
+        torch.cuda.set_device(dist.local_rank)  # without this every rank would use GPU 0
     own_group = not tdist.is_initialized()
     if own_group:
-        backend = "nccl" if cfg.train.device != "cpu" and torch.cuda.is_available() else "gloo"
-        tdist.init_process_group(backend)
+        tdist.init_process_group("nccl" if on_gpu else "gloo")
     try:
         run = store.run(kind, cfg, version=version)
         if dist.main:
