@@ -334,17 +334,24 @@ class Transformer(nn.Module):
         """Logits; with ``targets`` also the mean loss; with ``need_weights`` also the
         attention weights, as ``(logits, loss, weights)``."""
         h, weights = self.hidden(idx, need_weights)
-        loss = None
-        if targets is not None and fastpath.enabled(h):
-            logits = fastpath.head(h, self.head.weight)
-            loss = fastpath.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        if targets is None:
+            logits, loss = self.head(h), None
         else:
-            logits = self.head(h)
-        if targets is not None and loss is None:
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+            logits, loss = self.head_loss(h, targets)
         if need_weights:
             return logits, loss, weights
         return logits if targets is None else (logits, loss)
+
+    def head_loss(self, h: torch.Tensor, targets: torch.Tensor):
+        """Logits of the final hidden states ``h`` (B, T, d) and their mean cross-entropy
+        against ``targets`` (B, T), computed in float32 (under bf16 autocast the bf16
+        logits are upcast first; ``torch.compile`` fuses that cast into the loss's
+        reductions, eager keeps an fp32 copy of the logits)."""
+        if fastpath.enabled(h):
+            logits = fastpath.head(h, self.head.weight)
+            return logits, fastpath.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        logits = self.head(h)
+        return logits, F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 1.0,
