@@ -101,3 +101,40 @@ def test_bf16_autocast_keeps_q_and_k_in_bf16_through_rope(monkeypatch):
     loss.backward()
     assert seen == [(torch.bfloat16,) * 3] * 2
     assert torch.isfinite(loss) and loss.dtype == torch.float32
+
+
+def test_compiled_the_loss_keeps_no_float32_copy_of_the_logits():
+    """Under bf16 autocast the eager loss upcasts the tokens × vocabulary logits to an fp32
+    copy (what ``head_loss`` says); compiled (every full-profile run), Inductor fuses the
+    upcast into the loss's reductions: no float32 buffer of that size is allocated, forward
+    or backward (read from the generated code; Inductor's CPU and GPU backends schedule the
+    same fusion)."""
+    import re
+
+    from torch._inductor.utils import run_and_get_code
+
+    from smallinit.llm.model.transformer import Transformer
+
+    B, T, V = 4, 64, 1000
+    model = Transformer(ModelConfig(vocab_size=V, context=T, d_model=32, n_layers=1,
+                                    n_heads=2), "gamma:0.5")
+    h = torch.randn(B, T, 32, requires_grad=True)
+    y = torch.randint(0, V, (B, T))
+    loss_fn = torch.compile(model.head_loss)
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            _, loss = loss_fn(h, y)
+        loss.backward()
+        return loss
+
+    loss, code = run_and_get_code(step)
+    buffers = re.findall(r"empty_strided_\w+\(\((\d+), (\d+)\), \([^)]*\), torch\.(\w+)\)",
+                         "\n".join(code))
+    logits = [b for b in buffers if (int(b[0]), int(b[1])) == (B * T, V)]
+    assert logits and {b[2] for b in logits} == {"bfloat16"}
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        _, eager = model.head_loss(h, y)
+    # the same bf16 logits either way; only the order of the fp32 sums differs (~1e-6)
+    assert torch.isfinite(loss) and float(loss.detach()) == pytest.approx(float(eager),
+                                                                         rel=1e-4)
