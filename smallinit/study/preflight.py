@@ -121,10 +121,16 @@ def profile_specs(profile: str, figures: list[int] | None = None) -> tuple[list[
     return list(unique.values()), checks
 
 
-def trains(spec: RunSpec) -> bool:
-    """Whether the spec's run trains a transformer (its config has ``model`` and ``train``
-    and its type can check and trial it)."""
-    return hasattr(spec, "trial") and hasattr(getattr(spec.config, "train", None), "device")
+def trainable(spec: RunSpec) -> RunSpec | None:
+    """The spec as one the preflight can check and trial, when its run trains a transformer:
+    itself when its type can (``check`` and ``trial``: pretraining, the anchor task), a
+    pretraining spec of its config when that is a plain run config (a run whose learning
+    rate is chosen first, say), else None (the toy runs, compare itself)."""
+    if hasattr(spec, "trial") and hasattr(getattr(spec.config, "train", None), "device"):
+        return spec
+    if isinstance(spec.config, RunConfig):
+        return TrainSpec(spec.config, dict(spec.tags))
+    return None
 
 
 def planned_memory(cfg) -> tuple[int, str] | None:
@@ -146,8 +152,9 @@ def check_runs(specs: list[RunSpec]) -> list[Check]:
     for spec in specs:
         t1 = time.perf_counter()
         try:
-            if trains(spec):
-                spec.check(memory=planned_memory(spec.config))
+            trained = trainable(spec)
+            if trained is not None:
+                trained.check(memory=planned_memory(spec.config))
                 estimate = float(training_bytes(spec.config.model, spec.config.train.batch_size))
             else:
                 check = getattr(spec.config, "check_memory", None)
@@ -208,7 +215,7 @@ def data_checks(specs: list[RunSpec], max_items: int | None, cache: str) -> list
     corpora: dict[str, tuple[Any, int]] = {}
     tasks: dict[str, Any] = {}
     for spec in specs:
-        if not trains(spec):
+        if trainable(spec) is None:
             continue
         cfg = spec.config
         if hasattr(cfg, "data"):
@@ -258,8 +265,9 @@ def step_checks(specs: list[RunSpec], max_items: int | None, cache: str,
     """One trial step of each distinct configuration (module docstring, 3)."""
     distinct: dict[str, list[RunSpec]] = {}
     for spec in specs:
-        if trains(spec):
-            distinct.setdefault(signature(spec), []).append(spec)
+        trained = trainable(spec)
+        if trained is not None:
+            distinct.setdefault(signature(trained), []).append(trained)
     checks = []
     for group in distinct.values():
         spec = group[0]
