@@ -16,6 +16,7 @@ Results return in the caller's array family (:func:`like`).
 from __future__ import annotations
 
 import os
+from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,27 @@ BACKEND, cp = decide(os.environ.get(ENV_VAR))
 def backend() -> str:
     """Name of the backend chosen at import: ``"cpu"`` or ``"cupy"``."""
     return BACKEND
+
+
+def cupy_status() -> dict[str, Any]:
+    """What the backend rule saw, for a report: the backend asked for (``$SMALLINIT_BACKEND``)
+    and chosen, the CuPy distribution installed, and why the GPU backend is not live (empty
+    when it is)."""
+    why = ""
+    if BACKEND != "cupy":
+        asked = (os.environ.get(ENV_VAR) or "").strip().lower()
+        why = f"{ENV_VAR}=cpu" if asked == "cpu" else _probe_cupy()[1]
+    return {"requested": os.environ.get(ENV_VAR) or "auto", "backend": BACKEND,
+            "cupy": _cupy_distribution(), "cupy_unusable": why}
+
+
+def _cupy_distribution() -> str | None:
+    for name in ("cupy-cuda13x", "cupy-cuda12x", "cupy"):
+        try:
+            return f"{name} {metadata.version(name)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 # ---------------------------------------------------------------------------- array families

@@ -4,25 +4,42 @@ Phase-scan batch (the toy's hot loop): G networks of widths spread over 128…40
 (log-spaced, repeated), 1-d inputs with a bias, n = 4 points (docs/science.md §2 reference setting).
 Baselines: CPU — the per-network NumPy loop; GPU — a per-network torch loop with autograd and
 one padded ``torch.bmm`` over the batch (widths padded to the largest, autograd).
+
+The GPU benchmarks run on a :class:`BenchDevice`: CUDA through CuPy
+(:func:`cuda_bench_device`), or the CPU emulation of the same ``.cu`` kernels with NumPy
+and CPU torch baselines (:func:`emulated_bench_device`), where they walk every line of the
+GPU benchmark at toy sizes and their times mean nothing. The cosine Gram is measured in
+each dtype the project calls it with: float32, float64 (the toy's measurements; cuBLAS runs
+DGEMM on the FP64 tensor cores of an A100/H100/H200) and bf16 (a transformer's bf16
+weights; the kernel widens them to float32, cuBLAS multiplies bf16 on the tensor cores).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from . import cpu, gpu
+from . import cpu, emulation, gpu, launch
+from .backend import cp
 from .batched import offsets_from_widths
 from .measure import measure_all
 from .stack import measure_stack
 
-# Peak throughput of known devices (dense, non-tensor-core FP32/FP64 FLOP/s, HBM bytes/s).
+# Peak throughput of known devices (dense FLOP/s: FP32 and FP64 without tensor cores, FP64
+# and BF16 on the tensor cores; HBM bytes/s), NVIDIA's H100 SXM and H200 datasheets.
 PEAKS = {
-    "H200": {"fp32": 67e12, "fp64": 34e12, "bytes": 4.8e12},
-    "H100": {"fp32": 67e12, "fp64": 34e12, "bytes": 3.35e12},
+    "H200": {"fp32": 67e12, "fp64": 34e12, "fp64_tensor": 67e12, "bf16_tensor": 989e12,
+             "bytes": 4.8e12},
+    "H100": {"fp32": 67e12, "fp64": 34e12, "fp64_tensor": 67e12, "bf16_tensor": 989e12,
+             "bytes": 3.35e12},
 }
+#: the Gram's dtypes, the peak that bounds cuBLAS for each, and the goal's dtype
+GRAM_DTYPES = {"float32": "fp32", "float64": "fp64_tensor", "bfloat16": "bf16_tensor"}
+GRAM_GOAL_DTYPE = "float32"
 
 
 def phase_scan_batch(
@@ -95,6 +112,47 @@ def cpu_gram_vs_loop(batch: int = 64, m: int = 64, d: int = 32, repeat: int = 3)
 
 
 # ----------------------------------------------------------------------------- GPU
+@dataclass(frozen=True)
+class BenchDevice:
+    """Where the GPU benchmarks run: the kernels' launch device (:mod:`launch`), the torch
+    device of the baselines, a synchronization of both, and how a float32 host array
+    becomes the kernels' bf16 input (a CUDA torch bf16 tensor; bf16 bits for the
+    emulation)."""
+
+    name: str
+    launch: launch.Device
+    torch_device: str
+    sync: Callable[[], None]
+    bf16: Callable[[np.ndarray], Any]
+
+    @property
+    def xp(self) -> Any:
+        return self.launch.xp
+
+
+def cuda_bench_device() -> BenchDevice:
+    """The CUDA device through CuPy (needs the cupy backend)."""
+    import torch  # noqa: PLC0415  # lazy: torch baselines of the GPU benchmarks only
+
+    if cp is None:
+        raise RuntimeError("the CUDA benchmarks need the cupy backend (SMALLINIT_BACKEND)")
+    name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
+
+    def sync() -> None:
+        cp.cuda.Device().synchronize()
+        torch.cuda.synchronize()
+
+    def bf16(x: np.ndarray) -> Any:
+        return torch.from_numpy(np.ascontiguousarray(x, np.float32)).cuda().bfloat16()
+
+    return BenchDevice(name, gpu._cupy_device(), "cuda", sync, bf16)
+
+
+def emulated_bench_device() -> BenchDevice:
+    """The kernels' CPU emulation (:mod:`emulation`) with CPU torch baselines: the GPU
+    benchmarks' code on the CPU (a dry run; the times are not the GPU's)."""
+    return BenchDevice("CPU emulation", emulation.device(), "cpu", lambda: None,
+                       emulation.bf16_bits)
 
 
 def _torch_baselines(args, device):
@@ -140,29 +198,27 @@ def _torch_baselines(args, device):
     return per_network, padded
 
 
-def gpu_grouped_benchmark(repeat: int = 20) -> dict:
-    import cupy as cp  # noqa: PLC0415
-    import torch  # noqa: PLC0415  # lazy: torch baselines of the GPU benchmarks only
-
-    args = phase_scan_batch(dtype=np.float32)
+def gpu_grouped_benchmark(dev: BenchDevice | None = None, repeat: int = 20,
+                          batch: dict | None = None) -> dict:
+    """The grouped step on ``dev`` (default CUDA) against the per-network torch loop and
+    the padded ``torch.bmm`` on its torch device; ``batch``: :func:`phase_scan_batch`'s
+    arguments (default its phase-scan batch)."""
+    dev = dev or cuda_bench_device()
+    args = phase_scan_batch(dtype=np.float32, **(batch or {}))
     X, y, a, W, b, off, al = args
-    dev = [cp.asarray(v) for v in (X, y, a, W, b)]
+    arrays = [dev.xp.asarray(v) for v in (X, y, a, W, b)]
 
     def ours():
-        return gpu.grouped_two_layer_step(*dev, off, al, "relu")
+        return launch.grouped_two_layer_step(dev.launch, *arrays, off, al, "relu")
 
-    per_network, padded = _torch_baselines(args, "cuda")
-
-    def sync():
-        cp.cuda.Device().synchronize()
-        torch.cuda.synchronize()
-
-    t_ours = timeit(ours, repeat, sync)
-    t_loop = timeit(per_network, max(3, repeat // 5), sync)
-    t_pad = timeit(padded, repeat, sync)
+    per_network, padded = _torch_baselines(args, dev.torch_device)
+    t_ours = timeit(ours, repeat, dev.sync)
+    t_loop = timeit(per_network, max(1, min(3, repeat // 5)), dev.sync)
+    t_pad = timeit(padded, repeat, dev.sync)
     M, n, d = W.shape[0], X.shape[0], W.shape[1]
     fl = grouped_flops(n, M, d)
     return {
+        "device": dev.name,
         "networks": int(off.size - 1),
         "neurons": int(M),
         "n": int(n),
@@ -177,62 +233,87 @@ def gpu_grouped_benchmark(repeat: int = 20) -> dict:
     }
 
 
-def gpu_gram_benchmark(
-    shapes=((1, 4096, 4096), (16, 1024, 1024), (64, 512, 256)), repeat: int = 20
-) -> list[dict]:
-    import cupy as cp  # noqa: PLC0415
+def _gram_baseline(dev: BenchDevice, W: np.ndarray, dtype: str) -> Callable[[], Any]:
+    """cuBLAS's batched product of the row-normalized W (what the Gram computes), in
+    ``dtype``: CuPy's matmul for float32/float64, torch's for bf16."""
+    if dtype == "bfloat16":
+        import torch  # noqa: PLC0415  # lazy: torch baselines of the GPU benchmarks only
 
-    name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
-    peak = next((v for k, v in PEAKS.items() if k in name), None)
+        Wt = dev.bf16(W) if dev.torch_device == "cuda" else torch.from_numpy(W).bfloat16()
+
+        def bf16_product():
+            N = Wt / torch.linalg.vector_norm(Wt.float(), dim=-1, keepdim=True).bfloat16()
+            return torch.matmul(N, N.transpose(-1, -2))
+
+        return bf16_product
+    xp = dev.xp
+    Wd = xp.asarray(W.astype(dtype))
+
+    def product():
+        N = Wd / xp.linalg.norm(Wd, axis=-1, keepdims=True)
+        return xp.matmul(N, N.transpose(0, 2, 1))
+
+    return product
+
+
+def gpu_gram_benchmark(dev: BenchDevice | None = None,
+                       shapes=((1, 4096, 4096), (16, 1024, 1024), (64, 512, 256)),
+                       repeat: int = 20, dtypes=tuple(GRAM_DTYPES)) -> list[dict]:
+    """The symmetric cosine Gram on ``dev`` (default CUDA) against cuBLAS's full batched
+    product, for every shape and dtype (module docstring); each row has its time ratio
+    (cuBLAS time / ours: ≥ 1 means faster than cuBLAS) and the largest difference from the
+    float64 reference."""
+    dev = dev or cuda_bench_device()
+    peak = next((v for k, v in PEAKS.items() if k in dev.name), None)
     rows = []
     for batch, m, d in shapes:
-        W = cp.random.standard_normal((batch, m, d), dtype=cp.float32)
+        W = np.random.default_rng(batch * m + d).standard_normal((batch, m, d)).astype(np.float32)
+        want = cpu.cosine_gram(W.astype(np.float64))
+        for dtype in dtypes:
+            W_in = dev.bf16(W) if dtype == "bfloat16" else dev.xp.asarray(W.astype(dtype))
 
-        def ours(W=W):
-            return gpu.cosine_gram(W)
+            def ours(W_in=W_in):
+                return launch.cosine_gram(dev.launch, W_in)
 
-        def cublas(W=W):
-            N = W / cp.linalg.norm(W, axis=-1, keepdims=True)
-            return cp.matmul(N, N.transpose(0, 2, 1))
-
-        sync = cp.cuda.Device().synchronize
-        t_ours, t_blas = timeit(ours, repeat, sync), timeit(cublas, repeat, sync)
-        err = float(cp.abs(ours() - cublas()).max())
-        fl = 2.0 * batch * m * m * d  # full product, the work cuBLAS does
-        row = {
-            "batch": batch,
-            "m": m,
-            "d": d,
-            "ours_s": t_ours,
-            "cublas_s": t_blas,
-            "throughput_ratio": t_blas / t_ours,
-            "ours_effective_gflops": fl / t_ours / 1e9,
-            "cublas_gflops": fl / t_blas / 1e9,
-            "max_abs_diff": err,
-            "target_ratio": 0.7,
-        }
-        if peak:
-            row["ours_share_of_fp32_peak"] = fl / t_ours / peak["fp32"]
-        rows.append(row)
+            blas = _gram_baseline(dev, W, dtype)
+            t_ours, t_blas = timeit(ours, repeat, dev.sync), timeit(blas, repeat, dev.sync)
+            got = ours()
+            got = got.get() if hasattr(got, "get") else np.asarray(got)
+            fl = 2.0 * batch * m * m * d  # full product, the work cuBLAS does
+            row = {
+                "dtype": dtype,
+                "batch": batch,
+                "m": m,
+                "d": d,
+                "ours_s": t_ours,
+                "cublas_s": t_blas,
+                "throughput_ratio": t_blas / t_ours,
+                "ours_effective_gflops": fl / t_ours / 1e9,
+                "cublas_gflops": fl / t_blas / 1e9,
+                "max_abs_diff_vs_float64": float(np.abs(got - want).max()),
+                "target_ratio": 0.7 if dtype == GRAM_GOAL_DTYPE else None,
+            }
+            if peak:
+                row["cublas_share_of_peak"] = fl / t_blas / peak[GRAM_DTYPES[dtype]]
+                row["ours_share_of_fp32_peak"] = fl / t_ours / peak["fp32"]
+            rows.append(row)
     return rows
 
 
-def gpu_stack_benchmark(shapes=((16, 512, 512), (8, 1536, 512)), repeat: int = 5) -> list[dict]:
-    """:func:`stack.measure_stack` of a CUDA torch stack (one batched Gram and SVD on the
-    device) against the per-matrix ``measure_all`` loop on host copies (what the traced
-    probes did before): the shapes of W_Q/W_K of 8 layers at d = 512 and the FFN inputs."""
-    import cupy as cp  # noqa: PLC0415
+def gpu_stack_benchmark(dev: BenchDevice | None = None,
+                        shapes=((16, 512, 512), (8, 1536, 512)), repeat: int = 5) -> list[dict]:
+    """:func:`stack.measure_stack` of a torch stack on ``dev``'s torch device (on CUDA one
+    batched Gram and SVD on the device) against the per-matrix ``measure_all`` loop on host
+    copies (what the traced probes did before): the shapes of W_Q/W_K of 8 layers at
+    d = 512 and the FFN inputs."""
     import torch  # noqa: PLC0415  # lazy: torch baselines of the GPU benchmarks only
 
-    def sync():
-        cp.cuda.Device().synchronize()
-        torch.cuda.synchronize()
-
+    dev = dev or cuda_bench_device()
     rows = []
     for batch, m, d in shapes:
-        W = torch.randn(batch, m, d, device="cuda")
-        t_stack = timeit(lambda W=W: measure_stack(W), repeat, sync)
-        t_loop = timeit(lambda W=W: [measure_all(w.cpu().numpy()) for w in W], 1, sync)
+        W = torch.randn(batch, m, d, device=dev.torch_device)
+        t_stack = timeit(lambda W=W: measure_stack(W), repeat, dev.sync)
+        t_loop = timeit(lambda W=W: [measure_all(w.cpu().numpy()) for w in W], 1, dev.sync)
         got, want = measure_stack(W), [measure_all(w.cpu().numpy()) for w in W]
         err = max(abs(got[k][i] - want[i][k]) / max(abs(want[i][k]), 1e-12)
                   for i in range(batch) for k in want[i])

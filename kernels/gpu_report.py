@@ -1,10 +1,17 @@
-"""One prepared GPU check: the gpu-marked tests, then the GPU benchmarks, as JSON.
+"""The kernels part of the GPU check: the gpu-marked kernel tests, then the GPU benchmarks.
 
-Usage (on a machine with a CUDA device and CuPy): ``python -m smallinit.kernels.gpu_report
-[OUT_DIR]`` (default ``$OUT`` or ``bench-results``). Writes ``gpu_check.json`` with the
-pytest exit code, the device name, the grouped-step benchmark (against a per-network torch
-loop and padded torch.bmm), the cosine Gram benchmark (against cupy.matmul/cuBLAS) and the
-batched stack measurements (against the per-matrix host loop).
+:func:`gpu_tests` runs ``tests/kernels/test_kernels_gpu.py -m gpu`` of the checkout in a
+pytest subprocess (a time limit of its own; the counts read from pytest's JUnit XML, so
+"every test skipped" is seen, not only the exit code); in a dry run the emulated replay of
+the same cases (``tests/kernels/test_kernels_emulated.py``) instead. :func:`benchmarks`
+times the grouped step (against a per-network torch loop and a padded ``torch.bmm``), the
+cosine Gram in float32, float64 and bf16 (against cuBLAS) and the batched stack
+measurements (against the per-matrix host loop) on CUDA, or through the CPU emulation of the
+kernels at toy sizes in a dry run (:mod:`.bench`).
+
+Standalone: ``python -m smallinit.kernels.gpu_report [OUT_DIR]`` (default ``$OUT`` or
+``bench-results``) writes both into ``gpu_check.json``; exit status 1 unless the tests
+passed on the cupy backend.
 """
 
 from __future__ import annotations
@@ -13,49 +20,89 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import traceback
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from . import bench
-from .backend import BACKEND, cp
+from .backend import BACKEND, cupy_status
+
+REPO = Path(__file__).resolve().parent.parent
+GPU_TESTS = "tests/kernels/test_kernels_gpu.py"
+EMULATED_TESTS = "tests/kernels/test_kernels_emulated.py"
+#: toy sizes of a dry run's benchmarks (seconds through the emulation)
+DRY_SIZES = {"grouped": {"batch": {"n_widths": 3, "repeats": 1, "lo": 16, "hi": 64},
+                         "repeat": 1},
+             "gram": {"shapes": ((1, 70, 33), (3, 65, 17)), "repeat": 1},
+             "stack": {"shapes": ((2, 32, 16),), "repeat": 1}}
+
+
+def run_pytest(target: str, marker: str, timeout: float | None = None) -> dict:
+    """``pytest target -m marker`` in a subprocess from the checkout: exit code, counts
+    (tests, passed, failed, errors, skipped) from its JUnit XML, and the output's tail."""
+    path = REPO / target
+    if not path.is_file():
+        return {"error": f"{path} does not exist: run the check from a checkout"}
+    with tempfile.TemporaryDirectory() as tmp:
+        xml = Path(tmp) / "junit.xml"
+        cmd = [sys.executable, "-m", "pytest", str(path), "-m", marker, "-q", "-rs",
+               "-p", "no:cacheprovider", f"--junitxml={xml}"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=REPO,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired as err:
+            tail = (err.stdout or b"")[-3000:]
+            return {"error": f"pytest ran past its {timeout:.0f} s", "command": cmd,
+                    "tail": tail.decode(errors="replace") if isinstance(tail, bytes) else tail}
+        counts = {"tests": 0, "failed": 0, "errors": 0, "skipped": 0}
+        if xml.exists():
+            for suite in ET.parse(xml).getroot().iter("testsuite"):
+                counts["tests"] += int(suite.get("tests", 0))
+                counts["failed"] += int(suite.get("failures", 0))
+                counts["errors"] += int(suite.get("errors", 0))
+                counts["skipped"] += int(suite.get("skipped", 0))
+    counts["passed"] = counts["tests"] - counts["failed"] - counts["errors"] - counts["skipped"]
+    return {"target": target, "marker": marker, "pytest_rc": proc.returncode, **counts,
+            "all_skipped": counts["tests"] > 0 and counts["skipped"] == counts["tests"],
+            "tail": (proc.stdout + proc.stderr)[-3000:]}
+
+
+def gpu_tests(dry: bool = False, timeout: float | None = None) -> dict:
+    """The gpu-marked kernel tests (dry: the emulated replay of their cases)."""
+    if dry:
+        return run_pytest(EMULATED_TESTS, "not slow", timeout)
+    return run_pytest(GPU_TESTS, "gpu", timeout)
+
+
+def benchmarks(dry: bool = False) -> dict:
+    """Every GPU benchmark of :mod:`.bench` (dry: through the emulation at toy sizes), each
+    caught on its own: a failing one is recorded with its traceback."""
+    result: dict = {"backend": BACKEND, **cupy_status()}
+    try:
+        dev = bench.emulated_bench_device() if dry else bench.cuda_bench_device()
+    except Exception:
+        result["error"] = traceback.format_exc()[-3000:]
+        return result
+    result["device"] = dev.name
+    sizes = DRY_SIZES if dry else {}
+    for key, fn, size in (("grouped_step", bench.gpu_grouped_benchmark, "grouped"),
+                          ("cosine_gram", bench.gpu_gram_benchmark, "gram"),
+                          ("measure_stack", bench.gpu_stack_benchmark, "stack")):
+        try:
+            result[key] = fn(dev, **sizes.get(size, {}))
+        except Exception:
+            result[key] = {"error": traceback.format_exc()[-3000:]}
+    return result
 
 
 def collect() -> dict:
-    """The gpu-marked tests' exit code and tail, then (with CuPy on CUDA) the benchmarks."""
-    repo = Path(__file__).resolve().parent.parent
-    result: dict = {}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(repo / "tests" / "kernels" / "test_kernels_gpu.py"),
-            "-m",
-            "gpu",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=repo,
-    )
-    result["pytest_rc"] = proc.returncode
-    result["pytest_tail"] = (proc.stdout + proc.stderr)[-4000:]
-
-    result["backend"] = BACKEND
+    """The gpu-marked tests, then (with CuPy on CUDA) the benchmarks."""
+    result = {"tests": gpu_tests()}
     if BACKEND == "cupy":
-        result["device"] = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
-        for key, fn in (
-            ("grouped_step", bench.gpu_grouped_benchmark),
-            ("cosine_gram", bench.gpu_gram_benchmark),
-            ("measure_stack", bench.gpu_stack_benchmark),
-        ):
-            try:
-                result[key] = fn()
-            except Exception:
-                result[key] = {"error": traceback.format_exc()[-3000:]}
+        result["benchmarks"] = benchmarks()
+    else:
+        result["backend"] = cupy_status()
     return result
 
 
@@ -65,11 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     result = collect()
     (out / "gpu_check.json").write_text(json.dumps(result, indent=2, default=float))
-    print(
-        json.dumps({k: v for k, v in result.items() if k != "pytest_tail"}, indent=2, default=float)
-    )
-    print(result["pytest_tail"][-1500:])
-    return 0 if result["pytest_rc"] == 0 and result["backend"] == "cupy" else 1
+    print(json.dumps(result, indent=2, default=float)[-4000:])
+    tests = result["tests"]
+    return 0 if tests.get("pytest_rc") == 0 and BACKEND == "cupy" else 1
 
 
 if __name__ == "__main__":

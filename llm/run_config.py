@@ -117,6 +117,12 @@ class DataConfig:
     synthetic_val_items: int = 1000
     synthetic_facts: int = 200  # distinct entity→attribute facts to memorize
     synthetic_mix: tuple[float, ...] = (0.25, 0.2, 0.2, 0.35)  # arith, anchor, logic, fact
+    # How logic level 1 is held out (smallinit.llm.data.synthetic, HELD_OUT): "exclusion"
+    # (the prompts training drew are redrawn; every stored corpus) or "partition" (a fixed
+    # part of its 650 prompts, for training splits large enough to draw them all). Added
+    # after runs were stored: at "exclusion" it stays out of the run key (KEY_NEUTRAL).
+    synthetic_held_out: Literal["exclusion", "partition"] = field(
+        default="exclusion", metadata={KEY_NEUTRAL: True})
 
     def __post_init__(self) -> None:
         check_fields(self, "data")

@@ -1,7 +1,8 @@
 """Process-wide JAX settings of the toy simulations, made by explicit calls (never by an
 import).
 
-* :func:`enable_x64` — float64 arithmetic. Every public toy entry point that computes with
+* :func:`enable_x64` — float64 arithmetic (and, on a GPU, memory taken as needed rather
+  than preallocated). Every public toy entry point that computes with
   JAX calls it first: the two-layer engine stops at a loss tolerance of 1e-6 on a loss that
   starts near 1e-2 and reaches 1e-7, which needs relative precision well below float32's
   near convergence; the escape and diagonal solvers integrate over many decades of ε.
@@ -27,7 +28,12 @@ log = logging.getLogger(__name__)
 
 
 def enable_x64() -> None:
-    """Switch JAX to float64 for the rest of the process (idempotent)."""
+    """Switch JAX to float64 for the rest of the process (idempotent). Also, unless the
+    user chose otherwise, JAX allocates GPU memory as it needs it
+    (``XLA_PYTHON_CLIENT_PREALLOCATE=false``) instead of taking 75% of the GPU at its first
+    computation: a toy run and the transformer runs share the figure driver's process
+    (one worker on a GPU), and PyTorch would find only a quarter of the GPU left."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if not jax.config.jax_enable_x64:
         jax.config.update("jax_enable_x64", True)
 

@@ -210,7 +210,8 @@ def _stream(docs_ids: list[list[int]], eot: int) -> np.ndarray:
 
 def _build_synthetic(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: Path) -> None:
     train, val = synthetic.splits(cfg.synthetic_items, cfg.synthetic_val_items, seed=cfg.seed,
-                                  n_facts=cfg.synthetic_facts, mix=cfg.synthetic_mix)
+                                  n_facts=cfg.synthetic_facts, mix=cfg.synthetic_mix,
+                                  scheme=cfg.synthetic_held_out)
     tok = cached_bpe(tok_path, (it.text for it in train), vocab_size)
     for name, items in (("train", train), ("val", val)):
         prompts = encode_many(tok, [it.prompt for it in items])

@@ -39,6 +39,16 @@ x + 3a₁ + 5a₂ rule). The answer space of a level is the set of answers reach
 parts. Logic items are novel by their letters; held-out items of any reasoning task never
 repeat a training item (checked by exact text). Held-out fact items are the same facts by
 design (they probe recall of what was memorized).
+
+**Logic level 1 under a large training split** (the scheme :data:`HELD_OUT`; a run's
+``data.synthetic_held_out``). Its
+650 prompts (25 given letters × 26 answers) are all drawn by a few hundred thousand
+training items, so held out by exclusion (the scheme ``"exclusion"``, the default, with
+which every stored corpus was drawn) it has nothing left to hold out. The scheme
+``"partition"`` gives it a held-out part as arith and anchor have: the (given, answer)
+letter pairs with (i(given) + 3·i(answer)) mod 8 = 0 (letters indexed a = 0 … z = 25; 72
+of the 650 prompts, 2 to 4 per answer), never drawn for training; every other task-level
+draws as under ``"exclusion"``.
 """
 
 from __future__ import annotations
@@ -59,6 +69,9 @@ ANCHOR_MAPS = {1: 5, 2: 1, 3: -2, 4: -8}
 ARITH_RESULTS = range(0, 20)  # admissible results of arith levels >= 2
 ANCHOR_VALUES = range(20, 100)  # x and the answer of anchor items
 _LETTERS = tuple("abcdefghijklmnopqrstuvwxyz")
+#: how logic level 1 is held out (module docstring): by exclusion of the prompts training
+#: drew (the default, every stored corpus), or by a fixed partition of its prompts
+HELD_OUT = ("exclusion", "partition")
 _SYLLABLES = ("ka", "zo", "ri", "mu", "te", "lo", "ba", "ne", "shi", "vu", "po", "da", "gi",
               "fe", "xo", "qua", "ly", "tor", "ben", "sa")
 _ATTRIBUTES = {
@@ -199,12 +212,31 @@ def _numeric_item(task: str, level: int, rng: np.random.Generator, held_out: boo
 
 
 # ----------------------------------------------------------------------------- logic
-def logic_item(rng: np.random.Generator, level: int, answer: str | None = None) -> Item:
+def _check_scheme(scheme: str) -> None:
+    if scheme not in HELD_OUT:
+        raise ValueError(f"held-out scheme {scheme!r} is not allowed; use one of {HELD_OUT}")
+
+
+def logic_held_out(given: str, end: str) -> bool:
+    """The held-out rule of logic level-1 items under the ``"partition"`` scheme:
+    (i(given) + 3·i(end)) mod 8 = 0, letters indexed a = 0 … z = 25."""
+    return (_LETTERS.index(given) + 3 * _LETTERS.index(end)) % 8 == 0
+
+
+def logic_item(rng: np.random.Generator, level: int, answer: str | None = None, *,
+               held_out: bool = False, scheme: str = "exclusion") -> Item:
     """A chain of ``level`` rules from the given letter to the answer letter, plus
     distractor rules (none at level 1, one at level 2, two at level 3), in random order;
-    the answer uniform over the 26 letters unless given (module docstring)."""
+    the answer uniform over the 26 letters unless given (module docstring). Under the
+    ``"partition"`` scheme a level-1 item's given letter comes from the training or the
+    held-out part (``held_out``; :func:`logic_held_out`)."""
     _check_level("logic", level)
+    _check_scheme(scheme)
     end = _LETTERS[int(rng.integers(26))] if answer is None else answer
+    if level == 1 and scheme == "partition":
+        options = [c for c in _LETTERS if c != end and logic_held_out(c, end) == held_out]
+        given = options[int(rng.integers(len(options)))]
+        return Item(f"given {given} . rules {given} > {end} ?", f" {end}\n", "logic", 1)
     n_dist = level - 1
     others = [c for c in _LETTERS if c != end]
     chosen = [str(c) for c in rng.choice(others, size=level + 2 * n_dist, replace=False)]
@@ -219,24 +251,32 @@ def logic_item(rng: np.random.Generator, level: int, answer: str | None = None) 
 
 
 def reasoning_item(task: str, level: int, rng: np.random.Generator,
-                   held_out: bool = False, answer: str | None = None) -> Item:
-    """One item of ``task`` at ``level`` (held-out part for arith and anchor when asked),
-    its answer drawn uniformly from the answer space unless ``answer`` is given."""
+                   held_out: bool = False, answer: str | None = None, *,
+                   scheme: str = "exclusion") -> Item:
+    """One item of ``task`` at ``level`` (held-out part for arith and anchor when asked,
+    and for logic level 1 under the ``"partition"`` scheme), its answer drawn uniformly
+    from the answer space unless ``answer`` is given."""
     _check_level(task, level)
     if answer is not None and answer not in answer_space(task, level):
         raise ValueError(f"answer {answer!r} is not in the answer space of {task} level "
                          f"{level}")
     if task == "logic":
-        return logic_item(rng, level, answer)
+        return logic_item(rng, level, answer, held_out=held_out, scheme=scheme)
     return _numeric_item(task, level, rng, held_out, answer)
 
 
 # ----------------------------------------------------------------------------- capacity
-def held_out_prompts(task: str, level: int) -> tuple[int, ...] | None:
-    """The held-out prompts of each answer of a partitioned task-level (arith, anchor);
-    None for the levels held out by exclusion (logic)."""
+def held_out_prompts(task: str, level: int,
+                     scheme: str = "exclusion") -> tuple[int, ...] | None:
+    """The held-out prompts of each answer of a partitioned task-level (arith, anchor, and
+    logic level 1 under the ``"partition"`` scheme); None for the levels held out by
+    exclusion (the other logic levels)."""
     _check_level(task, level)
+    _check_scheme(scheme)
     if task == "logic":
+        if level == 1 and scheme == "partition":
+            return tuple(sum(g != e and logic_held_out(g, e) for g in _LETTERS)
+                         for e in _LETTERS)
         return None
     space, table = _tables(task, level)
     return tuple(len(table[(True, a)]) for a in space)
@@ -250,7 +290,7 @@ def logic_prompts(level: int) -> int:
     return chain * dist // math.factorial(level - 1)
 
 
-def held_out_capacity(n_train: int, n_val: int, mix) -> list[dict]:
+def held_out_capacity(n_train: int, n_val: int, mix, scheme: str = "exclusion") -> list[dict]:
     """For every reasoning task-level the mix draws: the held-out items asked for and the
     draws they are expected to take. A partitioned level never redraws (training never
     holds its held-out prompts); a level held out by exclusion redraws every prompt the
@@ -265,7 +305,7 @@ def held_out_capacity(n_train: int, n_val: int, mix) -> list[dict]:
             cell = weights[kind] / len(LEVELS)
             asked = float(n_val * cell)
             n_answers = len(answer_space(task, level))
-            part = held_out_prompts(task, level)
+            part = held_out_prompts(task, level, scheme)
             if part is not None:
                 rows.append({"task": task, "level": level, "held_out_items": asked,
                              "held_out_prompts": sum(part), "fewest_per_answer": min(part),
@@ -280,11 +320,11 @@ def held_out_capacity(n_train: int, n_val: int, mix) -> list[dict]:
     return rows
 
 
-def check_held_out_capacity(n_train: int, n_val: int, mix) -> None:
+def check_held_out_capacity(n_train: int, n_val: int, mix, scheme: str = "exclusion") -> None:
     """Refuse, before drawing anything, a split whose held-out items cannot be drawn: a
     partitioned level without held-out prompts for some answer, or expected draws past
     :func:`generate`'s limit of 50·n_val + 1000."""
-    rows = held_out_capacity(n_train, n_val, mix)
+    rows = held_out_capacity(n_train, n_val, mix, scheme)
     limit = 50 * n_val + 1000
     for r in rows:
         if r.get("fewest_per_answer", 1) < 1:
@@ -300,12 +340,13 @@ def check_held_out_capacity(n_train: int, n_val: int, mix) -> None:
             f"{worst['held_out_items']:.0f} held-out items among its "
             f"{worst.get('prompts', 0):,} prompts, of which the "
             f"{worst.get('training_items', 0):,.0f} training items are expected to leave too "
-            "few; use fewer training items")
+            "few; use fewer training items"
+            + (" or data.synthetic_held_out='partition'" if scheme == "exclusion" else ""))
 
 
 # ----------------------------------------------------------------------------- corpus
 def generate(n_items: int, *, seed: int, n_facts: int, mix, exclude: set[str] = frozenset(),
-             stream: int = 0) -> list[Item]:
+             stream: int = 0, scheme: str = "exclusion") -> list[Item]:
     """``n_items`` items, categories drawn with weights ``mix`` (arith, anchor, logic, fact),
     the level of a reasoning item uniformly from ``LEVELS``. ``stream`` 0 is training:
     answers drawn independently and uniformly. ``stream`` 1 is held out: the held-out part
@@ -314,7 +355,8 @@ def generate(n_items: int, *, seed: int, n_facts: int, mix, exclude: set[str] = 
     a cell hold every answer m times and the best constant answer scores chance on the
     scored items too, not only in expectation. Reasoning items whose text is in
     ``exclude`` are redrawn with the same answer (used to keep held-out items out of
-    training)."""
+    training). ``scheme``: how logic level 1 is held out (:data:`HELD_OUT`)."""
+    _check_scheme(scheme)
     rng = np.random.default_rng([seed, stream])
     facts = make_facts(n_facts, seed)
     weights = np.asarray(mix, dtype=float) / float(sum(mix))
@@ -337,18 +379,22 @@ def generate(n_items: int, *, seed: int, n_facts: int, mix, exclude: set[str] = 
             tries += 1
             if tries > 50 * n_items + 1000:
                 raise ValueError("could not draw enough distinct held-out synthetic items")
-            item = reasoning_item(task, level, rng, held_out=stream == 1, answer=answer)
+            item = reasoning_item(task, level, rng, held_out=stream == 1, answer=answer,
+                                  scheme=scheme)
             if item.text not in exclude:
                 break
         items.append(item)
     return items
 
 
-def splits(n_train: int, n_val: int, *, seed: int, n_facts: int, mix):
+def splits(n_train: int, n_val: int, *, seed: int, n_facts: int, mix,
+           scheme: str = "exclusion"):
     """Training and held-out items; no held-out reasoning item appears in training (the
-    split is refused first when its held-out items cannot be drawn)."""
-    check_held_out_capacity(n_train, n_val, mix)
-    train = generate(n_train, seed=seed, n_facts=n_facts, mix=mix, stream=0)
+    split is refused first when its held-out items cannot be drawn). ``scheme``: how
+    logic level 1 is held out (:data:`HELD_OUT`, module docstring)."""
+    check_held_out_capacity(n_train, n_val, mix, scheme)
+    train = generate(n_train, seed=seed, n_facts=n_facts, mix=mix, stream=0, scheme=scheme)
     seen = {it.text for it in train if it.category in REASONING}
-    val = generate(n_val, seed=seed, n_facts=n_facts, mix=mix, exclude=seen, stream=1)
+    val = generate(n_val, seed=seed, n_facts=n_facts, mix=mix, exclude=seen, stream=1,
+                   scheme=scheme)
     return train, val

@@ -63,7 +63,13 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     """Rotate pairs (x_i, x_{i+h/2}) of ``x`` (…, T, head_dim) by the angles θ_{t,i}:
     x ⊙ cos + rotate_half(x) ⊙ sin with rotate_half(x) = (−x₂, x₁). The sign moves onto the
     (small) sin table, so x is rolled by h/2 instead of negated and concatenated: the same
-    products, bit for bit, and fewer passes over x (forward and backward)."""
+    products, bit for bit, and fewer passes over x (forward and backward).
+
+    The fp32 tables are cast to ``x``'s dtype first, as Hugging Face's Llama does: under bf16
+    autocast the projection gives bf16 q and k, and fp32 tables would promote them (and
+    their gradients) to fp32 tensors that attention then casts back to bf16. In fp32 the
+    cast is the identity (the same tensors, the same numbers)."""
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin(sin)
 
 

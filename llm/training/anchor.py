@@ -56,7 +56,7 @@ from smallinit.llm.model.init import as_scheme, matrix_table
 from smallinit.llm.model.matrices import one
 from smallinit.llm.run_config import ModelConfig, TrainConfig, canonical_init
 from smallinit.llm.training.objectives import LastPositionLoss, last_logits
-from smallinit.llm.training.train import Rounding, Trainer, fit_run
+from smallinit.llm.training.train import Dist, Rounding, Trainer, fit_run, preflight, trial
 
 KIND = "llm-anchor"
 VERSION = "2"  # a new version whenever a run of this kind would hold other numbers
@@ -299,3 +299,13 @@ class AnchorSpec(RunSpec):
 
     def compute(self, store: RunStore, force: bool) -> Run:
         return run_anchor(self.config, store, force=force)
+
+    def check(self, memory: tuple[int, str] | None = None) -> None:
+        """The checks :func:`run_anchor` makes before a run exists (the trainer's
+        preflight with the explicit attention of the mechanism measurements)."""
+        preflight(self.config, Dist(), explicit_attention=True, memory=memory)
+
+    def trial(self, config=None) -> dict[str, Any]:
+        """The trainer's :func:`~smallinit.llm.training.train.trial` of ``config`` (a cut of
+        this spec's, default its own) on the anchor task."""
+        return trial(self.config if config is None else config, AnchorTask)

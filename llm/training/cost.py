@@ -24,6 +24,13 @@ Hours: C / (MFU · peak) with peak the H200's dense BF16 tensor throughput, 989 
 (NVIDIA H200 Tensor Core GPU datasheet, 2024: "BF16 Tensor Core 1,979 TFLOPS" is quoted
 with 2:4 sparsity; dense is half) and MFU = 40% (PaLM reached 46.2% at 540B on TPU v4,
 Table 3; a small model reaches less, so read the hours as a lower bound at small widths).
+The hours are also stated at :data:`SMALL_MODEL_MFU`, the MFU a small model is published
+to reach: nanoGPT's reproduction of GPT-2 (124M) runs 600,000 iterations of 491,520 tokens
+(``config/train_gpt2.py``) "on a single 8XA100 40GB node in about 4 days" (its README),
+which by the formula above is 29% of the A100's 312 TFLOP/s dense BF16 (with
+``torch.compile``). The study's transformers are smaller still (2–85M parameters), and an
+H200 has 3.2× an A100's peak for 2.4× its memory bandwidth, so even that figure is more
+likely high than low for them.
 Peak memory is :func:`smallinit.llm.training.memory.training_bytes` (fp32 weights,
 gradients, AdamW moments and activations: an upper-order figure; bf16 autocast holds less).
 """
@@ -33,11 +40,23 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from smallinit.llm.run_config import ModelConfig
 from smallinit.llm.training.memory import param_count, training_bytes
 
 H200_PEAK_BF16_DENSE = 989e12  # FLOP/s, NVIDIA H200 datasheet (module docstring)
 H200_MEMORY_GIB = 139  # what one H200 offers a process (141 GB HBM3e, ~139 GiB usable)
 MFU = 0.40  # assumed model FLOPs utilization (module docstring)
+#: GPT-2 small as nanoGPT trains it (Radford et al. 2019: d 768, 12 layers, 12 heads,
+#: context 1024, vocabulary 50257, tied embeddings; LayerNorm, learned positions, GELU)
+GPT2_SMALL = ModelConfig(vocab_size=50257, context=1024, d_model=768, n_layers=12,
+                         n_heads=12, norm="layernorm", positions="learned", mlp="gelu",
+                         tie_embeddings=True, bias=True)
+#: nanoGPT's GPT-2 (124M) run (module docstring): tokens, wall seconds, GPUs, A100 peak
+NANOGPT_RUN = {"tokens": 600_000 * 491_520, "seconds": 4 * 86_400, "gpus": 8,
+               "peak": 312e12}
+SMALL_MFU_SOURCE = ("nanoGPT (github.com/karpathy/nanoGPT) README: GPT-2 124M on 8xA100 40GB "
+                    "in about 4 days; config/train_gpt2.py: 600,000 iterations of 491,520 "
+                    "tokens; A100 312 TFLOP/s dense BF16")
 FORMULA = "C = 6·(N_non-embedding + V·d)·T + 12·L·n_ctx·d·T"
 SOURCES = ("Kaplan et al. 2020 (arXiv 2001.08361) Table 1; Hoffmann et al. 2022 (arXiv "
            "2203.15556) App. F (logits); Chowdhery et al. 2022 (arXiv 2204.02311) App. B "
@@ -71,6 +90,16 @@ def gpu_hours(flops: float, *, mfu: float = MFU, peak: float = H200_PEAK_BF16_DE
     return flops / (mfu * peak) / 3600.0
 
 
+def published_mfu(model, *, tokens: float, seconds: float, gpus: int, peak: float) -> float:
+    """The MFU of a published run: its training FLOPs (:func:`training_flops`) over what
+    ``gpus`` devices of ``peak`` FLOP/s offer in ``seconds``."""
+    return training_flops(model, int(tokens)) / (seconds * gpus * peak)
+
+
+#: the MFU a small model is published to reach (module docstring): 0.29
+SMALL_MODEL_MFU = round(published_mfu(GPT2_SMALL, **NANOGPT_RUN), 2)
+
+
 @dataclasses.dataclass(frozen=True)
 class RunCost:
     """One transformer run's size and cost (module docstring)."""
@@ -80,7 +109,8 @@ class RunCost:
     tokens: int
     flops: float
     memory_bytes: int
-    h200_hours: float
+    h200_hours: float  # at MFU
+    h200_hours_small_mfu: float  # at SMALL_MODEL_MFU
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -104,7 +134,8 @@ def run_cost(config) -> RunCost | None:
     return RunCost(params=param_count(model), params_non_embedding=non_embedding_params(model),
                    tokens=tokens, flops=flops,
                    memory_bytes=training_bytes(model, train.batch_size),
-                   h200_hours=gpu_hours(flops))
+                   h200_hours=gpu_hours(flops),
+                   h200_hours_small_mfu=gpu_hours(flops, mfu=SMALL_MODEL_MFU))
 
 
 def training_flops_of(config) -> float | None:

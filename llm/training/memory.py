@@ -21,10 +21,15 @@ layer. A batch of token ids is B·(T+1) int64s twice (inputs, targets); RoPE tab
 T·head_dim float64 angles and their fp32 cos and sin.
 
 This is an upper-order figure of the large arrays (see :mod:`smallinit.core.memory`), used to
-refuse a config that clearly cannot fit before the model is built.
+refuse a config that clearly cannot fit before the model is built. It is compared with the
+memory of the device the run trains on: for a CUDA device its free memory
+(``torch.cuda.mem_get_info``: what this process can still allocate there), for the CPU host
+memory.
 """
 
 from __future__ import annotations
+
+import torch
 
 from smallinit.core.memory import check_memory
 
@@ -82,14 +87,38 @@ def describe(model, batch_size: int | None = None) -> str:
     return ", ".join(bits)
 
 
-def check_training_memory(cfg, *, explicit_attention: bool = False) -> None:
+def device_memory(device: torch.device | str | None) -> tuple[int | None, str]:
+    """(bytes available, name of the pool) where a run on ``device`` holds its tensors: a
+    CUDA device's free memory (``torch.cuda.mem_get_info``; its total memory when that
+    cannot be read), else host memory (None: :func:`smallinit.core.memory.available_bytes`)."""
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type != "cuda":
+        return None, "host memory"
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    name = torch.cuda.get_device_name(index)
+    try:
+        free, _total = torch.cuda.mem_get_info(index)
+    except RuntimeError:
+        free = torch.cuda.get_device_properties(index).total_memory
+    return int(free), f"GPU memory ({name})"
+
+
+def check_training_memory(cfg, *, explicit_attention: bool = False,
+                          device: torch.device | str | None = None,
+                          available: int | None = None, pool: str | None = None) -> None:
     """Refuse (:class:`~smallinit.core.errors.ConfigError`) a run whose training step cannot fit
-    the memory limit; ``cfg`` has ``model`` (a ModelConfig) and ``train.batch_size``."""
+    the memory limit of the device it trains on (``device``: module docstring; None: the
+    host); ``cfg`` has ``model`` (a ModelConfig) and ``train.batch_size``. ``available`` and
+    ``pool`` name another pool instead (a plan's GPU on a machine without one)."""
     estimate = training_bytes(cfg.model, cfg.train.batch_size,
                               explicit_attention=explicit_attention)
+    if available is None:
+        available, where = device_memory(device)
+    else:
+        where = pool or "memory"
     check_memory(estimate, f"training with {describe(cfg.model, cfg.train.batch_size)} "
                  f"({param_count(cfg.model):.3g} parameters: weights, gradients, AdamW state "
-                 "and activations)")
+                 "and activations)", available=available, pool=where)
 
 
 def check_model_memory(model, what: str) -> None:

@@ -45,6 +45,7 @@ import contextlib
 import logging
 import math
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ import numpy as np
 import torch
 
 from smallinit.core.atomic import atomic_write_text
-from smallinit.core.config import canonical_json, check_instance, config_to_dict
+from smallinit.core.config import canonical_json, check_instance, config_to_dict, override
 from smallinit.core.errors import ConfigError, RunFailed, StoreError
 from smallinit.core.jobs import RunSpec
 from smallinit.core.progress import bars_shown, progress
@@ -494,16 +495,22 @@ def will_compute(store: RunStore, kind: str, version: str, cfg, *, force: bool =
 
 
 def preflight(cfg, dist: Dist | None = None, *, explicit_attention: bool = False,
-              computing: bool = True) -> None:
+              computing: bool = True, memory: tuple[int, str] | None = None) -> None:
     """Every check of a run's config that needs no training, made before its run directory
     exists (so a bad config leaves nothing behind). For a run that will be trained
-    (``computing``): the device is there and the training step fits the memory limit
-    (:func:`smallinit.llm.training.memory.check_training_memory`, before anything is built);
-    for every run, also one reused: the init scheme gives every matrix a usable σ (checked on
-    a model without storage, the ``meta`` device)."""
+    (``computing``): the device is there and the training step fits the memory of that
+    device (:func:`smallinit.llm.training.memory.check_training_memory`: a GPU's own memory
+    for a CUDA run, before anything is built; ``memory``: (bytes, name) of another pool, a
+    planned GPU on a machine without one); for every run, also one reused: the init scheme
+    gives every matrix a usable σ (checked on a model without storage, the ``meta``
+    device)."""
     if computing:
-        resolve_device(cfg, dist or Dist.from_env())
-        check_training_memory(cfg, explicit_attention=explicit_attention)
+        device = resolve_device(cfg, dist or Dist.from_env())
+        if memory is None:
+            check_training_memory(cfg, explicit_attention=explicit_attention, device=device)
+        else:
+            check_training_memory(cfg, explicit_attention=explicit_attention,
+                                  available=memory[0], pool=memory[1])
         sinks_from_env()  # a bad $SMALLINIT_TENSORBOARD is refused before the run exists
     init_table(meta_transformer(cfg.model), cfg.scheme)
 
@@ -535,10 +542,12 @@ def fit_run(store: RunStore, kind: str, version: str, cfg, build: Callable[[Dist
                                 force=force)
     import torch.distributed as tdist
 
+    on_gpu = cfg.train.device != "cpu" and torch.cuda.is_available()
+    if on_gpu:  # before the group exists: NCCL binds each rank to the current device, and
+        torch.cuda.set_device(dist.local_rank)  # without this every rank would use GPU 0
     own_group = not tdist.is_initialized()
     if own_group:
-        backend = "nccl" if cfg.train.device != "cpu" and torch.cuda.is_available() else "gloo"
-        tdist.init_process_group(backend)
+        tdist.init_process_group("nccl" if on_gpu else "gloo")
     try:
         run = store.run(kind, cfg, version=version)
         if dist.main:
@@ -560,6 +569,77 @@ def fit_run(store: RunStore, kind: str, version: str, cfg, build: Callable[[Dist
     finally:
         if own_group:
             tdist.destroy_process_group()
+
+
+# ----------------------------------------------------------------------------- trials
+class ScratchRun:
+    """A run that is never stored, for :func:`trial`: its records, arrays and JSON files
+    stay in memory; the files a task writes by path (tokenizer, final weights) go to
+    ``path``, a temporary folder that :func:`trial` deletes."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.records: list[dict[str, Any]] = []
+        self.arrays: dict[str, Any] = {}
+        self.files: dict[str, Any] = {}
+
+    def log(self, record: dict[str, Any]) -> None:
+        self.records.append(dict(record))
+
+    def metrics(self) -> list[dict[str, Any]]:
+        return list(self.records)
+
+    def rewrite_metrics(self, records: list[dict[str, Any]]) -> None:
+        self.records = list(records)
+
+    def save_arrays(self, **arrays: Any) -> None:
+        self.arrays.update(arrays)
+
+    def write_json(self, name: str, data: Any) -> None:
+        self.files[name] = data
+
+
+def cut_config(cfg, *, width: int = 64, layers: int = 2, context: int = 64, batch: int = 4,
+               items: int = 16):
+    """``cfg`` at a size the CPU trains in seconds, every switch kept (norms, positions,
+    MLP, gating, init scheme, precision, compile, data and vocabulary): d_model cut to
+    ``n_heads`` heads of an even head dimension near ``width / n_heads`` (never above the
+    original), at most ``layers`` layers, ``context`` tokens and ``batch`` sequences, one
+    step with no warmup, no checkpoints and no mid-run evaluation, at most ``items`` answer
+    items per cell and 4 token windows."""
+    m, t = cfg.model, cfg.train
+    head_dim = min(m.head_dim, max(2, (width // m.n_heads) // 2 * 2))
+    d = m.n_heads * head_dim
+    changes: dict[str, Any] = {
+        "model.d_model": d, "model.n_layers": min(m.n_layers, layers),
+        "model.context": min(m.context, context),
+        "model.d_ff": None if m.d_ff is None else max(1, round(m.d_ff * d / m.d_model)),
+        "train.steps": 1, "train.warmup": 0, "train.batch_size": min(t.batch_size, batch),
+        "train.log_every": 1, "train.eval_every": 0, "train.checkpoint_every": 0,
+        "train.eval_batches": min(t.eval_batches, 2)}
+    if hasattr(cfg, "eval"):
+        changes["eval.answer_items"] = min(cfg.eval.answer_items, items)
+        changes["eval.token_windows"] = min(cfg.eval.token_windows, 4)
+    return override(cfg, changes)
+
+
+def trial(cfg, make_task: Callable[..., Task] = LMTask) -> dict[str, Any]:
+    """Train ``cfg`` (best a :func:`cut_config`) on this machine through the one trainer:
+    the task (its data), the model with its init, the optimizer, the compiled or DDP
+    wrapper as configured, every step with its callbacks (probes), the task's final
+    evaluation and the final weights, into a :class:`ScratchRun` whose folder is deleted
+    after: nothing is stored. Returns the final loss, the summary's numbers, the records
+    logged and the wall time; any error of the path propagates (a non-finite loss as
+    :class:`~smallinit.core.errors.RunFailed`)."""
+    with tempfile.TemporaryDirectory(prefix="smallinit-trial-") as tmp:
+        t0 = time.perf_counter()
+        run = ScratchRun(tmp)
+        summary = Trainer(cfg, Dist(), make_task, callbacks=[]).fit(run)
+        wall = time.perf_counter() - t0
+    numbers = {k: v for k, v in summary.items() if isinstance(v, int | float)}
+    losses = [r["loss"] for r in run.records if "loss" in r]
+    return {"loss": losses[-1] if losses else None, "summary": numbers,
+            "records": len(run.records), "arrays": sorted(run.arrays), "wall_s": wall}
 
 
 def _being_written(run: Run) -> bool:
@@ -593,6 +673,17 @@ class TrainSpec(RunSpec):
 
     def compute(self, store: RunStore, force: bool) -> Run:
         return train(self.config, runs_dir=store.root, force=force)
+
+    def check(self, memory: tuple[int, str] | None = None) -> None:
+        """The checks :func:`train` makes before a run exists (:func:`preflight` for a run
+        to be trained, the corpus source), nothing built; ``memory``: the pool to check
+        the training step against (None: the device's own)."""
+        preflight(self.config, Dist(), memory=memory)
+        corpus_mod.check_source(self.config.data)
+
+    def trial(self, config=None) -> dict[str, Any]:
+        """:func:`trial` of ``config`` (a cut of this spec's, default its own)."""
+        return trial(self.config if config is None else config, LMTask)
 
     @classmethod
     def prepare(cls, specs: list[RunSpec]) -> None:

@@ -9,10 +9,20 @@ from smallinit.cli.util import (
     add_executor_options,
     add_run_options,
     dir_path,
+    integer,
     print_json,
     profile_arg,
 )
+from smallinit.core.errors import ConfigError
 from smallinit.core.store import RunStore
+
+
+def _item_count(text: str) -> int:
+    value = integer(text)
+    if value < 10:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; give an integer >= 10 "
+                                         "(data.synthetic_items' own floor)")
+    return value
 
 
 def _figure_numbers(text: str) -> list[int]:
@@ -52,19 +62,46 @@ def _cmd_plan(args: argparse.Namespace) -> int:
               f"{r['summary']}{again}{size}")
     print(f"{totals['transformer_runs']} transformer runs: {totals['flops']:.3g} training "
           f"FLOPs, {totals['h200_hours']:.1f} H200-hours at {totals['mfu']:.0%} MFU of "
-          f"{totals['peak_flops'] / 1e12:.0f} TFLOP/s, largest peak memory "
+          f"{totals['peak_flops'] / 1e12:.0f} TFLOP/s ({totals['h200_hours_small_mfu']:.1f} "
+          f"at {totals['small_mfu']:.0%}, a small model's published MFU), largest peak memory "
           f"{human(totals['max_memory_bytes'])} (of {totals['gpu_memory_gib']} GiB)")
-    print(f"  {totals['formula']}  [{totals['sources']}; {totals['peak_source']}]")
+    print(f"  {totals['formula']}  [{totals['sources']}; {totals['peak_source']}; "
+          f"{totals['small_mfu']:.0%}: {totals['small_mfu_source']}]")
     print(f"{totals['runs']} distinct runs in {len(rows)} rows at profile {args.profile}")
     return 0
+
+
+def _cmd_preflight(args: argparse.Namespace) -> int:
+    import dataclasses
+    import time
+
+    from smallinit.study import preflight
+
+    t0 = time.perf_counter()
+    shown = None if args.json else (lambda check: print(check.line(), flush=True))
+    checks = preflight.preflight(args.profile, args.only, max_items=args.preflight_items,
+                                 on_check=shown)
+    line = preflight.summary(checks, args.profile, time.perf_counter() - t0)
+    if args.json:
+        print_json({"profile": args.profile, "checks": [dataclasses.asdict(c) for c in checks],
+                    "failed": sum(not c.ok for c in checks), "summary": line}, indent=1)
+    else:
+        print(line)
+    return 1 if any(not c.ok for c in checks) else 0
 
 
 def _cmd_figs(args: argparse.Namespace) -> int:
     from smallinit.study.figs import FIGURES, default_out_dir, make_figures
     from smallinit.study.report import REPORT
 
+    if args.plan and args.preflight:
+        raise ConfigError("figs --plan and --preflight: give one of them")
     if args.plan:
         return _cmd_plan(args)
+    if args.preflight:
+        return _cmd_preflight(args)
+    if args.preflight_items is not None:
+        raise ConfigError("figs --preflight-items applies with --preflight only")
     results = make_figures(
         only=args.only,
         profile=args.profile,
@@ -109,8 +146,20 @@ def register(subparsers) -> None:
                              "run key, config summary; for transformers parameters, tokens, "
                              "training FLOPs, peak memory and H200 hours) and the totals, "
                              "without computing anything")
+    parser.add_argument("--preflight", action="store_true",
+                        help="check, on this machine and storing nothing, what would fail: "
+                             "every run's config (init table on the meta device, memory of "
+                             "its device; a GPU run on a machine without one against the "
+                             "planned H200), every corpus and anchor task built, and one "
+                             "optimizer step of each distinct configuration at a cut width "
+                             "through the trainer (exit 1 if anything fails)")
+    parser.add_argument("--preflight-items", type=_item_count, default=None, metavar="N",
+                        help="with --preflight: build synthetic corpora at N training items "
+                             "at most, by the same rules (their held-out capacity is still "
+                             "checked at the profile's count)")
     parser.add_argument("--json", action="store_true",
-                        help="with --plan: print JSON ({profile, runs: [rows], total})")
+                        help="with --plan: print JSON ({profile, runs: [rows], total}); with "
+                             "--preflight: {profile, checks, failed, summary}")
     add_executor_options(parser)
     add_run_options(parser)
     parser.set_defaults(func=_cmd_figs)

@@ -36,8 +36,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-import tomli_w
-
 from smallinit.core.errors import ConfigError, one_line
 from smallinit.core.memory import human
 
@@ -483,6 +481,7 @@ def load_config(
 
 def dump_toml(cfg: Any) -> str:
     """TOML text of a config (fields that are ``None`` are left out: TOML has no null)."""
+    import tomli_w  # lazy: only writing TOML needs it; GPU images without it import the rest
 
     def drop_none(x: Any) -> Any:
         if isinstance(x, dict):

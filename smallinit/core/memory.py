@@ -2,8 +2,11 @@
 plainly when it cannot fit.
 
 The limit is ``$SMALLINIT_MEMORY_LIMIT`` (bytes, or with a unit: ``512M``, ``64G``, ``1.5T``;
-``0`` or ``off`` disables the check), else 80% of the memory the machine has available now
-(``MemAvailable`` of ``/proc/meminfo``; total physical memory where that is not readable).
+``0`` or ``off`` disables the check), else 80% of the memory available now where the work
+will live: host memory (``MemAvailable`` of ``/proc/meminfo``; total physical memory where
+that is not readable) unless the caller names another pool — a CUDA run's caller passes its
+GPU's free memory (:mod:`smallinit.llm.training.memory`), since a GPU run holds its
+tensors there, and host RAM, which on a VM may grow on demand, says nothing about it.
 An estimate is an upper-order figure, not a promise: it counts the large arrays a run holds
 at once and ignores interpreter and library overheads, so it refuses only what clearly
 cannot fit.
@@ -46,14 +49,15 @@ def available_bytes() -> int:
         return 2**63 - 1
 
 
-def limit_bytes() -> int | None:
-    """The memory limit in force (None: checks are off)."""
+def limit_bytes(available: int | None = None) -> int | None:
+    """The memory limit in force (None: checks are off): ``$SMALLINIT_MEMORY_LIMIT`` when
+    set, else 80% of ``available`` bytes (None: host memory, :func:`available_bytes`)."""
     text = os.environ.get(ENV, "").strip()
     if text.lower() in ("0", "off", "none"):
         return None
     if text:
         return parse_size(text)
-    return int(SHARE_OF_AVAILABLE * available_bytes())
+    return int(SHARE_OF_AVAILABLE * (available_bytes() if available is None else available))
 
 
 def human(n: float) -> str:
@@ -67,13 +71,18 @@ def human(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-def check_memory(estimate: float, what: str) -> None:
+def check_memory(estimate: float, what: str, *, available: int | None = None,
+                 pool: str = "host memory") -> None:
     """Raise :class:`ConfigError` naming ``what``, the estimate and the limit when
     ``estimate`` bytes exceed the limit; ``what`` names the values responsible, e.g.
-    ``"training model.d_model=1000000 (weights, gradients, AdamW state, activations)"``."""
-    limit = limit_bytes()
+    ``"training model.d_model=1000000 (weights, gradients, AdamW state, activations)"``.
+    ``available``: the bytes of the pool the work will use (None: host memory), ``pool``
+    its name in the message (``"GPU memory (NVIDIA H200)"``)."""
+    limit = limit_bytes(available)
     if limit is None or estimate <= limit:
         return
+    source = "" if os.environ.get(ENV, "").strip() else \
+        f" ({SHARE_OF_AVAILABLE:.0%} of the {pool} available)"
     raise ConfigError(f"{what} needs about {human(estimate)}, more than the limit of "
-                      f"{human(limit)}; reduce it, or raise the limit with {ENV}=SIZE "
+                      f"{human(limit)}{source}; reduce it, or raise the limit with {ENV}=SIZE "
                       "(e.g. 64G; off disables the check)")

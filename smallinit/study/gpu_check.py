@@ -1,23 +1,29 @@
-"""The prepared GPU check: one command, one JSON, about ten minutes on one GPU.
+"""The prepared GPU check: one command, one JSON, within 9 minutes on one GPU.
 
-``python -m smallinit.study.gpu_check OUT_DIR`` runs, each part timed and caught on its own (a
-failing part is recorded with its traceback; the others still run):
+``python -m smallinit.study.gpu_check OUT_DIR [--dry]`` runs the parts of
+:mod:`smallinit.study.gpu_parts` in order — environment, gpu_tests, kernels, throughput,
+full_run, compiled — each in a process of its own with a time limit of its own
+(:data:`LIMITS`), all within ``--budget`` seconds (default 540: a machine that ends a
+command at 10 minutes leaves the check a minute to spare). ``OUT_DIR/gpu_check.json`` is
+rewritten (atomically) after every part, so a check killed from outside keeps every part
+that finished. A part that raises, dies (a CUDA fault poisons its own process only) or
+runs past its limit is recorded with its status, time and the tail of its output; the
+others still run. This module itself imports nothing but the standard library: the check
+starts on any Python, and only the parts need torch, CuPy and the project's packages.
 
-1. ``kernels`` — the gpu-marked kernel tests and benchmarks
-   (:func:`smallinit.kernels.gpu_report.collect`): grouped two-layer step against a
-   per-network torch loop (goal ≥ 3×) and a padded ``torch.bmm`` (goal ≥ 1.2×), cosine
-   Gram against cuBLAS (goal ≥ 70% of its throughput), the batched stack measurements;
-2. ``throughput`` — training tokens/s and MFU of a ~100M-parameter model of the project's
-   default architecture in bf16, eager and compiled
-   (:func:`smallinit.llm.training.throughput.measure`; goal ≥ 45% MFU on an H200);
-3. ``full_run`` — the full profile's first fig-7 run shortened to ``--full-steps`` steps,
-   end to end through the trainer and a temporary run store (training, evaluation, stored
-   results), its wall time and final loss.
+The JSON holds ``dry``, the start and end times, the budget, and per part ``status``
+(``ok``, ``error``, ``timeout``, ``died`` or ``not run``), ``wall_s``, ``limit_s`` and its
+``result`` (or ``error`` and ``output_tail``); then ``goals`` (each goal with its measured
+value and whether it was met: grouped step ≥ 3× a per-network torch loop and ≥ 1.2× a
+padded ``torch.bmm``, float32 cosine Gram ≥ 70% of cuBLAS's throughput, MFU ≥ 45% on an
+H200) and ``verdict`` (``ok`` and the problems found).
 
-``goals`` gathers each goal with its measured value and whether it was met. ``--dry``
-runs the same code on the CPU at toy sizes in seconds (the test suite does that), so the
-script cannot rot between GPU sessions; a dry JSON says ``"dry": true`` and no goal is
-judged.
+On a GPU (not ``--dry``) the check **fails loudly** — exit status 1 and a line starting
+``GPU CHECK FAILED`` on stderr — when the CuPy backend of the kernels is not live, when
+torch sees no CUDA device, when every GPU test skipped (a broken CuPy would otherwise give
+a green check), or when any part did not finish. ``--dry`` walks the same parts on the CPU
+at toy sizes (:mod:`smallinit.study.gpu_parts`), judges no goal, and fails only when a part
+did not finish.
 """
 
 from __future__ import annotations
@@ -25,111 +31,167 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from smallinit.core.config import override
-from smallinit.kernels import gpu_report as kernels_check
-from smallinit.llm.run_config import ModelConfig, RunConfig, TrainConfig
-from smallinit.llm.training import throughput as tp
-from smallinit.llm.training import train
-from smallinit.study import experiments
-
-#: the ~100M configuration: GPT-2-small widths (Radford et al. 2019: d 768, 12 layers,
-#: 12 heads, context 1024) with the project's default block (RMSNorm, RoPE, SwiGLU)
-BIG = {"vocab_size": 32768, "context": 1024, "d_model": 768, "n_layers": 12, "n_heads": 12}
-BIG_BATCH = 16
-DRY = {"vocab_size": 256, "context": 32, "d_model": 32, "n_layers": 2, "n_heads": 2}
-DRY_BATCH = 4
+#: the parts in the order they run, each with its time limit in seconds on a GPU
+LIMITS = {"environment": 90, "gpu_tests": 150, "kernels": 150, "throughput": 120,
+          "full_run": 240, "compiled": 180}
+DRY_LIMITS = {"environment": 60, "gpu_tests": 300, "kernels": 120, "throughput": 120,
+              "full_run": 300, "compiled": 300}
+BUDGET = 540
+MIN_PART_S = 15  # a part is not started with less time than this left
 GOALS = {"grouped_vs_loop": 3.0, "grouped_vs_padded": 1.2, "gram_vs_cublas": 0.7,
          "mfu": 0.45}
+FAILED = "GPU CHECK FAILED"
 
 
-def _part(result: dict, name: str, fn: Callable[[], Any]) -> None:
-    t0 = time.perf_counter()
+def _write(path: Path, data: dict[str, Any]) -> None:
+    """``data`` as JSON at ``path``, replaced atomically (a reader never sees half a file)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def _tail(path: Path, n: int = 3000) -> str:
     try:
-        result[name] = fn()
-    except Exception:
-        result[name] = {"error": traceback.format_exc()[-3000:]}
-    result.setdefault("wall_s", {})[name] = time.perf_counter() - t0
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
 
 
-def _run_config(dry: bool):
-    model = ModelConfig(**(DRY if dry else BIG))
-    train = TrainConfig(batch_size=DRY_BATCH if dry else BIG_BATCH, lr=6e-4,
-                        device="cpu" if dry else "cuda", precision="fp32" if dry else "bf16")
-    return RunConfig(init="gamma:0.5", model=model, train=train)
-
-
-def throughput(dry: bool) -> dict:
-    cfg = _run_config(dry)
-    steps, warmup = (2, 1) if dry else (30, 10)
-    out = {"eager": tp.measure(cfg, steps=steps, warmup=warmup)}
-    # compiling on the CPU takes longer than the whole dry check is allowed
-    out["compiled"] = ("skipped in dry mode" if dry
-                       else tp.measure(cfg, steps=steps, warmup=warmup, compile=True))
-    return out
-
-
-def full_run(dry: bool, steps: int) -> dict:
-    spec = experiments.specs("gamma-sweep", "quick" if dry else "full")[0]
-    changes = {"train.steps": steps, "train.warmup": min(spec.config.train.warmup, steps // 2),
-               "train.checkpoint_every": 0, "train.eval_every": 0,
-               "train.device": "cpu" if dry else "cuda"}
+def run_part(name: str, dry: bool, limit: float, workdir: Path) -> dict[str, Any]:
+    """Part ``name`` in its own process group, killed (with every process it started) at
+    ``limit`` seconds; its record (module docstring)."""
+    out, log = workdir / f"{name}.json", workdir / f"{name}.log"
+    cmd = [sys.executable, "-m", "smallinit.study.gpu_parts", name, str(out)]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
     if dry:
-        changes.update({"eval.answer_items": 8, "eval.token_windows": 4})
-    cfg = override(spec.config, changes)
-    with tempfile.TemporaryDirectory() as runs:
-        t0 = time.perf_counter()
-        run = train.train(cfg, runs_dir=runs)
-        wall = time.perf_counter() - t0
-        summary = run.summary
-    return {"profile": "quick" if dry else "full", "tags": spec.tags, "steps": steps,
-            "d_model": cfg.model.d_model, "n_layers": cfg.model.n_layers,
-            "wall_s": wall, "val_loss": summary.get("val_loss"),
-            "train_loss": summary.get("train_loss")}
+        cmd.append("--dry")
+        env["SMALLINIT_FASTPATH"] = "0"  # the ops a GPU runs, not the CPU fast path
+    t0 = time.perf_counter()
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout=limit)
+            status = None
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            code, status = proc.returncode, "timeout"
+    record: dict[str, Any] = {"limit_s": round(limit, 1),
+                              "wall_s": round(time.perf_counter() - t0, 2)}
+    try:
+        reported = json.loads(out.read_text())
+    except (OSError, ValueError):
+        reported = None
+    if status is None:
+        if reported is None:
+            status = "died"
+            record["error"] = f"the part's process ended with code {code} and no result"
+        elif reported["ok"]:
+            status = "ok"
+            record["result"] = reported["result"]
+        else:
+            status = "error"
+            record["error"] = reported["error"]
+    else:
+        record["error"] = f"ran past its limit of {limit:.0f} s and was killed"
+    record["status"] = status
+    if status != "ok":
+        record["output_tail"] = _tail(log)
+    return {"status": record.pop("status"), **record}
 
 
-def goals(result: dict) -> dict:
+def goals(parts: dict[str, Any]) -> dict[str, Any]:
     """Each goal of the module docstring: its target, the measured value, met or not."""
-    kern = result.get("kernels", {})
-    grouped = kern.get("grouped_step", {}) if isinstance(kern, dict) else {}
-    gram = kern.get("cosine_gram", []) if isinstance(kern, dict) else []
-    thr = result.get("throughput", {})
+
+    def result(name: str) -> dict:
+        part = parts.get(name, {})
+        return part.get("result", {}) if isinstance(part, dict) else {}
+
+    kern = result("kernels")
+    grouped = kern.get("grouped_step", {})
+    gram = kern.get("cosine_gram", [])
+    gram = [r for r in gram if r.get("target_ratio")] if isinstance(gram, list) else []
+    mfus = [r.get("mfu") for r in (result("throughput"), result("compiled"))]
     measured = {
         "grouped_vs_loop": grouped.get("speedup_vs_loop"),
         "grouped_vs_padded": grouped.get("speedup_vs_padded"),
-        "gram_vs_cublas": min((r["throughput_ratio"] for r in gram), default=None)
-        if isinstance(gram, list) else None,
-        "mfu": max((v["mfu"] for v in thr.values() if isinstance(v, dict)
-                    and v.get("mfu") is not None), default=None)
-        if isinstance(thr, dict) else None,
+        "gram_vs_cublas": min((r["throughput_ratio"] for r in gram), default=None),
+        "mfu": max((m for m in mfus if m is not None), default=None),
     }
     return {k: {"goal": GOALS[k], "measured": v,
                 "met": None if v is None else bool(v >= GOALS[k])}
             for k, v in measured.items()}
 
 
-def check(dry: bool, full_steps: int) -> dict:
-    result: dict[str, Any] = {"dry": dry, "torch": torch.__version__,
-                              "cuda": torch.cuda.is_available(),
-                              "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+def problems(parts: dict[str, Any], dry: bool) -> list[str]:
+    """Why the check fails: parts that did not finish; on a GPU also a CuPy backend that is
+    not live, no CUDA device for torch, and GPU tests that all skipped (or none ran)."""
+    found = [f"part {name} {part['status']}" + (f": {part['error'].splitlines()[-1][:300]}"
+                                               if part.get("error") else "")
+             for name, part in parts.items() if part["status"] != "ok"]
+    if dry:
+        return found
+    env = parts.get("environment", {}).get("result")
+    if env is not None:
+        kernels = env.get("kernels", {})
+        if kernels.get("backend") != "cupy":
+            found.append(f"the CuPy backend of the kernels is not live "
+                         f"({kernels.get('cupy_unusable') or kernels.get('backend')})")
+        if not env.get("cuda_available"):
+            found.append("torch sees no CUDA device")
+    tests = parts.get("gpu_tests", {}).get("result")
+    if tests is not None:
+        if tests.get("error"):
+            found.append(f"the GPU tests did not run: {tests['error']}")
+        elif tests.get("passed", 0) == 0:
+            found.append(f"every GPU test skipped ({tests.get('skipped', 0)} of "
+                         f"{tests.get('tests', 0)}): nothing ran on the GPU")
+        elif tests.get("failed") or tests.get("errors"):
+            found.append(f"{tests['failed']} GPU tests failed, {tests['errors']} errors")
+    return found
+
+
+def check(out_dir: Path, dry: bool, budget: float = BUDGET,
+          parts: list[str] | None = None) -> dict[str, Any]:
+    """Run the parts (module docstring) and return the JSON written to
+    ``out_dir/gpu_check.json`` after each of them."""
+    limits = DRY_LIMITS if dry else LIMITS
+    names = list(limits) if parts is None else parts
+    path = out_dir / "gpu_check.json"
+    started = time.perf_counter()
+    result: dict[str, Any] = {"dry": dry, "python": sys.executable, "budget_s": budget,
+                              "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              "parts": {name: {"status": "not run"} for name in names}}
+    _write(path, result)
+    with tempfile.TemporaryDirectory(prefix="smallinit-gpu-check-") as tmp:
+        for name in names:
+            left = budget - (time.perf_counter() - started)
+            if left < MIN_PART_S:
+                result["parts"][name] = {"status": "not run",
+                                         "error": f"the budget of {budget:.0f} s was spent"}
+            else:
+                print(f"gpu_check: {name} (limit {min(limits[name], left):.0f} s)",
+                      file=sys.stderr, flush=True)
+                result["parts"][name] = run_part(name, dry, min(limits[name], left), Path(tmp))
+                print(f"gpu_check: {name} {result['parts'][name]['status']} in "
+                      f"{result['parts'][name]['wall_s']:.1f} s", file=sys.stderr, flush=True)
+            result["wall_s"] = round(time.perf_counter() - started, 1)
+            _write(path, result)
     if not dry:
-        if not torch.cuda.is_available():
-            raise SystemExit("gpu_check: no CUDA device; use --dry to exercise it on the CPU")
-        result["device"] = torch.cuda.get_device_name(0)
-        _part(result, "kernels", kernels_check.collect)
-    _part(result, "throughput", lambda: throughput(dry))
-    _part(result, "full_run", lambda: full_run(dry, full_steps))
-    if not dry:
-        result["goals"] = goals(result)
+        result["goals"] = goals(result["parts"])
+    found = problems(result["parts"], dry)
+    result["verdict"] = {"ok": not found, "problems": found}
+    result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    _write(path, result)
     return result
 
 
@@ -139,25 +201,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", nargs="?", default=os.environ.get("OUT", "bench-results/gpu"),
                         help="folder for gpu_check.json (default $OUT or bench-results/gpu)")
     parser.add_argument("--dry", action="store_true",
-                        help="CPU, toy sizes, seconds: exercise the script without a GPU")
-    parser.add_argument("--full-steps", type=int, default=None,
-                        help="steps of the shortened full-profile run (default 300; dry 3)")
+                        help="the same parts on the CPU at toy sizes (bf16 autocast, no fast "
+                             "path, torch.compile, the full profile's first run, the kernels "
+                             "through their emulation); no goal judged")
+    parser.add_argument("--budget", type=float, default=BUDGET,
+                        help="seconds for the whole check (each part also has its own limit)")
+    parser.add_argument("--parts", default=None,
+                        help="comma-separated parts to run, in the order given (default all: "
+                             + ", ".join(LIMITS) + ")")
     args = parser.parse_args(argv)
-    steps = args.full_steps if args.full_steps is not None else (3 if args.dry else 300)
-    if steps < 1:
-        parser.error(f"--full-steps {steps}: must be at least 1")
+    chosen = None
+    if args.parts is not None:
+        chosen = [p.strip() for p in args.parts.split(",") if p.strip()]
+        bad = [p for p in chosen if p not in LIMITS]
+        if bad or not chosen:
+            parser.error(f"--parts {args.parts!r}: choose from {', '.join(LIMITS)}")
+    if args.budget < MIN_PART_S:
+        parser.error(f"--budget {args.budget:g}: give at least {MIN_PART_S} seconds")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    result = check(args.dry, steps)
-    text = json.dumps(result, indent=2, default=str)
-    (out / "gpu_check.json").write_text(text + "\n")
-    print(json.dumps({k: v for k, v in result.items() if k != "kernels"}, indent=2,
-                     default=str))
-    failed = [k for k in ("kernels", "throughput", "full_run")
-              if isinstance(result.get(k), dict) and "error" in result[k]]
-    return 1 if failed else 0
+    result = check(out, args.dry, args.budget, chosen)
+    brief = {name: {k: v for k, v in part.items() if k in ("status", "wall_s", "error")}
+             for name, part in result["parts"].items()}
+    print(json.dumps({"dry": result["dry"], "parts": brief, "goals": result.get("goals"),
+                      "verdict": result["verdict"]}, indent=2, default=str))
+    if not result["verdict"]["ok"]:
+        print(f"{FAILED}: " + "; ".join(result["verdict"]["problems"]), file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
-

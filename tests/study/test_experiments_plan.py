@@ -66,7 +66,7 @@ def test_cli_plan_lists_runs_without_computing(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("profile, key", [("quick", "bd6a322e6a057b9a"),
-                                          ("full", "74135a550c980ef9")])
+                                          ("full", "390ad37ff67f51ad")])
 def test_llm_train_config_names_read_the_profiles_unchanged(profile, key):
     """``smallinit llm train --config quick|full`` trains the run of the profile's
     [llm-train] table, under the trainer's current VERSION."""

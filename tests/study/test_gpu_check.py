@@ -1,6 +1,13 @@
-"""The prepared GPU check (smallinit.study.gpu_check) in its CPU dry mode, and its goal judge."""
+"""The prepared GPU check (smallinit.study.gpu_check): its parts in processes of their own
+with time limits, the JSON rewritten after each, the loud failure on a GPU machine whose
+CuPy is not live, and its CPU dry mode (a quick version here; every part, slow)."""
+
+from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -10,14 +17,118 @@ from smallinit.llm.training import throughput
 from smallinit.study import gpu_check
 
 
-def test_dry_run_writes_one_json_with_every_part(tmp_path):
-    assert gpu_check.main([str(tmp_path), "--dry"]) == 0
-    result = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert result["dry"] is True and "goals" not in result
-    eager = result["throughput"]["eager"]
-    assert eager["tokens_per_s"] > 0 and eager["mfu"] is None  # no listed peak on a CPU
-    run = result["full_run"]
-    assert run["steps"] == 3 and run["val_loss"] > 0
+def _parts(tmp_path) -> dict:
+    return json.loads((tmp_path / "gpu_check.json").read_text())["parts"]
+
+
+def test_a_quick_dry_check_writes_each_part_where_tomli_w_is_missing(tmp_path):
+    """The GPU machine's image has no tomli_w: the check and its parts run without it
+    (here blocked on the import path), each part's result in the JSON."""
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "tomli_w.py").write_text("raise ImportError('no tomli_w on this image')\n")
+    env = dict(os.environ, PYTHONPATH=str(blocker))
+    proc = subprocess.run([sys.executable, "-c", "import tomli_w"], env=env,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 1 and "no tomli_w on this image" in proc.stderr
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "smallinit.study.gpu_check", str(out),
+                           "--dry", "--parts", "environment,kernels,throughput"], env=env,
+                          capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads((out / "gpu_check.json").read_text())
+    assert result["dry"] is True and "goals" not in result and result["verdict"]["ok"]
+    parts = result["parts"]
+    assert [parts[p]["status"] for p in parts] == ["ok"] * 3
+    env = parts["environment"]["result"]
+    assert env["fastpath"] is False  # a dry part runs the ops a GPU runs
+    assert env["kernels"]["backend"] == "cpu" and env["kernels"]["cupy_unusable"]
+    kern = parts["kernels"]["result"]
+    assert kern["device"] == "CPU emulation"
+    assert {r["dtype"] for r in kern["cosine_gram"]} == {"float32", "float64", "bfloat16"}
+    # a bf16 input is off by at most 2^-9 relative, so a cosine by about 2·2^-9 ≈ 0.004 at
+    # most (< 1e-2); float32 sums of ≤ 33 terms stay within 33·2^-24 ≈ 2e-6 (< 1e-5)
+    assert all(r["max_abs_diff_vs_float64"] < (1e-2 if r["dtype"] == "bfloat16" else 1e-5)
+               for r in kern["cosine_gram"])
+    assert kern["grouped_step"]["networks"] >= 1
+    assert kern["measure_stack"][0]["max_rel_diff"] < 1e-6
+    eager = parts["throughput"]["result"]
+    assert eager["precision"] == "bf16" and eager["tokens_per_s"] > 0 and eager["mfu"] is None
+    assert 0 < eager["head_loss"]["share_of_step"] < 1
+
+
+def test_a_part_that_fails_dies_or_runs_too_long_is_recorded_and_the_rest_still_run(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("SMALLINIT_MEMORY_LIMIT", "1K")  # the full run's preflight refuses
+    monkeypatch.setitem(gpu_check.DRY_LIMITS, "throughput", 0.5)
+    result = gpu_check.check(tmp_path, dry=True, parts=["full_run", "throughput",
+                                                        "environment"])
+    parts = result["parts"]
+    assert parts["full_run"]["status"] == "error"
+    assert "SMALLINIT_MEMORY_LIMIT" in parts["full_run"]["error"]
+    assert parts["throughput"]["status"] == "timeout" and parts["throughput"]["limit_s"] == 0.5
+    assert parts["environment"]["status"] == "ok"
+    assert _parts(tmp_path) == parts and not result["verdict"]["ok"]
+    assert len(result["verdict"]["problems"]) == 2
+    died = gpu_check.run_part("no-such-part", True, 60, tmp_path)
+    assert died["status"] == "died" and "invalid choice" in died["output_tail"]
+
+
+def test_on_a_machine_without_a_live_cupy_the_check_fails_loudly(tmp_path, capfd):
+    """Not dry, here (no GPU): the kernels' backend is the CPU and every GPU test skips —
+    a green check before; now exit status 1 and one line that says why."""
+    assert gpu_check.main([str(tmp_path), "--parts", "environment,gpu_tests"]) == 1
+    err = capfd.readouterr().err
+    line = next(x for x in err.splitlines() if x.startswith(gpu_check.FAILED))
+    assert "CuPy backend of the kernels is not live" in line
+    assert "torch sees no CUDA device" in line and "every GPU test skipped" in line
+    tests = _parts(tmp_path)["gpu_tests"]["result"]
+    assert tests["tests"] > 0 and tests["skipped"] == tests["tests"] and tests["all_skipped"]
+
+
+def test_the_verdict_reads_each_failure():
+    ok_env = {"status": "ok", "result": {"cuda_available": True,
+                                         "kernels": {"backend": "cupy"}}}
+    passed = {"status": "ok", "result": {"tests": 20, "passed": 20, "failed": 0,
+                                         "errors": 0, "skipped": 0}}
+    assert gpu_check.problems({"environment": ok_env, "gpu_tests": passed}, dry=False) == []
+    failing = {"status": "ok", "result": {**passed["result"], "passed": 18, "failed": 2}}
+    assert gpu_check.problems({"gpu_tests": failing}, dry=False) == [
+        "2 GPU tests failed, 0 errors"]
+    timed_out = {"status": "timeout", "error": "ran past its limit of 150 s and was killed"}
+    assert gpu_check.problems({"kernels": timed_out}, dry=True) == [
+        "part kernels timeout: ran past its limit of 150 s and was killed"]
+
+
+def test_goals_judge_each_measured_value():
+    parts = {"kernels": {"status": "ok", "result": {
+        "grouped_step": {"speedup_vs_loop": 3.5, "speedup_vs_padded": 1.1},
+        "cosine_gram": [{"dtype": "float32", "throughput_ratio": 0.9, "target_ratio": 0.7},
+                        {"dtype": "float32", "throughput_ratio": 0.65, "target_ratio": 0.7},
+                        {"dtype": "float64", "throughput_ratio": 0.2, "target_ratio": None}]}},
+        "throughput": {"status": "ok", "result": {"mfu": 0.30}},
+        "compiled": {"status": "ok", "result": {"mfu": 0.47}}}
+    g = gpu_check.goals(parts)
+    assert g["grouped_vs_loop"]["met"] and not g["grouped_vs_padded"]["met"]
+    assert g["gram_vs_cublas"]["measured"] == 0.65 and not g["gram_vs_cublas"]["met"]
+    assert g["mfu"]["measured"] == 0.47 and g["mfu"]["met"]
+    assert gpu_check.goals({})["mfu"]["met"] is None
+
+
+@pytest.mark.slow
+def test_the_whole_dry_check_walks_every_gpu_path(tmp_path):
+    """Every part on the CPU: the emulated kernel replay, bf16 and compiled steps, and the
+    full profile's first run (compiled, bf16) on a tiny corpus through the run store."""
+    assert gpu_check.main([str(tmp_path), "--dry", "--budget", "1500"]) == 0
+    parts = _parts(tmp_path)
+    assert list(parts) == list(gpu_check.DRY_LIMITS)
+    assert all(p["status"] == "ok" for p in parts.values())
+    tests = parts["gpu_tests"]["result"]
+    assert tests["passed"] == tests["tests"] > 100 and not tests["skipped"]
+    run = parts["full_run"]["result"]
+    assert run["compile"] and run["precision"] == "bf16" and run["state"] == "done"
+    assert run["profile_synthetic_items"] == 2_000_000 and run["val_loss"] > 0
+    assert parts["compiled"]["result"]["compile"] is True
 
 
 @pytest.mark.parametrize("tie", [False, True])
@@ -30,15 +141,3 @@ def test_flops_per_token_counts_every_matmul_of_the_built_model_once(tie):
     lookups = model.pos_emb.weight.numel() + (0 if tie else model.tok_emb.weight.numel())
     matmul = model.num_params() - lookups
     assert throughput.flops_per_token(cfg) == 6 * matmul + 12 * 2 * 32 * 16
-
-
-def test_goals_judge_each_measured_value():
-    result = {"kernels": {"grouped_step": {"speedup_vs_loop": 3.5, "speedup_vs_padded": 1.1},
-                          "cosine_gram": [{"throughput_ratio": 0.9},
-                                          {"throughput_ratio": 0.65}]},
-              "throughput": {"eager": {"mfu": 0.30}, "compiled": {"mfu": 0.47}}}
-    g = gpu_check.goals(result)
-    assert g["grouped_vs_loop"]["met"] and not g["grouped_vs_padded"]["met"]
-    assert g["gram_vs_cublas"]["measured"] == 0.65 and not g["gram_vs_cublas"]["met"]
-    assert g["mfu"]["measured"] == 0.47 and g["mfu"]["met"]
-    assert gpu_check.goals({})["mfu"]["met"] is None

@@ -1,6 +1,7 @@
 """No import side effects: importing the toy modules leaves JAX as it was (float32, the
 default device count); the entry points switch float64 on explicitly, and the scan engine
-asks for one CPU device per core where it starts (docs/science.md §2)."""
+asks for one CPU device per core where it starts (docs/science.md §2), and JAX does not
+preallocate a GPU that the transformer runs of the same process need."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def run_fresh(code: str) -> str:
     """Run ``code`` in a fresh interpreter (JAX settings are per process) without a chosen
     device count; returns its stdout."""
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES",
-                                                             "JAX_ENABLE_X64")}
+                                                             "JAX_ENABLE_X64",
+                                                             "XLA_PYTHON_CLIENT_PREALLOCATE")}
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
                          capture_output=True, text=True, timeout=300, check=True)
     return out.stdout.strip()
@@ -48,11 +50,13 @@ def test_entry_points_switch_float64_on(call):
         import jax
         import numpy as np
         from smallinit.toy import diagonal, escape, twolayer
-        before = jax.config.jax_enable_x64
+        import os
+        before = (jax.config.jax_enable_x64, os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE"))
         result = {call}
-        print(before, jax.config.jax_enable_x64)
+        print(*before, jax.config.jax_enable_x64, os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"])
     """)
-    assert out == "False True"
+    # float64 on, and on a GPU JAX takes memory as it needs it (PyTorch shares the process)
+    assert out == "False None True false"
 
 
 def test_the_scan_engine_asks_for_all_cpu_cores_where_it_starts():

@@ -102,8 +102,9 @@ def plan(profile: str, figures: list[int] | None = None) -> list[dict[str, Any]]
 
 def plan_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Totals over the distinct runs of :func:`plan` rows (a run shared by figures counts
-    once): runs, transformer runs, their FLOPs and H200 hours at the stated MFU, and the
-    largest peak-memory estimate; with the formula and the figures it assumes."""
+    once): runs, transformer runs, their FLOPs and H200 hours at the stated MFU and at a
+    small model's published MFU, and the largest peak-memory estimate; with the formula
+    and the figures it assumes."""
     distinct: dict[tuple[str, str], dict[str, Any] | None] = {}
     for r in rows:
         distinct.setdefault((r["kind"], r["key"]), r["cost"])
@@ -111,6 +112,8 @@ def plan_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"runs": len(distinct), "transformer_runs": len(costs),
             "flops": sum(c["flops"] for c in costs),
             "h200_hours": sum(c["h200_hours"] for c in costs),
+            "h200_hours_small_mfu": sum(c["h200_hours_small_mfu"] for c in costs),
+            "small_mfu": cost.SMALL_MODEL_MFU, "small_mfu_source": cost.SMALL_MFU_SOURCE,
             "max_memory_bytes": max((c["memory_bytes"] for c in costs), default=0),
             "mfu": cost.MFU, "peak_flops": cost.H200_PEAK_BF16_DENSE,
             "gpu_memory_gib": cost.H200_MEMORY_GIB,

@@ -1,0 +1,186 @@
+"""The parts of the GPU check (:mod:`smallinit.study.gpu_check`), one function each.
+
+Each part runs in a process of its own (``python -m smallinit.study.gpu_parts PART OUT
+[--dry]``), started by the check with a time limit of its own, and writes its result as JSON
+to ``OUT``; a part that raises, dies (a CUDA fault poisons its process only) or runs past its
+limit is recorded by the check and the others still run. In a dry run (``--dry``) every part
+walks the code a GPU run takes, on the CPU at toy sizes: bf16 autocast, the PyTorch ops a
+GPU takes instead of the CPU fast path (``SMALLINIT_FASTPATH=0``, set by the check),
+``torch.compile``, the full profile's first run, and the CUDA kernels through their CPU
+emulation (:mod:`smallinit.kernels.emulation`).
+
+* ``environment`` — Python, torch and its CUDA, the GPU's name and memory (each read inside
+  a ``try``), the kernels' backend and why CuPy is not live if it is not, JAX's devices;
+* ``gpu_tests`` — the gpu-marked kernel tests (dry: their cases through the emulation),
+  with pass and skip counts (:func:`smallinit.kernels.gpu_report.gpu_tests`);
+* ``kernels`` — the kernel benchmarks (:func:`smallinit.kernels.gpu_report.benchmarks`);
+* ``throughput`` — tokens/s and MFU of a ~100M-parameter model in bf16, eager, and the
+  share of a step its output layer and loss take
+  (:func:`smallinit.llm.training.throughput.measure`, ``head_loss_share``);
+* ``compiled`` — the same step through ``torch.compile``;
+* ``full_run`` — the full profile's first run (fig 7's first) shortened to a few hundred
+  steps on a corpus of fewer items drawn by the same rules, end to end through the trainer
+  and a temporary run store (dry: cut to a toy width and 3 steps, bf16 on the CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from smallinit.core.config import override
+from smallinit.kernels import gpu_report
+from smallinit.kernels.backend import cupy_status
+from smallinit.llm.run_config import ModelConfig, RunConfig, TrainConfig
+from smallinit.llm.training import throughput as tp
+from smallinit.llm.training import train
+from smallinit.study import experiments
+
+#: the ~100M configuration: GPT-2-small widths (Radford et al. 2019: d 768, 12 layers,
+#: 12 heads, context 1024) with the project's default block (RMSNorm, RoPE, SwiGLU)
+BIG = {"vocab_size": 32768, "context": 1024, "d_model": 768, "n_layers": 12, "n_heads": 12}
+BIG_BATCH = 16
+DRY = {"vocab_size": 256, "context": 32, "d_model": 32, "n_layers": 2, "n_heads": 2}
+DRY_BATCH = 4
+#: the shortened full-profile run: steps and synthetic training items (GPU, dry)
+FULL_STEPS = {False: 300, True: 3}
+FULL_ITEMS = {False: 200_000, True: 2_000}
+
+
+def environment(dry: bool) -> dict[str, Any]:
+    """What the machine offers (each reading in a ``try``: a broken driver is a finding)."""
+    out: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
+                           "torch_cuda": torch.version.cuda,
+                           "cuda_available": torch.cuda.is_available(),
+                           "fastpath": os.environ.get("SMALLINIT_FASTPATH", "1") != "0",
+                           "nvcc": shutil.which("nvcc")}
+    readings: dict[str, Callable[[], Any]] = {
+        "device": lambda: torch.cuda.get_device_name(0),
+        "device_count": torch.cuda.device_count,
+        "gpu_memory": lambda: dict(zip(("free_bytes", "total_bytes"),
+                                       torch.cuda.mem_get_info(0), strict=True)),
+        "bf16_supported": torch.cuda.is_bf16_supported,
+    }
+    for key, read in readings.items():
+        if not out["cuda_available"]:
+            out[key] = None
+            continue
+        try:
+            out[key] = read()
+        except Exception as err:
+            out[key] = f"unreadable: {type(err).__name__}: {err}"
+    out["kernels"] = cupy_status()
+    try:
+        import jax  # lazy: only the environment part reads JAX's devices
+
+        out["jax"] = {"version": jax.__version__,
+                      "devices": [str(d) for d in jax.devices()]}
+    except Exception as err:
+        out["jax"] = f"unreadable: {type(err).__name__}: {err}"
+    return out
+
+
+def gpu_tests(dry: bool) -> dict[str, Any]:
+    return gpu_report.gpu_tests(dry)
+
+
+def kernels(dry: bool) -> dict[str, Any]:
+    return gpu_report.benchmarks(dry)
+
+
+def run_config(dry: bool) -> RunConfig:
+    """The throughput model: :data:`BIG` in bf16 on the GPU, :data:`DRY` in bf16 on the CPU."""
+    model = ModelConfig(**(DRY if dry else BIG))
+    cfg = TrainConfig(batch_size=DRY_BATCH if dry else BIG_BATCH, lr=6e-4,
+                      device="cpu" if dry else "cuda", precision="bf16")
+    return RunConfig(init="gamma:0.5", model=model, train=cfg)
+
+
+def _throughput(dry: bool, compile: bool) -> dict[str, Any]:
+    cfg = run_config(dry)
+    steps, warmup = (2, 1) if dry else (30, 10)
+    out = tp.measure(cfg, steps=steps, warmup=warmup, compile=compile)
+    out["head_loss"] = tp.head_loss_share(cfg, out["step_s"], steps=steps, warmup=warmup,
+                                          compile=compile)
+    return out
+
+
+def throughput(dry: bool) -> dict[str, Any]:
+    return _throughput(dry, compile=False)
+
+
+def compiled(dry: bool) -> dict[str, Any]:
+    return _throughput(dry, compile=True)
+
+
+def full_run_config(dry: bool, steps: int, items: int, cache: str):
+    """The full profile's first run (fig 7's), shortened: ``steps`` steps, ``items``
+    training items drawn by the same rules, no checkpoints; dry: cut to a toy width
+    (:func:`smallinit.llm.training.train.cut_config`), bf16 autocast on the CPU."""
+    spec = experiments.specs("gamma-sweep", "full")[0]
+    cfg = spec.config
+    if dry:
+        cfg = train.cut_config(cfg, width=32, layers=2, context=32, batch=4, items=8)
+        cfg = override(cfg, {"train.device": "cpu", "train.precision": "bf16"})
+    changes = {"train.steps": steps, "train.warmup": min(cfg.train.warmup, steps // 2),
+               "train.checkpoint_every": 0, "train.eval_every": 0,
+               "train.log_every": min(cfg.train.log_every, steps),
+               "data.synthetic_items": min(cfg.data.synthetic_items, items),
+               "data.cache_dir": cache}
+    return spec, override(cfg, changes)
+
+
+def full_run(dry: bool) -> dict[str, Any]:
+    steps, items = FULL_STEPS[dry], FULL_ITEMS[dry]
+    with tempfile.TemporaryDirectory(prefix="smallinit-gpu-check-") as tmp:
+        spec, cfg = full_run_config(dry, steps, items, str(Path(tmp) / "cache"))
+        t0 = time.perf_counter()
+        run = train.train(cfg, runs_dir=Path(tmp) / "runs", callbacks=[])
+        wall = time.perf_counter() - t0
+        summary, state = run.summary, run.state
+        rates = [r["tok_per_s"] for r in run.metrics() if "tok_per_s" in r]
+    return {"profile": "full", "tags": spec.tags, "key_of_the_full_run": spec.key,
+            "steps": steps, "synthetic_items": cfg.data.synthetic_items,
+            "profile_synthetic_items": spec.config.data.synthetic_items,
+            "d_model": cfg.model.d_model, "n_layers": cfg.model.n_layers,
+            "batch_size": cfg.train.batch_size, "compile": cfg.train.compile,
+            "precision": cfg.train.precision, "device": cfg.train.device,
+            "wall_s": wall, "last_tok_per_s": rates[-1] if rates else None,
+            "state": state, "val_loss": summary.get("val_loss"),
+            "train_loss": summary.get("train_loss")}
+
+
+PARTS: dict[str, Callable[[bool], dict[str, Any]]] = {
+    "environment": environment, "gpu_tests": gpu_tests, "kernels": kernels,
+    "throughput": throughput, "full_run": full_run, "compiled": compiled}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m smallinit.study.gpu_parts",
+                                     description="one part of the GPU check (module doc)")
+    parser.add_argument("part", choices=sorted(PARTS))
+    parser.add_argument("out", help="file for the part's JSON result")
+    parser.add_argument("--dry", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        result, code = {"ok": True, "result": PARTS[args.part](args.dry)}, 0
+    except Exception:
+        result, code = {"ok": False, "error": traceback.format_exc()[-4000:]}, 1
+    Path(args.out).write_text(json.dumps(result, indent=1, default=str) + "\n")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
