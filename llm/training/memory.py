@@ -7,8 +7,9 @@ f = d_ff, V = vocab, L = layers, T = context:
     P = V·d (token table) [+ T·d learned positions] [+ V·d head unless tied]
         + L·(4d·a + 3·d·f (SwiGLU: gate, up, down) or 2·d·f (GELU, ReLU)
              [+ d·a or d·H gate])
-        + (2L + 1)·d norm gains (2L·d post-norm, which has no final norm; biases are
-        counted with their matrices' d_out, negligible).
+        + (2L + 1)·d norm gains (2L·d post-norm, which has no final norm)
+        [+ the same again for LayerNorm biases] [+ L·(3a + 2d + f or 2f) linear biases]
+        [+ V head bias]: the count of the model as built, parameter for parameter.
 
 Training in fp32 with AdamW holds weights, gradients and the two moments: 16·P bytes
 (Loshchilov & Hutter 2019; the usual mixed-precision accounting, Rajbhandari et al. 2020,
@@ -51,7 +52,10 @@ def param_count(model) -> int:
     if model.gated_attention:
         gate = d * (a if model.gate_kind == "elementwise" else model.n_heads)
     norms = (2 * layers + (0 if model.norm_position == "post" else 1)) * d
-    return embed + head + layers * (4 * d * a + mlp + gate) + norms
+    norms *= 2 if model.norm == "layernorm" and model.layernorm_bias else 1
+    biases = layers * (3 * a + 2 * d + (2 if model.mlp == "swiglu" else 1) * f) if model.bias else 0
+    head_bias = vocab if model.head_bias else 0
+    return embed + head + layers * (4 * d * a + mlp + gate) + norms + biases + head_bias
 
 
 def rope_bytes(model) -> int:

@@ -142,3 +142,19 @@ def test_export_refuses_what_no_hugging_face_class_computes():
                                           "model.head_bias=True.*model.norm_bias=True"):
         hf_family(override(recipe_config().model, {"mlp": "gelu"}))
     assert hf_family(ModelConfig(attn_dim=256, norm_bias=False)) == "llama"
+
+
+@pytest.mark.parametrize("fields", [
+    {}, {"bias": True, "norm": "layernorm", "mlp": "gelu", "positions": "learned"},
+    {"bias": True, "gated_attention": True}, {"norm_position": "post", "norm": "layernorm"},
+    "recipe"], ids=["default", "gpt2 biases", "swiglu biases and gate", "post-LN", "recipe"])
+def test_parameter_count_of_the_plan_is_the_built_models(fields):
+    """The memory and FLOP plan's P (llm/training/memory.py) counts every parameter the
+    model builds: norm and head biases of the recipe, linear biases, post-LN's missing
+    final norm."""
+    from smallinit.llm.training.memory import param_count
+
+    base = ModelConfig(vocab_size=97, context=9, d_model=32, n_layers=2, n_heads=2)
+    cfg = override(base, zhang2024_recipe(base)[0] if fields == "recipe" else fields)
+    built = sum(p.numel() for p in Transformer(cfg).parameters())
+    assert param_count(cfg) == built
