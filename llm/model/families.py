@@ -166,10 +166,10 @@ class Family:
                 continue
             roles = self.roles_of(name)
             if roles is None:
-                raise ConfigError(
+                raise with_template(ConfigError(
                     f"parameter {name} {tuple(param.shape)} of {type(model).__name__} has no "
                     f"matrix role in model family {self.name!r}; add a pattern for it "
-                    "(smallinit.llm.register_family), e.g.\n" + template(model, self.name))
+                    f"(smallinit.llm.register_family; {TEMPLATE_HINT})"), model, self.name)
             module_name, _, attr = name.rpartition(".")
             layout = self.layout_of(name) if len(roles) > 1 else ""
             specs += _split(name, param, modules[module_name], roles, self.name, layout,
@@ -364,11 +364,23 @@ def family_of(model: nn.Module) -> Family:
                 return family
         except Exception:  # a matcher written for another kind of model: not this family
             continue
-    raise ConfigError(f"apply_init does not know how to read {type(model).__name__}; "
-                      f"supported: smallinit.llm Transformer and the model families "
-                      f"{', '.join(families())}. Add one with smallinit.llm.register_family; "
-                      "a template for this model (replace each ? by a role, check each "
-                      "guessed one):\n" + template(model))
+    raise with_template(ConfigError(
+        f"apply_init does not know how to read {type(model).__name__}; supported: "
+        f"smallinit.llm Transformer and the model families {', '.join(families())}. Add one "
+        f"with smallinit.llm.register_family ({TEMPLATE_HINT})"), model)
+
+
+TEMPLATE_HINT = ("a template of the call for this model is the error's note, also "
+                 "smallinit.llm.model.families.template(model)")
+
+
+def with_template(err: ConfigError, model: nn.Module, name: str | None = None) -> ConfigError:
+    """``err`` (one line, as every refusal) with the :func:`template` of a register_family
+    call for ``model`` as its note: shown under a traceback in a script or notebook, read
+    as ``err.__notes__``."""
+    err.add_note("a template for this model (replace each ? by a role, check each guessed "
+                 "one):\n" + template(model, name))
+    return err
 
 
 def _model_type(model: nn.Module) -> str | None:

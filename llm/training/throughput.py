@@ -24,7 +24,6 @@ from typing import Any
 import torch
 from torch._inductor.utils import clear_inductor_caches
 
-from smallinit.core.config import override
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import ModelConfig, RunConfig
 from smallinit.llm.training.cost import H200_PEAK_BF16_DENSE, training_flops
@@ -52,7 +51,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _device(cfg: RunConfig) -> torch.device:
+def run_device(cfg: RunConfig) -> torch.device:
+    """The device a run of ``cfg`` trains on here: CUDA where it asks for it (or auto) and
+    one is present, else the CPU."""
     want = cfg.train.device
     return torch.device("cuda" if want in ("cuda", "auto") and torch.cuda.is_available()
                         else "cpu")
@@ -88,7 +89,7 @@ def compile_break_even(cfg: RunConfig, *, rounds: int = 7) -> dict[str, Any]:
     Inductor's on-disk cache (``TORCHINDUCTOR_CACHE_DIR``): cold, every kernel is built."""
     if rounds < 1:
         raise ValueError(f"rounds={rounds}: need rounds >= 1")
-    device = _device(cfg)
+    device = run_device(cfg)
     torch._dynamo.reset()  # compile from scratch: no graphs or kernels kept in memory
     clear_inductor_caches()
     _, eager = _stepper(cfg, device, compile=False)
@@ -114,7 +115,7 @@ def compile_break_even(cfg: RunConfig, *, rounds: int = 7) -> dict[str, Any]:
             "threads": torch.get_num_threads(), "device": str(device)}
 
 
-def _run(step, device: torch.device, steps: int, warmup: int) -> tuple[float, float]:
+def timed(step, device: torch.device, steps: int, warmup: int) -> tuple[float, float]:
     """Seconds of ``warmup`` untimed calls of ``step``, then of ``steps`` timed ones (the
     device synchronized after each block)."""
     t0 = time.perf_counter()
@@ -128,35 +129,6 @@ def _run(step, device: torch.device, steps: int, warmup: int) -> tuple[float, fl
     return t1 - t0, time.perf_counter() - t1
 
 
-def head_loss_share(cfg: RunConfig, step_s: float, *, steps: int = 20, warmup: int = 5,
-                    compile: bool = False) -> dict[str, Any]:
-    """Seconds of the output layer and loss alone — forward and backward of
-    :meth:`~smallinit.llm.model.layers.Head.logits_and_loss` on random final hidden
-    states at ``cfg``'s batch, context, width, vocabulary and precision, compiled or not —
-    and their share of a training step of ``step_s`` seconds (what the tokens × vocabulary
-    logits cost; eager under bf16 autocast they are also upcast to an fp32 copy)."""
-    device = _device(cfg)
-    model = Transformer(override(cfg.model, {"n_layers": 1}), cfg.init, seed=cfg.seed)
-    model = model.to(device)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    m = cfg.model
-    h = torch.randn(cfg.train.batch_size, m.context, m.d_model, generator=gen).to(device)
-    h.requires_grad_(True)
-    y = torch.randint(0, m.vocab_size, (cfg.train.batch_size, m.context), generator=gen)
-    y = y.to(device)
-    loss_fn = torch.compile(model.head.logits_and_loss) if compile else model.head.logits_and_loss
-    ctx = autocast(cfg, device)
-
-    def once() -> None:
-        with ctx:
-            _, loss = loss_fn(h, y)
-        loss.backward()
-
-    seconds = _run(once, device, steps, warmup)[1] / steps
-    return {"head_loss_s": seconds, "share_of_step": seconds / step_s,
-            "logits": cfg.train.batch_size * m.context * m.vocab_size}
-
-
 def measure(cfg: RunConfig, *, steps: int = 20, warmup: int = 5,
             compile: bool = False) -> dict[str, Any]:
     """Time ``steps`` training steps of ``cfg``'s model after ``warmup`` untimed ones.
@@ -165,11 +137,11 @@ def measure(cfg: RunConfig, *, steps: int = 20, warmup: int = 5,
     MFU (None off the listed GPUs), the warm-up time (compile included) and the device."""
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps={steps}, warmup={warmup}: need steps >= 1, warmup >= 0")
-    device = _device(cfg)
+    device = run_device(cfg)
     model, step = _stepper(cfg, device, compile)
     m = cfg.model
     shape = (cfg.train.batch_size, m.context)
-    warmup_s, elapsed = _run(step, device, steps, warmup)
+    warmup_s, elapsed = timed(step, device, steps, warmup)
     tokens = steps * shape[0] * shape[1]
     tok_s = tokens / elapsed
     fpt = flops_per_token(m)

@@ -253,9 +253,24 @@ class RunProgress:
         return f"? (≥ {duration(seconds)} + {untimed} untimed runs)"
 
 
+class _StderrHandler(logging.StreamHandler):
+    """A stream handler on ``sys.stderr`` as it is when a record is written, not when logging
+    was set up: a notebook, a test's capture or a caller's redirect may replace it after a
+    command configured logging, and a handler holding the old, closed stream would fail."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):  # StreamHandler.__init__ assigns it; the property decides
+        pass
+
+
 def configure_logging(verbosity: int = 0) -> None:
     """INFO for the CLI by default; DEBUG with ``-v``; WARNING with ``--quiet``."""
     level = logging.DEBUG if verbosity > 0 else logging.WARNING if _quiet else logging.INFO
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True,
+                        handlers=[_StderrHandler()])
     for noisy in ("matplotlib", "jax", "PIL", "urllib3", "fontTools"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))

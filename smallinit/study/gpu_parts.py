@@ -16,7 +16,7 @@ emulation (:mod:`smallinit.kernels.emulation`).
 * ``kernels`` — the kernel benchmarks (:func:`smallinit.kernels.gpu_report.benchmarks`);
 * ``throughput`` — tokens/s and MFU of a ~100M-parameter model in bf16, eager, and the
   share of a step its output layer and loss take
-  (:func:`smallinit.llm.training.throughput.measure`, ``head_loss_share``);
+  (:func:`smallinit.llm.training.throughput.measure`, :func:`head_loss_share`);
 * ``compiled`` — the same step through ``torch.compile``;
 * ``full_run`` — the full profile's first run (fig 7's first) shortened to a few hundred
   steps on a corpus of fewer items drawn by the same rules, end to end through the trainer
@@ -43,6 +43,7 @@ import torch
 from smallinit.core.config import override
 from smallinit.kernels import gpu_report
 from smallinit.kernels.backend import cupy_status
+from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import ModelConfig, RunConfig, TrainConfig
 from smallinit.llm.training import throughput as tp
 from smallinit.llm.training import train
@@ -108,11 +109,40 @@ def run_config(dry: bool) -> RunConfig:
     return RunConfig(init="gamma:0.5", model=model, train=cfg)
 
 
+def head_loss_share(cfg: RunConfig, step_s: float, *, steps: int = 20, warmup: int = 5,
+                    compile: bool = False) -> dict[str, Any]:
+    """Seconds of the output layer and loss alone — forward and backward of
+    :meth:`~smallinit.llm.model.layers.Head.logits_and_loss` on random final hidden
+    states at ``cfg``'s batch, context, width, vocabulary and precision, compiled or not —
+    and their share of a training step of ``step_s`` seconds (what the tokens × vocabulary
+    logits cost; eager under bf16 autocast they are also upcast to an fp32 copy)."""
+    device = tp.run_device(cfg)
+    model = Transformer(override(cfg.model, {"n_layers": 1}), cfg.init, seed=cfg.seed)
+    model = model.to(device)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    m = cfg.model
+    h = torch.randn(cfg.train.batch_size, m.context, m.d_model, generator=gen).to(device)
+    h.requires_grad_(True)
+    y = torch.randint(0, m.vocab_size, (cfg.train.batch_size, m.context), generator=gen)
+    y = y.to(device)
+    loss_fn = torch.compile(model.head.logits_and_loss) if compile else model.head.logits_and_loss
+    ctx = train.autocast(cfg, device)
+
+    def once() -> None:
+        with ctx:
+            _, loss = loss_fn(h, y)
+        loss.backward()
+
+    seconds = tp.timed(once, device, steps, warmup)[1] / steps
+    return {"head_loss_s": seconds, "share_of_step": seconds / step_s,
+            "logits": cfg.train.batch_size * m.context * m.vocab_size}
+
+
 def _throughput(dry: bool, compile: bool) -> dict[str, Any]:
     cfg = run_config(dry)
     steps, warmup = (2, 1) if dry else (30, 10)
     out = tp.measure(cfg, steps=steps, warmup=warmup, compile=compile)
-    out["head_loss"] = tp.head_loss_share(cfg, out["step_s"], steps=steps, warmup=warmup,
+    out["head_loss"] = head_loss_share(cfg, out["step_s"], steps=steps, warmup=warmup,
                                           compile=compile)
     return out
 

@@ -517,8 +517,9 @@ def test_a_refusal_shows_a_template_of_the_call(family):
     unknown ones as "?"; completed, the template registers a family that reads the model."""
     with pytest.raises(ValueError) as refused:
         apply_init(tiny_phi3(kv_heads=4), "gamma:1.0")
-    message = str(refused.value)
-    template = message[message.index("from smallinit.llm import register_family"):]
+    assert "\n" not in str(refused.value)  # one line, as every refusal; the call is its note
+    note = "\n".join(refused.value.__notes__)
+    template = note[note.index("from smallinit.llm import register_family"):]
     assert 'register_family("phi3", lambda m: m.config.model_type == "phi3", matrices={' in \
         template
     lines = {line.split(":")[0].strip(): line for line in template.splitlines()}

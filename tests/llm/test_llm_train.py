@@ -144,10 +144,9 @@ def test_two_process_ddp_matches_one_process(cache, tmp_path):
 def test_cli_train_eval_and_init_table(cache, tmp_path, capsys):
     runs = str(tmp_path / "runs")
     args = [*TINY, f"data.cache_dir={cache}", "train.steps=10", "train.checkpoint_every=0"]
-    assert main(["-q", "llm", "train", "--runs-dir", runs, *args]) == 0
-    out = capsys.readouterr().out
-    run_dir = out.splitlines()[0].split()[1]
-    summary = json.loads(out.split("\n", 1)[1])
+    assert main(["-q", "llm", "train", "--json", "--runs-dir", runs, *args]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    run_dir, summary = printed["run"], printed["summary"]
     assert main(["-q", "llm", "eval", run_dir]) == 0
     metrics = json.loads(capsys.readouterr().out)
     assert metrics["loss"] == pytest.approx(summary["loss"], rel=1e-5)
