@@ -569,7 +569,10 @@ def _judge_tokens(results: Results) -> Judgement:
 def _judge_gain_on_reasoning(results: Results) -> Judgement:
     by = _pairs_by(results, "seed", "gamma")
     seeds = _both_gammas(by)
-    return directional(_difference(_gap(by, _answer_loss, seeds), _gap(by, _val, seeds)))
+    answers = _gap(by, _answer_loss, seeds)
+    if not all(math.isfinite(v) for v in answers.values()):
+        return not_run("the runs score no reasoning answers (eval.answer_items = 0)")
+    return directional(_difference(answers, _gap(by, _val, seeds)))
 
 
 def _judge_eps(results: Results) -> Judgement:

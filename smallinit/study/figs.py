@@ -187,7 +187,8 @@ def make_figures(
     workers: int | None = None,
     executor: str | None = None,
 ) -> dict[int, list[Path] | None]:
-    """Render the chosen figures; value ``None`` marks a figure not yet available. The
+    """Render the chosen figures; value ``None`` marks a figure not yet available, ``[]`` one
+    whose experiments have no runs at ``profile`` (arms a profile cuts). The
     runs of all chosen figures are computed first, side by side
     (:func:`compute`: ``workers`` local processes, default every core, or on a Ray cluster
     with ``executor="ray"``); then each figure draws, and the report page is written
@@ -205,6 +206,10 @@ def make_figures(
     for number in sorted(only or FIGURES):
         if number not in available:
             results[number] = None
+            continue
+        if not any(runs[e.name].specs for e in of_figure(number)):
+            results[number] = []  # its arms are cut at this profile: nothing to draw
+            log.info("fig %02d: no runs at profile %s, not drawn", number, profile)
             continue
         ctx = FigureContext(number, profile, out_dir,
                             {e.name: runs[e.name] for e in of_figure(number)})
