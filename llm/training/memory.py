@@ -38,6 +38,7 @@ BYTES_PER_PARAM_TRAINING = 16  # fp32 weight, gradient, AdamW first and second m
 FLOAT = 4
 ACT_PER_D = 12  # c₁
 ACT_PER_FF = {"swiglu": 4, "gelu": 2, "relu": 2}  # c₂
+FF_INPUTS = {"swiglu": 2, "gelu": 1, "relu": 1}  # d → d_ff projections of one FFN (gate, up)
 LOGIT_COPIES = 3
 
 
@@ -46,14 +47,14 @@ def param_count(model) -> int:
     d, f, vocab, layers = model.d_model, model.ffn_dim, model.vocab_size, model.n_layers
     embed = vocab * d + (model.context * d if model.positions == "learned" else 0)
     head = 0 if model.tie_embeddings else vocab * d
-    mlp = (3 if model.mlp == "swiglu" else 2) * d * f
+    mlp = (FF_INPUTS[model.mlp] + 1) * d * f  # the inputs, then one d_ff → d projection
     a = model.attn_width
     gate = 0
     if model.gated_attention:
         gate = d * (a if model.gate_kind == "elementwise" else model.n_heads)
     norms = (2 * layers + (0 if model.norm_position == "post" else 1)) * d
     norms *= 2 if model.norm == "layernorm" and model.layernorm_bias else 1
-    biases = layers * (3 * a + 2 * d + (2 if model.mlp == "swiglu" else 1) * f) if model.bias else 0
+    biases = layers * (3 * a + 2 * d + FF_INPUTS[model.mlp] * f) if model.bias else 0
     head_bias = vocab if model.head_bias else 0
     return embed + head + layers * (4 * d * a + mlp + gate) + norms + biases + head_bias
 

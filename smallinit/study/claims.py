@@ -127,9 +127,14 @@ def need(n: int) -> int:
 def directional(x: dict[int, float]) -> Judgement:
     """docs/science.md §13 directional rule on per-seed values that the claim says are
     positive: ``holds`` p(mean > 0) < 0.05 with ≥ 2 seeds, ``contradicted`` p(mean < 0)
-    < 0.05, ``partial`` every seed > 0 (≥ 2 seeds), else ``not at this scale``."""
+    < 0.05, ``partial`` every seed > 0 (≥ 2 seeds), else ``not at this scale``; ``not run``
+    where a seed's value is not finite (§13: nothing was measured to judge)."""
     if not x:  # only on a partial set of runs (a figure's); the table checks runs first
         return not_run("no seed has every run the rule needs")
+    unmeasured = [s for s in sorted(x) if not math.isfinite(x[s])]
+    if unmeasured:
+        return Judgement(NO_ESTIMATE, "not run", dict(x),
+                         f"no finite value at seed(s) {', '.join(map(str, unmeasured))}")
     vals = [x[s] for s in sorted(x)]
     up = stats.one_sample(vals, 0.0, alternative="greater")
     if len(vals) < 2:

@@ -110,16 +110,19 @@ def compute(experiments: list[Experiment], profile: str, store: RunStore, *,
     job driver so that independent runs of different figures run side by side, the runs
     every experiment needs (an experiment's inner runs when it has some, e.g. compare's
     transformers, else its own); then the runs of experiments with inner runs, which find
-    those done. ``workers``: given, else the smallest pin among the experiments (a profile
-    that pins one worker keeps it), else every core."""
-    pins = [p for p in (e.workers(profile) for e in experiments) if p is not None]
+    those done. An experiment with no runs of its own at ``profile`` (an arm the profile
+    cuts) computes nothing, not even its inner runs. ``workers``: given, else the smallest
+    pin among the experiments (a profile that pins one worker keeps it), else every core."""
+    own = {e.name: e.specs(profile) for e in experiments}
+    live = [e for e in experiments if own[e.name]]  # an experiment the profile cuts needs nothing
+    pins = [p for p in (e.workers(profile) for e in live) if p is not None]
     options = {"force": force, "workers": workers or min(pins, default=None),
                "executor": executor, "weigh": training_flops_of}
-    first = [s for e in experiments for s in (e.inner(profile) or e.specs(profile))]
+    first = [s for e in live for s in (e.inner(profile) or own[e.name])]
     run_specs(first, store, desc="runs of the figures", **options)
-    out = {}
-    for e in experiments:
-        the_specs = e.specs(profile)
+    out = {e.name: Results([], []) for e in experiments}
+    for e in live:
+        the_specs = own[e.name]
         out[e.name] = (run_specs(the_specs, store, desc=e.name, **options) if e.inner(profile)
                        else Results(the_specs, [s.run_of(store) for s in the_specs]))
     return out

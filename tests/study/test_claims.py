@@ -51,6 +51,40 @@ def test_directional_contradicted_partial_and_not_at_this_scale():
     assert math.isnan(one.estimate.p_value)
 
 
+def test_directional_is_not_run_where_a_seed_has_no_finite_value():
+    """A NaN (an unscored quantity) or an infinity would otherwise pass through the t-test
+    as a NaN p-value and read as `not at this scale`; the seeds are named."""
+    for bad in (math.nan, math.inf, -math.inf):
+        j = directional(seeds([0.1, bad, 0.12, bad]))
+        assert j.verdict == "not run" and j.detail == "no finite value at seed(s) 1, 3"
+        assert j.estimate.n == 0 and math.isnan(j.estimate.effect)
+    assert directional(seeds([0.1, 0.12, 0.11])).verdict == "holds"  # finite values judged
+
+
+def test_gain_on_reasoning_is_not_run_where_no_answers_are_scored():
+    """A run trained with eval.answer_items = 0 has no reasoning answer tokens: the claim
+    says so instead of judging a NaN; with answers it judges g(answers) − g(held-out)."""
+    from types import SimpleNamespace as NS
+
+    def run(val, answer_loss):
+        n = 0 if answer_loss is None else 4
+        arrays = {"tags": np.full(n, 1), "answer": np.ones(n, int),  # tag 1: arith
+                  "losses": np.full(n, answer_loss or 0.0)}
+        return NS(done=True, summary={"val_loss": val}, arrays=lambda: arrays)
+
+    def pairs(answers):
+        return [(NS(tags={"seed": s, "gamma": g}), run(3.0 - (g == 1.0) * 0.01 * (s + 1),
+                                                       None if answers is None
+                                                       else 2.0 - (g == 1.0) * answers[s]))
+                for s in range(3) for g in (0.5, 1.0)]
+
+    unscored = claims._judge_gain_on_reasoning(pairs(None))
+    assert unscored.verdict == "not run" and "eval.answer_items = 0" in unscored.detail
+    scored = claims._judge_gain_on_reasoning(pairs([0.05, 0.06, 0.08]))
+    assert scored.values == pytest.approx({0: 0.04, 1: 0.04, 2: 0.05})
+    assert scored.verdict == "holds"
+
+
 # ----------------------------------------------------------------------------- share rule
 def test_share_rule_holds_with_4_of_5_majorities_and_mean_at_least_0_8():
     claimed = [0.9, 0.85, 0.95, 0.4, 0.95]

@@ -120,6 +120,27 @@ def test_driver_renders_existing_and_lists_missing(figs_dir, tmp_path):
     assert other[1][0] == tmp_path / "elsewhere" / "fig01_phase_diagram.png"
 
 
+def test_a_figure_whose_arms_a_profile_cuts_is_not_drawn_and_computes_nothing(
+        figs_dir, tmp_path, monkeypatch):
+    """An experiment with no runs of its own at the profile (its arm is cut) computes no
+    inner runs either (fair's fig 8 would otherwise train the whole learning-rate grid) and
+    its figure is listed as not drawn, while a figure with runs still draws."""
+    import smallinit.study.figs as figs_mod
+
+    cut = Experiment("testfig", (1,), "cut at quick",
+                     lambda profile: [] if profile == "quick" else [SquaresSpec({"n": 3})],
+                     inner=lambda profile: [SquaresSpec({"n": 7})])
+    monkeypatch.setattr(figs_mod, "of_figure", lambda number: [cut] if number == 1 else [])
+    store = RunStore(tmp_path / "runs")
+    assert make_figures(only=[1], store=store) == {1: []}
+    assert not (tmp_path / "runs" / "calls.txt").exists()
+    assert not list((tmp_path / "out").glob("fig01_*"))
+    assert (tmp_path / "out" / "index.html").is_file()
+    drawn = make_figures(only=[1], profile="medium", store=store)
+    assert [p.name for p in drawn[1]] == ["fig01_phase_diagram.png", "fig01_phase_diagram.pdf"]
+    assert (tmp_path / "runs" / "calls.txt").read_text() == "xx"  # the inner run, then its own
+
+
 def test_driver_rejects_bad_profile_and_number(figs_dir):
     with pytest.raises(ConfigError, match="profile='fast' is not allowed"):
         make_figures(profile="fast")
