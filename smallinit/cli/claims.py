@@ -10,7 +10,7 @@ import math
 
 from smallinit.cli.util import HelpFormatter, add_json_option, path_arg, print_json, profile_arg
 
-DEFAULT_PROFILES = ("quick", "medium", "fair")
+DEFAULT_PROFILES = ("quick", "medium", "fair", "fair-reasoning")
 
 
 def _number(x: float, digits: int = 3) -> str:
@@ -23,7 +23,8 @@ def _p(x: float) -> str:
 
 def format_table(records) -> str:
     """One line per claim and profile, then notes: each record's detail and missing runs."""
-    head = f"{'id':<32} {'profile':<8} {'effect':>8} {'95% CI':>19} {'p':>7} {'n':>3}  verdict"
+    w = max([8, *(len(r.profile) for r in records)])
+    head = f"{'id':<32} {'profile':<{w}} {'effect':>8} {'95% CI':>19} {'p':>7} {'n':>3}  verdict"
     lines = [head, "-" * len(head)]
     notes = []
     for r in records:
@@ -33,7 +34,7 @@ def format_table(records) -> str:
         if r.judgement.detail or r.missing:
             notes.append((r, len(notes) + 1))
             mark = f" [{len(notes)}]"
-        lines.append(f"{r.id:<32} {r.profile:<8} {_number(e.effect):>8} {ci:>19} "
+        lines.append(f"{r.id:<32} {r.profile:<{w}} {_number(e.effect):>8} {ci:>19} "
                      f"{_p(e.p_value):>7} {e.n if e.n else '—':>3}  {r.verdict}{mark}")
     if notes:
         lines.append("")
@@ -82,7 +83,7 @@ def register(subparsers) -> None:
     parser.add_argument("--profile", type=profile_arg, nargs="+", action="extend",
                         default=None, metavar="P",
                         help="profiles to judge, e.g. --profile quick medium full (default: "
-                        "quick, medium and fair)")
+                        "quick, medium, fair and fair-reasoning)")
     parser.add_argument("--runs-dir", type=path_arg, default=None, metavar="DIR",
                         help="run store root (default: $SMALLINIT_RUNS or ./runs)")
     add_json_option(parser, help="print a JSON list of records (id, claim, profile, effect, "

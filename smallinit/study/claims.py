@@ -51,7 +51,7 @@ from smallinit.llm.analysis.tokens import bucket_families, gain_shares
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.training.probes import trajectory
 from smallinit.study import experiments
-from smallinit.study.experiments.llm_plan import COMPARED
+from smallinit.study.experiments.llm_plan import COMPARED, has_probe
 
 VERDICTS = ("holds", "partial", "not at this scale", "contradicted", "not run")
 ALPHA = 0.05  # one-sided level of every rule but the chance rule
@@ -604,6 +604,16 @@ class Claim:
     judge: Callable[[Results], Judgement]
     arms: tuple[tuple[str, Callable[[list[RunSpec], str], list[RunSpec]],
                       Callable[[Results], Judgement]], ...] = ()
+    on_probe: bool = False  # reads the reasoning probe where the profile has one
+
+    def source(self, profile: str) -> tuple[str, Callable[[list[RunSpec], str],
+                                                          list[RunSpec]]]:
+        """The experiment whose runs the claim reads at ``profile`` and how it picks them: a
+        claim on reasoning answers reads the profile's reasoning probe, fig 9's γ 0.5 and 1
+        runs, where it has one (docs/science.md §13.1, 6), else its own experiment."""
+        if self.on_probe and has_probe(profile):
+            return "critical-init", _tags()
+        return self.experiment, self.choose
 
 
 def _all(jobs: list[RunSpec], profile: str) -> list[RunSpec]:
@@ -646,11 +656,12 @@ _CLAIMS = [
           "is negative early in training and positive at its end", "gamma-sweep",
           _largest_compared, pays_then_wins),
     Claim("small-init-reasoning-gain", "γ = 1 answers reasoning items better than γ = 0.5",
-          "gamma-sweep", _largest_compared, _judge_reasoning_gain),
+          "gamma-sweep", _largest_compared, _judge_reasoning_gain, on_probe=True),
     Claim("reasoning-above-chance", "the models reason above chance", "critical-init", _all,
           _judge_above_chance),
     Claim("gain-larger-on-reasoning", "the gain of small init is larger on reasoning answers "
-          "than overall", "gamma-sweep", _largest_compared, _judge_gain_on_reasoning),
+          "than overall", "gamma-sweep", _largest_compared, _judge_gain_on_reasoning,
+          on_probe=True),
     Claim("eps-restrains", "a standard RMSNorm ε restrains small init", "eps-gating",
           _tags(gated=False), _judge_eps),
     Claim("sinks-restrain", "attention sinks restrain small init", "eps-gating",
@@ -669,7 +680,7 @@ CLAIMS: dict[str, Claim] = {c.id: c for c in _CLAIMS}
 
 
 def _chosen(claim: Claim, results: Results, profile: str) -> Results:
-    keep = {id(j) for j in claim.choose(results.specs, profile)}
+    keep = {id(j) for j in claim.source(profile)[1](results.specs, profile)}
     pairs = [(j, r) for j, r in results if id(j) in keep]
     return Results([j for j, _ in pairs], [r for _, r in pairs])
 
@@ -680,7 +691,7 @@ def judge(claim_id: str, results: Results, profile: str) -> Judgement:
     claim = CLAIMS[claim_id]
     chosen = _chosen(claim, results, profile)
     if not any(r.done for r in chosen.runs):
-        return not_run(f"no finished {claim.experiment} run")
+        return not_run(f"no finished {claim.source(profile)[0]} run")
     return claim.judge(chosen)
 
 
@@ -693,11 +704,12 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
     """Claim ``claim_id`` at ``profile`` from the store as it is: ``not run`` (with the
     missing runs listed) unless every run the rule needs is done. Trains nothing."""
     claim = CLAIMS[claim_id]
-    every = experiments.existing(claim.experiment, profile, store)
+    experiment = claim.source(profile)[0]
+    every = experiments.existing(experiment, profile, store)
     results = _chosen(claim, every, profile)
     if not results.specs:
         return Record(claim.id, claim.text, profile,
-                      not_run(f"the profile has no {claim.experiment} runs for this claim"))
+                      not_run(f"the profile has no {experiment} runs for this claim"))
     missing, seen = [], set()
     for job, run in results:
         if not run.done and job.ident not in seen:
@@ -706,7 +718,7 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
     if missing:
         return Record(claim.id, claim.text, profile,
                       not_run(f"{len(missing)} of {len({j.ident for j in results.specs})} "
-                              f"{claim.experiment} runs not done"), missing)
+                              f"{experiment} runs not done"), missing)
     arms = {}
     for name, choose, rule in claim.arms:
         keep = {id(j) for j in choose(every.specs, profile)}

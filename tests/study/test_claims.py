@@ -347,7 +347,7 @@ def test_cli_claims_on_an_empty_store_trains_nothing(tmp_path, capsys, monkeypat
     runs = tmp_path / "runs"
     assert main(["claims", "--json", "--runs-dir", str(runs)]) == 0
     records = json.loads(capsys.readouterr().out)
-    profiles = [p for p in ("quick", "medium", "fair") if p in __import__(
+    profiles = [p for p in ("quick", "medium", "fair", "fair-reasoning") if p in __import__(
         "smallinit.core.profiles", fromlist=["names"]).names()]
     assert len(records) == len(claims.CLAIMS) * len(profiles) == 13 * len(profiles)
     assert {r["profile"] for r in records} == set(profiles)
@@ -495,3 +495,25 @@ def test_pays_then_wins_reads_the_gain_early_and_at_the_end(tmp_path):
     held = trial(-0.02, 0.01)
     assert held.estimate.effect == pytest.approx(0.012) and "early (step 250)" in held.detail
     assert trial(-0.02, 0.01, record_early=False).verdict == "not run"
+
+
+def test_reasoning_claims_read_the_probe_where_the_profile_has_one(tmp_path):
+    """docs/science.md §13.1, 6: at a profile with a reasoning probe the claims on reasoning
+    answers read fig 9's γ 0.5 / 1 runs on the synthetic corpus, not fig 7's Shakespeare runs
+    (which score no answers); elsewhere they read fig 7's largest size."""
+    store = RunStore(tmp_path)
+    probe = {s.ident for s in experiments.specs("critical-init", "fair-reasoning")
+             if s.tags["gamma"] in (0.5, 1.0)}
+    assert len(probe) == 10
+    for claim_id in ("small-init-reasoning-gain", "gain-larger-on-reasoning"):
+        rec = claims.evaluate(claim_id, "fair-reasoning", store)
+        assert rec.verdict == "not run"
+        assert "of 10 critical-init runs not done" in rec.judgement.detail
+        assert all("size=32" in m and "seed=" in m for m in rec.missing)
+        at_fair = claims.evaluate(claim_id, "fair", store)
+        assert "gamma-sweep runs not done" in at_fair.judgement.detail
+        assert all("size=128" in m for m in at_fair.missing)
+    specs = experiments.specs("critical-init", "fair-reasoning")
+    assert {s.config.data.corpus for s in specs} == {"synthetic"}
+    assert sorted({s.tags["gamma"] for s in specs}) == [0.3, 0.5, 0.75, 1.0, 1.3]
+    assert experiments.specs("critical-init", "fair") == []  # fair cuts the probe

@@ -82,7 +82,8 @@ def summary(spec: RunSpec) -> str:
 def plan(profile: str, figures: list[int] | None = None) -> list[dict[str, Any]]:
     """Every run of the chosen figures at ``profile``: one row per (figure, experiment,
     run) with kind, key and a config summary; runs that a run computes inside itself
-    (compare's transformers) follow it with ``inner`` set. A transformer run also gets its
+    (compare's transformers) follow it with ``inner`` set, where the experiment has runs of
+    its own at ``profile``. A transformer run also gets its
     ``cost`` (:func:`smallinit.llm.training.cost.run_cost`: parameters, tokens,
     training FLOPs, peak memory, H200 hours); other runs ``cost: None``. Nothing is
     computed."""
@@ -90,7 +91,8 @@ def plan(profile: str, figures: list[int] | None = None) -> list[dict[str, Any]]
     for number in sorted(figures or {n for e in _ALL for n in e.figures}):
         for experiment in of_figure(number):
             listed = [(spec, False) for spec in specs(experiment.name, profile)]
-            listed += [(spec, True) for spec in experiment.inner(profile)]
+            if listed:  # an experiment the profile cuts computes no inner runs either
+                listed += [(spec, True) for spec in experiment.inner(profile)]
             for spec, inner in listed:
                 the_cost = cost.run_cost(spec.config)
                 rows.append({"figure": number, "experiment": experiment.name,

@@ -21,4 +21,4 @@ def specs(profile: str) -> list[RunSpec]:
 
 
 EXPERIMENT = Experiment("critical-init", (9,), "LLM: γ grid × seeds at the smallest size",
-                        specs, workers=llm_plan.workers, inner=llm_plan.tuning)
+                        specs, workers=llm_plan.workers, inner=llm_plan.critical_tuning)

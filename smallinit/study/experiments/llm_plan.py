@@ -131,20 +131,30 @@ def plain(base: RunConfig, gamma: float) -> RunConfig:
     return override(base, {"init": gamma_scheme(gamma)})
 
 
-def tuning(profile: str) -> list[TrainSpec]:
-    """Every tuning run of the profile's LLM experiments (seed 0 at every rate of the
-    grid, γ 0.5 and 1, every size of figs 7 and 12, and the probe's size), computed before
-    the runs that need their choice (none without an ``lr_grid``)."""
+def _tuning_of(profile: str, bases: list[RunConfig]) -> list[TrainSpec]:
+    """Seed 0 at every rate of the plan's ``lr_grid``, γ 0.5 and 1, on each base config
+    (none without an ``lr_grid``)."""
     the_plan = plan(profile)
     if not the_plan.lr_grid:
         return []
-    bases = [base_config(profile, d) for d in dict.fromkeys(
-        (*the_plan.sizes, *the_plan.scaling_sizes))]
-    if has_probe(profile):
-        bases.append(base_config(profile, the_plan.sizes[0], probe=True))
     return [s for base in bases for g in (0.5, 1.0)
             for s in tuning_specs(plain(base, g), the_plan.lr_grid,
                                   {"size": base.model.d_model, "gamma": g})]
+
+
+def tuning(profile: str) -> list[TrainSpec]:
+    """The tuning runs of the profile's sweeps (every size of figs 7 and 12), computed
+    before the runs that need their choice."""
+    the_plan = plan(profile)
+    return _tuning_of(profile, [base_config(profile, d) for d in dict.fromkeys(
+        (*the_plan.sizes, *the_plan.scaling_sizes))])
+
+
+def critical_tuning(profile: str) -> list[TrainSpec]:
+    """The tuning runs of fig 9's grid (smallest size): on the profile's reasoning probe
+    when it has one (docs/science.md §13.1, 6), else on the sweeps' base."""
+    d = plan(profile).sizes[0]
+    return _tuning_of(profile, [base_config(profile, d, probe=has_probe(profile))])
 
 
 def eps_gating_grid(profile: str, the_plan: Plan, d: int, gammas, seeds) -> list[RunSpec]:

@@ -13,4 +13,4 @@ def specs(profile: str) -> list[RunSpec]:
 
 
 EXPERIMENT = Experiment("token-gains", (11,), "LLM: matched γ = 0.5 / γ = 1 models per seed",
-                        specs, workers=llm_plan.workers, inner=llm_plan.tuning)
+                        specs, workers=llm_plan.workers, inner=llm_plan.critical_tuning)
