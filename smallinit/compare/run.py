@@ -38,7 +38,7 @@ from smallinit.llm.training.cost import training_flops_of
 from smallinit.llm.training.train import KIND as TRAIN_KIND
 from smallinit.llm.training.train import VERSION as TRAIN_VERSION
 from smallinit.llm.training.train import TrainSpec, preflight, will_compute
-from smallinit.theory.init_rules import parse_scheme
+from smallinit.theory.init_rules import gamma_scheme, parse_scheme
 from smallinit.theory.transformer import TransformerShape, ffn_blocks
 from smallinit.toy import condense
 from smallinit.toy.scan import ScanConfig, run_scan
@@ -59,7 +59,7 @@ def theory_points(cfg: CompareConfig) -> list[dict[str, Any]]:
                              gated_attention=m.gated_attention, tie_embeddings=m.tie_embeddings)
     out = []
     for g in cfg.gammas:
-        blocks = ffn_blocks(shape, parse_scheme(f"gamma:{g}"))
+        blocks = ffn_blocks(shape, parse_scheme(gamma_scheme(g)))
         points = {b["width_law"]["proportional"] for b in blocks}
         if len(points) != 1:  # the γ rule gives every block the same law
             raise ValueError(f"FFN blocks at γ={g} lie at different points: {points}")
