@@ -20,7 +20,7 @@ import numpy as np
 from smallinit.core.plotting import use_style
 from smallinit.study.figs import single
 from smallinit.theory import diagram
-from smallinit.theory.init_rules import parse_scheme
+from smallinit.theory.init_rules import gamma_scheme, parse_scheme
 from smallinit.theory.transformer import TransformerShape, ffn_blocks, ffn_point_from_rates
 
 NUMBER = 5
@@ -50,7 +50,7 @@ def draw_diagram(ax) -> None:
     diagram.draw_phase_regions(ax, XLIM, YLIM)
     for scaling, marker, fill in (("proportional", "D", "full"), ("fixed", "s", "none")):
         pts = np.array([[float(v) for v in (p.gamma, p.gamma_prime)] for p in (
-            _first_block(512, f"gamma:{g}")["width_law"][scaling] for g in GAMMAS)])
+            _first_block(512, gamma_scheme(g))["width_law"][scaling] for g in GAMMAS)])
         ax.plot(pts[:, 0], pts[:, 1], ls=":", marker=marker, fillstyle=fill, color="black",
                 ms=6, zorder=6, label=f"γ rule, γ = {GAMMAS[0]}…{GAMMAS[-1]}, "
                 + ("d ∝ m" if scaling == "proportional" else "d fixed"))

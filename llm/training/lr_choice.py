@@ -47,7 +47,7 @@ def tuning_specs(cfg: RunConfig, grid: tuple[float, ...], tags: dict[str, Any]) 
 def _tune_loss(run: Run) -> float | None:
     """A finished tuning run's tune-split loss (+∞ for a run that diverged); None while it
     is not finished."""
-    if run.state == "failed" and run.status().get("final"):
+    if run.failed_for_good:
         return math.inf
     if not run.done:
         return None

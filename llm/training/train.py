@@ -488,12 +488,6 @@ class Trainer:
 
 
 # ----------------------------------------------------------------------------- entry points
-def will_compute(store: RunStore, kind: str, version: str, cfg, *, force: bool = False) -> bool:
-    """Whether asking for the run (kind, cfg, version) trains (False: a finished run, or a
-    final failure, is reused)."""
-    return force or not store.run(kind, cfg, version=version).reusable()
-
-
 def preflight(cfg, dist: Dist | None = None, *, explicit_attention: bool = False,
               computing: bool = True, memory: tuple[int, str] | None = None) -> None:
     """Every check of a run's config that needs no training, made before its run directory
@@ -530,7 +524,7 @@ def fit_run(store: RunStore, kind: str, version: str, cfg, build: Callable[[Dist
     if cfg.train.batch_size % dist.world:
         raise ConfigError(f"train.batch_size={cfg.train.batch_size} is not divisible by the "
                           f"{dist.world} processes")
-    computing = will_compute(store, kind, version, cfg, force=force)
+    computing = force or not store.run(kind, cfg, version=version).reusable()
     preflight(cfg, dist, explicit_attention=explicit_attention, computing=computing)
     if computing and check is not None:
         check()

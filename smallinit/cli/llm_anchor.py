@@ -1,6 +1,6 @@
 """``smallinit llm anchor`` and ``smallinit llm anchor-scan``: the anchor task (docs/science.md §6).
 
-``llm/cli.py`` calls :func:`register_anchor_commands` with its command subparsers.
+:mod:`smallinit.cli.llm` calls :func:`register_anchor_commands` with its command subparsers.
 """
 
 from __future__ import annotations

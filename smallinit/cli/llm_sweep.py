@@ -1,6 +1,6 @@
 """``smallinit llm sweep``: run one experiment of figs 7–11 (or all) through the run store.
 
-``llm/cli.py`` calls :func:`register_sweep_commands` with its command subparsers.
+:mod:`smallinit.cli.llm` calls :func:`register_sweep_commands` with its command subparsers.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def exact_number(text: str) -> Fraction:
     return value
 
 
-def override(text: str) -> tuple[str, float]:
+def part_gamma(text: str) -> tuple[str, float]:
     """``PART=GAMMA`` for a per-part γ override."""
     part, sep, value = text.partition("=")
     if not sep:
@@ -337,7 +337,7 @@ def register(subparsers) -> None:
     p.add_argument("--tie-embeddings", action="store_true", help="no separate LM head")
     p.add_argument("--gamma", type=exact_number, default=None, metavar="G",
                    help="the γ rule σ = d_in^-γ")
-    p.add_argument("--override", type=override, action="append", metavar="PART=G",
+    p.add_argument("--override", type=part_gamma, action="append", metavar="PART=G",
                    help="per-part γ (embedding, qk, vo, attn_gate, mlp, mlp_out, head); "
                         "repeatable")
     p.add_argument("--depth-scaling", action="store_true",

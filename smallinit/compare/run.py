@@ -37,8 +37,8 @@ from smallinit.llm.analysis.ffn import initial_model, measure_layers, trained_mo
 from smallinit.llm.training.cost import training_flops_of
 from smallinit.llm.training.train import KIND as TRAIN_KIND
 from smallinit.llm.training.train import VERSION as TRAIN_VERSION
-from smallinit.llm.training.train import TrainSpec, preflight, will_compute
-from smallinit.theory.init_rules import parse_scheme
+from smallinit.llm.training.train import TrainSpec, preflight
+from smallinit.theory.init_rules import gamma_scheme, parse_scheme
 from smallinit.theory.transformer import TransformerShape, ffn_blocks
 from smallinit.toy import condense
 from smallinit.toy.scan import ScanConfig, run_scan
@@ -59,7 +59,7 @@ def theory_points(cfg: CompareConfig) -> list[dict[str, Any]]:
                              gated_attention=m.gated_attention, tie_embeddings=m.tie_embeddings)
     out = []
     for g in cfg.gammas:
-        blocks = ffn_blocks(shape, parse_scheme(f"gamma:{g}"))
+        blocks = ffn_blocks(shape, parse_scheme(gamma_scheme(g)))
         points = {b["width_law"]["proportional"] for b in blocks}
         if len(points) != 1:  # the γ rule gives every block the same law
             raise ValueError(f"FFN blocks at γ={g} lie at different points: {points}")
@@ -121,13 +121,13 @@ def check_transformers(cfg: CompareConfig, store: RunStore, *, force: bool = Fal
     """Before anything is computed: every transformer run the comparison would train passes
     the trainer's checks (:func:`smallinit.llm.training.train.preflight`: device, memory
     estimate, init σ), so a width that cannot fit is refused at once, not after the toy."""
-    if not will_compute(store, KIND, VERSION, cfg, force=force):
+    if not force and store.run(KIND, cfg, version=VERSION).reusable():
         return
     for width in sorted(cfg.widths, reverse=True):  # the largest is the likeliest to fail
         for gamma in cfg.gammas:
             run_cfg = cfg.llm_run(gamma, width)
-            preflight(run_cfg, computing=will_compute(store, TRAIN_KIND, TRAIN_VERSION,
-                                                      run_cfg, force=force))
+            reused = store.run(TRAIN_KIND, run_cfg, version=TRAIN_VERSION).reusable()
+            preflight(run_cfg, computing=force or not reused)
 
 
 @dataclasses.dataclass

@@ -147,11 +147,6 @@ class Results:
         return [(j, r) for j, r in self if not r.done]
 
 
-def finished(run: Run) -> bool:
-    """Whether the store reuses the run as it is (:meth:`~smallinit.core.runs.Run.reusable`)."""
-    return run.reusable()
-
-
 _FORCED: set[tuple[str, str, str]] = set()  # (store root, kind, key) forced in this process
 
 
@@ -174,7 +169,7 @@ def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: boo
         unique.setdefault(spec.ident, spec)
     to_force = {i for i in unique if force and (root, *i) not in _FORCED}
     _FORCED.update((root, *i) for i in to_force)
-    todo = [j for i, j in unique.items() if i in to_force or not finished(j.run_of(store))]
+    todo = [j for i, j in unique.items() if i in to_force or not j.run_of(store).reusable()]
     log.info("%d runs, %d to compute", len(unique), len(todo))
     if todo:
         _prepare(todo)

@@ -137,6 +137,13 @@ class Run:
         return self.state == "done"
 
     @property
+    def failed_for_good(self) -> bool:
+        """Whether the run failed for good (a divergence, recorded ``final``): an outcome the
+        store hands back as it is, like a done run (:meth:`reusable`), not a failure that the
+        next ask recomputes."""
+        return _failed_for_good(self.status())
+
+    @property
     def name(self) -> str:
         return f"{self.kind}/{self.key}"
 
@@ -469,8 +476,12 @@ def _bare(err: StoreError) -> str:
     return one_line(err).split("; ")[0]
 
 
+def _failed_for_good(status: dict[str, Any]) -> bool:
+    """Whether ``status`` records a final failure (:attr:`Run.failed_for_good`)."""
+    return status["state"] == "failed" and bool(status.get("final"))
+
+
 def _outcome(status: dict[str, Any]) -> bool:
-    """Whether ``status`` is an outcome the store returns as is: done, or a final failure
+    """Whether ``status`` is an outcome the store returns as is: done, or failed for good
     (the one place this rule is written)."""
-    return status["state"] == "done" or (status["state"] == "failed"
-                                         and bool(status.get("final")))
+    return status["state"] == "done" or _failed_for_good(status)

@@ -24,16 +24,22 @@ cupy behind it). The same holds for the heavy third-party packages (torch, jax, 
 module that does not import them at its top anyway: lazy only where the module must be
 importable without them, saying why.
 
-One path per idea: no function is named by a ``"module:function"`` string (a run spec's
-type computes its run); one function applies dotted overrides to a config
-(``smallinit.core.config.override``); one registry lists the experiments
-(``smallinit/study/experiments/__init__.py``), each experiment module declaring its one
-``EXPERIMENT``; one job driver starts worker processes (``smallinit/core/jobs.py``).
+One path per idea: no function is named by a string (``"module:function"``,
+``"pkg.mod.function"``, ``entry="..."``) or looked up by one (``importlib.import_module``,
+``getattr`` on a module) outside the packages' lazy re-exports, the CLI's command dispatch
+and the figure driver (a run spec's type computes its run); one function applies dotted
+overrides to a config (``smallinit.core.config.override``: no other function named like an
+override or a merge, no keys routed by a section's prefix such as ``"scan."``); one
+registry lists the experiments (``smallinit/study/experiments/__init__.py``), each
+experiment module declaring its one ``EXPERIMENT``; one job driver starts worker processes
+(``smallinit/core/jobs.py``); the model's forward code tests neither the device, the dtype
+nor the grad mode (the fast path is its own layers, chosen when the model is built).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -246,29 +252,150 @@ def test_one_job_driver_runs_every_sweep():
 
 # ----------------------------------------------------------------------------- one path per idea
 ENTRY_STRING = re.compile(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*:[A-Za-z_]\w*$")  # "pkg.mod:func"
+DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")  # "pkg.mod.func"
+#: keywords and dict keys whose value, given as a dotted string, names a function to call
+ENTRY_WORDS = ("entry", "entry_point", "target", "_target_", "func", "fn", "function",
+               "callable", "handler", "runner")
+#: where a module may be looked up by its name: the packages' lazy re-exports, the CLI's
+#: command dispatch (one module per command group), the figure driver (one per figure)
+LOOKUP_ALLOWED = ("smallinit/__init__.py", "theory/__init__.py", "toy/__init__.py",
+                  "llm/__init__.py", "smallinit/cli/__init__.py", "smallinit/study/figs.py")
+#: calls that load a module given its name or path
+LOADERS = ("import_module", "__import__", "spec_from_file_location", "run_module", "run_path")
 OVERRIDE_FUNCTION = "smallinit/core/config.py"
+#: words that make a function name an override function's (split on "_"), and whole names
+OVERRIDE_WORDS = {"override", "overrides", "merge", "merged"}
+OVERRIDE_NAMES = {"replace_config", "update_config", "deep_update"}
+#: a config section's prefix ("scan."), by which keys would be routed around the override
+SECTION_PREFIX = re.compile(r"^[A-Za-z_]\w*\.$")
 REGISTRY = "smallinit/study/experiments/__init__.py"
 EXPERIMENTS = "smallinit/study/experiments/"
 
 
+@functools.cache
+def top_level_names() -> dict[str, frozenset[str]]:
+    """Each module of the source tree -> the functions and classes defined at its top."""
+    index = {}
+    for rel in source_files():
+        body = ast.parse((ROOT / rel).read_text(encoding="utf-8")).body
+        index[module_of(rel)[0]] = frozenset(
+            n.name for n in body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef))
+    return index
+
+
+def names_a_function(text: str) -> bool:
+    """Whether ``text`` is a ``"module:function"`` string, or a dotted one whose head is a
+    module of ours (``smallinit.llm...``, or a source folder: ``llm...``) defining its
+    last name at its top."""
+    if ENTRY_STRING.match(text):
+        return True
+    if not DOTTED.match(text):
+        return False
+    module, _, name = text.rpartition(".")
+    if module.split(".")[0] in PACKAGES and not within(module, "smallinit"):
+        module = f"smallinit.{module}"
+    return name in top_level_names().get(module, ())
+
+
+def _is_text(node) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
 def string_entry_points(rel: str, source: str) -> list[str]:
-    """String constants that name a function as ``"module:function"`` (the driver does not
-    look functions up by name: a spec's type computes its run)."""
-    return [f"{rel}:{node.lineno} names {node.value!r} by a string"
-            for node in ast.walk(ast.parse(source))
-            if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and ENTRY_STRING.match(node.value)]
+    """Strings that name a function (the driver does not look functions up by name: a
+    spec's type computes its run): a ``"module:function"`` or ``"pkg.mod.function"``
+    constant (:func:`names_a_function`), and any dotted or ``:`` string given as
+    ``entry=`` (or another of :data:`ENTRY_WORDS`: keyword, dict key or assigned name)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if _is_text(node) and names_a_function(node.value):
+            found.append(f"{rel}:{node.lineno} names {node.value!r} by a string")
+        pairs = ([(k.arg, k.value) for k in node.keywords] if isinstance(node, ast.Call) else
+                 [(k.value, v) for k, v in zip(node.keys, node.values, strict=True)
+                  if _is_text(k)] if isinstance(node, ast.Dict) else
+                 [(t.id, node.value) for t in node.targets if isinstance(t, ast.Name)]
+                 if isinstance(node, ast.Assign) else [])
+        for key, value in pairs:
+            if key and key.lower() in ENTRY_WORDS and _is_text(value) and \
+                    (DOTTED.match(value.value) or ENTRY_STRING.match(value.value)):
+                found.append(f"{rel}:{value.lineno} gives {key}={value.value!r}: a function "
+                             "named by a string")
+    return sorted(set(found))
+
+
+def _call_name(node) -> str:
+    func = node.func if isinstance(node, ast.Call) else None
+    return (func.id if isinstance(func, ast.Name) else
+            func.attr if isinstance(func, ast.Attribute) else "")
+
+
+def string_lookups(rel: str, source: str) -> list[str]:
+    """Functions found by a name at run time, outside :data:`LOOKUP_ALLOWED`: a call of a
+    module loader (:data:`LOADERS`), ``getattr`` with a constant name on a module (one a
+    loader returns, one from ``sys.modules``, or a name this file imports from our
+    packages), and ``globals()`` / ``vars()`` / ``__dict__`` indexed by a constant."""
+    if rel in LOOKUP_ALLOWED:
+        return []
+    tree = ast.parse(source)
+    ours = set()  # names this file binds by importing our modules
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            ours.update((a.asname or a.name).split(".")[0] for a in node.names
+                        if within(a.name, "smallinit"))
+        elif isinstance(node, ast.ImportFrom) and (
+                node.level or within(node.module or "", "smallinit")):
+            ours.update(a.asname or a.name for a in node.names)
+
+    def is_module(node) -> bool:
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        return (_call_name(node) in LOADERS or (isinstance(root, ast.Name) and root.id in ours)
+                or (isinstance(node, ast.Subscript) and ast.unparse(node.value) == "sys.modules"))
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _call_name(node) in LOADERS:
+            found.append(f"{rel}:{node.lineno} loads a module by its name "
+                         f"({_call_name(node)})")
+        if isinstance(node, ast.Call) and _call_name(node) == "getattr" and \
+                len(node.args) >= 2 and _is_text(node.args[1]) and is_module(node.args[0]):
+            found.append(f"{rel}:{node.lineno} looks up {node.args[1].value!r} by a string")
+        if isinstance(node, ast.Subscript) and _is_text(node.slice) and (
+                _call_name(node.value) in ("globals", "vars", "locals") or
+                (isinstance(node.value, ast.Attribute) and node.value.attr == "__dict__")):
+            found.append(f"{rel}:{node.lineno} looks up {node.slice.value!r} by a string")
+    return [f"{hit}: import the function and call it" for hit in found]
 
 
 def second_override_functions(rel: str, source: str) -> list[str]:
-    """Config changes that bypass ``smallinit.core.config.override``: ``dataclasses.replace``
-    (or a ``replace`` imported from dataclasses) and a ``split("__")`` of keyword names into
-    paths (as the sweeps' old ``_with`` did), outside the override function's module (theory
-    and kernels, which import nothing of ours and hold no run config, are not asked)."""
+    """Config changes that bypass ``smallinit.core.config.override``, outside the override
+    function's module (theory and kernels, which import nothing of ours and hold no run
+    config, are not asked): ``dataclasses.replace`` (or a ``replace`` imported from
+    dataclasses); a ``split("__")`` of keyword names into paths; a function named like an
+    override (``override``, ``_apply_overrides``, ``_merge``, ``replace_config``:
+    :data:`OVERRIDE_WORDS`, :data:`OVERRIDE_NAMES`); keys routed by a section's prefix
+    (``key.startswith("scan.")``, ``removeprefix``, or compared with ``"scan."``)."""
     if rel == OVERRIDE_FUNCTION or rel.startswith(("theory/", "kernels/")):
         return []
     found = []
     for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and (
+                OVERRIDE_WORDS & set(node.name.lower().split("_"))
+                or node.name.strip("_").lower() in OVERRIDE_NAMES):
+            found.append(f"{rel}:{node.lineno} defines {node.name}, a second override function")
+        prefixes = []
+        if isinstance(node, ast.Call) and _call_name(node) in ("startswith", "removeprefix") \
+                and node.args:
+            arg = node.args[0]
+            prefixes = arg.elts if isinstance(arg, ast.Tuple) else [arg]
+        elif isinstance(node, ast.Compare):
+            prefixes = [node.left, *node.comparators]
+        for prefix in prefixes:
+            if _is_text(prefix) and SECTION_PREFIX.match(prefix.value):
+                found.append(f"{rel}:{node.lineno} routes keys by the prefix "
+                             f"{prefix.value!r}")
         if isinstance(node, ast.ImportFrom) and node.module == "dataclasses" and \
                 any(a.name == "replace" for a in node.names):
             found.append(f"{rel}:{node.lineno} imports dataclasses.replace")
@@ -298,7 +425,8 @@ def second_registries(rel: str, source: str) -> list[str]:
     return found
 
 
-ONE_PATH_RULES = (string_entry_points, second_override_functions, second_registries)
+ONE_PATH_RULES = (string_entry_points, string_lookups, second_override_functions,
+                  second_registries)
 
 
 def test_one_path_per_idea():
@@ -320,6 +448,37 @@ def test_every_experiment_module_declares_one_experiment_the_registry_lists():
 @pytest.mark.parametrize(("rule", "rel", "source"), [
     (string_entry_points, "smallinit/study/experiments/x.py",
      'ENTRY = "smallinit.llm.training.train:train_job"\n'),
+    (string_entry_points, "smallinit/study/experiments/x.py",
+     'Job(entry="smallinit.llm.training.train.train_job")\n'),
+    (string_entry_points, "smallinit/study/experiments/x.py",
+     'spec = {"target": "pkg.mod.func"}\n'),
+    (string_entry_points, "smallinit/study/figs.py", 'F = "smallinit.llm.training.train.train"\n'),
+    (string_entry_points, "smallinit/study/figs.py", 'F = "llm.training.train.train"\n'),
+    (string_lookups, "smallinit/study/experiments/x.py",
+     'import importlib\nf = getattr(importlib.import_module("smallinit.llm.training.train"), '
+     '"train")\n'),
+    (string_lookups, "smallinit/core/jobs.py", "from importlib import import_module\n"
+     "m = import_module(name)\n"),
+    (string_lookups, "smallinit/core/jobs.py", "m = __import__('smallinit.core.runs')\n"),
+    (string_lookups, "smallinit/core/jobs.py",
+     "from smallinit.llm.training import train\nf = getattr(train, 'train')\n"),
+    (string_lookups, "smallinit/core/jobs.py",
+     "import smallinit.llm.training.train\nf = getattr(smallinit.llm.training.train, 'train')\n"),
+    (string_lookups, "smallinit/core/jobs.py", "import sys\nf = getattr(sys.modules[n], 'f')\n"),
+    (string_lookups, "smallinit/core/jobs.py", "f = globals()['train_job']\n"),
+    (second_override_functions, "llm/training/anchor.py",
+     "def replace_config(cfg, table):\n    return cfg\n"),
+    (second_override_functions, "smallinit/study/experiments/anchor_scan.py",
+     "def _apply_overrides(cfg, changes):\n    return cfg\n"),
+    (second_override_functions, "smallinit/core/profiles/__init__.py",
+     "def _merge(a, b):\n    return a | b\n"),
+    (second_override_functions, "smallinit/cli/llm.py", "def override(text):\n    return text\n"),
+    (second_override_functions, "smallinit/study/experiments/anchor_scan.py",
+     "scan = {k[5:]: v for k, v in changes.items() if k.startswith('scan.')}\n"),
+    (second_override_functions, "smallinit/study/experiments/anchor_scan.py",
+     "rest = [k.removeprefix('scan.') for k in keys if k.startswith(('model.', 'x'))]\n"),
+    (second_override_functions, "smallinit/study/experiments/anchor_scan.py",
+     "scan = [k for k in keys if k[:5] == 'scan.']\n"),
     (second_override_functions, "smallinit/study/experiments/x.py",
      "import dataclasses\ncfg = dataclasses.replace(cfg, seed=1)\n"),
     (second_override_functions, "llm/training/trained.py",
@@ -335,6 +494,25 @@ def test_each_one_path_rule_catches_a_planted_violation(rule, rel, source):
 
 @pytest.mark.parametrize(("rule", "rel", "source"), [
     (string_entry_points, "smallinit/cli/util.py", 'TEXT = "key=value: a:b"\n'),
+    (string_entry_points, "smallinit/core/progress.py",
+     'log = logging.getLogger("smallinit.core.jobs")\n'),
+    (string_entry_points, "smallinit/study/experiments/x.py",
+     'cfg = override(cfg, {"train.lr": 1e-3, "model.norm_eps": 1e-5})\n'),
+    (string_entry_points, "smallinit/study/experiments/x.py", 'Job(entry=train_job)\n'),
+    (string_lookups, "smallinit/study/figs.py",
+     "import importlib\nm = importlib.import_module(module_name(7))\nf = getattr(m, 'make')\n"),
+    (string_lookups, "llm/__init__.py",
+     "import importlib\ndef __getattr__(name):\n"
+     "    return getattr(importlib.import_module(_EXPORTS[name]), name)\n"),
+    (string_lookups, "llm/training/cost.py", "t = getattr(config, 'task', None)\n"),
+    (string_lookups, "llm/model/fastpath.py",
+     "import torch\nf = getattr(torch._C, '_storage_Use_Count', None)\n"),
+    (string_lookups, "llm/training/sinks.py",
+     "import importlib.util\nok = importlib.util.find_spec('wandb') is not None\n"),
+    (second_override_functions, OVERRIDE_FUNCTION,
+     "def override(cfg, changes):\n    return cfg\ndef merge_tables(a, b):\n    return a\n"),
+    (second_override_functions, "smallinit/core/config_test.py",
+     "def parse(text):\n    return text.startswith('text:') or text.startswith('.')\n"),
     (second_override_functions, "smallinit/core/config.py",
      "import dataclasses\nx = dataclasses.replace(c)\n"),
     (second_override_functions, "theory/phase.py", "e = expr.replace(a, b)\n"),
@@ -372,6 +550,43 @@ def fast_path_mentions(rel: str, source: str) -> list[str]:
     return found
 
 
+#: tensor attributes and calls that tell the device or the grad mode (a fast path's test)
+DEVICE_ATTRS = ("is_cuda", "is_cpu", "is_mps", "is_meta", "is_xpu", "requires_grad")
+MODE_CALLS = ("is_grad_enabled", "is_inference_mode_enabled", "is_inference",
+              "is_autocast_enabled", "is_autocast_cpu_enabled", "is_scripting", "is_tracing",
+              "is_compiling", "is_available")
+
+
+def device_branches(rel: str, source: str) -> list[str]:
+    """Tests of the device, the dtype or the grad mode in the plain model's code: outside a
+    constructor, a read of ``x.device.type`` or of :data:`DEVICE_ATTRS`, a call of
+    :data:`MODE_CALLS` (``torch.is_grad_enabled()``), or a comparison or ``if`` on
+    ``.device``; inside a ``forward`` method also a comparison or ``if`` on ``.dtype``.
+    (Passing ``device=x.device`` on is no branch; a helper such as ``hidden`` may refuse
+    a wrong dtype.)"""
+    found = []
+    for func in ast.walk(ast.parse(source)):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef) or \
+                func.name == "__init__":
+            continue
+        watched = ("device", "dtype") if func.name == "forward" else ("device",)
+        tests = [n.test for n in ast.walk(func) if isinstance(n, ast.If | ast.IfExp | ast.While)]
+        tests += [n for n in ast.walk(func) if isinstance(n, ast.Compare)]
+        for node in ast.walk(func):
+            if isinstance(node, ast.Attribute) and (node.attr in DEVICE_ATTRS or (
+                    node.attr == "type" and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "device")):
+                found.append(f"{rel}:{node.lineno} {func.name} reads {ast.unparse(node)}")
+            if isinstance(node, ast.Call) and _call_name(node) in MODE_CALLS:
+                found.append(f"{rel}:{node.lineno} {func.name} calls {_call_name(node)}")
+        for test in tests:
+            for node in ast.walk(test):
+                if isinstance(node, ast.Attribute) and node.attr in watched:
+                    found.append(f"{rel}:{node.lineno} {func.name} branches on "
+                                 f"{ast.unparse(node)}")
+    return sorted(set(found))
+
+
 def test_the_models_forward_code_never_mentions_the_fast_path():
     sources = {rel: (ROOT / rel).read_text(encoding="utf-8") for rel in PLAIN_MODEL}
     forwards = [node for source in sources.values() for node in ast.walk(ast.parse(source))
@@ -380,6 +595,9 @@ def test_the_models_forward_code_never_mentions_the_fast_path():
     found = [hit for rel, source in sources.items() for hit in fast_path_mentions(rel, source)]
     assert not found, ("the plain model branches on the fast path; put it in a layer of "
                        f"llm/model/fastlayers.py, chosen at build time: {found}")
+    found = [hit for rel, source in sources.items() for hit in device_branches(rel, source)]
+    assert not found, ("the plain model branches on the device, dtype or grad mode; put the "
+                       f"fast path in llm/model/fastlayers.py, chosen at build time: {found}")
 
 
 @pytest.mark.parametrize("source", [
@@ -393,6 +611,33 @@ def test_the_models_forward_code_never_mentions_the_fast_path():
 ])
 def test_the_fast_path_check_catches_a_fake_source(source):
     assert fast_path_mentions("llm/model/layers.py", source)
+
+
+@pytest.mark.parametrize("source", [
+    "class RMSNorm:\n    def forward(self, x):\n        if x.device.type == 'cpu':\n"
+    "            return rms(x)\n        return x\n",
+    "class MLP:\n    def forward(self, x):\n        if torch.is_grad_enabled():\n"
+    "            return self.slow(x)\n        return self.quick(x)\n",
+    "class MLP:\n    def forward(self, x):\n        return a(x) if x.dtype == torch.float32 "
+    "else b(x)\n",
+    "class Attention:\n    def forward(self, x):\n        if x.is_cuda and not x.requires_grad:\n"
+    "            return x\n        return x\n",
+    "class Attention:\n    def split_heads(self, qkv):\n        ok = qkv.device == CPU\n"
+    "        return ok\n",
+    "class Block:\n    def forward(self, x):\n        while torch.is_inference_mode_enabled():\n"
+    "            break\n        return x\n",
+])
+def test_the_device_branch_check_catches_a_fake_source(source):
+    assert device_branches("llm/model/transformer.py", source)
+
+
+def test_the_device_branch_check_lets_the_model_pass_the_device_on():
+    source = ("class A:\n    def __init__(self, x):\n        self.cpu = x.device.type == 'cpu'\n"
+              "    def forward(self, x):\n        m = torch.ones(2, device=x.device)\n"
+              "        return m.to(x.dtype)\n"
+              "    def hidden(self, idx):\n        if idx.dtype == torch.bool:\n"
+              "            raise TypeError(idx.dtype)\n        return idx\n")
+    assert device_branches("llm/model/layers.py", source) == []
 
 
 def test_the_fast_path_check_lets_the_constructor_choose_the_layers():

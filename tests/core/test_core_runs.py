@@ -66,7 +66,7 @@ def test_divergence_is_recorded_as_final_failure(tmp_path):
         raise RunFailed("NaN loss at step 12")
 
     run = store.get_or_run("demo", Cfg(), diverge)
-    assert run.state == "failed"
+    assert run.state == "failed" and run.failed_for_good and run.reusable()
     assert run.status()["reason"] == "NaN loss at step 12"
     store.get_or_run("demo", Cfg(), diverge)
     assert len(calls) == 1  # a divergence is an outcome, not retried
@@ -82,8 +82,10 @@ def test_error_is_recorded_and_retried(tmp_path):
         store.get_or_run("demo", Cfg(), broken)
     run = store.run("demo", Cfg())
     assert run.state == "failed" and "ZeroDivisionError: boom" in run.status()["reason"]
+    assert not run.failed_for_good and not run.reusable()
     calls = []
-    assert store.get_or_run("demo", Cfg(), body_counting(calls)).state == "done"
+    done = store.get_or_run("demo", Cfg(), body_counting(calls))
+    assert done.state == "done" and not done.failed_for_good
     assert len(calls) == 1
 
 

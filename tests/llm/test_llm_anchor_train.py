@@ -14,7 +14,7 @@ from smallinit.core.errors import ConfigError
 from smallinit.core.store import RunStore
 from smallinit.llm.data import anchor
 from smallinit.llm.training.anchor import KIND, VERSION, mechanism, run_anchor
-from smallinit.study.experiments.anchor_scan import cell_config, scan_cells
+from smallinit.study.experiments.anchor_scan import cell_config, init_gamma, scan_cells
 from smallinit.study.experiments.anchor_scan import load as load_profile
 
 TINY = ["task.n_train=2000", "task.n_test=200", "model.d_model=16", "model.n_layers=2",
@@ -49,6 +49,15 @@ def test_scan_cells_cover_both_panels():
     assert wd == {(f"gamma:{g}", w, 2) for g in ("0.5", "1") for w in (0.0, 0.5)}
     assert all(c.train.weight_decay == base.train.weight_decay for p, c in cells
                if p == "depth")
+
+
+@pytest.mark.parametrize(("init", "gamma"), [
+    ("gamma:0.5", 0.5), ("gamma:1", 1.0), ("GAMMA:1e-3", 1e-3), ("gamma:0.1234567", 0.1234567),
+    ("gamma:0.5,qk=1", None), ("gamma:0.5,depth", None), ("nanogpt", None),
+    ("fixed:0.02", None),
+])
+def test_init_gamma_reads_a_plain_gamma_scheme_as_theory_parses_it(init, gamma):
+    assert init_gamma(init) == gamma
 
 
 def test_mechanism_reads_the_first_layer_query_rows():

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from smallinit.core.runs import Run
 from smallinit.llm.data import anchor
 from smallinit.llm.training.anchor import AnchorConfig, AnchorSpec
 from smallinit.study.experiments.experiment import Experiment
-from smallinit.theory.init_rules import gamma_scheme
+from smallinit.theory.init_rules import gamma_scheme, parse_scheme
 
 log = logging.getLogger(__name__)
 TABLE = "anchor"  # the profiles' table of this experiment
@@ -81,9 +80,11 @@ def load(source: str | Path = "quick", overrides=()) -> tuple[AnchorConfig, Anch
 
 
 def init_gamma(init: str) -> float | None:
-    """γ of a plain ``gamma:γ`` scheme (None for anything else)."""
-    match = re.fullmatch(r"gamma:([0-9.eE+-]+)", init.strip())
-    return float(match.group(1)) if match else None
+    """γ of a plain γ-rule scheme, as theory's :func:`parse_scheme` reads ``init`` (None for
+    another scheme, or a γ rule with per-part overrides or depth scaling)."""
+    scheme = parse_scheme(init)
+    plain = scheme.name == "gamma" and not scheme.overrides and not scheme.depth_scaling
+    return scheme.gamma if plain else None
 
 
 def cell_config(base: AnchorConfig, *, gamma: float | None = None, layers: int | None = None,
