@@ -91,7 +91,7 @@ def _cmd_preflight(args: argparse.Namespace) -> int:
 
 
 def _cmd_figs(args: argparse.Namespace) -> int:
-    from smallinit.study.figs import FIGURES, default_out_dir, make_figures
+    from smallinit.study.figs import FIGURES, FigureFailed, default_out_dir, make_figures
     from smallinit.study.report import REPORT
 
     if args.plan and args.preflight:
@@ -111,16 +111,20 @@ def _cmd_figs(args: argparse.Namespace) -> int:
         workers=args.workers,
         executor=args.executor,
     )
+    failed = 0
     for number, paths in results.items():
         label = f"fig {number:2d} {FIGURES[number]:<18}"
-        if paths is None:
+        if isinstance(paths, FigureFailed):
+            failed += 1
+            print(f"{label} {paths} (traceback in the log above)")
+        elif paths is None:
             print(f"{label} not yet available (its experiment is not built)")
         elif not paths:
             print(f"{label} nothing drawn (its experiment has no runs at this profile)")
         else:
             print(f"{label} " + ", ".join(str(p) for p in paths))
     print(f"report page {(args.out or default_out_dir()) / REPORT} (open it in a browser)")
-    return 0
+    return 1 if failed else 0
 
 
 def register(subparsers) -> None:

@@ -30,7 +30,7 @@ from types import ModuleType
 from typing import Any
 
 from smallinit.core import profiles
-from smallinit.core.errors import ConfigError, RunFailed, check_choice
+from smallinit.core.errors import ConfigError, RunFailed, SmallinitError, check_choice, one_line
 from smallinit.core.jobs import Results, run_specs
 from smallinit.core.plotting import save_figure
 from smallinit.core.runs import Run
@@ -128,6 +128,10 @@ def compute(experiments: list[Experiment], profile: str, store: RunStore, *,
     return out
 
 
+class FigureFailed(SmallinitError):
+    """A figure script that raised: the one-line reason, in place of the figure's files."""
+
+
 def module_name(number: int) -> str:
     return f"{PACKAGE}.fig{number:02d}_{FIGURES[number]}"
 
@@ -189,9 +193,11 @@ def make_figures(
     force: bool = False,
     workers: int | None = None,
     executor: str | None = None,
-) -> dict[int, list[Path] | None]:
+) -> dict[int, list[Path] | FigureFailed | None]:
     """Render the chosen figures; value ``None`` marks a figure not yet available, ``[]`` one
-    whose experiments have no runs at ``profile`` (arms a profile cuts). The
+    whose experiments have no runs at ``profile`` (arms a profile cuts), a
+    :class:`FigureFailed` one whose script raised (logged with its traceback; the other
+    figures and the report page are still drawn). The
     runs of all chosen figures are computed first, side by side
     (:func:`compute`: ``workers`` local processes, default every core, or on a Ray cluster
     with ``executor="ray"``); then each figure draws, and the report page is written
@@ -205,7 +211,7 @@ def make_figures(
     chosen = [n for n in sorted(only or FIGURES) if n in available]
     needed = list({e.name: e for n in chosen for e in of_figure(n)}.values())
     runs = compute(needed, profile, store, force=force, workers=workers, executor=executor)
-    results: dict[int, list[Path] | None] = {}
+    results: dict[int, list[Path] | FigureFailed | None] = {}
     for number in sorted(only or FIGURES):
         if number not in available:
             results[number] = None
@@ -217,7 +223,13 @@ def make_figures(
         ctx = FigureContext(number, profile, out_dir,
                             {e.name: runs[e.name] for e in of_figure(number)})
         t0 = time.perf_counter()
-        results[number] = list(load_figure(number).make(ctx))
+        try:
+            results[number] = list(load_figure(number).make(ctx))
+        except Exception as err:  # one figure's failure leaves the others and the page
+            log.exception("fig %02d failed", number)
+            results[number] = FigureFailed(f"fig {number} failed: {type(err).__name__}: "
+                                           f"{one_line(err)}")
+            continue
         log.info("fig %02d done in %.1f s", number, time.perf_counter() - t0)
     path = write_report(out_dir, store, profile, results, runs)
     log.info("report page %s", path)
@@ -225,7 +237,7 @@ def make_figures(
 
 
 def write_report(out_dir: Path, store: RunStore, profile: str,
-                 drawn: dict[int, list[Path] | None],
+                 drawn: dict[int, list[Path] | Exception | None],
                  runs: dict[str, Results] | None = None) -> Path:
     """The report page of ``out_dir`` (:mod:`smallinit.study.report`): the figures drawn now
     (``drawn``, at ``profile``, their experiments' runs in ``runs``) and those drawn there

@@ -79,7 +79,7 @@ def science_captions(path: Path = SCIENCE) -> dict[int, tuple[str, str]]:
 
 
 def record_drawn(out_dir: Path, profile: str,
-                 drawn: dict[int, list[Path] | None]) -> dict[int, dict[str, Any]]:
+                 drawn: dict[int, list[Path] | Exception | None]) -> dict[int, dict[str, Any]]:
     """Update ``report.json`` with the figures drawn now (number → profile and files) and
     return every figure of the folder whose files are still there."""
     path = Path(out_dir) / MANIFEST
@@ -88,7 +88,7 @@ def record_drawn(out_dir: Path, profile: str,
     except (OSError, ValueError, AttributeError):
         known = {}
     for number, paths in drawn.items():
-        if paths:
+        if isinstance(paths, list) and paths:  # not a figure that is missing, cut or failed
             known[number] = {"profile": profile, "files": [Path(p).name for p in paths]}
     kept = {n: v for n, v in sorted(known.items())
             if isinstance(v, dict) and v.get("files")

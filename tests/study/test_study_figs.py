@@ -141,6 +141,28 @@ def test_a_figure_whose_arms_a_profile_cuts_is_not_drawn_and_computes_nothing(
     assert (tmp_path / "runs" / "calls.txt").read_text() == "xx"  # the inner run, then its own
 
 
+def test_a_figure_that_raises_leaves_the_others_and_the_report_page(
+        figs_dir, tmp_path, monkeypatch, capsys):
+    """A figure script's exception is that figure's result (logged with its traceback): the
+    other figures are drawn, the report page is written, and the CLI exits 1 naming it."""
+    import smallinit.study.figs as figs_mod
+    from smallinit.cli import main
+
+    (figs_dir / "fake_paper_figs" / "fig02_rd_vs_width.py").write_text(
+        "NUMBER = 2\ndef make(ctx):\n    raise IndexError('list index out of range')\n")
+    monkeypatch.setattr(figs_mod, "of_figure", lambda n: [TESTFIG] if n in (1, 2) else [])
+    results = make_figures(only=[2, 1], store=RunStore(tmp_path / "runs"))
+    assert isinstance(results[2], figs_mod.FigureFailed)
+    assert str(results[2]) == "fig 2 failed: IndexError: list index out of range"
+    assert [p.name for p in results[1]] == ["fig01_phase_diagram.png", "fig01_phase_diagram.pdf"]
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "fig01_phase_diagram.png" in page and "fig02_" not in page
+    assert main(["figs", "--only", "1,2", "--runs-dir", str(tmp_path / "runs")]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == ("fig  2 rd_vs_width        fig 2 failed: IndexError: list index out of "
+                        "range (traceback in the log above)")
+
+
 def test_driver_rejects_bad_profile_and_number(figs_dir):
     with pytest.raises(ConfigError, match="profile='fast' is not allowed"):
         make_figures(profile="fast")
