@@ -21,9 +21,10 @@ H200) and ``verdict`` (``ok`` and the problems found).
 On a GPU (not ``--dry``) the check **fails loudly** — exit status 1 and a line starting
 ``GPU CHECK FAILED`` on stderr — when the CuPy backend of the kernels is not live, when
 torch sees no CUDA device, when every GPU test skipped (a broken CuPy would otherwise give
-a green check), or when any part did not finish. ``--dry`` walks the same parts on the CPU
-at toy sizes (:mod:`smallinit.study.gpu_parts`), judges no goal, and fails only when a part
-did not finish.
+a green check), when a goal was not measured or a kernel benchmark failed (each is caught
+inside the kernels part, which still finishes), or when any part did not finish.
+``--dry`` walks the same parts on the CPU at toy sizes (:mod:`smallinit.study.gpu_parts`),
+judges no goal, and fails only when a part did not finish.
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ def _tail(path: Path, n: int = 3000) -> str:
         return path.read_text(errors="replace")[-n:]
     except OSError:
         return ""
+
+
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1][:300] if lines else ""
 
 
 def run_part(name: str, dry: bool, limit: float, workdir: Path) -> dict[str, Any]:
@@ -132,32 +138,58 @@ def goals(parts: dict[str, Any]) -> dict[str, Any]:
             for k, v in measured.items()}
 
 
+def _environment_problems(env: dict[str, Any]) -> list[str]:
+    found = []
+    kernels = env.get("kernels", {})
+    if kernels.get("backend") != "cupy":
+        found.append(f"the CuPy backend of the kernels is not live "
+                     f"({kernels.get('cupy_unusable') or kernels.get('backend')})")
+    if not env.get("cuda_available"):
+        found.append("torch sees no CUDA device")
+    return found
+
+
+def _test_problems(tests: dict[str, Any]) -> list[str]:
+    if tests.get("error"):
+        return [f"the GPU tests did not run: {tests['error']}"]
+    if tests.get("passed", 0) == 0:
+        return [f"every GPU test skipped ({tests.get('skipped', 0)} of "
+                f"{tests.get('tests', 0)}): nothing ran on the GPU"]
+    if tests.get("failed") or tests.get("errors"):
+        return [f"{tests['failed']} GPU tests failed, {tests['errors']} errors"]
+    return []
+
+
+def _kernel_problems(kern: dict[str, Any]) -> list[str]:
+    """A benchmark that failed inside the kernels part (each is caught on its own)."""
+    found = [f"the kernel benchmarks did not start: {_last_line(kern['error'])}"
+             ] if kern.get("error") else []
+    return found + [f"kernel benchmark {key} failed: {_last_line(entry['error'])}"
+                    for key, entry in kern.items()
+                    if isinstance(entry, dict) and entry.get("error")]
+
+
+def _goal_problems(parts: dict[str, Any]) -> list[str]:
+    return [f"goal {name} (≥ {goal['goal']:g}) was not measured"
+            for name, goal in goals(parts).items() if goal["measured"] is None]
+
+
 def problems(parts: dict[str, Any], dry: bool) -> list[str]:
     """Why the check fails: parts that did not finish; on a GPU also a CuPy backend that is
-    not live, no CUDA device for torch, and GPU tests that all skipped (or none ran)."""
-    found = [f"part {name} {part['status']}" + (f": {part['error'].splitlines()[-1][:300]}"
+    not live, no CUDA device for torch, GPU tests that all skipped (or none ran), a kernel
+    benchmark that failed and a goal that was not measured."""
+    found = [f"part {name} {part['status']}" + (f": {_last_line(part['error'])}"
                                                if part.get("error") else "")
              for name, part in parts.items() if part["status"] != "ok"]
     if dry:
         return found
-    env = parts.get("environment", {}).get("result")
-    if env is not None:
-        kernels = env.get("kernels", {})
-        if kernels.get("backend") != "cupy":
-            found.append(f"the CuPy backend of the kernels is not live "
-                         f"({kernels.get('cupy_unusable') or kernels.get('backend')})")
-        if not env.get("cuda_available"):
-            found.append("torch sees no CUDA device")
-    tests = parts.get("gpu_tests", {}).get("result")
-    if tests is not None:
-        if tests.get("error"):
-            found.append(f"the GPU tests did not run: {tests['error']}")
-        elif tests.get("passed", 0) == 0:
-            found.append(f"every GPU test skipped ({tests.get('skipped', 0)} of "
-                         f"{tests.get('tests', 0)}): nothing ran on the GPU")
-        elif tests.get("failed") or tests.get("errors"):
-            found.append(f"{tests['failed']} GPU tests failed, {tests['errors']} errors")
-    return found
+    readers = {"environment": _environment_problems, "gpu_tests": _test_problems,
+               "kernels": _kernel_problems}
+    for name, read in readers.items():
+        part_result = parts.get(name, {}).get("result")
+        if part_result is not None:
+            found += read(part_result)
+    return found + _goal_problems(parts)
 
 
 def check(out_dir: Path, dry: bool, budget: float = BUDGET,

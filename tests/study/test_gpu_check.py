@@ -86,29 +86,56 @@ def test_on_a_machine_without_a_live_cupy_the_check_fails_loudly(tmp_path, capfd
     assert tests["tests"] > 0 and tests["skipped"] == tests["tests"] and tests["all_skipped"]
 
 
+def _measured() -> dict:
+    """A GPU run's parts with every goal measured: the verdict finds nothing."""
+    return {
+        "environment": {"status": "ok", "result": {"cuda_available": True,
+                                                   "kernels": {"backend": "cupy"}}},
+        "gpu_tests": {"status": "ok", "result": {"tests": 20, "passed": 20, "failed": 0,
+                                                 "errors": 0, "skipped": 0}},
+        "kernels": {"status": "ok", "result": {
+            "backend": "cupy", "device": "NVIDIA H200",
+            "grouped_step": {"speedup_vs_loop": 3.5, "speedup_vs_padded": 1.1},
+            "cosine_gram": [
+                {"dtype": "float32", "throughput_ratio": 0.9, "target_ratio": 0.7},
+                {"dtype": "float32", "throughput_ratio": 0.65, "target_ratio": 0.7},
+                {"dtype": "float64", "throughput_ratio": 0.2, "target_ratio": None}],
+            "measure_stack": [{"max_rel_diff": 1e-9}]}},
+        "throughput": {"status": "ok", "result": {"mfu": 0.30}},
+        "compiled": {"status": "ok", "result": {"mfu": 0.47}}}
+
+
 def test_the_verdict_reads_each_failure():
-    ok_env = {"status": "ok", "result": {"cuda_available": True,
-                                         "kernels": {"backend": "cupy"}}}
-    passed = {"status": "ok", "result": {"tests": 20, "passed": 20, "failed": 0,
-                                         "errors": 0, "skipped": 0}}
-    assert gpu_check.problems({"environment": ok_env, "gpu_tests": passed}, dry=False) == []
-    failing = {"status": "ok", "result": {**passed["result"], "passed": 18, "failed": 2}}
-    assert gpu_check.problems({"gpu_tests": failing}, dry=False) == [
-        "2 GPU tests failed, 0 errors"]
+    parts = _measured()
+    assert gpu_check.problems(parts, dry=False) == []
+    parts["gpu_tests"]["result"].update(passed=18, failed=2)
+    assert gpu_check.problems(parts, dry=False) == ["2 GPU tests failed, 0 errors"]
     timed_out = {"status": "timeout", "error": "ran past its limit of 150 s and was killed"}
     assert gpu_check.problems({"kernels": timed_out}, dry=True) == [
         "part kernels timeout: ran past its limit of 150 s and was killed"]
 
 
+def test_a_gpu_run_that_measured_nothing_is_not_green():
+    """Each benchmark's error is caught inside the kernels part, which finishes "ok": on a
+    GPU every benchmark that failed and every goal left unmeasured is a problem."""
+    parts = _measured()
+    boom = "Traceback (most recent call last):\nRuntimeError: CUDA error: illegal access"
+    kern = parts["kernels"]["result"]
+    for key in ("grouped_step", "cosine_gram", "measure_stack"):
+        kern[key] = {"error": boom}
+    parts["throughput"]["result"]["mfu"] = parts["compiled"]["result"]["mfu"] = None
+    assert gpu_check.problems(parts, dry=False) == [
+        f"kernel benchmark {key} failed: RuntimeError: CUDA error: illegal access"
+        for key in ("grouped_step", "cosine_gram", "measure_stack")] + [
+        f"goal {name} (≥ {goal:g}) was not measured" for name, goal in gpu_check.GOALS.items()]
+    no_device = {"backend": "cupy", "error": boom}
+    assert gpu_check.problems({"kernels": {"status": "ok", "result": no_device}},
+                              dry=False)[0].startswith("the kernel benchmarks did not start")
+    assert gpu_check.problems(parts, dry=True) == []  # a dry run judges no goal
+
+
 def test_goals_judge_each_measured_value():
-    parts = {"kernels": {"status": "ok", "result": {
-        "grouped_step": {"speedup_vs_loop": 3.5, "speedup_vs_padded": 1.1},
-        "cosine_gram": [{"dtype": "float32", "throughput_ratio": 0.9, "target_ratio": 0.7},
-                        {"dtype": "float32", "throughput_ratio": 0.65, "target_ratio": 0.7},
-                        {"dtype": "float64", "throughput_ratio": 0.2, "target_ratio": None}]}},
-        "throughput": {"status": "ok", "result": {"mfu": 0.30}},
-        "compiled": {"status": "ok", "result": {"mfu": 0.47}}}
-    g = gpu_check.goals(parts)
+    g = gpu_check.goals(_measured())
     assert g["grouped_vs_loop"]["met"] and not g["grouped_vs_padded"]["met"]
     assert g["gram_vs_cublas"]["measured"] == 0.65 and not g["gram_vs_cublas"]["met"]
     assert g["mfu"]["measured"] == 0.47 and g["mfu"]["met"]
