@@ -71,14 +71,20 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def part_command(name: str, out: Path, dry: bool, limit: float) -> list[str]:
+    """The command that runs part ``name`` and writes its result to ``out``."""
+    cmd = [sys.executable, "-m", "smallinit.study.gpu_parts", name, str(out),
+           "--limit", f"{limit:g}"]
+    return [*cmd, "--dry"] if dry else cmd
+
+
 def run_part(name: str, dry: bool, limit: float, workdir: Path) -> dict[str, Any]:
     """Part ``name`` in its own process group, killed (with every process it started) at
     ``limit`` seconds; its record (module docstring)."""
     out, log = workdir / f"{name}.json", workdir / f"{name}.log"
-    cmd = [sys.executable, "-m", "smallinit.study.gpu_parts", name, str(out)]
+    cmd = part_command(name, out, dry, limit)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if dry:
-        cmd.append("--dry")
         env["SMALLINIT_FASTPATH"] = "0"  # the ops a GPU runs, not the CPU fast path
     t0 = time.perf_counter()
     with open(log, "wb") as fh:
@@ -150,6 +156,10 @@ def _environment_problems(env: dict[str, Any]) -> list[str]:
 
 
 def _test_problems(tests: dict[str, Any]) -> list[str]:
+    counts = (f"{tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed, "
+              f"{tests.get('errors', 0)} errors, {tests.get('skipped', 0)} skipped")
+    if tests.get("timed_out"):
+        return [f"the GPU tests {tests['error']} ({counts} of those that finished)"]
     if tests.get("error"):
         return [f"the GPU tests did not run: {tests['error']}"]
     if tests.get("passed", 0) == 0:
@@ -176,8 +186,8 @@ def _goal_problems(parts: dict[str, Any]) -> list[str]:
 
 def problems(parts: dict[str, Any], dry: bool) -> list[str]:
     """Why the check fails: parts that did not finish; on a GPU also a CuPy backend that is
-    not live, no CUDA device for torch, GPU tests that all skipped (or none ran), a kernel
-    benchmark that failed and a goal that was not measured."""
+    not live, no CUDA device for torch, GPU tests that all skipped (or none ran, or ran
+    past their time), a kernel benchmark that failed and a goal that was not measured."""
     found = [f"part {name} {part['status']}" + (f": {_last_line(part['error'])}"
                                                if part.get("error") else "")
              for name, part in parts.items() if part["status"] != "ok"]

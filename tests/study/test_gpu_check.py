@@ -8,13 +8,15 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
+from smallinit.kernels import gpu_report
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import ModelConfig
 from smallinit.llm.training import throughput
-from smallinit.study import gpu_check
+from smallinit.study import gpu_check, gpu_parts
 
 
 def _parts(tmp_path) -> dict:
@@ -140,6 +142,34 @@ def test_goals_judge_each_measured_value():
     assert g["gram_vs_cublas"]["measured"] == 0.65 and not g["gram_vs_cublas"]["met"]
     assert g["mfu"]["measured"] == 0.47 and g["mfu"]["met"]
     assert gpu_check.goals({})["mfu"]["met"] is None
+
+
+def test_the_gpu_tests_part_stops_pytest_before_its_own_limit(tmp_path, monkeypatch):
+    """The check passes each part its limit; pytest gets that less a margin, so its counts
+    come back as a timeout before the part itself is killed."""
+    assert gpu_check.part_command("gpu_tests", tmp_path, True, 150)[-3:] == [
+        "--limit", "150", "--dry"]
+    monkeypatch.setattr(gpu_parts.gpu_report, "gpu_tests",
+                        lambda dry, timeout: {"dry": dry, "timeout": timeout})
+    out = tmp_path / "gpu_tests.json"
+    assert gpu_parts.main(["gpu_tests", str(out), "--limit", "150", "--dry"]) == 0
+    assert json.loads(out.read_text())["result"] == {
+        "dry": True, "timeout": 150 - gpu_parts.PYTEST_MARGIN_S}
+    assert gpu_parts.pytest_timeout(30) == 15 and gpu_parts.pytest_timeout(None) is None
+
+
+def test_pytest_stopped_at_its_timeout_reports_the_tests_that_finished(tmp_path):
+    target = tmp_path / "test_two.py"
+    target.write_text("import time\n\n\ndef test_quick():\n    pass\n\n\n"
+                      "def test_slow():\n    time.sleep(300)\n")
+    t0 = time.perf_counter()
+    result = gpu_report.run_pytest(str(target), "not slow", timeout=10)
+    assert time.perf_counter() - t0 < 10 + gpu_report.PYTEST_GRACE_S + 5
+    assert result["timed_out"] and "stopped" in result["error"]
+    assert result["passed"] == result["tests"] == 1, result["tail"]
+    problem = gpu_check.problems({"gpu_tests": {"status": "ok", "result": result}},
+                                 dry=False)[0]
+    assert problem.startswith("the GPU tests ran past their 10 s and were stopped (1 passed")
 
 
 @pytest.mark.slow
