@@ -1,22 +1,26 @@
 """The prepared GPU check: one command, one JSON, within 9 minutes on one GPU.
 
 ``python -m smallinit.study.gpu_check OUT_DIR [--dry]`` runs the parts of
-:mod:`smallinit.study.gpu_parts` in order — environment, gpu_tests, kernels, throughput,
-full_run, compiled — each in a process of its own with a time limit of its own
+:mod:`smallinit.study.gpu_parts` in order — environment (what the verdict reads about the
+machine), then the parts that carry the speed goals (kernels, throughput, compiled), then
+gpu_tests and full_run — each in a process of its own with a time limit of its own
 (:data:`LIMITS`), all within ``--budget`` seconds (default 540: a machine that ends a
-command at 10 minutes leaves the check a minute to spare). ``OUT_DIR/gpu_check.json`` is
-rewritten (atomically) after every part, so a check killed from outside keeps every part
-that finished. A part that raises, dies (a CUDA fault poisons its own process only) or
-runs past its limit is recorded with its status, time and the tail of its output; the
-others still run. This module itself imports nothing but the standard library: the check
-starts on any Python, and only the parts need torch, CuPy and the project's packages.
+command at 10 minutes leaves the check a minute to spare; dry: the sum of
+:data:`DRY_LIMITS`). A part starts only while the budget left holds its whole limit; one
+that does not fit is recorded as ``skipped: budget`` and a later, shorter part may still
+run. ``OUT_DIR/gpu_check.json`` is rewritten (atomically) after every part, so a check
+killed from outside keeps every part that finished. A part that raises, dies (a CUDA fault
+poisons its own process only) or runs past its limit is recorded with its status, time and
+the tail of its output; the others still run. This module itself imports nothing but the
+standard library: the check starts on any Python, and only the parts need torch, CuPy and
+the project's packages.
 
 The JSON holds ``dry``, the start and end times, the budget, and per part ``status``
-(``ok``, ``error``, ``timeout``, ``died`` or ``not run``), ``wall_s``, ``limit_s`` and its
-``result`` (or ``error`` and ``output_tail``); then ``goals`` (each goal with its measured
-value and whether it was met: grouped step ≥ 3× a per-network torch loop and ≥ 1.2× a
-padded ``torch.bmm``, float32 cosine Gram ≥ 70% of cuBLAS's throughput, MFU ≥ 45% on an
-H200) and ``verdict`` (``ok`` and the problems found).
+(``ok``, ``error``, ``timeout``, ``died``, ``skipped: budget`` or ``not run``),
+``wall_s``, ``limit_s`` and its ``result`` (or ``error`` and ``output_tail``); then
+``goals`` (each goal with its measured value and whether it was met: grouped step ≥ 3× a
+per-network torch loop and ≥ 1.2× a padded ``torch.bmm``, float32 cosine Gram ≥ 70% of
+cuBLAS's throughput, MFU ≥ 45% on an H200) and ``verdict`` (``ok`` and the problems found).
 
 On a GPU (not ``--dry``) the check **fails loudly** — exit status 1 and a line starting
 ``GPU CHECK FAILED`` on stderr — when the CuPy backend of the kernels is not live, when
@@ -41,15 +45,24 @@ from pathlib import Path
 from typing import Any
 
 #: the parts in the order they run, each with its time limit in seconds on a GPU
-LIMITS = {"environment": 90, "gpu_tests": 150, "kernels": 150, "throughput": 120,
-          "full_run": 240, "compiled": 180}
-DRY_LIMITS = {"environment": 60, "gpu_tests": 300, "kernels": 120, "throughput": 120,
-              "full_run": 300, "compiled": 300}
+LIMITS = {"environment": 90, "kernels": 150, "throughput": 120, "compiled": 180,
+          "gpu_tests": 150, "full_run": 240}
+DRY_LIMITS = {"environment": 60, "kernels": 120, "throughput": 120, "compiled": 300,
+              "gpu_tests": 300, "full_run": 300}
 BUDGET = 540
-MIN_PART_S = 15  # a part is not started with less time than this left
+DRY_BUDGET = sum(DRY_LIMITS.values())
+SKIPPED = "skipped: budget"
 GOALS = {"grouped_vs_loop": 3.0, "grouped_vs_padded": 1.2, "gram_vs_cublas": 0.7,
          "mfu": 0.45}
 FAILED = "GPU CHECK FAILED"
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """SIGKILL to ``proc``'s process group (the part and every process it started)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
@@ -78,47 +91,51 @@ def part_command(name: str, out: Path, dry: bool, limit: float) -> list[str]:
     return [*cmd, "--dry"] if dry else cmd
 
 
-def run_part(name: str, dry: bool, limit: float, workdir: Path) -> dict[str, Any]:
-    """Part ``name`` in its own process group, killed (with every process it started) at
-    ``limit`` seconds; its record (module docstring)."""
-    out, log = workdir / f"{name}.json", workdir / f"{name}.log"
-    cmd = part_command(name, out, dry, limit)
+def _run(cmd: list[str], dry: bool, limit: float, log: Path) -> tuple[int, str | None]:
+    """``cmd`` in its own process group, its output into ``log``; the group is killed at
+    ``limit`` seconds or when waiting raises. The exit code, and ``"timeout"`` when it ran
+    past ``limit``."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if dry:
         env["SMALLINIT_FASTPATH"] = "0"  # the ops a GPU runs, not the CPU fast path
-    t0 = time.perf_counter()
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
         try:
-            code = proc.wait(timeout=limit)
-            status = None
+            return proc.wait(timeout=limit), None
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            code, status = proc.returncode, "timeout"
-    record: dict[str, Any] = {"limit_s": round(limit, 1),
-                              "wall_s": round(time.perf_counter() - t0, 2)}
+            _kill(proc)
+            return proc.wait(), "timeout"
+        except BaseException:
+            _kill(proc)
+            raise
+
+
+def _record(status: str | None, code: int, out: Path, limit: float) -> dict[str, Any]:
+    """The status and result (or error) of a part that ended with ``code``."""
+    if status == "timeout":
+        return {"status": status, "error": f"ran past its limit of {limit:g} s and was killed"}
     try:
         reported = json.loads(out.read_text())
     except (OSError, ValueError):
-        reported = None
-    if status is None:
-        if reported is None:
-            status = "died"
-            record["error"] = f"the part's process ended with code {code} and no result"
-        elif reported["ok"]:
-            status = "ok"
-            record["result"] = reported["result"]
-        else:
-            status = "error"
-            record["error"] = reported["error"]
-    else:
-        record["error"] = f"ran past its limit of {limit:.0f} s and was killed"
-    record["status"] = status
-    if status != "ok":
+        return {"status": "died",
+                "error": f"the part's process ended with code {code} and no result"}
+    if reported["ok"]:
+        return {"status": "ok", "result": reported["result"]}
+    return {"status": "error", "error": reported["error"]}
+
+
+def run_part(name: str, dry: bool, limit: float, workdir: Path) -> dict[str, Any]:
+    """Part ``name`` in its own process group, killed (with every process it started) at
+    ``limit`` seconds; its record (module docstring)."""
+    out, log = workdir / f"{name}.json", workdir / f"{name}.log"
+    t0 = time.perf_counter()
+    code, status = _run(part_command(name, out, dry, limit), dry, limit, log)
+    record = {**_record(status, code, out, limit), "limit_s": round(limit, 1),
+              "wall_s": round(time.perf_counter() - t0, 2)}
+    if record["status"] != "ok":
         record["output_tail"] = _tail(log)
-    return {"status": record.pop("status"), **record}
+    return record
 
 
 def goals(parts: dict[str, Any]) -> dict[str, Any]:
@@ -202,37 +219,47 @@ def problems(parts: dict[str, Any], dry: bool) -> list[str]:
     return found + _goal_problems(parts)
 
 
-def check(out_dir: Path, dry: bool, budget: float = BUDGET,
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _next_part(name: str, limit: float, left: float, dry: bool, tmp: Path) -> dict[str, Any]:
+    """Part ``name``'s record: run when ``left`` seconds of the budget hold its ``limit``,
+    else skipped."""
+    if left < limit:
+        return {"status": SKIPPED, "limit_s": limit,
+                "error": f"its limit of {limit:g} s is more than the {left:.0f} s left"}
+    print(f"gpu_check: {name} (limit {limit:g} s)", file=sys.stderr, flush=True)
+    record = run_part(name, dry, limit, tmp)
+    print(f"gpu_check: {name} {record['status']} in {record['wall_s']:.1f} s",
+          file=sys.stderr, flush=True)
+    return record
+
+
+def check(out_dir: Path, dry: bool, budget: float | None = None,
           parts: list[str] | None = None) -> dict[str, Any]:
     """Run the parts (module docstring) and return the JSON written to
     ``out_dir/gpu_check.json`` after each of them."""
     limits = DRY_LIMITS if dry else LIMITS
+    budget = (DRY_BUDGET if dry else BUDGET) if budget is None else budget
     names = list(limits) if parts is None else parts
     path = out_dir / "gpu_check.json"
     started = time.perf_counter()
     result: dict[str, Any] = {"dry": dry, "python": sys.executable, "budget_s": budget,
-                              "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              "started": _now(),
                               "parts": {name: {"status": "not run"} for name in names}}
     _write(path, result)
     with tempfile.TemporaryDirectory(prefix="smallinit-gpu-check-") as tmp:
         for name in names:
             left = budget - (time.perf_counter() - started)
-            if left < MIN_PART_S:
-                result["parts"][name] = {"status": "not run",
-                                         "error": f"the budget of {budget:.0f} s was spent"}
-            else:
-                print(f"gpu_check: {name} (limit {min(limits[name], left):.0f} s)",
-                      file=sys.stderr, flush=True)
-                result["parts"][name] = run_part(name, dry, min(limits[name], left), Path(tmp))
-                print(f"gpu_check: {name} {result['parts'][name]['status']} in "
-                      f"{result['parts'][name]['wall_s']:.1f} s", file=sys.stderr, flush=True)
+            result["parts"][name] = _next_part(name, limits[name], left, dry, Path(tmp))
             result["wall_s"] = round(time.perf_counter() - started, 1)
             _write(path, result)
     if not dry:
         result["goals"] = goals(result["parts"])
     found = problems(result["parts"], dry)
     result["verdict"] = {"ok": not found, "problems": found}
-    result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    result["finished"] = _now()
     _write(path, result)
     return result
 
@@ -246,8 +273,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the same parts on the CPU at toy sizes (bf16 autocast, no fast "
                              "path, torch.compile, the full profile's first run, the kernels "
                              "through their emulation); no goal judged")
-    parser.add_argument("--budget", type=float, default=BUDGET,
-                        help="seconds for the whole check (each part also has its own limit)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help=f"seconds for the whole check (default {BUDGET}, dry "
+                             f"{DRY_BUDGET}); a part starts only if its own limit fits")
     parser.add_argument("--parts", default=None,
                         help="comma-separated parts to run, in the order given (default all: "
                              + ", ".join(LIMITS) + ")")
@@ -258,19 +286,23 @@ def main(argv: list[str] | None = None) -> int:
         bad = [p for p in chosen if p not in LIMITS]
         if bad or not chosen:
             parser.error(f"--parts {args.parts!r}: choose from {', '.join(LIMITS)}")
-    if args.budget < MIN_PART_S:
-        parser.error(f"--budget {args.budget:g}: give at least {MIN_PART_S} seconds")
+    if args.budget is not None and args.budget <= 0:
+        parser.error(f"--budget {args.budget:g}: give a positive number of seconds")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    result = check(out, args.dry, args.budget, chosen)
+    return _report(check(out, args.dry, args.budget, chosen))
+
+
+def _report(result: dict[str, Any]) -> int:
+    """The brief summary on stdout, the loud line on stderr; the exit status (1 when the
+    verdict is not ok)."""
     brief = {name: {k: v for k, v in part.items() if k in ("status", "wall_s", "error")}
              for name, part in result["parts"].items()}
     print(json.dumps({"dry": result["dry"], "parts": brief, "goals": result.get("goals"),
                       "verdict": result["verdict"]}, indent=2, default=str))
     if not result["verdict"]["ok"]:
         print(f"{FAILED}: " + "; ".join(result["verdict"]["problems"]), file=sys.stderr)
-        return 1
-    return 0
+    return 0 if result["verdict"]["ok"] else 1
 
 
 if __name__ == "__main__":

@@ -12,15 +12,15 @@ emulation (:mod:`smallinit.kernels.emulation`).
 
 * ``environment`` — Python, torch and its CUDA, the GPU's name and memory (each read inside
   a ``try``), the kernels' backend and why CuPy is not live if it is not, JAX's devices;
-* ``gpu_tests`` — the gpu-marked kernel tests (dry: their cases through the emulation),
-  with pass and skip counts (:func:`smallinit.kernels.gpu_report.gpu_tests`), pytest
-  stopped :data:`PYTEST_MARGIN_S` before the part's limit so that its counts so far are
-  recorded as a timeout rather than lost with the part;
 * ``kernels`` — the kernel benchmarks (:func:`smallinit.kernels.gpu_report.benchmarks`);
 * ``throughput`` — tokens/s and MFU of a ~100M-parameter model in bf16, eager, and the
   share of a step its output layer and loss take
   (:func:`smallinit.llm.training.throughput.measure`, :func:`head_loss_share`);
 * ``compiled`` — the same step through ``torch.compile``;
+* ``gpu_tests`` — the gpu-marked kernel tests (dry: their cases through the emulation),
+  with pass and skip counts (:func:`smallinit.kernels.gpu_report.gpu_tests`), pytest
+  stopped :data:`PYTEST_MARGIN_S` before the part's limit so that its counts so far are
+  recorded as a timeout rather than lost with the part;
 * ``full_run`` — the full profile's first run (fig 7's first) shortened to a few hundred
   steps on a corpus of fewer items drawn by the same rules, end to end through the trainer
   and a temporary run store (dry: cut to a toy width and 3 steps, bf16 on the CPU).
@@ -205,8 +205,8 @@ def full_run(dry: bool, limit: float | None = None) -> dict[str, Any]:
 
 #: each part: (dry, its time limit in seconds or None) -> its result
 PARTS: dict[str, Callable[[bool, float | None], dict[str, Any]]] = {
-    "environment": environment, "gpu_tests": gpu_tests, "kernels": kernels,
-    "throughput": throughput, "full_run": full_run, "compiled": compiled}
+    "environment": environment, "kernels": kernels, "throughput": throughput,
+    "compiled": compiled, "gpu_tests": gpu_tests, "full_run": full_run}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -144,6 +144,37 @@ def test_goals_judge_each_measured_value():
     assert gpu_check.goals({})["mfu"]["met"] is None
 
 
+def test_the_parts_that_carry_speed_goals_run_first():
+    order = list(gpu_check.LIMITS)
+    assert order == list(gpu_check.DRY_LIMITS) == list(gpu_parts.PARTS)
+    assert order[0] == "environment"
+    assert set(order[1:4]) == {"kernels", "throughput", "compiled"}
+    assert order.index("compiled") < order.index("full_run")
+
+
+def _quick_part(name, out, dry, limit):
+    """A part that reports an empty result at once."""
+    return [sys.executable, "-c", "import json, sys; open(sys.argv[1], 'w').write("
+            "json.dumps({'ok': True, 'result': {}}))", str(out)]
+
+
+def test_a_part_whose_limit_does_not_fit_the_budget_left_is_skipped_and_recorded(
+        tmp_path, monkeypatch):
+    """No part starts unless the budget left holds its whole limit; a later, shorter part
+    still runs, and the JSON holds each."""
+    monkeypatch.setattr(gpu_check, "part_command", _quick_part)
+    for name, limit in (("environment", 5), ("kernels", 100), ("throughput", 5)):
+        monkeypatch.setitem(gpu_check.DRY_LIMITS, name, limit)
+    result = gpu_check.check(tmp_path, dry=True, budget=20,
+                             parts=["environment", "kernels", "throughput"])
+    parts = result["parts"]
+    assert [p["status"] for p in parts.values()] == ["ok", gpu_check.SKIPPED, "ok"]
+    assert parts["kernels"]["limit_s"] == 100 and "s left" in parts["kernels"]["error"]
+    assert _parts(tmp_path) == parts
+    assert result["verdict"]["problems"] == [
+        f"part kernels {gpu_check.SKIPPED}: {parts['kernels']['error']}"]
+
+
 def test_the_gpu_tests_part_stops_pytest_before_its_own_limit(tmp_path, monkeypatch):
     """The check passes each part its limit; pytest gets that less a margin, so its counts
     come back as a timeout before the part itself is killed."""
