@@ -9,18 +9,20 @@ command at 10 minutes leaves the check a minute to spare; dry: the sum of
 :data:`DRY_LIMITS`). A part starts only while the budget left holds its whole limit; one
 that does not fit is recorded as ``skipped: budget`` and a later, shorter part may still
 run. ``OUT_DIR/gpu_check.json`` is rewritten (atomically) after every part, so a check
-killed from outside keeps every part that finished. A part that raises, dies (a CUDA fault
-poisons its own process only) or runs past its limit is recorded with its status, time and
-the tail of its output; the others still run. This module itself imports nothing but the
-standard library: the check starts on any Python, and only the parts need torch, CuPy and
-the project's packages.
+killed from outside keeps every part that finished; SIGTERM (``timeout 570`` sends it)
+kills the running part's process group, records that part as ``killed``, writes the JSON
+and exits 143. A part that raises, dies (a CUDA fault poisons its own process only) or runs
+past its limit is recorded with its status, time and the tail of its output; the others
+still run. This module itself imports nothing but the standard library: the check starts on
+any Python, and only the parts need torch, CuPy and the project's packages.
 
 The JSON holds ``dry``, the start and end times, the budget, and per part ``status``
-(``ok``, ``error``, ``timeout``, ``died``, ``skipped: budget`` or ``not run``),
+(``ok``, ``error``, ``timeout``, ``died``, ``killed``, ``skipped: budget`` or ``not run``),
 ``wall_s``, ``limit_s`` and its ``result`` (or ``error`` and ``output_tail``); then
 ``goals`` (each goal with its measured value and whether it was met: grouped step ≥ 3× a
 per-network torch loop and ≥ 1.2× a padded ``torch.bmm``, float32 cosine Gram ≥ 70% of
-cuBLAS's throughput, MFU ≥ 45% on an H200) and ``verdict`` (``ok`` and the problems found).
+cuBLAS's throughput, MFU ≥ 45% on an H200) and ``verdict`` (``ok`` and the problems found);
+``stopped_by`` names the signal when one stopped the check.
 
 On a GPU (not ``--dry``) the check **fails loudly** — exit status 1 and a line starting
 ``GPU CHECK FAILED`` on stderr — when the CuPy backend of the kernels is not live, when
@@ -41,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +60,32 @@ GOALS = {"grouped_vs_loop": 3.0, "grouped_vs_padded": 1.2, "gram_vs_cublas": 0.7
 FAILED = "GPU CHECK FAILED"
 
 
+@dataclass
+class Stop:
+    """What :func:`main`'s SIGTERM handler shares with the parts' loop: the running part's
+    process (None between parts) and the signal, once one came."""
+
+    proc: subprocess.Popen | None = None
+    signum: int | None = None
+
+
+STOP = Stop()
+
+
 def _kill(proc: subprocess.Popen) -> None:
     """SIGKILL to ``proc``'s process group (the part and every process it started)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """Kill the running part's process group and mark the check stopped; the loop then
+    records the part as killed, starts no other and writes the JSON."""
+    STOP.signum = signum
+    if STOP.proc is not None:
+        _kill(STOP.proc)
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
@@ -93,26 +116,38 @@ def part_command(name: str, out: Path, dry: bool, limit: float) -> list[str]:
 
 def _run(cmd: list[str], dry: bool, limit: float, log: Path) -> tuple[int, str | None]:
     """``cmd`` in its own process group, its output into ``log``; the group is killed at
-    ``limit`` seconds or when waiting raises. The exit code, and ``"timeout"`` when it ran
-    past ``limit``."""
+    ``limit`` seconds, at SIGTERM (:func:`_on_sigterm`) or when waiting raises. The exit
+    code, and ``"timeout"`` or ``"killed"`` (by the SIGTERM handler) when it was killed."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if dry:
         env["SMALLINIT_FASTPATH"] = "0"  # the ops a GPU runs, not the CPU fast path
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
+        STOP.proc = proc
         try:
-            return proc.wait(timeout=limit), None
+            if STOP.signum is not None:  # came while the part was starting
+                _kill(proc)
+            code, status = proc.wait(timeout=limit), None
         except subprocess.TimeoutExpired:
             _kill(proc)
-            return proc.wait(), "timeout"
+            code, status = proc.wait(), "timeout"
         except BaseException:
             _kill(proc)
             raise
+        finally:
+            STOP.proc = None
+    if status is None and STOP.signum is not None and code == -signal.SIGKILL:
+        status = "killed"
+    return code, status
 
 
 def _record(status: str | None, code: int, out: Path, limit: float) -> dict[str, Any]:
     """The status and result (or error) of a part that ended with ``code``."""
+    if status == "killed":
+        name = signal.Signals(STOP.signum).name
+        return {"status": status, "error": f"the check was sent {name} while this part ran; "
+                                           "its process group was killed"}
     if status == "timeout":
         return {"status": status, "error": f"ran past its limit of {limit:g} s and was killed"}
     try:
@@ -251,10 +286,14 @@ def check(out_dir: Path, dry: bool, budget: float | None = None,
     _write(path, result)
     with tempfile.TemporaryDirectory(prefix="smallinit-gpu-check-") as tmp:
         for name in names:
+            if STOP.signum is not None:
+                break
             left = budget - (time.perf_counter() - started)
             result["parts"][name] = _next_part(name, limits[name], left, dry, Path(tmp))
             result["wall_s"] = round(time.perf_counter() - started, 1)
             _write(path, result)
+    if STOP.signum is not None:
+        result["stopped_by"] = signal.Signals(STOP.signum).name
     if not dry:
         result["goals"] = goals(result["parts"])
     found = problems(result["parts"], dry)
@@ -290,18 +329,26 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--budget {args.budget:g}: give a positive number of seconds")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    return _report(check(out, args.dry, args.budget, chosen))
+    STOP.signum = None
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        result = check(out, args.dry, args.budget, chosen)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return _report(result)
 
 
 def _report(result: dict[str, Any]) -> int:
-    """The brief summary on stdout, the loud line on stderr; the exit status (1 when the
-    verdict is not ok)."""
+    """The brief summary on stdout, the loud line on stderr; the exit status (143 after
+    SIGTERM, 1 when the verdict is not ok)."""
     brief = {name: {k: v for k, v in part.items() if k in ("status", "wall_s", "error")}
              for name, part in result["parts"].items()}
     print(json.dumps({"dry": result["dry"], "parts": brief, "goals": result.get("goals"),
                       "verdict": result["verdict"]}, indent=2, default=str))
     if not result["verdict"]["ok"]:
         print(f"{FAILED}: " + "; ".join(result["verdict"]["problems"]), file=sys.stderr)
+    if "stopped_by" in result:
+        return 128 + signal.Signals[result["stopped_by"]].value
     return 0 if result["verdict"]["ok"] else 1
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -201,6 +203,52 @@ def test_pytest_stopped_at_its_timeout_reports_the_tests_that_finished(tmp_path)
     problem = gpu_check.problems({"gpu_tests": {"status": "ok", "result": result}},
                                  dry=False)[0]
     assert problem.startswith("the GPU tests ran past their 10 s and were stopped (1 passed")
+
+
+_SLOW_PART = ("import os, subprocess, sys, time; "
+              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
+              "open(sys.argv[1] + '.tmp', 'w').write(str(p.pid)); "
+              "os.replace(sys.argv[1] + '.tmp', sys.argv[1]); time.sleep(300)")
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (gone, or a zombie not yet reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_sigterm_kills_the_running_part_records_it_and_exits_143(tmp_path):
+    """``timeout`` sends SIGTERM: the running part's whole process group goes (here a slow
+    part and the process it started), the part is recorded as killed, the JSON is written
+    and no later part starts."""
+    pidfile, out = tmp_path / "grandchild.pid", tmp_path / "out"
+    script = ("import sys\nfrom smallinit.study import gpu_check\n"
+              f"gpu_check.part_command = lambda *a: [sys.executable, '-c', {_SLOW_PART!r}, "
+              f"{str(pidfile)!r}]\n"
+              f"sys.exit(gpu_check.main([{str(out)!r}, '--dry', '--parts', "
+              "'environment,kernels']))\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not pidfile.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert pidfile.exists(), proc.communicate(timeout=5)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 143, stderr[-2000:]
+    result = json.loads((out / "gpu_check.json").read_text())
+    assert result["stopped_by"] == "SIGTERM" and not result["verdict"]["ok"]
+    parts = result["parts"]
+    assert parts["environment"]["status"] == "killed"
+    assert parts["kernels"] == {"status": "not run"}
+    assert gpu_check.FAILED in stderr and "part environment killed" in stderr
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while not _gone(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _gone(grandchild)
 
 
 @pytest.mark.slow
