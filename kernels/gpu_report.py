@@ -1,8 +1,9 @@
 """The kernels part of the GPU check: the gpu-marked kernel tests, then the GPU benchmarks.
 
 :func:`gpu_tests` runs ``tests/kernels/test_kernels_gpu.py -m gpu`` of the checkout in a
-pytest subprocess (a time limit of its own; the counts read from pytest's JUnit XML, so
-"every test skipped" is seen, not only the exit code); in a dry run the emulated replay of
+pytest subprocess (a time limit of its own, at which pytest is interrupted and still
+reports the tests that finished; the counts read from pytest's JUnit XML, so "every test
+skipped" is seen, not only the exit code); in a dry run the emulated replay of
 the same cases (``tests/kernels/test_kernels_emulated.py``) instead. :func:`benchmarks`
 times the grouped step (against a per-network torch loop and a padded ``torch.bmm``), the
 cosine Gram in float32, float64 and bf16 (against cuBLAS) and the batched stack
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,36 +38,64 @@ DRY_SIZES = {"grouped": {"batch": {"n_widths": 3, "repeats": 1, "lo": 16, "hi": 
                          "repeat": 1},
              "gram": {"shapes": ((1, 70, 33), (3, 65, 17)), "repeat": 1},
              "stack": {"shapes": ((2, 32, 16),), "repeat": 1}}
+#: seconds pytest has, after the SIGINT that stops it at its timeout, to write its report
+PYTEST_GRACE_S = 10
+
+
+def _run_stoppable(cmd: list[str], timeout: float | None, log: Path) -> tuple[int, bool]:
+    """``cmd`` from the checkout, its output into ``log``; past ``timeout`` seconds it gets
+    SIGINT (pytest then ends its session and writes its report of the tests that finished)
+    and is killed :data:`PYTEST_GRACE_S` later. The exit code, and whether it was stopped."""
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO)
+        try:
+            return proc.wait(timeout=timeout), False
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+        except BaseException:
+            proc.kill()
+            raise
+        try:
+            return proc.wait(timeout=PYTEST_GRACE_S), True
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait(), True
+
+
+def _junit_counts(xml: Path) -> dict[str, int]:
+    """tests, failed, errors, skipped and passed from a JUnit XML (zeros when absent)."""
+    counts = {"tests": 0, "failed": 0, "errors": 0, "skipped": 0}
+    if xml.exists():
+        for suite in ET.parse(xml).getroot().iter("testsuite"):
+            counts["tests"] += int(suite.get("tests", 0))
+            counts["failed"] += int(suite.get("failures", 0))
+            counts["errors"] += int(suite.get("errors", 0))
+            counts["skipped"] += int(suite.get("skipped", 0))
+    counts["passed"] = counts["tests"] - counts["failed"] - counts["errors"] - counts["skipped"]
+    return counts
 
 
 def run_pytest(target: str, marker: str, timeout: float | None = None) -> dict:
     """``pytest target -m marker`` in a subprocess from the checkout: exit code, counts
-    (tests, passed, failed, errors, skipped) from its JUnit XML, and the output's tail."""
+    (tests, passed, failed, errors, skipped) from its JUnit XML, and the output's tail; past
+    ``timeout`` seconds it is stopped and the counts are of the tests that finished, with
+    ``timed_out`` and an ``error`` saying so."""
     path = REPO / target
     if not path.is_file():
         return {"error": f"{path} does not exist: run the check from a checkout"}
     with tempfile.TemporaryDirectory() as tmp:
-        xml = Path(tmp) / "junit.xml"
+        xml, log = Path(tmp) / "junit.xml", Path(tmp) / "pytest.log"
         cmd = [sys.executable, "-m", "pytest", str(path), "-m", marker, "-q", "-rs",
                "-p", "no:cacheprovider", f"--junitxml={xml}"]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=REPO,
-                                  timeout=timeout)
-        except subprocess.TimeoutExpired as err:
-            tail = (err.stdout or b"")[-3000:]
-            return {"error": f"pytest ran past its {timeout:.0f} s", "command": cmd,
-                    "tail": tail.decode(errors="replace") if isinstance(tail, bytes) else tail}
-        counts = {"tests": 0, "failed": 0, "errors": 0, "skipped": 0}
-        if xml.exists():
-            for suite in ET.parse(xml).getroot().iter("testsuite"):
-                counts["tests"] += int(suite.get("tests", 0))
-                counts["failed"] += int(suite.get("failures", 0))
-                counts["errors"] += int(suite.get("errors", 0))
-                counts["skipped"] += int(suite.get("skipped", 0))
-    counts["passed"] = counts["tests"] - counts["failed"] - counts["errors"] - counts["skipped"]
-    return {"target": target, "marker": marker, "pytest_rc": proc.returncode, **counts,
-            "all_skipped": counts["tests"] > 0 and counts["skipped"] == counts["tests"],
-            "tail": (proc.stdout + proc.stderr)[-3000:]}
+        code, stopped = _run_stoppable(cmd, timeout, log)
+        counts = _junit_counts(xml)
+        tail = log.read_text(errors="replace")[-3000:]
+    result = {"target": target, "marker": marker, "pytest_rc": code, **counts,
+              "all_skipped": counts["tests"] > 0 and counts["skipped"] == counts["tests"],
+              "timed_out": stopped, "tail": tail}
+    if stopped:
+        result["error"] = f"ran past their {timeout:g} s and were stopped"
+    return result
 
 
 def gpu_tests(dry: bool = False, timeout: float | None = None) -> dict:

@@ -1,23 +1,26 @@
 """The parts of the GPU check (:mod:`smallinit.study.gpu_check`), one function each.
 
 Each part runs in a process of its own (``python -m smallinit.study.gpu_parts PART OUT
-[--dry]``), started by the check with a time limit of its own, and writes its result as JSON
-to ``OUT``; a part that raises, dies (a CUDA fault poisons its process only) or runs past its
-limit is recorded by the check and the others still run. In a dry run (``--dry``) every part
-walks the code a GPU run takes, on the CPU at toy sizes: bf16 autocast, the PyTorch ops a
+[--limit S] [--dry]``), started by the check with a time limit of its own (``--limit``, which
+each part function receives with ``dry``), and writes its result as JSON to ``OUT``; a part
+that raises, dies (a CUDA fault poisons its process only) or runs past its limit is
+recorded by the check and the others still run. In a dry run (``--dry``) every part walks
+the code a GPU run takes, on the CPU at toy sizes: bf16 autocast, the PyTorch ops a
 GPU takes instead of the CPU fast path (``SMALLINIT_FASTPATH=0``, set by the check),
 ``torch.compile``, the full profile's first run, and the CUDA kernels through their CPU
 emulation (:mod:`smallinit.kernels.emulation`).
 
 * ``environment`` — Python, torch and its CUDA, the GPU's name and memory (each read inside
   a ``try``), the kernels' backend and why CuPy is not live if it is not, JAX's devices;
-* ``gpu_tests`` — the gpu-marked kernel tests (dry: their cases through the emulation),
-  with pass and skip counts (:func:`smallinit.kernels.gpu_report.gpu_tests`);
 * ``kernels`` — the kernel benchmarks (:func:`smallinit.kernels.gpu_report.benchmarks`);
 * ``throughput`` — tokens/s and MFU of a ~100M-parameter model in bf16, eager, and the
   share of a step its output layer and loss take
   (:func:`smallinit.llm.training.throughput.measure`, :func:`head_loss_share`);
 * ``compiled`` — the same step through ``torch.compile``;
+* ``gpu_tests`` — the gpu-marked kernel tests (dry: their cases through the emulation),
+  with pass and skip counts (:func:`smallinit.kernels.gpu_report.gpu_tests`), pytest
+  stopped :data:`PYTEST_MARGIN_S` before the part's limit so that its counts so far are
+  recorded as a timeout rather than lost with the part;
 * ``full_run`` — the full profile's first run (fig 7's first) shortened to a few hundred
   steps on a corpus of fewer items drawn by the same rules, end to end through the trainer
   and a temporary run store (dry: cut to a toy width and 3 steps, bf16 on the CPU).
@@ -58,9 +61,11 @@ DRY_BATCH = 4
 #: the shortened full-profile run: steps and synthetic training items (GPU, dry)
 FULL_STEPS = {False: 300, True: 3}
 FULL_ITEMS = {False: 200_000, True: 2_000}
+#: seconds of a part's limit left to pytest's stop and report once its own time is up
+PYTEST_MARGIN_S = 20
 
 
-def environment(dry: bool) -> dict[str, Any]:
+def environment(dry: bool, limit: float | None = None) -> dict[str, Any]:
     """What the machine offers (each reading in a ``try``: a broken driver is a finding)."""
     out: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
                            "torch_cuda": torch.version.cuda,
@@ -93,11 +98,17 @@ def environment(dry: bool) -> dict[str, Any]:
     return out
 
 
-def gpu_tests(dry: bool) -> dict[str, Any]:
-    return gpu_report.gpu_tests(dry)
+def pytest_timeout(limit: float | None) -> float | None:
+    """pytest's time within a part's ``limit``: :data:`PYTEST_MARGIN_S` less (half the limit
+    when that is shorter); None (no limit) when the part has none."""
+    return None if limit is None else max(limit - PYTEST_MARGIN_S, limit / 2)
 
 
-def kernels(dry: bool) -> dict[str, Any]:
+def gpu_tests(dry: bool, limit: float | None = None) -> dict[str, Any]:
+    return gpu_report.gpu_tests(dry, timeout=pytest_timeout(limit))
+
+
+def kernels(dry: bool, limit: float | None = None) -> dict[str, Any]:
     return gpu_report.benchmarks(dry)
 
 
@@ -147,11 +158,11 @@ def _throughput(dry: bool, compile: bool) -> dict[str, Any]:
     return out
 
 
-def throughput(dry: bool) -> dict[str, Any]:
+def throughput(dry: bool, limit: float | None = None) -> dict[str, Any]:
     return _throughput(dry, compile=False)
 
 
-def compiled(dry: bool) -> dict[str, Any]:
+def compiled(dry: bool, limit: float | None = None) -> dict[str, Any]:
     return _throughput(dry, compile=True)
 
 
@@ -172,7 +183,7 @@ def full_run_config(dry: bool, steps: int, items: int, cache: str):
     return spec, override(cfg, changes)
 
 
-def full_run(dry: bool) -> dict[str, Any]:
+def full_run(dry: bool, limit: float | None = None) -> dict[str, Any]:
     steps, items = FULL_STEPS[dry], FULL_ITEMS[dry]
     with tempfile.TemporaryDirectory(prefix="smallinit-gpu-check-") as tmp:
         spec, cfg = full_run_config(dry, steps, items, str(Path(tmp) / "cache"))
@@ -192,9 +203,10 @@ def full_run(dry: bool) -> dict[str, Any]:
             "train_loss": summary.get("train_loss")}
 
 
-PARTS: dict[str, Callable[[bool], dict[str, Any]]] = {
-    "environment": environment, "gpu_tests": gpu_tests, "kernels": kernels,
-    "throughput": throughput, "full_run": full_run, "compiled": compiled}
+#: each part: (dry, its time limit in seconds or None) -> its result
+PARTS: dict[str, Callable[[bool, float | None], dict[str, Any]]] = {
+    "environment": environment, "kernels": kernels, "throughput": throughput,
+    "compiled": compiled, "gpu_tests": gpu_tests, "full_run": full_run}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,10 +214,12 @@ def main(argv: list[str] | None = None) -> int:
                                      description="one part of the GPU check (module doc)")
     parser.add_argument("part", choices=sorted(PARTS))
     parser.add_argument("out", help="file for the part's JSON result")
+    parser.add_argument("--limit", type=float, default=None,
+                        help="the part's time limit in seconds (the check's)")
     parser.add_argument("--dry", action="store_true")
     args = parser.parse_args(argv)
     try:
-        result, code = {"ok": True, "result": PARTS[args.part](args.dry)}, 0
+        result, code = {"ok": True, "result": PARTS[args.part](args.dry, args.limit)}, 0
     except Exception:
         result, code = {"ok": False, "error": traceback.format_exc()[-4000:]}, 1
     Path(args.out).write_text(json.dumps(result, indent=1, default=str) + "\n")

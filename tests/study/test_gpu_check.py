@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
+from smallinit.kernels import gpu_report
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import ModelConfig
 from smallinit.llm.training import throughput
-from smallinit.study import gpu_check
+from smallinit.study import gpu_check, gpu_parts
 
 
 def _parts(tmp_path) -> dict:
@@ -86,33 +90,165 @@ def test_on_a_machine_without_a_live_cupy_the_check_fails_loudly(tmp_path, capfd
     assert tests["tests"] > 0 and tests["skipped"] == tests["tests"] and tests["all_skipped"]
 
 
+def _measured() -> dict:
+    """A GPU run's parts with every goal measured: the verdict finds nothing."""
+    return {
+        "environment": {"status": "ok", "result": {"cuda_available": True,
+                                                   "kernels": {"backend": "cupy"}}},
+        "gpu_tests": {"status": "ok", "result": {"tests": 20, "passed": 20, "failed": 0,
+                                                 "errors": 0, "skipped": 0}},
+        "kernels": {"status": "ok", "result": {
+            "backend": "cupy", "device": "NVIDIA H200",
+            "grouped_step": {"speedup_vs_loop": 3.5, "speedup_vs_padded": 1.1},
+            "cosine_gram": [
+                {"dtype": "float32", "throughput_ratio": 0.9, "target_ratio": 0.7},
+                {"dtype": "float32", "throughput_ratio": 0.65, "target_ratio": 0.7},
+                {"dtype": "float64", "throughput_ratio": 0.2, "target_ratio": None}],
+            "measure_stack": [{"max_rel_diff": 1e-9}]}},
+        "throughput": {"status": "ok", "result": {"mfu": 0.30}},
+        "compiled": {"status": "ok", "result": {"mfu": 0.47}}}
+
+
 def test_the_verdict_reads_each_failure():
-    ok_env = {"status": "ok", "result": {"cuda_available": True,
-                                         "kernels": {"backend": "cupy"}}}
-    passed = {"status": "ok", "result": {"tests": 20, "passed": 20, "failed": 0,
-                                         "errors": 0, "skipped": 0}}
-    assert gpu_check.problems({"environment": ok_env, "gpu_tests": passed}, dry=False) == []
-    failing = {"status": "ok", "result": {**passed["result"], "passed": 18, "failed": 2}}
-    assert gpu_check.problems({"gpu_tests": failing}, dry=False) == [
-        "2 GPU tests failed, 0 errors"]
+    parts = _measured()
+    assert gpu_check.problems(parts, dry=False) == []
+    parts["gpu_tests"]["result"].update(passed=18, failed=2)
+    assert gpu_check.problems(parts, dry=False) == ["2 GPU tests failed, 0 errors"]
     timed_out = {"status": "timeout", "error": "ran past its limit of 150 s and was killed"}
     assert gpu_check.problems({"kernels": timed_out}, dry=True) == [
         "part kernels timeout: ran past its limit of 150 s and was killed"]
 
 
+def test_a_gpu_run_that_measured_nothing_is_not_green():
+    """Each benchmark's error is caught inside the kernels part, which finishes "ok": on a
+    GPU every benchmark that failed and every goal left unmeasured is a problem."""
+    parts = _measured()
+    boom = "Traceback (most recent call last):\nRuntimeError: CUDA error: illegal access"
+    kern = parts["kernels"]["result"]
+    for key in ("grouped_step", "cosine_gram", "measure_stack"):
+        kern[key] = {"error": boom}
+    parts["throughput"]["result"]["mfu"] = parts["compiled"]["result"]["mfu"] = None
+    assert gpu_check.problems(parts, dry=False) == [
+        f"kernel benchmark {key} failed: RuntimeError: CUDA error: illegal access"
+        for key in ("grouped_step", "cosine_gram", "measure_stack")] + [
+        f"goal {name} (≥ {goal:g}) was not measured" for name, goal in gpu_check.GOALS.items()]
+    no_device = {"backend": "cupy", "error": boom}
+    assert gpu_check.problems({"kernels": {"status": "ok", "result": no_device}},
+                              dry=False)[0].startswith("the kernel benchmarks did not start")
+    assert gpu_check.problems(parts, dry=True) == []  # a dry run judges no goal
+
+
 def test_goals_judge_each_measured_value():
-    parts = {"kernels": {"status": "ok", "result": {
-        "grouped_step": {"speedup_vs_loop": 3.5, "speedup_vs_padded": 1.1},
-        "cosine_gram": [{"dtype": "float32", "throughput_ratio": 0.9, "target_ratio": 0.7},
-                        {"dtype": "float32", "throughput_ratio": 0.65, "target_ratio": 0.7},
-                        {"dtype": "float64", "throughput_ratio": 0.2, "target_ratio": None}]}},
-        "throughput": {"status": "ok", "result": {"mfu": 0.30}},
-        "compiled": {"status": "ok", "result": {"mfu": 0.47}}}
-    g = gpu_check.goals(parts)
+    g = gpu_check.goals(_measured())
     assert g["grouped_vs_loop"]["met"] and not g["grouped_vs_padded"]["met"]
     assert g["gram_vs_cublas"]["measured"] == 0.65 and not g["gram_vs_cublas"]["met"]
     assert g["mfu"]["measured"] == 0.47 and g["mfu"]["met"]
     assert gpu_check.goals({})["mfu"]["met"] is None
+
+
+def test_the_parts_that_carry_speed_goals_run_first():
+    order = list(gpu_check.LIMITS)
+    assert order == list(gpu_check.DRY_LIMITS) == list(gpu_parts.PARTS)
+    assert order[0] == "environment"
+    assert set(order[1:4]) == {"kernels", "throughput", "compiled"}
+    assert order.index("compiled") < order.index("full_run")
+
+
+def _quick_part(name, out, dry, limit):
+    """A part that reports an empty result at once."""
+    return [sys.executable, "-c", "import json, sys; open(sys.argv[1], 'w').write("
+            "json.dumps({'ok': True, 'result': {}}))", str(out)]
+
+
+def test_a_part_whose_limit_does_not_fit_the_budget_left_is_skipped_and_recorded(
+        tmp_path, monkeypatch):
+    """No part starts unless the budget left holds its whole limit; a later, shorter part
+    still runs, and the JSON holds each."""
+    monkeypatch.setattr(gpu_check, "part_command", _quick_part)
+    for name, limit in (("environment", 5), ("kernels", 100), ("throughput", 5)):
+        monkeypatch.setitem(gpu_check.DRY_LIMITS, name, limit)
+    result = gpu_check.check(tmp_path, dry=True, budget=20,
+                             parts=["environment", "kernels", "throughput"])
+    parts = result["parts"]
+    assert [p["status"] for p in parts.values()] == ["ok", gpu_check.SKIPPED, "ok"]
+    assert parts["kernels"]["limit_s"] == 100 and "s left" in parts["kernels"]["error"]
+    assert _parts(tmp_path) == parts
+    assert result["verdict"]["problems"] == [
+        f"part kernels {gpu_check.SKIPPED}: {parts['kernels']['error']}"]
+
+
+def test_the_gpu_tests_part_stops_pytest_before_its_own_limit(tmp_path, monkeypatch):
+    """The check passes each part its limit; pytest gets that less a margin, so its counts
+    come back as a timeout before the part itself is killed."""
+    assert gpu_check.part_command("gpu_tests", tmp_path, True, 150)[-3:] == [
+        "--limit", "150", "--dry"]
+    monkeypatch.setattr(gpu_parts.gpu_report, "gpu_tests",
+                        lambda dry, timeout: {"dry": dry, "timeout": timeout})
+    out = tmp_path / "gpu_tests.json"
+    assert gpu_parts.main(["gpu_tests", str(out), "--limit", "150", "--dry"]) == 0
+    assert json.loads(out.read_text())["result"] == {
+        "dry": True, "timeout": 150 - gpu_parts.PYTEST_MARGIN_S}
+    assert gpu_parts.pytest_timeout(30) == 15 and gpu_parts.pytest_timeout(None) is None
+
+
+def test_pytest_stopped_at_its_timeout_reports_the_tests_that_finished(tmp_path):
+    target = tmp_path / "test_two.py"
+    target.write_text("import time\n\n\ndef test_quick():\n    pass\n\n\n"
+                      "def test_slow():\n    time.sleep(300)\n")
+    t0 = time.perf_counter()
+    result = gpu_report.run_pytest(str(target), "not slow", timeout=10)
+    assert time.perf_counter() - t0 < 10 + gpu_report.PYTEST_GRACE_S + 5
+    assert result["timed_out"] and "stopped" in result["error"]
+    assert result["passed"] == result["tests"] == 1, result["tail"]
+    problem = gpu_check.problems({"gpu_tests": {"status": "ok", "result": result}},
+                                 dry=False)[0]
+    assert problem.startswith("the GPU tests ran past their 10 s and were stopped (1 passed")
+
+
+_SLOW_PART = ("import os, subprocess, sys, time; "
+              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
+              "open(sys.argv[1] + '.tmp', 'w').write(str(p.pid)); "
+              "os.replace(sys.argv[1] + '.tmp', sys.argv[1]); time.sleep(300)")
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (gone, or a zombie not yet reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_sigterm_kills_the_running_part_records_it_and_exits_143(tmp_path):
+    """``timeout`` sends SIGTERM: the running part's whole process group goes (here a slow
+    part and the process it started), the part is recorded as killed, the JSON is written
+    and no later part starts."""
+    pidfile, out = tmp_path / "grandchild.pid", tmp_path / "out"
+    script = ("import sys\nfrom smallinit.study import gpu_check\n"
+              f"gpu_check.part_command = lambda *a: [sys.executable, '-c', {_SLOW_PART!r}, "
+              f"{str(pidfile)!r}]\n"
+              f"sys.exit(gpu_check.main([{str(out)!r}, '--dry', '--parts', "
+              "'environment,kernels']))\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not pidfile.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert pidfile.exists(), proc.communicate(timeout=5)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 143, stderr[-2000:]
+    result = json.loads((out / "gpu_check.json").read_text())
+    assert result["stopped_by"] == "SIGTERM" and not result["verdict"]["ok"]
+    parts = result["parts"]
+    assert parts["environment"]["status"] == "killed"
+    assert parts["kernels"] == {"status": "not run"}
+    assert gpu_check.FAILED in stderr and "part environment killed" in stderr
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while not _gone(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _gone(grandchild)
 
 
 @pytest.mark.slow
