@@ -4,12 +4,18 @@ Nothing here trains: run keys come from the experiments' specs."""
 
 from __future__ import annotations
 
+import json
+import shlex
+import tomllib
+
 import pytest
 
+from smallinit.cli import main
 from smallinit.core import profiles
 from smallinit.core.config import parse_overrides
 from smallinit.core.errors import ConfigError
-from smallinit.study import experiments
+from smallinit.study import experiments, report
+from smallinit.study.figs import drawn_at
 
 
 def _keys(experiment: str, profile: str) -> set[str]:
@@ -120,3 +126,70 @@ def test_a_value_for_a_table_or_a_table_for_a_value_is_refused(tmp_path):
         profiles.derive("quick", overrides={"anchor.seed.x": 1})
     with pytest.raises(ConfigError, match="profile 'quick\\+0' does not exist"):
         profiles.derive("quick+0")
+
+
+# ----------------------------------------------------------------------------- the commands
+def _plan(capsys, *argv: str) -> dict:
+    assert main(["figs", "--plan", "--json", *argv]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_figs_plan_with_an_override_lists_fewer_runs(capsys):
+    fewer = _plan(capsys, "--only", "7", "llm-sweeps.plan.seeds=[0]")
+    every = _plan(capsys, "--only", "7")
+    assert fewer["profile"].startswith("quick+") and every["profile"] == "quick"
+    assert 0 < fewer["total"]["runs"] < every["total"]["runs"]
+    assert {r["key"] for r in fewer["runs"]} < {r["key"] for r in every["runs"]}
+
+
+def test_figs_and_sweep_take_a_config_file_and_print_the_derived_profile(tmp_path, capsys):
+    file = tmp_path / "mine.toml"
+    file.write_text('extends = "quick"\n[llm-sweeps.plan]\nsizes = [32]\n')
+    assert main(["figs", "--print-config", "--config", str(file),
+                 "llm-sweeps.plan.seeds=[0]"]) == 0
+    plan = tomllib.loads(capsys.readouterr().out)["llm-sweeps"]["plan"]
+    assert (plan["sizes"], plan["seeds"]) == ([32], [0])
+    assert main(["llm", "sweep", "--experiment", "gamma-sweep", "--print-config",
+                 "--config", str(file)]) == 0
+    assert tomllib.loads(capsys.readouterr().out)["llm-sweeps"]["plan"]["sizes"] == [32]
+
+
+def test_claims_judge_the_derived_profile(tmp_path, capsys):
+    argv = ["claims", "--json", "--runs-dir", str(tmp_path / "runs"), "--profile", "quick",
+            "llm-sweeps.plan.seeds=[0]"]
+    assert main(argv) == 0
+    records = json.loads(capsys.readouterr().out)
+    name = profiles.derive("quick", overrides={"llm-sweeps.plan.seeds": [0]})
+    assert records and {r["profile"] for r in records} == {name}
+    assert {r["verdict"] for r in records} == {"not run"}  # an empty store: nothing trains
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["figs", "--plan", "llm-sweeps.plan.sedes=[0]"], "unknown key quick.llm-sweeps.plan.sedes"),
+    (["figs", "--plan", "--config", "{other}"], "extends = 'full', but it is laid over"),
+    (["claims", "--profile", "quick", "medium", "anchor.train.steps=3"], "give one --profile"),
+])
+def test_a_bad_overlay_is_one_line_and_exit_2(tmp_path, capsys, argv, says):
+    other = tmp_path / "other.toml"
+    other.write_text('extends = "full"\n')
+    assert main([a.replace("{other}", str(other)) for a in argv]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if not ln.startswith("INFO ")]
+    assert len(err) == 1 and says in err[0]
+
+
+def test_the_report_keeps_a_derived_profile_for_a_later_process(tmp_path, monkeypatch):
+    name = profiles.derive("quick", overrides={"llm-sweeps.plan.seeds": [0],
+                                               "anchor.init": "gamma:0.8"})
+    (tmp_path / "fig07.png").write_bytes(b"png")
+    info = report.record_drawn(tmp_path, name, {7: [tmp_path / "fig07.png"]})[7]
+    assert (info["profile"], info["base"]) == (name, "quick")
+    words = shlex.split(report.profile_args(name))
+    assert words[:2] == ["--profile", "quick"]
+    assert sorted(words[2:]) == ['anchor.init="gamma:0.8"', "llm-sweeps.plan.seeds=[0]"]
+    monkeypatch.setattr(profiles, "_DERIVED", {})  # as a new process finds it
+    profiles._load.cache_clear()
+    assert not profiles.exists(name)
+    assert drawn_at(json.loads((tmp_path / report.MANIFEST).read_text())["7"]) == name
+    assert profiles.section(name, "llm-sweeps")["plan"]["seeds"] == [0]
+    assert drawn_at({"profile": name, "base": "quick", "overlay": {"nope": 1}}) is None
+    assert drawn_at({"profile": "quick", "files": []}) == "quick"
