@@ -168,6 +168,36 @@ CASES: list[Case] = [
     cli("figs unknown number", "figs", "--only", "99"),
     cli("figs bad profile", "figs", "--profile", "enormous"),
     cli("claims bad profile", "claims", "--profile", "quick", "enormous"),
+    # -- profile overlays (--config FILE and key=value laid over --profile)
+    cli("figs overlay unknown key", "figs", "--plan", "llm-sweeps.plan.sedes=[0]"),
+    cli("figs overlay unknown table", "figs", "--plan", "--only", "7", "llm-sweep.seeds=[0]"),
+    cli("figs overlay value for a table", "figs", "--plan", "anchor.train=5"),
+    cli("figs overlay key below a value", "figs", "--plan", "anchor.seed.x=1"),
+    cli("figs overlay nan", "figs", "--plan", "anchor.train.lr=nan"),
+    cli("figs overlay file extends another profile", "figs", "--plan", "--config",
+        "{overlay_other}"),
+    cli("figs overlay file is a FIFO", "figs", "--plan", "--config", "{fifo}"),
+    cli("figs overlay file nested too deeply", "figs", "--plan", "--config", "{deep_toml}"),
+    cli("figs overlay config empty", "figs", "--plan", "--config", ""),
+    cli("figs overlay key empty", "figs", "--plan", "=1"),
+    cli("llm sweep overlay unknown key", "llm", "sweep", "--experiment", "gamma-sweep",
+        "llm-sweeps.plan.seedz=[0]", "--runs-dir", "{runs}"),
+    cli("llm sweep overlay bad value", "llm", "sweep", "--experiment", "gamma-sweep",
+        "llm-sweeps.plan.seeds=x", "--runs-dir", "{runs}"),
+    cli("llm sweep overlay file extends another profile", "llm", "sweep", "--experiment",
+        "gamma-sweep", "--config", "{overlay_other}", "--runs-dir", "{runs}"),
+    cli("claims overlay over two profiles", "claims", "--profile", "quick", "medium",
+        "anchor.train.steps=3", "--runs-dir", "{runs}"),
+    cli("claims overlay without a profile", "claims", "anchor.train.steps=3",
+        "--runs-dir", "{runs}"),
+    cli("claims overlay unknown key", "claims", "--profile", "quick", "anchor.trian.steps=3",
+        "--runs-dir", "{runs}"),
+    api("profiles.derive unknown key", "from smallinit.core import profiles\n"
+        "profiles.derive('quick', overrides={'anchor.train.stepz': 1})"),
+    api("profiles.derive unknown base", "from smallinit.core import profiles\n"
+        "profiles.derive('enormous')"),
+    api("profiles.derive overrides not a mapping", "from smallinit.core import profiles\n"
+        "profiles.derive('quick', overrides=['anchor.train.steps=1'])"),
     # -- configs
     cli("llm train config is a folder", "llm", "train", "--config", "{dir}",
         "--runs-dir", "{runs}"),
@@ -652,6 +682,7 @@ def make_hostile_files(root: Path, run: Path) -> dict[str, str]:
         places[place] = str(path.parent if "/" in name else path)
 
     write("deep_toml", "deep.toml", "a = " + _nested(100_000) + "\n")
+    write("overlay_other", "overlay-other.toml", 'extends = "full"\n[anchor.train]\nsteps = 3\n')
     write("deep_inline_toml", "deep-inline.toml", "a = " + _nested(100_000, "{b = ", "}", "1"))
     write("deep_header_toml", "deep-header.toml", "[" + ".".join(["a"] * 5000) + "]\nb = 1\n")
     write("mid_toml", "mid.toml", "a = " + _nested(300) + "\n")

@@ -8,7 +8,16 @@ from __future__ import annotations
 import argparse
 import math
 
-from smallinit.cli.util import HelpFormatter, add_json_option, path_arg, print_json, profile_arg
+from smallinit.cli.util import (
+    HelpFormatter,
+    add_json_option,
+    add_overlay_options,
+    overlaid_profile,
+    path_arg,
+    print_json,
+    profile_arg,
+)
+from smallinit.core.errors import ConfigError
 
 DEFAULT_PROFILES = ("quick", "medium", "fair", "fair-reasoning")
 
@@ -53,13 +62,32 @@ def format_table(records) -> str:
     return "\n".join(lines)
 
 
-def _cmd_claims(args: argparse.Namespace) -> int:
+def _profile_or_override(text: str) -> str:
+    """A packaged profile, or a ``key=value`` override that followed ``--profile P``."""
+    return text if "=" in text else profile_arg(text)
+
+
+def _chosen(args: argparse.Namespace) -> list[str]:
+    """The profiles to judge: those of ``--profile`` (default: :data:`DEFAULT_PROFILES`),
+    or the one ``--profile`` with ``--config`` and the ``key=value`` overrides laid over it."""
     from smallinit.core import profiles
+
+    given = [p for p in args.profile or [] if "=" not in p]
+    overrides = [p for p in args.profile or [] if "=" in p] + args.overrides
+    if args.config is None and not overrides:
+        return list(dict.fromkeys(given or [p for p in DEFAULT_PROFILES
+                                            if p in profiles.names()]))
+    if len(set(given)) != 1:
+        raise ConfigError(f"claims --config and KEY=VALUE lay over one profile; give one "
+                          f"--profile P (given: {', '.join(given) or 'none'})")
+    return [overlaid_profile(args, given[0], overrides)]
+
+
+def _cmd_claims(args: argparse.Namespace) -> int:
     from smallinit.core.store import RunStore
     from smallinit.study.claims import table
 
-    chosen = args.profile or [p for p in DEFAULT_PROFILES if p in profiles.names()]
-    chosen = list(dict.fromkeys(chosen))
+    chosen = _chosen(args)
     records = table(chosen, RunStore(args.runs_dir))
     if args.json:
         print_json([r.as_json() for r in records])
@@ -77,13 +105,17 @@ def register(subparsers) -> None:
             "the runs already in the store (made by `smallinit figs --profile P` or `make "
             "figs PROFILE=P`). Nothing is trained: a claim whose runs are missing at a "
             "profile is `not run`, and the notes list the missing runs. Verdicts: holds, "
-            "partial, not at this scale, contradicted, not run."),
+            "partial, not at this scale, contradicted, not run.\n"
+            "A profile with an overlay (one --profile, --config FILE and KEY=VALUE, as "
+            "smallinit figs took them) judges the runs figs made at it, e.g.\n"
+            "  smallinit claims --profile quick llm-sweeps.plan.seeds=[0]"),
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--profile", type=profile_arg, nargs="+", action="extend",
+    parser.add_argument("--profile", type=_profile_or_override, nargs="+", action="extend",
                         default=None, metavar="P",
                         help="profiles to judge, e.g. --profile quick medium full (default: "
                         "quick, medium, fair and fair-reasoning)")
+    add_overlay_options(parser, "llm-sweeps.plan.seeds=[0] (with one --profile)")
     parser.add_argument("--runs-dir", type=path_arg, default=None, metavar="DIR",
                         help="run store root (default: $SMALLINIT_RUNS or ./runs)")
     add_json_option(parser, help="print a JSON list of records (id, claim, profile, effect, "

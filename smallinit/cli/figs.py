@@ -7,9 +7,13 @@ import argparse
 from smallinit.cli.util import (
     HelpFormatter,
     add_executor_options,
+    add_overlay_options,
+    add_print_config_option,
     add_run_options,
     dir_path,
     integer,
+    overlaid_profile,
+    print_config,
     print_json,
     profile_arg,
 )
@@ -91,9 +95,13 @@ def _cmd_preflight(args: argparse.Namespace) -> int:
 
 
 def _cmd_figs(args: argparse.Namespace) -> int:
+    from smallinit.core import profiles
     from smallinit.study.figs import FIGURES, FigureFailed, default_out_dir, make_figures
     from smallinit.study.report import REPORT
 
+    args.profile = overlaid_profile(args, args.profile)
+    if print_config(args, profiles.load(args.profile)):
+        return 0
     if args.plan and args.preflight:
         raise ConfigError("figs --plan and --preflight: give one of them")
     if args.plan:
@@ -133,14 +141,19 @@ def register(subparsers) -> None:
         help="render the paper figures (or list their runs with --plan)",
         description=(
             "Render the figures of docs/science.md §7 from the cached experiments (computing "
-            "missing runs first). Figures whose experiment is not built yet are listed as such."
+            "missing runs first). Figures whose experiment is not built yet are listed as such.\n"
+            "The experiments' sizes come from --profile, with --config FILE and KEY=VALUE laid "
+            "over it (dotted paths into its tables), e.g.\n"
+            "  smallinit figs --only 7 llm-sweeps.plan.seeds=[0]"
         ),
         formatter_class=HelpFormatter,
     )
     parser.add_argument("--only", type=_figure_numbers, default=None, metavar="N[,N...]",
                         help="only these figure numbers (default: all)")
     parser.add_argument("--profile", type=profile_arg, default="quick",
-                        help="quick (CPU minutes) or full (GPU scale)")
+                        help="where the experiments' sizes start: quick (CPU minutes), full "
+                             "(GPU scale) or another packaged profile")
+    add_overlay_options(parser, "llm-sweeps.plan.seeds=[0] anchor.train.steps=200")
     parser.add_argument("--out", type=dir_path, default=None, metavar="DIR",
                         help="where the PNG/PDF files go (default: $SMALLINIT_FIGS_OUT, else "
                              "paper_figs/out of the checkout, else ./paper_figs_out); the "
@@ -164,6 +177,7 @@ def register(subparsers) -> None:
     parser.add_argument("--json", action="store_true",
                         help="with --plan: print JSON ({profile, runs: [rows], total}); with "
                              "--preflight: {profile, checks, failed, summary}")
+    add_print_config_option(parser)
     add_executor_options(parser)
     add_run_options(parser)
     parser.set_defaults(func=_cmd_figs)

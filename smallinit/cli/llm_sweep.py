@@ -7,7 +7,16 @@ from __future__ import annotations
 
 import argparse
 
-from smallinit.cli.util import add_command, add_executor_options, add_run_options, profile_arg
+from smallinit.cli.util import (
+    add_command,
+    add_executor_options,
+    add_overlay_options,
+    add_print_config_option,
+    add_run_options,
+    overlaid_profile,
+    print_config,
+    profile_arg,
+)
 
 DESCRIPTION = """\
 Compute the runs of one experiment of the study at a profile (quick: tiny models on CPU;
@@ -18,16 +27,21 @@ eps-gating (8: RMSNorm ε standard/relaxed × gated attention off/on), critical-
 grid × seeds at the smallest size), condense-expand (10: fig 8's γ = 0.5 and 1 runs
 followed over training), token-gains (11: matched γ = 0.5 / γ = 1 models per seed),
 gain-scaling (12: the gain against size); `smallinit figs --plan` lists every experiment's
-runs."""
+runs. --config FILE and KEY=VALUE are laid over the profile's tables, e.g.
+  smallinit llm sweep --experiment gamma-sweep llm-sweeps.plan.seeds=[0]"""
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from smallinit.core import profiles
     from smallinit.core.jobs import run_specs
     from smallinit.core.store import RunStore
     from smallinit.llm.training.cost import training_flops_of
     from smallinit.study import experiments
 
     experiment = experiments.get(args.experiment)
+    args.profile = overlaid_profile(args, args.profile)
+    if print_config(args, profiles.load(args.profile)):
+        return 0
     specs = experiments.specs(args.experiment, args.profile)
     workers = args.workers or experiment.workers(args.profile)
     pairs = run_specs(specs, RunStore(args.runs_dir), force=args.force, workers=workers,
@@ -58,6 +72,9 @@ def register_sweep_commands(commands) -> None:
                    help="which experiment's runs to compute (gamma-sweep, eps-gating, "
                         "critical-init, condense-expand, token-gains, gain-scaling)")
     p.add_argument("--profile", type=profile_arg, default="quick",
-                   help="quick (CPU minutes, tiny models) or full (GPU scale)")
+                   help="quick (CPU minutes, tiny models), full (GPU scale) or another "
+                        "packaged profile")
+    add_overlay_options(p, "llm-sweeps.plan.seeds=[0] llm-sweeps.base.train.steps=100")
+    add_print_config_option(p)
     add_executor_options(p)
     add_run_options(p)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -95,6 +96,35 @@ def add_config_options(parser: argparse.ArgumentParser, starts: str, example: st
                              "key)")
     add_print_config_option(parser)
     add_run_options(parser)
+
+
+def add_overlay_options(parser: argparse.ArgumentParser, example: str) -> None:
+    """``--config FILE`` and ``key=value`` overrides laid over the profile that the command's
+    ``--profile`` names (:func:`overlaid_profile`); ``example``: a whole command line."""
+    parser.add_argument("--config", type=path_arg, default=None, metavar="FILE",
+                        help="a TOML file of profile tables laid over --profile (its extends "
+                             "= \"NAME\", if it has one, must name that profile)")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="dotted paths into the profile's tables, laid over it after "
+                             f"--config, e.g. {example}; the derived profile's name "
+                             "(PROFILE+HASH) is logged, and the same overlay gives it again")
+
+
+def overlaid_profile(args: argparse.Namespace, base: str,
+                     overrides: list[str] | None = None) -> str:
+    """The profile a command runs at: ``base`` with ``args.config`` and the ``key=value``
+    overrides (``overrides``, default ``args.overrides``) laid over it
+    (:func:`smallinit.core.profiles.derive`); a derived one is named once on stderr."""
+    from smallinit.core import profiles
+    from smallinit.core.config import parse_overrides
+
+    items = args.overrides if overrides is None else overrides
+    name = profiles.derive(base, args.config, parse_overrides(items))
+    if name != base:
+        given = ([f"--config {args.config}"] if args.config else []) + list(items)
+        logging.getLogger("smallinit.cli").info("profile %s: %s with %s", name, base,
+                                                " ".join(given))
+    return name
 
 
 def add_executor_options(parser: argparse.ArgumentParser) -> None:

@@ -202,7 +202,7 @@ def make_figures(
     (:func:`compute`: ``workers`` local processes, default every core, or on a Ray cluster
     with ``executor="ray"``); then each figure draws, and the report page is written
     (:func:`write_report`)."""
-    check_choice("profile", profile, profiles.names())
+    check_choice("profile", profile, (*profiles.names(), *profiles.derived()))
     for n in only or []:
         check_choice("figure number", n, FIGURES)
     out_dir = prepare_out_dir(Path(out_dir) if out_dir else default_out_dir())
@@ -236,6 +236,18 @@ def make_figures(
     return results
 
 
+def drawn_at(info: dict[str, Any]) -> str | None:
+    """The profile a figure of the folder was drawn at (its ``report.json`` entry): a
+    derived one is derived again from the base and overlay kept there; None where that
+    overlay no longer applies to the base."""
+    if "overlay" not in info:
+        return info["profile"]
+    try:
+        return profiles.derive(info.get("base"), overrides=info["overlay"])
+    except (ConfigError, TypeError):
+        return None
+
+
 def write_report(out_dir: Path, store: RunStore, profile: str,
                  drawn: dict[int, list[Path] | Exception | None],
                  runs: dict[str, Results] | None = None) -> Path:
@@ -248,8 +260,12 @@ def write_report(out_dir: Path, store: RunStore, profile: str,
     for number, info in report.record_drawn(out_dir, profile, drawn).items():
         if number not in FIGURES or importlib.util.find_spec(module_name(number)) is None:
             continue
+        at = drawn_at(info)
+        if at is None:
+            log.warning("fig %02d in %s: its overlay of profile %s no longer applies; not "
+                        "on the report page", number, out_dir, info.get("base"))
+            continue
         module = load_figure(number)
-        at = info["profile"]
         now = {e.name: runs[e.name] for e in of_figure(number)
                if at == profile and e.name in runs}
         entries.append(report.FigureEntry(

@@ -25,6 +25,7 @@ import html
 import json
 import math
 import re
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,16 +81,20 @@ def science_captions(path: Path = SCIENCE) -> dict[int, tuple[str, str]]:
 
 def record_drawn(out_dir: Path, profile: str,
                  drawn: dict[int, list[Path] | Exception | None]) -> dict[int, dict[str, Any]]:
-    """Update ``report.json`` with the figures drawn now (number → profile and files) and
+    """Update ``report.json`` with the figures drawn now (number → profile and files; at a
+    derived profile also its base and overlay, so a later process derives it again) and
     return every figure of the folder whose files are still there."""
     path = Path(out_dir) / MANIFEST
     try:
         known = {int(k): v for k, v in json.loads(path.read_text()).items()}
     except (OSError, ValueError, AttributeError):
         known = {}
+    base, tables = profiles.overlay(profile)
+    again = {"base": base, "overlay": tables} if tables else {}  # a derived profile
     for number, paths in drawn.items():
         if isinstance(paths, list) and paths:  # not a figure that is missing, cut or failed
-            known[number] = {"profile": profile, "files": [Path(p).name for p in paths]}
+            known[number] = {"profile": profile, "files": [Path(p).name for p in paths],
+                             **again}
     kept = {n: v for n, v in sorted(known.items())
             if isinstance(v, dict) and v.get("files")
             and all((Path(out_dir) / f).is_file() for f in v["files"])}
@@ -116,6 +121,23 @@ def _state(run) -> str:
         return run.state
     except StoreError:
         return "corrupt"
+
+
+def profile_args(profile: str) -> str:
+    """The command-line words that give ``profile``: ``--profile P``, for a derived profile
+    its base and the overlay as ``key=value`` overrides (shell-quoted)."""
+    base, tables = profiles.overlay(profile)
+    words = ["--profile", base]
+
+    def walk(prefix: str, node: dict[str, Any]) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(f"{prefix}{key}.", value)
+            else:  # JSON of a value is a TOML literal of it
+                words.append(f"{prefix}{key}={json.dumps(value, separators=(',', ':'))}")
+
+    walk("", tables)
+    return " ".join(shlex.quote(w) for w in words)
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -250,7 +272,7 @@ def figure_section(entry: FigureEntry, caption: tuple[str, str] | None,
     if flops:
         facts.append(f"transformer training compute {flops:.3g} FLOPs")
     stats = claims_table(records, table_id=f"claims-fig{entry.number:02d}") if records else ""
-    only = f"--only {entry.number} --profile {entry.profile}"
+    only = f"--only {entry.number} {_e(profile_args(entry.profile))}"
     commands = (f"<pre><code>smallinit figs {only}          # redraw from the stored runs\n"
                 f"smallinit figs {only} --force  # recompute its runs, then draw\n"
                 f"smallinit figs {only} --plan   # list its runs, compute nothing"

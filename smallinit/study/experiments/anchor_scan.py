@@ -67,10 +67,11 @@ class AnchorScan:
 
 
 def load(source: str | Path = "quick", overrides=()) -> tuple[AnchorConfig, AnchorScan]:
-    """Run config and scan grid from a profile name (its ``[anchor]`` table) or a TOML file
+    """Run config and scan grid from a profile name (its ``[anchor]`` table; a derived
+    profile's too) or a TOML file
     of the same form (run config at the top, grid in ``[scan]``), with ``key=value``
     overrides applied to that one tree (module doc)."""
-    if str(source) in profiles.names():
+    if profiles.exists(str(source)):
         data = profiles.section(str(source), TABLE)
     else:
         data = read_toml(Path(source))
