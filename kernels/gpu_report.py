@@ -42,12 +42,21 @@ DRY_SIZES = {"grouped": {"batch": {"n_widths": 3, "repeats": 1, "lo": 16, "hi": 
 PYTEST_GRACE_S = 10
 
 
+def _interruptible() -> None:
+    """In the child before exec: SIGINT at its default, so that Python turns it into
+    KeyboardInterrupt even where the parent ignores it (a job started with ``&`` by a
+    shell without job control, as CI and ``nohup make test &`` do, ignores SIGINT, and
+    an ignored signal stays ignored across exec)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run_stoppable(cmd: list[str], timeout: float | None, log: Path) -> tuple[int, bool]:
     """``cmd`` from the checkout, its output into ``log``; past ``timeout`` seconds it gets
     SIGINT (pytest then ends its session and writes its report of the tests that finished)
     and is killed :data:`PYTEST_GRACE_S` later. The exit code, and whether it was stopped."""
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO)
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO,
+                                preexec_fn=_interruptible)
         try:
             return proc.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:

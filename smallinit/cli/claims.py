@@ -62,7 +62,7 @@ def format_table(records) -> str:
     return "\n".join(lines)
 
 
-def _profile_or_override(text: str) -> str:
+def _profile_or_assignment(text: str) -> str:
     """A packaged profile, or a ``key=value`` override that followed ``--profile P``."""
     return text if "=" in text else profile_arg(text)
 
@@ -111,7 +111,7 @@ def register(subparsers) -> None:
             "  smallinit claims --profile quick llm-sweeps.plan.seeds=[0]"),
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--profile", type=_profile_or_override, nargs="+", action="extend",
+    parser.add_argument("--profile", type=_profile_or_assignment, nargs="+", action="extend",
                         default=None, metavar="P",
                         help="profiles to judge, e.g. --profile quick medium full (default: "
                         "quick, medium, fair and fair-reasoning)")
