@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from smallinit.core.config import config_to_dict
+from smallinit.core.config import config_to_dict, dotted_items
 from smallinit.core.errors import ConfigError
 from smallinit.core.progress import step_line
 from smallinit.llm.training.callbacks import Callback
@@ -106,18 +106,8 @@ def final_evaluation(summary: dict[str, Any] | None) -> dict[str, float]:
 def hyperparameters(cfg: Any) -> dict[str, str | int | float | bool]:
     """The run's config as flat hyperparameters, dotted names (``model.d_model``,
     ``train.lr``); lists and None as their text (what TensorBoard's HParams accepts)."""
-    def flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            if isinstance(value, dict):
-                out.update(flat(value, f"{prefix}{key}."))
-            elif isinstance(value, str | int | float | bool):
-                out[f"{prefix}{key}"] = value
-            else:
-                out[f"{prefix}{key}"] = str(value)
-        return out
-
-    return flat(config_to_dict(cfg))
+    return {path: value if isinstance(value, str | int | float | bool) else str(value)
+            for path, value in dotted_items(config_to_dict(cfg))}
 
 
 def run_name(run: Any) -> str:

@@ -32,7 +32,7 @@ import stat
 import tomllib
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -395,6 +395,17 @@ def merge_tables(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str,
         else:
             merged[key] = value
     return merged
+
+
+def dotted_items(data: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """The leaves of nested tables as ``(dotted path, value)`` pairs, in table order (the
+    inverse of what :func:`override` applies): ``{"train": {"lr": 1e-3}}`` gives
+    ``("train.lr", 1e-3)``; an empty table gives nothing."""
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            yield from dotted_items(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
 
 
 def _apply(data: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:

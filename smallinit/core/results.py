@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from smallinit.core.atomic import read_json
+from smallinit.core.config import dotted_items
 from smallinit.core.errors import ConfigError, CorruptRun, StoreError, one_line
 from smallinit.core.runs import MANIFEST, Run
 from smallinit.core.store import RunStore
@@ -110,7 +110,7 @@ class StoredRun:
     def config_summary(self, width: int = 80) -> str:
         """The config in one line: ``key=value`` of its telling fields (leaf names of
         :data:`SUMMARY_FIELDS` first), cut to ``width`` characters."""
-        leaves = dict(_leaves(self.config))
+        leaves = dict(dotted_items(self.config))
         order = sorted(leaves, key=lambda k: (_rank(k), list(leaves).index(k)))
         text = " ".join(f"{k}={_short(leaves[k])}" for k in order)
         return text if len(text) <= width else text[:width - 3] + "..."
@@ -169,14 +169,6 @@ class StoredRun:
         fields = sorted({k for r in records for k in r})
         return {"records": len(records), "fields": fields,
                 "last": records[-1] if records else None}
-
-
-def _leaves(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    if isinstance(data, dict):
-        for k, v in data.items():
-            yield from _leaves(v, f"{prefix}{k}.")
-    else:
-        yield prefix[:-1], data
 
 
 def _rank(key: str) -> int:

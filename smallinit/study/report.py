@@ -33,6 +33,7 @@ from typing import Any
 
 from smallinit.core import profiles
 from smallinit.core.atomic import atomic_write_text
+from smallinit.core.config import dotted_items
 from smallinit.core.errors import StoreError
 from smallinit.core.jobs import Results
 from smallinit.core.store import RunStore
@@ -127,16 +128,9 @@ def profile_args(profile: str) -> str:
     """The command-line words that give ``profile``: ``--profile P``, for a derived profile
     its base and the overlay as ``key=value`` overrides (shell-quoted)."""
     base, tables = profiles.overlay(profile)
-    words = ["--profile", base]
-
-    def walk(prefix: str, node: dict[str, Any]) -> None:
-        for key, value in node.items():
-            if isinstance(value, dict):
-                walk(f"{prefix}{key}.", value)
-            else:  # JSON of a value is a TOML literal of it
-                words.append(f"{prefix}{key}={json.dumps(value, separators=(',', ':'))}")
-
-    walk("", tables)
+    words = ["--profile", base]  # JSON of a value is a TOML literal of it
+    words += [f"{path}={json.dumps(value, separators=(',', ':'))}"
+              for path, value in dotted_items(tables)]
     return " ".join(shlex.quote(w) for w in words)
 
 

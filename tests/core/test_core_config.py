@@ -9,6 +9,7 @@ from smallinit.core.config import (
     canonical_json,
     config_from_dict,
     config_to_dict,
+    dotted_items,
     dump_toml,
     load_config,
     override,
@@ -121,3 +122,13 @@ def test_canonical_json_is_order_independent_and_rejects_nan():
     with pytest.raises(ConfigError, match="finite"):
         canonical_json({"x": float("nan")})
     assert config_from_dict(Experiment, a) == Experiment()
+
+
+def test_dotted_items_are_the_paths_that_override_applies():
+    """The leaves of nested tables as dotted paths, in table order; applying them with
+    override to an empty table rebuilds the tables (empty ones aside)."""
+    tables = {"train": {"lr": 1e-3, "steps": 3}, "seed": 1, "model": {"mlp": {"kind": "relu"}},
+              "data": {}}
+    assert list(dotted_items(tables)) == [("train.lr", 1e-3), ("train.steps", 3), ("seed", 1),
+                                          ("model.mlp.kind", "relu")]
+    assert override({}, dict(dotted_items(tables))) == {k: v for k, v in tables.items() if v != {}}
