@@ -115,15 +115,16 @@ def compute(experiments: list[Experiment], profile: str, store: RunStore, *,
     pin among the experiments (a profile that pins one worker keeps it), else every core."""
     own = {e.name: e.specs(profile) for e in experiments}
     live = [e for e in experiments if own[e.name]]  # an experiment the profile cuts needs nothing
+    inner = {e.name: e.inner(profile) for e in live}
     pins = [p for p in (e.workers(profile) for e in live) if p is not None]
     options = {"force": force, "workers": workers or min(pins, default=None),
                "executor": executor, "weigh": training_flops_of}
-    first = [s for e in live for s in (e.inner(profile) or own[e.name])]
+    first = [s for e in live for s in (inner[e.name] or own[e.name])]
     run_specs(first, store, desc="runs of the figures", **options)
     out = {e.name: Results([], []) for e in experiments}
     for e in live:
         the_specs = own[e.name]
-        out[e.name] = (run_specs(the_specs, store, desc=e.name, **options) if e.inner(profile)
+        out[e.name] = (run_specs(the_specs, store, desc=e.name, **options) if inner[e.name]
                        else Results(the_specs, [s.run_of(store) for s in the_specs]))
     return out
 
