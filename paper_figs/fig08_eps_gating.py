@@ -65,6 +65,17 @@ def gap_mean(g, key, what):
     return float(np.mean(vals)) if vals else np.nan
 
 
+GAP_SERIES = (("val", "tab:blue", "held-out loss"),
+              ("ans", "tab:orange", "reasoning answer tokens"))
+
+
+def gap_series(g):
+    """The gap bars to draw, (key, colour, label): a series with no finite gap in any
+    setting (a corpus that scores no reasoning answers) gets no bars and no legend entry."""
+    return [(what, color, label) for what, color, label in GAP_SERIES
+            if np.isfinite([gap_mean(g, s, what) for s in SETTINGS]).any()]
+
+
 def make(ctx):
     pairs = ctx.results("eps-gating")
     rows = []
@@ -102,10 +113,11 @@ def make(ctx):
         ax.legend(fontsize=7)
         ax = fig.add_subplot(grid[0, 2:])
         x = np.arange(4)
-        for shift, what, color, label in ((-0.2, "val", "tab:blue", "held-out loss"),
-                                          (0.2, "ans", "tab:orange",
-                                           "reasoning answer tokens")):
-            ax.bar(x + shift, [gap_mean(g, s, what) for s in SETTINGS], 0.4, color=color,
+        series = gap_series(g)
+        width = 0.8 / max(len(series), 1)
+        for k, (what, color, label) in enumerate(series):
+            shift = (k - (len(series) - 1) / 2) * width
+            ax.bar(x + shift, [gap_mean(g, s, what) for s in SETTINGS], width, color=color,
                    alpha=0.8, label=f"{label} (mean over n = "
                    f"{'/'.join(str(n_seeds.get(s, 0)) for s in SETTINGS)} seeds; dots: seeds)")
             for i, s in enumerate(SETTINGS):
