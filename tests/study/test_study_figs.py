@@ -123,7 +123,7 @@ def test_driver_renders_existing_and_lists_missing(figs_dir, tmp_path):
 def test_a_figure_whose_arms_a_profile_cuts_is_not_drawn_and_computes_nothing(
         figs_dir, tmp_path, monkeypatch):
     """An experiment with no runs of its own at the profile (its arm is cut) computes no
-    inner runs either (fair's fig 8 would otherwise train the whole learning-rate grid) and
+    inner runs either (fair's fig 12 would otherwise train the whole learning-rate grid) and
     its figure is listed as not drawn, while a figure with runs still draws."""
     import smallinit.study.figs as figs_mod
 
