@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from smallinit.core import integrity
+from smallinit.core import host, integrity
 from smallinit.core.atomic import (
     atomic_save_npz,
     atomic_write_json,
@@ -394,7 +394,8 @@ class RunWriter(Run):
         every file it keeps (:mod:`smallinit.core.integrity`)."""
         status = self.status()
         self._end({"state": "done", "started": status.get("started"), "finished": now(),
-                   "summary": summary or {}, MANIFEST: integrity.build_manifest(self.path)})
+                   "host": host.record(), "summary": summary or {},
+                   MANIFEST: integrity.build_manifest(self.path)})
 
     def fail(self, reason: str, *, final: bool = True) -> None:
         """Record the run as failed. ``final`` failures (divergence) are kept as the
@@ -404,7 +405,7 @@ class RunWriter(Run):
         except StoreError:
             status = {}
         end = {"state": "failed", "reason": one_line(reason), "final": final,
-               "started": status.get("started"), "finished": now()}
+               "started": status.get("started"), "finished": now(), "host": host.record()}
         if final:  # kept as the run's outcome, so its files are proven like a done run's
             end[MANIFEST] = integrity.build_manifest(self.path)
         self._end(end)

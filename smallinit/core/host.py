@@ -1,0 +1,66 @@
+"""Where a run's numbers were computed: the processor, its vector extensions and the numeric
+libraries as loaded.
+
+A run is bit-reproducible on one machine, but float kernels differ between processors (an
+AVX-512 and an AVX2 machine round a matrix product differently), and training amplifies the
+difference, so a stored run records the machine that computed it. Libraries are read from
+``sys.modules`` only: a module this process has not imported is not recorded, and nothing is
+imported here (the ground floor imports no numeric framework).
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+CPUINFO = Path("/proc/cpuinfo")
+LIBRARIES = ("numpy", "torch", "jax", "jaxlib", "cupy")
+
+
+def _cpu_model() -> str:
+    """The processor's model name (Linux's /proc/cpuinfo; ``platform.processor()``
+    elsewhere)."""
+    try:
+        for line in CPUINFO.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _torch_capability() -> str | None:
+    """The vector kernels torch dispatches to (``AVX512``, ``AVX2``, ``DEFAULT``, ...), where
+    torch is loaded."""
+    torch = sys.modules.get("torch")
+    try:
+        return str(torch.backends.cpu.get_cpu_capability()) if torch is not None else None
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _version(module) -> str:
+    try:
+        return str(module.__version__)
+    except AttributeError:
+        return "unknown"
+
+
+@lru_cache(maxsize=1)
+def _fixed() -> dict[str, Any]:
+    return {"machine": platform.machine(), "cpu": _cpu_model(),
+            "python": platform.python_version()}
+
+
+def record() -> dict[str, Any]:
+    """The host record of a finished run: machine, CPU model, Python, the versions of the
+    numeric libraries this process has loaded, and torch's CPU kernel choice."""
+    libraries = {name: _version(sys.modules[name]) for name in LIBRARIES if name in sys.modules}
+    out = {**_fixed(), "libraries": libraries}
+    capability = _torch_capability()
+    if capability is not None:
+        out["torch_cpu_capability"] = capability
+    return out

@@ -1,0 +1,50 @@
+"""A finished or failed run records the machine that computed it (smallinit.core.host):
+float kernels differ between processors, so a store says where its bits came from."""
+
+import json
+import platform
+import sys
+
+import numpy as np
+
+from smallinit.core import host
+from smallinit.core.errors import RunFailed
+from smallinit.core.store import RunStore
+
+
+def test_done_and_failed_runs_record_their_host(tmp_path):
+    store = RunStore(tmp_path)
+    done = store.get_or_run("demo", {"seed": 0}, lambda run: {"loss": float(np.float64(1.0))})
+
+    def diverge(run):
+        raise RunFailed("NaN loss at step 3")
+
+    failed = store.get_or_run("demo", {"seed": 1}, diverge)
+    for run in (done, failed):
+        rec = json.loads((run.path / "status.json").read_text())["host"]
+        assert rec["machine"] == platform.machine()
+        assert rec["python"] == platform.python_version()
+        assert rec["libraries"]["numpy"] == np.__version__
+        assert rec["cpu"]
+
+
+def test_only_loaded_libraries_are_recorded(monkeypatch):
+    """Nothing is imported to be recorded: a library absent from sys.modules is absent from
+    the record, and torch's kernel choice is read only where torch is loaded."""
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    rec = host.record()
+    assert "torch" not in rec["libraries"] and "torch_cpu_capability" not in rec
+    assert "torch" not in sys.modules
+
+
+def test_torch_kernel_choice_is_recorded_where_torch_is_loaded():
+    import torch
+
+    rec = host.record()
+    assert rec["libraries"]["torch"] == str(torch.__version__)
+    assert rec["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+
+
+def test_cpu_model_falls_back_without_cpuinfo(monkeypatch, tmp_path):
+    monkeypatch.setattr(host, "CPUINFO", tmp_path / "absent")
+    assert host._cpu_model() == (platform.processor() or "unknown")
