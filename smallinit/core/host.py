@@ -20,16 +20,30 @@ CPUINFO = Path("/proc/cpuinfo")
 LIBRARIES = ("numpy", "torch", "jax", "jaxlib", "cupy")
 
 
-def _cpu_model() -> str:
-    """The processor's model name (Linux's /proc/cpuinfo; ``platform.processor()``
-    elsewhere)."""
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of Linux's /proc/cpuinfo (empty elsewhere)."""
+    out: dict[str, str] = {}
     try:
         for line in CPUINFO.read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            if not line.strip():
+                break
+            name, _, value = line.partition(":")
+            out[name.strip()] = value.strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return out
+
+
+def _cpu_model() -> str:
+    """The processor's model name (/proc/cpuinfo; ``platform.processor()`` elsewhere)."""
+    return _cpuinfo().get("model name") or platform.processor() or "unknown"
+
+
+def _vector_extensions() -> list[str]:
+    """The processor's vector extensions (the AVX family and FMA), which decide the float
+    kernels: a virtual machine's model name (``AMD EPYC``) often does not."""
+    flags = _cpuinfo().get("flags", "").split()
+    return sorted(f for f in flags if f.startswith("avx") or f == "fma")
 
 
 def _torch_capability() -> str | None:
@@ -52,11 +66,12 @@ def _version(module) -> str:
 @lru_cache(maxsize=1)
 def _fixed() -> dict[str, Any]:
     return {"machine": platform.machine(), "cpu": _cpu_model(),
-            "python": platform.python_version()}
+            "cpu_vector_extensions": _vector_extensions(), "python": platform.python_version()}
 
 
 def record() -> dict[str, Any]:
-    """The host record of a finished run: machine, CPU model, Python, the versions of the
+    """The host record of a finished run: machine, CPU model and vector extensions, Python,
+    the versions of the
     numeric libraries this process has loaded, and torch's CPU kernel choice."""
     libraries = {name: _version(sys.modules[name]) for name in LIBRARIES if name in sys.modules}
     out = {**_fixed(), "libraries": libraries}

@@ -48,3 +48,14 @@ def test_torch_kernel_choice_is_recorded_where_torch_is_loaded():
 def test_cpu_model_falls_back_without_cpuinfo(monkeypatch, tmp_path):
     monkeypatch.setattr(host, "CPUINFO", tmp_path / "absent")
     assert host._cpu_model() == (platform.processor() or "unknown")
+    assert host._vector_extensions() == []
+
+
+def test_cpuinfo_gives_the_first_processors_model_and_vector_extensions(monkeypatch, tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: AMD EPYC\n"
+                    "flags\t\t: fpu sse2 fma avx avx2 avx512f avx512bw bmi2\n\n"
+                    "processor\t: 1\nmodel name\t: something else\nflags\t\t: fpu\n")
+    monkeypatch.setattr(host, "CPUINFO", info)
+    assert host._cpu_model() == "AMD EPYC"
+    assert host._vector_extensions() == ["avx", "avx2", "avx512bw", "avx512f", "fma"]
