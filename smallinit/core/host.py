@@ -34,16 +34,16 @@ def _cpuinfo() -> dict[str, str]:
     return out
 
 
-def _cpu_model() -> str:
-    """The processor's model name (/proc/cpuinfo; ``platform.processor()`` elsewhere)."""
-    return _cpuinfo().get("model name") or platform.processor() or "unknown"
+def _cpu_model(info: dict[str, str]) -> str:
+    """The processor's model name (``info``: :func:`_cpuinfo`; ``platform.processor()``
+    where it has none)."""
+    return info.get("model name") or platform.processor() or "unknown"
 
 
-def _vector_extensions() -> list[str]:
+def _vector_extensions(info: dict[str, str]) -> list[str]:
     """The processor's vector extensions (the AVX family and FMA), which decide the float
     kernels: a virtual machine's model name (``AMD EPYC``) often does not."""
-    flags = _cpuinfo().get("flags", "").split()
-    return sorted(f for f in flags if f.startswith("avx") or f == "fma")
+    return sorted(f for f in info.get("flags", "").split() if f.startswith("avx") or f == "fma")
 
 
 def _torch_capability() -> str | None:
@@ -65,14 +65,16 @@ def _version(module) -> str:
 
 @lru_cache(maxsize=1)
 def _fixed() -> dict[str, Any]:
-    return {"machine": platform.machine(), "cpu": _cpu_model(),
-            "cpu_vector_extensions": _vector_extensions(), "python": platform.python_version()}
+    info = _cpuinfo()
+    return {"machine": platform.machine(), "cpu": _cpu_model(info),
+            "cpu_vector_extensions": _vector_extensions(info),
+            "python": platform.python_version()}
 
 
 def record() -> dict[str, Any]:
     """The host record of a finished run: machine, CPU model and vector extensions, Python,
-    the versions of the
-    numeric libraries this process has loaded, and torch's CPU kernel choice."""
+    the versions of the numeric libraries this process has loaded, and torch's CPU kernel
+    choice."""
     libraries = {name: _version(sys.modules[name]) for name in LIBRARIES if name in sys.modules}
     out = {**_fixed(), "libraries": libraries}
     capability = _torch_capability()

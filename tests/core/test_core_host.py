@@ -47,8 +47,9 @@ def test_torch_kernel_choice_is_recorded_where_torch_is_loaded():
 
 def test_cpu_model_falls_back_without_cpuinfo(monkeypatch, tmp_path):
     monkeypatch.setattr(host, "CPUINFO", tmp_path / "absent")
-    assert host._cpu_model() == (platform.processor() or "unknown")
-    assert host._vector_extensions() == []
+    assert host._cpuinfo() == {}
+    assert host._cpu_model(host._cpuinfo()) == (platform.processor() or "unknown")
+    assert host._vector_extensions(host._cpuinfo()) == []
 
 
 def test_cpuinfo_gives_the_first_processors_model_and_vector_extensions(monkeypatch, tmp_path):
@@ -57,5 +58,6 @@ def test_cpuinfo_gives_the_first_processors_model_and_vector_extensions(monkeypa
                     "flags\t\t: fpu sse2 fma avx avx2 avx512f avx512bw bmi2\n\n"
                     "processor\t: 1\nmodel name\t: something else\nflags\t\t: fpu\n")
     monkeypatch.setattr(host, "CPUINFO", info)
-    assert host._cpu_model() == "AMD EPYC"
-    assert host._vector_extensions() == ["avx", "avx2", "avx512bw", "avx512f", "fma"]
+    info = host._cpuinfo()
+    assert host._cpu_model(info) == "AMD EPYC"
+    assert host._vector_extensions(info) == ["avx", "avx2", "avx512bw", "avx512f", "fma"]
