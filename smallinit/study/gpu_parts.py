@@ -10,8 +10,10 @@ GPU takes instead of the CPU fast path (``SMALLINIT_FASTPATH=0``, set by the che
 ``torch.compile``, the full profile's first run, and the CUDA kernels through their CPU
 emulation (:mod:`smallinit.kernels.emulation`).
 
-* ``environment`` — Python, torch and its CUDA, the GPU's name and memory (each read inside
-  a ``try``), the kernels' backend and why CuPy is not live if it is not, JAX's devices;
+* ``environment`` — the host record a run stores (:func:`smallinit.core.host.record`: CPU,
+  Python, the loaded libraries' versions), torch's CUDA, the GPU's name and memory (each
+  read inside a ``try``), the kernels' backend and why CuPy is not live if it is not, JAX's
+  devices;
 * ``kernels`` — the kernel benchmarks (:func:`smallinit.kernels.gpu_report.benchmarks`);
 * ``throughput`` — tokens/s and MFU of a ~100M-parameter model in bf16, eager, and the
   share of a step its output layer and loss take
@@ -31,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -43,6 +44,7 @@ from typing import Any
 
 import torch
 
+from smallinit.core import host
 from smallinit.core.config import override
 from smallinit.kernels import gpu_report
 from smallinit.kernels.backend import cupy_status
@@ -67,8 +69,7 @@ PYTEST_MARGIN_S = 20
 
 def environment(dry: bool, limit: float | None = None) -> dict[str, Any]:
     """What the machine offers (each reading in a ``try``: a broken driver is a finding)."""
-    out: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
-                           "torch_cuda": torch.version.cuda,
+    out: dict[str, Any] = {"torch_cuda": torch.version.cuda,
                            "cuda_available": torch.cuda.is_available(),
                            "fastpath": os.environ.get("SMALLINIT_FASTPATH", "1") != "0",
                            "nvcc": shutil.which("nvcc")}
@@ -95,6 +96,7 @@ def environment(dry: bool, limit: float | None = None) -> dict[str, Any]:
                       "devices": [str(d) for d in jax.devices()]}
     except Exception as err:
         out["jax"] = f"unreadable: {type(err).__name__}: {err}"
+    out["host"] = host.record()  # last: it records the libraries loaded above (JAX, CuPy)
     return out
 
 

@@ -78,11 +78,13 @@ def test_from_python_snippets_run(tmp_path, monkeypatch, capsys):
     # toy: one line per grid point, both graded as theory predicts
     assert out[3].startswith("0.5 linear S_w=-") and out[3].endswith("agrees")
     assert out[4].startswith("1.75 condensed S_w=+") and out[4].endswith("agrees")
-    assert out[5:7] == ["gamma:1", f"512 {512 ** -0.5:.4f}"]
+    # block 3 (test_from_python_theory_and_hf_snippets checks its lines in detail)
+    assert out[5:8] == ["gamma:1", f"per_head {128 ** -1:.4f} {128 ** -0.5:.4f}",
+                        f"512 {512 ** -0.5:.4f}"]
     # the stored run, read back
     run = namespace["run"]
-    assert out[7] == "toy-scan done [0.5, 1.75] 2"
-    assert out[8] == "(2, 1)" and out[9] == "simulated"  # S_w per (γ, γ')
+    assert out[8] == "toy-scan done [0.5, 1.75] 2"
+    assert out[9] == "(2, 1)" and out[10] == "simulated"  # S_w per (γ, γ')
     assert list(namespace["frame"]["event"]) == ["simulated"]
     assert run.path.parent.parent == tmp_path / "runs"
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from smallinit.kernels import gpu_report
 from smallinit.llm.model.transformer import Transformer
@@ -46,6 +47,7 @@ def test_a_quick_dry_check_writes_each_part_where_tomli_w_is_missing(tmp_path):
     assert [parts[p]["status"] for p in parts] == ["ok"] * 3
     env = parts["environment"]["result"]
     assert env["fastpath"] is False  # a dry part runs the ops a GPU runs
+    assert env["host"]["libraries"]["torch"] == torch.__version__  # the child's, as loaded
     assert env["kernels"]["backend"] == "cpu" and env["kernels"]["cupy_unusable"]
     kern = parts["kernels"]["result"]
     assert kern["device"] == "CPU emulation"
