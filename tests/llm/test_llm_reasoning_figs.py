@@ -54,8 +54,8 @@ def _pairs(sizes, seeds):
         cfg.model.context, cfg.train.batch_size = 64, 16
         for g in GAMMAS:
             for seed in seeds:
-                job = SimpleNamespace(cfg=cfg, tags={"size": size, "gamma": g, "seed": seed,
-                                                     "init": f"gamma:{g:g}"})
+                job = SimpleNamespace(config=cfg, tags={"size": size, "gamma": g,
+                                                        "seed": seed, "init": f"gamma:{g:g}"})
                 pairs.append((job, FakeRun(_summary(g, seed, size))))
     return pairs
 
@@ -92,7 +92,6 @@ def test_fig9_reads_both_critical_gammas(tmp_path):
         assert crit[seed]["loss"] == pytest.approx(0.7 + 0.05 * seed, abs=1e-9)
 
 
-@pytest.mark.slow
 def test_fig9_draws(tmp_path, caplog):
     with caplog.at_level("INFO"):
         paths = fig09_critical_init.make(Ctx(_pairs([32], [0, 1, 2]), tmp_path))
@@ -100,7 +99,6 @@ def test_fig9_draws(tmp_path, caplog):
     assert "critical γ from acc: γ_c = 0.700" in caplog.text
 
 
-@pytest.mark.slow
 def test_fig7_draws_sizes_seeds_and_paired_effects(tmp_path, caplog):
     pairs = _pairs([32, 64], [0, 1, 2])
     with caplog.at_level("INFO"):
