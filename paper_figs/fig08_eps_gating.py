@@ -70,10 +70,12 @@ GAP_SERIES = (("val", "tab:blue", "held-out loss"),
 
 
 def gap_series(g):
-    """The gap bars to draw, (key, colour, label): a series with no finite gap in any
-    setting (a corpus that scores no reasoning answers) gets no bars and no legend entry."""
-    return [(what, color, label) for what, color, label in GAP_SERIES
-            if np.isfinite([gap_mean(g, s, what) for s in SETTINGS]).any()]
+    """The gap bars to draw, (key, colour, label, mean gap per setting of SETTINGS): a series
+    with no finite gap in any setting (a corpus that scores no reasoning answers) gets no bars
+    and no legend entry."""
+    series = [(what, color, label, [gap_mean(g, s, what) for s in SETTINGS])
+              for what, color, label in GAP_SERIES]
+    return [row for row in series if np.isfinite(row[3]).any()]
 
 
 def make(ctx):
@@ -115,9 +117,9 @@ def make(ctx):
         x = np.arange(4)
         series = gap_series(g)
         width = 0.8 / max(len(series), 1)
-        for k, (what, color, label) in enumerate(series):
+        for k, (what, color, label, means) in enumerate(series):
             shift = (k - (len(series) - 1) / 2) * width
-            ax.bar(x + shift, [gap_mean(g, s, what) for s in SETTINGS], width, color=color,
+            ax.bar(x + shift, means, width, color=color,
                    alpha=0.8, label=f"{label} (mean over n = "
                    f"{'/'.join(str(n_seeds.get(s, 0)) for s in SETTINGS)} seeds; dots: seeds)")
             for i, s in enumerate(SETTINGS):

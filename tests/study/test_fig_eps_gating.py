@@ -14,11 +14,11 @@ def _gaps(ans: float) -> dict:
 
 
 def test_answer_series_is_drawn_only_where_answers_were_scored():
-    assert [k for k, _, _ in fig8.gap_series(_gaps(-0.05))] == ["val", "ans"]
-    assert [k for k, _, _ in fig8.gap_series(_gaps(math.nan))] == ["val"]
+    assert [k for k, *_ in fig8.gap_series(_gaps(-0.05))] == ["val", "ans"]
+    assert [k for k, *_ in fig8.gap_series(_gaps(math.nan))] == ["val"]
 
 
 def test_one_finite_setting_keeps_a_series():
     g = _gaps(math.nan)
     g[fig8.SETTINGS[2]][0]["ans"] = 0.01
-    assert [k for k, _, _ in fig8.gap_series(g)] == ["val", "ans"]
+    assert [k for k, *_ in fig8.gap_series(g)] == ["val", "ans"]
