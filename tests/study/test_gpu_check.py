@@ -48,6 +48,7 @@ def test_a_quick_dry_check_writes_each_part_where_tomli_w_is_missing(tmp_path):
     env = parts["environment"]["result"]
     assert env["fastpath"] is False  # a dry part runs the ops a GPU runs
     assert env["host"]["libraries"]["torch"] == torch.__version__  # the child's, as loaded
+    assert env["jax"]["devices"] and "jax" in env["host"]["libraries"]  # read after JAX loads
     assert env["kernels"]["backend"] == "cpu" and env["kernels"]["cupy_unusable"]
     kern = parts["kernels"]["result"]
     assert kern["device"] == "CPU emulation"
