@@ -8,6 +8,9 @@ vectorized ATen kernels, MKL_ENABLE_INSTRUCTIONS torch's MKL BLAS/LAPACK path an
 ONEDNN_MAX_CPU_ISA its oneDNN kernels. A variable this process has set is unset in the child
 (the machine's own choice); one it has not set is set to the AVX2 choice (what a machine
 without AVX-512 runs); where that is already this process's kernel, to the one below it.
+NPY_DISABLE_CPU_FEATURES turns off NumPy's dispatched AVX-512 loops (its own math:
+``power``, ``exp``, ``log``) where this process runs them; the run-key tests are marked, so
+a key that hashes a SIMD-computed float fails here.
 JAX is left alone: XLA_FLAGS=--xla_cpu_max_isa changed no result of its CPU code here."""
 
 from __future__ import annotations
@@ -34,13 +37,17 @@ for path in glob.glob(os.path.join(os.path.dirname(numpy.__file__) + ".libs", "*
     if get is not None:
         get.restype = ctypes.c_char_p
         core = get().decode()
-print(json.dumps({"openblas": core, "torch": torch.backends.cpu.get_cpu_capability()}))
+from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+avx512 = [f for f in __cpu_dispatch__ if __cpu_features__.get(f) and ("512" in f or f == "X86_V4")]
+print(json.dumps({"openblas": core, "torch": torch.backends.cpu.get_cpu_capability(),
+                  "numpy_avx512": avx512}))
 """
+AVX512_OFF = ("NPY_DISABLE_CPU_FEATURES", "X86_V4 AVX512_ICL AVX512_SPR")
 
 
-def active(env: dict[str, str] | None = None) -> dict[str, str | None]:
-    """The OpenBLAS core numpy runs and torch's ATen CPU capability, in a fresh interpreter
-    with ``env`` (both are fixed when the libraries load)."""
+def active(env: dict[str, str] | None = None) -> dict:
+    """The OpenBLAS core numpy runs, torch's ATen CPU capability and NumPy's AVX-512 loops in
+    use, in a fresh interpreter with ``env`` (all are fixed when the libraries load)."""
     out = subprocess.run([sys.executable, "-c", ACTIVE], env=env, capture_output=True,
                          text=True, check=True, timeout=120)
     return json.loads(out.stdout)
@@ -60,9 +67,12 @@ def flipped(environ: dict[str, str], level: int = 1) -> dict[str, str]:
 
 def child_env(environ: dict[str, str]) -> tuple[dict[str, str], dict, dict]:
     """The child's environment, and the parent's and child's kernels, chosen so that both the
-    OpenBLAS core and torch's capability differ from this process's."""
+    OpenBLAS core and torch's capability differ from this process's, and NumPy's AVX-512
+    loops are off where this process runs them."""
     parent = active(environ)
     env = flipped(environ)
+    if parent["numpy_avx512"]:
+        env[AVX512_OFF[0]] = AVX512_OFF[1]
     child = active(env)
     lower = flipped(environ, level=2)
     if child["openblas"] == parent["openblas"] and OPENBLAS[0] not in environ:
@@ -84,6 +94,7 @@ def test_kernel_sensitive_tests_hold_under_other_blas_and_simd_kernels():
     env, parent, child = child_env(dict(os.environ))
     assert child["openblas"] != parent["openblas"] or parent["openblas"] is None, child
     assert child["torch"] != parent["torch"], (parent, child)
+    assert not child["numpy_avx512"], (parent, child)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "-m", MARK, str(ROOT / "tests")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)

@@ -4,9 +4,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from smallinit.core import profiles
+from smallinit.core import grids, profiles
 from smallinit.core.config import override
 from smallinit.study.experiments.experiment import Experiment
 from smallinit.toy.diagonal import DiagonalConfig, DiagonalSpec
@@ -15,10 +13,12 @@ TABLE = "diagonal"
 
 
 def alphas(profile: str) -> tuple[float, ...]:
-    """The α grid of the diagonal net: ``np.logspace(start, stop, num)[::every]``."""
+    """The α grid of the diagonal net: ``logspace(start, stop, num)[::every]``, each point
+    the correctly rounded double (:func:`smallinit.core.grids.logspace`), so the run key is
+    the same on every processor."""
     grid = profiles.section(profile, TABLE)["alpha_grid"]
-    values = np.logspace(grid["start"], grid["stop"], int(grid["num"]))
-    return tuple(float(a) for a in values[::int(grid.get("every", 1))])
+    values = grids.logspace(grid["start"], grid["stop"], int(grid["num"]))
+    return values[::int(grid.get("every", 1))]
 
 
 def specs(profile: str) -> list[DiagonalSpec]:
