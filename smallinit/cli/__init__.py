@@ -30,6 +30,7 @@ COMMAND_GROUPS = (
     "smallinit.cli.figs",  # smallinit figs
     "smallinit.cli.runs",  # smallinit runs ...
     "smallinit.cli.claims",  # smallinit claims
+    "smallinit.cli.data",  # smallinit data fetch
 )
 
 DESCRIPTION = """\

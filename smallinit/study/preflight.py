@@ -210,21 +210,27 @@ def build_anchor(task) -> str:
             f"{len(data.test_held_out.labels):,} held-out-pair test samples")
 
 
+def corpora(specs: list[RunSpec]) -> dict[str, tuple[Any, int]]:
+    """The distinct corpora the training runs of ``specs`` read: corpus key → (data config,
+    vocabulary size)."""
+    found: dict[str, tuple[Any, int]] = {}
+    for spec in specs:
+        cfg = spec.config
+        if trainable(spec) is not None and hasattr(cfg, "data"):
+            key = corpus_mod.corpus_key(cfg.data, cfg.model.vocab_size)
+            found.setdefault(key, (cfg.data, cfg.model.vocab_size))
+    return found
+
+
 def data_checks(specs: list[RunSpec], max_items: int | None, cache: str) -> list[Check]:
     """Every distinct corpus and anchor task of the training runs, built once."""
-    corpora: dict[str, tuple[Any, int]] = {}
     tasks: dict[str, Any] = {}
     for spec in specs:
-        if trainable(spec) is None:
-            continue
         cfg = spec.config
-        if hasattr(cfg, "data"):
-            key = corpus_mod.corpus_key(cfg.data, cfg.model.vocab_size)
-            corpora.setdefault(key, (cfg.data, cfg.model.vocab_size))
-        if hasattr(cfg, "task"):
+        if trainable(spec) is not None and hasattr(cfg, "task"):
             tasks.setdefault(canonical_json(config_to_dict(cfg.task)), cfg.task)
     checks = []
-    for key, (data, vocab) in corpora.items():
+    for key, (data, vocab) in corpora(specs).items():
         name = f"{data.corpus} {key} (vocab {vocab})"
         checks.append(_timed("corpus", name, lambda d=data, v=vocab:
                              build_corpus(d, v, max_items, cache)))
