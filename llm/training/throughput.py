@@ -156,3 +156,56 @@ def measure(cfg: RunConfig, *, steps: int = 20, warmup: int = 5,
             "flops_per_s": tok_s * fpt, "peak_flops": peak,
             "mfu": None if peak is None else tok_s * fpt / peak,
             "warmup_s": warmup_s}
+
+
+#: kernel families of a training step, by a pattern of the kernel's (or CPU op's) name; the
+#: first that matches names it, and what matches none is "other" (elementwise, copies)
+FAMILIES = (
+    ("attention", ("flash", "fmha", "attention", "sdpa", "efficient_attention")),
+    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "matmul", "addmm", "aten::mm", "aten::bmm",
+                "cublas")),
+    ("loss", ("cross_entropy", "log_softmax", "nll_loss", "softmax")),
+    ("optimizer", ("adam", "multi_tensor", "foreach")),
+    ("norm", ("norm", "rsqrt")),
+)
+
+
+def family(name: str) -> str:
+    """The family (:data:`FAMILIES`) of a kernel or op called ``name``."""
+    low = name.lower()
+    return next((fam for fam, parts in FAMILIES if any(p in low for p in parts)), "other")
+
+
+def breakdown(cfg: RunConfig, *, steps: int = 5, warmup: int = 3, compile: bool = False,
+              top: int = 15) -> dict[str, Any]:
+    """Where a training step's time goes: ``steps`` steps of ``cfg`` under
+    ``torch.profiler`` after ``warmup`` untimed ones. On CUDA the device time of each kernel
+    (self CUDA time), on the CPU the self time of each op; returns the ``top`` kernels with
+    their share, and the shares of each family (:func:`family`) of the total."""
+    from torch.profiler import ProfilerActivity, profile  # lazy: only this measurement
+
+    device = run_device(cfg)
+    _, step = _stepper(cfg, device, compile)
+    for _ in range(warmup):
+        step()
+    _sync(device)
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        _sync(device)
+    attr = "self_device_time_total" if cuda else "self_cpu_time_total"
+    rows = [(e.key, getattr(e, attr)) for e in prof.key_averages()]
+    if cuda:  # device kernels only: a CPU op's own device time is 0 or repeats its kernels
+        rows = [(k, t) for k, t in rows if t > 0 and not k.startswith("aten::")]
+    total = sum(t for _, t in rows) or 1.0
+    rows.sort(key=lambda kt: -kt[1])
+    shares: dict[str, float] = {}
+    for k, t in rows:
+        shares[family(k)] = shares.get(family(k), 0.0) + t / total
+    return {"device": str(device), "compile": compile, "steps": steps,
+            "time_per_step_ms": total / 1e3 / steps, "clock": attr,
+            "families": dict(sorted(shares.items(), key=lambda kv: -kv[1])),
+            "top": [{"name": k[:120], "family": family(k), "share": t / total}
+                    for k, t in rows[:top]]}

@@ -3,18 +3,19 @@
 ``python -m smallinit.study.gpu_check OUT_DIR [--dry]`` runs the parts of
 :mod:`smallinit.study.gpu_parts` in order — environment (what the verdict reads about the
 machine), then the parts that carry the speed goals (kernels, throughput, compiled), then
-gpu_tests and full_run — each in a process of its own with a time limit of its own
-(:data:`LIMITS`), all within ``--budget`` seconds (default 540: a machine that ends a
-command at 10 minutes leaves the check a minute to spare; dry: the sum of
-:data:`DRY_LIMITS`). A part starts only while the budget left holds its whole limit; one
-that does not fit is recorded as ``skipped: budget`` and a later, shorter part may still
-run. ``OUT_DIR/gpu_check.json`` is rewritten (atomically) after every part, so a check
-killed from outside keeps every part that finished; SIGTERM (``timeout 570`` sends it)
-kills the running part's process group, records that part as ``killed``, writes the JSON
-and exits 143. A part that raises, dies (a CUDA fault poisons its own process only) or runs
-past its limit is recorded with its status, time and the tail of its output; the others
-still run. This module itself imports nothing but the standard library: the check starts on
-any Python, and only the parts need torch, CuPy and the project's packages.
+step_profile (where the step's time goes), gpu_tests and full_run — each in a process of
+its own with a time limit of its own (:data:`LIMITS`), all within ``--budget`` seconds
+(default 540: a machine that ends a command at 10 minutes leaves the check a minute to
+spare; dry: the sum of :data:`DRY_LIMITS`). A part starts only while the budget left holds
+its whole limit; one that does not fit is recorded as ``skipped: budget`` and a later,
+shorter part may still run. ``OUT_DIR/gpu_check.json`` is rewritten (atomically) after
+every part, so a check killed from outside keeps every part that finished; SIGTERM
+(``timeout 570`` sends it) kills the running part's process group, records that part as
+``killed``, writes the JSON and exits 143. A part that raises, dies (a CUDA fault poisons
+its own process only) or runs past its limit is recorded with its status, time and the tail
+of its output; the others still run. This module itself imports nothing but the standard
+library: the check starts on any Python, and only the parts need torch, CuPy and the
+project's packages.
 
 The JSON holds ``dry``, the start and end times, the budget, and per part ``status``
 (``ok``, ``error``, ``timeout``, ``died``, ``killed``, ``skipped: budget`` or ``not run``),
@@ -49,9 +50,9 @@ from typing import Any
 
 #: the parts in the order they run, each with its time limit in seconds on a GPU
 LIMITS = {"environment": 90, "kernels": 150, "throughput": 120, "compiled": 180,
-          "gpu_tests": 150, "full_run": 240}
+          "step_profile": 150, "gpu_tests": 150, "full_run": 240}
 DRY_LIMITS = {"environment": 60, "kernels": 120, "throughput": 120, "compiled": 300,
-              "gpu_tests": 300, "full_run": 300}
+              "step_profile": 300, "gpu_tests": 300, "full_run": 300}
 BUDGET = 540
 DRY_BUDGET = sum(DRY_LIMITS.values())
 SKIPPED = "skipped: budget"

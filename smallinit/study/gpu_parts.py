@@ -19,6 +19,9 @@ emulation (:mod:`smallinit.kernels.emulation`).
   share of a step its output layer and loss take
   (:func:`smallinit.llm.training.throughput.measure`, :func:`head_loss_share`);
 * ``compiled`` — the same step through ``torch.compile``;
+* ``step_profile`` — where the throughput model's step spends its time, eager and compiled:
+  the top kernels and each kernel family's share (attention, matmul, loss, optimizer,
+  norm, other) under ``torch.profiler`` (:func:`smallinit.llm.training.throughput.breakdown`);
 * ``gpu_tests`` — the gpu-marked kernel tests (dry: their cases through the emulation),
   with pass and skip counts (:func:`smallinit.kernels.gpu_report.gpu_tests`), pytest
   stopped :data:`PYTEST_MARGIN_S` before the part's limit so that its counts so far are
@@ -167,6 +170,13 @@ def compiled(dry: bool, limit: float | None = None) -> dict[str, Any]:
     return _throughput(dry, compile=True)
 
 
+def step_profile(dry: bool, limit: float | None = None) -> dict[str, Any]:
+    cfg = run_config(dry)
+    steps, warmup = (2, 1) if dry else (5, 5)
+    return {c: tp.breakdown(cfg, steps=steps, warmup=warmup, compile=c == "compiled")
+            for c in ("eager", "compiled")}
+
+
 def full_run_config(dry: bool, steps: int, items: int, cache: str):
     """The full profile's first run (fig 7's), shortened: ``steps`` steps, ``items``
     training items drawn by the same rules, no checkpoints; dry: cut to a toy width
@@ -207,7 +217,8 @@ def full_run(dry: bool, limit: float | None = None) -> dict[str, Any]:
 #: each part: (dry, its time limit in seconds or None) -> its result
 PARTS: dict[str, Callable[[bool, float | None], dict[str, Any]]] = {
     "environment": environment, "kernels": kernels, "throughput": throughput,
-    "compiled": compiled, "gpu_tests": gpu_tests, "full_run": full_run}
+    "compiled": compiled, "step_profile": step_profile, "gpu_tests": gpu_tests,
+    "full_run": full_run}
 
 
 def main(argv: list[str] | None = None) -> int:

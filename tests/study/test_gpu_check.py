@@ -280,3 +280,35 @@ def test_flops_per_token_counts_every_matmul_of_the_built_model_once(tie):
     lookups = model.pos_emb.weight.numel() + (0 if tie else model.tok_emb.weight.numel())
     matmul = model.num_params() - lookups
     assert throughput.flops_per_token(cfg) == 6 * matmul + 12 * 2 * 32 * 16
+
+
+
+def _shares_add_up(got: dict) -> None:
+    assert abs(sum(got["families"].values()) - 1.0) < 1e-9
+    shares = [row["share"] for row in got["top"]]
+    assert shares == sorted(shares, reverse=True)
+    assert got["families"].get("matmul", 0.0) > 0.05, got["families"]
+
+
+def test_step_breakdown_shares_add_up_and_name_the_kernel_families():
+    """The eager step at the dry size (CPU ops): the family shares sum to one, the top list
+    is ordered by share, the step's matrix products are found as such; GPU kernel names of
+    each family are told apart."""
+    from smallinit.llm.training import throughput as tp
+
+    _shares_add_up(tp.breakdown(gpu_parts.run_config(True), steps=2, warmup=1))
+    names = {"sm90_xmma_gemm_bf16bf16_bf16f32": "matmul", "nvjet_tst_128x256_64x4": "matmul",
+             "pytorch_flash::flash_bwd_dq_dk_dv_loop_kernel": "attention",
+             "cunn_SoftMaxForward<4, float>": "loss",
+             "multi_tensor_apply_kernel<FusedAdamMathFunctor>": "optimizer",
+             "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0": "norm",
+             "elementwise_kernel<128, 2>": "other"}
+    assert {n: tp.family(n) for n in names} == names
+
+
+@pytest.mark.slow  # torch.compile of the dry model: minutes on 2 cores
+def test_step_profile_part_runs_eager_and_compiled(tmp_path):
+    assert gpu_parts.main(["step_profile", str(tmp_path / "p.json"), "--dry"]) == 0
+    result = json.loads((tmp_path / "p.json").read_text())["result"]
+    for mode in ("eager", "compiled"):
+        _shares_add_up(result[mode])
