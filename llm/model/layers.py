@@ -175,7 +175,8 @@ class Head(nn.Linear):
         super().__init__(d_model, vocab_size, bias=bias)
 
     def logits_and_loss(self, h: torch.Tensor, targets: torch.Tensor):
-        """The logits and their mean cross-entropy against ``targets`` (in float32).
+        """The logits and their mean cross-entropy against ``targets`` (in float32, or in
+        float64 for a float64 model).
 
         Eager under bf16 autocast this upcasts the tokens × vocabulary logits to an fp32
         copy for the loss; kept as measured, because every full-profile run compiles
@@ -183,7 +184,8 @@ class Head(nn.Linear):
         reductions, so no float32 buffer of that size is made
         (``tests/llm/test_llm_gpu_paths.py``)."""
         logits = self(h)
-        return logits, F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+        wide = torch.promote_types(logits.dtype, torch.float32)
+        return logits, F.cross_entropy(logits.flatten(0, 1).to(wide), targets.flatten())
 
 
 class Parts(NamedTuple):

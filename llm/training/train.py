@@ -159,15 +159,17 @@ def make_optimizer(model: torch.nn.Module, cfg, device) -> torch.optim.AdamW:
                              fused=device.type in ("cpu", "cuda"))
 
 
-def train_step(objective, optimizer, x, y, *, lr: float, clip: float, ctx=None,
+def train_step(objective, optimizer, x, y, *, lr: float | None, clip: float, ctx=None,
                clip_params=None) -> torch.Tensor:
     """One optimizer step on (x, y): forward (``objective(x, y)`` returns ``(logits,
     loss)``), backward, clip to global norm ``clip`` (0: off), AdamW update at learning
-    rate ``lr``; ``ctx`` is the autocast context (None: fp32). The global norm sums over
-    ``clip_params`` in that order (default: the optimizer's parameters in its order; the
-    order moves only the last bit). Returns the detached loss."""
+    rate ``lr`` (None: the rates the optimizer holds, as a population's optimizer holds one
+    per member, :mod:`smallinit.llm.training.population`); ``ctx`` is the autocast context
+    (None: fp32). The global norm sums over ``clip_params`` in that order (default: the
+    optimizer's parameters in its order; the order moves only the last bit). Returns the
+    detached loss."""
     ctx = ctx if ctx is not None else contextlib.nullcontext()
-    for group in optimizer.param_groups:
+    for group in optimizer.param_groups if lr is not None else ():
         group["lr"] = lr
     with ctx:
         _, loss = objective(x, y)
@@ -179,6 +181,12 @@ def train_step(objective, optimizer, x, y, *, lr: float, clip: float, ctx=None,
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return loss.detach()
+
+
+def window_dtype(task, model: torch.nn.Module) -> torch.dtype:
+    """The dtype of a log window's running loss sum: the task's
+    (:attr:`Rounding.loss_sum_dtype`), or the model's where that is wider (float64)."""
+    return torch.promote_types(task.rounding.loss_sum_dtype, next(model.parameters()).dtype)
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -252,11 +260,15 @@ class LMTask:
     def callbacks(self) -> list[Callback]:
         return [Probes(self.cfg.train.steps, self.corpus.val, self.cfg.model.context)]
 
-    def batch(self, step: int, dist: Dist):
+    def starts(self, step: int, dist: Dist) -> np.ndarray:
+        """Where this rank's training windows of ``step`` start in the training split."""
         cfg = self.cfg
-        starts = batch_starts(step, cfg.seed, len(self.corpus.train), cfg.model.context,
-                              cfg.train.batch_size)
-        return get_batch(self.corpus.train, dist.share(starts), cfg.model.context, self.device)
+        return dist.share(batch_starts(step, cfg.seed, len(self.corpus.train),
+                                       cfg.model.context, cfg.train.batch_size))
+
+    def batch(self, step: int, dist: Dist):
+        return get_batch(self.corpus.train, self.starts(step, dist), self.cfg.model.context,
+                         self.device)
 
     def objective(self, model: Transformer) -> torch.nn.Module:
         return model  # Transformer(x, y) is (logits, mean next-token loss)
@@ -350,10 +362,12 @@ class Trainer:
     ``callbacks`` (:mod:`smallinit.llm.training.callbacks`) run on rank 0 after the task's
     own and the checkpoints (:meth:`callbacks`); None: the log sinks the environment asks for
     (:func:`~smallinit.llm.training.sinks.sinks_from_env`). Callbacks never change what is
-    trained, so they are not part of the run's config or key."""
+    trained, so they are not part of the run's config or key. ``dtype``: the model's
+    parameters are cast to it after the init (None: float32 as built); float64 serves the
+    tests that compare two paths to ~1e-10, and a run's key does not record it."""
 
     def __init__(self, cfg, dist: Dist, make_task: Callable[..., Task] = LMTask, *,
-                 callbacks: list[Callback] | None = None):
+                 callbacks: list[Callback] | None = None, dtype: torch.dtype | None = None):
         self.cfg = cfg
         self.dist = dist
         self.extra = list(sinks_from_env() if callbacks is None else callbacks)
@@ -363,6 +377,8 @@ class Trainer:
         self.task = make_task(cfg, self.device)
         torch.manual_seed(cfg.seed)
         self.model = Transformer(cfg.model, cfg.scheme, seed=cfg.seed).to(self.device)
+        if dtype is not None:
+            self.model.to(dtype)
         self.optimizer = make_optimizer(self.model, cfg, self.device)
         self.objective = self.task.objective(self.model)
         if dist.world > 1:
@@ -431,7 +447,7 @@ class Trainer:
         cfg, t, dist, task = self.cfg, self.cfg.train, self.dist, self.task
         ctx = autocast(cfg, self.device)
         self.model.train()
-        window_sum = torch.zeros((), dtype=task.rounding.loss_sum_dtype, device=self.device)
+        window_sum = torch.zeros((), dtype=window_dtype(task, self.model), device=self.device)
         clip_params = (list(self.model.parameters()) if task.rounding.clip_in_model_order
                        else None)
         window_n = 0

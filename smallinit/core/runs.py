@@ -315,6 +315,9 @@ class RunWriter(Run):
     def __init__(self, path: Path, kind: str, key: str, config: Any, version: str):
         super().__init__(path, kind, key, config, version)
         self._lease: Lease | None = None
+        #: fields the final status records besides the outcome, e.g. ``population`` (the
+        #: population that computed the run, :mod:`smallinit.llm.training.population`)
+        self.status_fields: dict[str, Any] = {}
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -379,6 +382,7 @@ class RunWriter(Run):
     def _end(self, status: dict[str, Any]) -> None:
         """Write the final ``status`` (if the run is still ours) and let go of it."""
         lease, self._lease = self._lease, None
+        status.update(self.status_fields)
         try:
             if lease is not None:
                 lease.end()
