@@ -317,9 +317,10 @@ def critical_rule(losses: dict[int, dict[float, float]]) -> Judgement:
              for name, edge in (("edge low", grid[0]), ("edge high", grid[-1]))}
     return Judgement(Estimate(m.effect, m.ci_low, m.ci_high, p, m.n), verdict, star,
                      f"γ* inside ({grid[0]:g}, {grid[-1]:g}) in {inside} of {len(seeds)} "
-                     f"seeds; edges against γ = {near:g}: p {p_edges[0]:.2g}, {p_edges[1]:.2g}"
-                     f" (γ {near:g} chosen on the same seeds)", {**edges, "γ*": star},
-                     Design((Condition("edge low"), Condition("edge high")), opposite=False))
+                     f"seeds; edges against γ = {near:g}: p {p_edges[0]:.2g}, {p_edges[1]:.2g}",
+                     {**edges, "γ*": star},
+                     Design((Condition("edge low"), Condition("edge high")), opposite=False,
+                            note=f"reference γ {near:g} chosen on the same seeds (§13.2, 6)"))
 
 
 def condensation(rank_by_matrix: dict[str, Sequence[float]]) -> float:

@@ -46,13 +46,15 @@ class Condition:
 @dataclasses.dataclass(frozen=True)
 class Design:
     """How a claim is decided from its series (module doc); ``share``: the series are shares,
-    whose bounds are clipped to [0, 1]."""
+    whose bounds are clipped to [0, 1]; ``note``: what the decision's detail must say about
+    the design (a reference chosen on the same seeds)."""
 
     conditions: tuple[Condition, ...]
     combine: str = "all"
     margin: float | None = None
     opposite: bool = True
     share: bool = False
+    note: str = ""
 
     def __post_init__(self) -> None:
         if not self.conditions:
@@ -64,16 +66,18 @@ class Design:
 
     def with_margin(self, margin: float) -> Design:
         """The same design with the effect of interest Δ of its equivalence test."""
-        return Design(self.conditions, self.combine, margin, self.opposite, self.share)
+        return Design(self.conditions, self.combine, margin, self.opposite, self.share,
+                      self.note)
 
     def as_json(self) -> dict[str, Any]:
         return {"conditions": [c.as_json() for c in self.conditions], "combine": self.combine,
-                "margin": self.margin, "opposite": self.opposite, "share": self.share}
+                "margin": self.margin, "opposite": self.opposite, "share": self.share,
+                "note": self.note}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Design:
         return cls(tuple(Condition(**c) for c in data["conditions"]), data["combine"],
-                   data["margin"], data["opposite"], data["share"])
+                   data["margin"], data["opposite"], data["share"], data.get("note", ""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,6 +212,7 @@ def decide_family(claims: Sequence[tuple[Mapping[str, Series], Design]],
             detail = f"effect {mean - t.main.reference:.3g} below Δ = {design.margin:g}"
         if not math.isfinite(t.p_raw):
             detail = "fewer than 2 seeds with finite values: no test"
+        detail = "; ".join(x for x in (design.note, detail) if x)
         level_holm = 1 - alpha / (t.k * step) if step else NAN
         out.append(Decision(
             verdict, t.test, t.p_raw, q, t.p_opposite, q_opp, t.p_equivalence, q_eq,

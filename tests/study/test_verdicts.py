@@ -112,3 +112,11 @@ def test_share_bounds_are_clipped_to_0_1_and_no_seed_no_test():
     lone = decide_family([({"x": seeds([0.3])}, ONE), ({"x": seeds([0.2, 0.3, 0.25])}, ONE)])
     assert math.isnan(lone[0].p_raw) and lone[0].verdict == "undecided"
     assert lone[1].p_holm == lone[1].p_raw  # the lone seed is outside the family
+
+
+def test_a_designs_note_reaches_the_detail_and_survives_json():
+    design = Design((Condition("edge low"), Condition("edge high")), opposite=False,
+                    note="reference γ 0.9 chosen on the same seeds")
+    assert Design.from_json(design.as_json()) == design
+    series = {"edge low": seeds([0.1, 0.2, 0.15]), "edge high": seeds([0.05, 0.1, 0.08])}
+    assert "chosen on the same seeds" in decide_family([(series, design)])[0].detail
