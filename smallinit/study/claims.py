@@ -191,14 +191,16 @@ def directional(x: dict[int, float]) -> Judgement:
 
 def share_rule(claimed: dict[int, float], opposite: dict[int, float]) -> Judgement:
     """§13 share rule: ``claimed`` the claimed answer type's share per seed, ``opposite`` the
-    other type's share of the same seeds. Effect = mean share with its CI; p: one-sample,
-    share > 0.5."""
+    other type's share of the same seeds. Effect = mean share with its CI (clipped to
+    [0, 1]); p: one-sample, share > 0.5."""
     seeds = sorted(claimed)
     c = [claimed[s] for s in seeds]
     o = [opposite[s] for s in seeds]
     n = len(c)
     t = stats.one_sample(c, 0.5, alternative="greater")
-    est = Estimate(t.effect + 0.5, t.ci_low + 0.5, t.ci_high + 0.5, t.p_value, n)
+    # a share lies in [0, 1]: its t interval is clipped there (NaN, below 2 seeds, stays)
+    lo, hi = np.clip([t.ci_low + 0.5, t.ci_high + 0.5], 0.0, 1.0)
+    est = Estimate(t.effect + 0.5, float(lo), float(hi), t.p_value, n)
     majorities = sum(v > 0.5 for v in c)
     mean_c, mean_o = float(np.mean(c)), float(np.mean(o))
     if majorities >= need(n) and mean_c >= SHARE_HOLDS:
