@@ -116,6 +116,8 @@ class Record:
     def verdict(self) -> str:
         if self.rules == "13.2" and self.decision is not None:
             return self.decision.verdict
+        if self.rules == "13.2" and self.judgement.verdict != "not run":
+            return "undecided"  # judged, but nothing to test (e.g. a grid of 2 γ)
         return self.judgement.verdict
 
     @property

@@ -617,3 +617,17 @@ def test_records_carry_per_seed_values_and_decide_again_from_them_alone(tmp_path
     table = format_table(new)
     assert "p Holm" in table and "undecided" in table
     assert f"{by['sinks-restrain']['p_holm']:.2g}" in table
+
+
+def test_under_13_2_a_judged_claim_without_a_test_is_undecided():
+    """A critical grid of 2 γ has no test (§13: not at this scale); §13.2 has no such
+    verdict without an equivalence test, so it is undecided; not run stays not run."""
+    two = critical_rule({s: {0.5: 3.0, 1.0: 2.9 + 0.01 * s} for s in range(3)})
+    assert two.verdict == "not at this scale" and two.design is None
+    rec = claims.Record("critical-init", "", "quick", two)
+    assert claims.decide([rec], "13.2")[0].verdict == "undecided"
+    assert claims.decide([rec], "13.1")[0].verdict == "not at this scale"
+    none = claims.Record("critical-init", "", "quick", claims.not_run("no runs"))
+    assert claims.decide([none], "13.2")[0].verdict == "not run"
+    with pytest.raises(ValueError, match="rules"):
+        claims.decide([none], "14")
