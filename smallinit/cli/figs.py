@@ -73,6 +73,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                 f"{c['h200_hours']:.3f} H200-h" if c else "")
         print(f"fig {r['figure']:2d} {r['experiment']:<20} {r['kind']:<24} {r['key']}  "
               f"{r['summary']}{again}{size}")
+    print(power.format_rows(powers, source))
     print(f"{totals['transformer_runs']} transformer runs: {totals['flops']:.3g} training "
           f"FLOPs, {totals['h200_hours']:.1f} H200-hours at {totals['mfu']:.0%} MFU of "
           f"{totals['peak_flops'] / 1e12:.0f} TFLOP/s ({totals['h200_hours_small_mfu']:.1f} "
@@ -81,7 +82,6 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     print(f"  {totals['formula']}  [{totals['sources']}; {totals['peak_source']}; "
           f"{totals['small_mfu']:.0%}: {totals['small_mfu_source']}]")
     print(f"{totals['runs']} distinct runs in {len(rows)} rows at profile {args.profile}")
-    print(power.format_rows(powers, source))
     return 0
 
 

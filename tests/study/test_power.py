@@ -68,3 +68,14 @@ def test_figs_plan_prints_the_power_and_refuses_a_missing_spread_file(tmp_path, 
     assert main(["figs", "--plan", "--only", "6", "--profile", "quick",
                  "--spread", str(tmp_path / "absent.json")]) == 2
     assert "--spread" in capsys.readouterr().err
+
+
+def test_figs_plan_text_prints_the_power_block_before_the_totals(capsys):
+    from smallinit.cli import main
+
+    assert main(["figs", "--plan", "--only", "6", "--profile", "quick"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    head = next(i for i, line in enumerate(out) if line.startswith("power (docs/science.md"))
+    assert "nowhere" in out[head] or "bench-results/claims/quick.json" in out[head]
+    assert any("small-init-lower-loss" in line for line in out[head:])
+    assert out[-1].endswith("at profile quick")
