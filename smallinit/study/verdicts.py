@@ -118,7 +118,9 @@ class Decision:
 
 
 def _ordered(series: Series) -> tuple[float, ...]:
-    return tuple(float(series[s]) for s in sorted(series, key=lambda s: int(s)))
+    """The values in seed order; JSON's null (a NaN or ±∞ written out) reads as NaN."""
+    return tuple(NAN if series[s] is None else float(series[s])
+                 for s in sorted(series, key=lambda s: int(s)))
 
 
 def _finite(values: Sequence[float]) -> bool:

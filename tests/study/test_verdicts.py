@@ -120,3 +120,9 @@ def test_a_designs_note_reaches_the_detail_and_survives_json():
     assert Design.from_json(design.as_json()) == design
     series = {"edge low": seeds([0.1, 0.2, 0.15]), "edge high": seeds([0.05, 0.1, 0.08])}
     assert "chosen on the same seeds" in decide_family([(series, design)])[0].detail
+
+
+def test_a_value_written_as_null_reads_as_no_test():
+    """print_json writes NaN and ±∞ as null: read back, the condition has no test."""
+    d = decide_family([({"x": {"0": 0.1, "1": None, "2": 0.2}}, ONE)])[0]
+    assert math.isnan(d.p_raw) and d.verdict == "undecided"
