@@ -168,6 +168,9 @@ CASES: list[Case] = [
     cli("figs unknown number", "figs", "--only", "99"),
     cli("figs bad profile", "figs", "--profile", "enormous"),
     cli("claims bad profile", "claims", "--profile", "quick", "enormous"),
+    cli("claims unknown rules", "claims", "--rules", "14", "--runs-dir", "{runs}"),
+    cli("figs plan spread file missing", "figs", "--plan", "--only", "6", "--spread",
+        "{runs}/absent.json"),
     # -- profile overlays (--config FILE and key=value laid over --profile)
     cli("figs overlay unknown key", "figs", "--plan", "llm-sweeps.plan.sedes=[0]"),
     cli("figs overlay unknown table", "figs", "--plan", "--only", "7", "llm-sweep.seeds=[0]"),

@@ -30,21 +30,35 @@ def _p(x: float) -> str:
     return "—" if not math.isfinite(x) else ("<1e-4" if x < 1e-4 else f"{x:.2g}")
 
 
+def _bound(r) -> str:
+    """The §13.2 one-sided bound at Holm's level, with its side (≥ lower, ≤ upper)."""
+    d = r.decision
+    if d is None or not math.isfinite(d.bound_holm):
+        return "—"
+    side = "≥" if r.judgement.design.conditions[0].alternative == "greater" else "≤"
+    return f"{side}{_number(d.bound_holm)}"
+
+
 def format_table(records) -> str:
-    """One line per claim and profile, then notes: each record's detail and missing runs."""
+    """One line per claim and profile, then notes: each record's detail and missing runs.
+    ``p``: the deciding p of the rules in force; ``p Holm``, ``bound``: §13.2's Holm-adjusted
+    p and one-sided bound at Holm's level (docs/science.md §13.2, 3 and 4)."""
     w = max([8, *(len(r.profile) for r in records)])
-    head = f"{'id':<32} {'profile':<{w}} {'effect':>8} {'95% CI':>19} {'p':>7} {'n':>3}  verdict"
+    head = (f"{'id':<32} {'profile':<{w}} {'effect':>8} {'95% CI':>19} {'p':>7} "
+            f"{'p Holm':>7} {'bound':>8} {'n':>3}  verdict")
     lines = [head, "-" * len(head)]
     notes = []
     for r in records:
         e = r.judgement.estimate
         ci = f"[{_number(e.ci_low)}, {_number(e.ci_high)}]"
+        holm = _p(r.decision.p_holm) if r.decision is not None else "—"
         mark = ""
-        if r.judgement.detail or r.missing:
+        if r.detail or r.missing:
             notes.append((r, len(notes) + 1))
             mark = f" [{len(notes)}]"
         lines.append(f"{r.id:<32} {r.profile:<{w}} {_number(e.effect):>8} {ci:>19} "
-                     f"{_p(e.p_value):>7} {e.n if e.n else '—':>3}  {r.verdict}{mark}")
+                     f"{_p(r.p_value):>7} {holm:>7} {_bound(r):>8} {e.n if e.n else '—':>3}  "
+                     f"{r.verdict}{mark}")
     if notes:
         lines.append("")
     for r in records:
@@ -54,7 +68,7 @@ def format_table(records) -> str:
                          f"{_number(e.effect)} [{_number(e.ci_low)}, {_number(e.ci_high)}], "
                          f"p {_p(e.p_value)}, n {e.n}, {j.verdict}")
     for r, i in notes:
-        lines.append(f"[{i}] {r.id} at {r.profile}: {r.judgement.detail}")
+        lines.append(f"[{i}] {r.id} at {r.profile}: {r.detail}")
         shown = r.missing[:5]
         lines += [f"      missing {m}" for m in shown]
         if len(r.missing) > len(shown):
@@ -88,7 +102,7 @@ def _cmd_claims(args: argparse.Namespace) -> int:
     from smallinit.study.claims import table
 
     chosen = _chosen(args)
-    records = table(chosen, RunStore(args.runs_dir))
+    records = table(chosen, RunStore(args.runs_dir), rules=args.rules)
     if args.json:
         print_json([r.as_json() for r in records])
     else:
@@ -104,8 +118,11 @@ def register(subparsers) -> None:
             "Judge the study's claims by the verdict rules of docs/science.md §13 on "
             "the runs already in the store (made by `smallinit figs --profile P` or `make "
             "figs PROFILE=P`). Nothing is trained: a claim whose runs are missing at a "
-            "profile is `not run`, and the notes list the missing runs. Verdicts: holds, "
-            "partial, not at this scale, contradicted, not run.\n"
+            "profile is `not run`, and the notes list the missing runs. Verdicts under "
+            "--rules 13.1: holds, partial, not at this scale, contradicted, not run; under "
+            "--rules 13.2 (§13.2): holds, contradicted, not at this scale (equivalence "
+            "within the claim's effect of interest), undecided, not run. The table shows the "
+            "raw p, §13.2's Holm-adjusted p and one-sided bound.\n"
             "A profile with an overlay (one --profile, --config FILE and KEY=VALUE, as "
             "smallinit figs took them) judges the runs figs made at it, e.g.\n"
             "  smallinit claims --profile quick llm-sweeps.plan.seeds=[0]"),
@@ -116,9 +133,16 @@ def register(subparsers) -> None:
                         help="profiles to judge, e.g. --profile quick medium full (default: "
                         "quick, medium, fair and fair-reasoning)")
     add_overlay_options(parser, "llm-sweeps.plan.seeds=[0] (with one --profile)")
+    parser.add_argument("--rules", choices=("13.1", "13.2"), default="13.1",
+                        help="the verdict rules: 13.1 (docs/science.md §13 and §13.1, what the "
+                        "committed claims files hold) or 13.2 (Holm over the profile's claims, "
+                        "exact tests at sd 0, equivalence for `not at this scale`, else "
+                        "`undecided`); the records carry §13.2's numbers under either")
     parser.add_argument("--runs-dir", type=path_arg, default=None, metavar="DIR",
                         help="run store root (default: $SMALLINIT_RUNS or ./runs)")
     add_json_option(parser, help="print a JSON list of records (id, claim, profile, effect, "
                     "ci_low, ci_high, p_value, n_seeds, verdict, detail, arms, runs: the "
-                    "kind/key of every run behind it) instead of the table")
+                    "kind/key of every run behind it; rules, values: the per-seed values, "
+                    "conditions, effect_of_interest, test, p_raw, p_holm and the other "
+                    "§13.2 numbers) instead of the table")
     parser.set_defaults(func=_cmd_claims)

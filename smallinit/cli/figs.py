@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from smallinit.cli.util import (
     HelpFormatter,
@@ -13,6 +14,7 @@ from smallinit.cli.util import (
     dir_path,
     integer,
     overlaid_profile,
+    path_arg,
     print_config,
     print_json,
     profile_arg,
@@ -46,12 +48,19 @@ def _figure_numbers(text: str) -> list[int]:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from smallinit.core.memory import human
+    from smallinit.study import power
     from smallinit.study.experiments import plan, plan_totals
 
     rows = plan(args.profile, args.only)
     totals = plan_totals(rows)
+    if args.spread is not None and not Path(args.spread).is_file():
+        raise ConfigError(f"--spread {args.spread}: no such file; give a claims JSON "
+                          "(smallinit claims --json)")
+    spread_file = Path(args.spread or f"bench-results/claims/{args.profile}.json")
+    powers, source = _powers(args.profile, spread_file)
     if args.json:
-        print_json({"profile": args.profile, "runs": rows, "total": totals}, indent=1)
+        print_json({"profile": args.profile, "runs": rows, "total": totals,
+                    "power": {"sd_source": source, "claims": powers}}, indent=1)
         return 0
     seen = set()
     for r in rows:
@@ -64,6 +73,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                 f"{c['h200_hours']:.3f} H200-h" if c else "")
         print(f"fig {r['figure']:2d} {r['experiment']:<20} {r['kind']:<24} {r['key']}  "
               f"{r['summary']}{again}{size}")
+    print(power.format_rows(powers, source))
     print(f"{totals['transformer_runs']} transformer runs: {totals['flops']:.3g} training "
           f"FLOPs, {totals['h200_hours']:.1f} H200-hours at {totals['mfu']:.0%} MFU of "
           f"{totals['peak_flops'] / 1e12:.0f} TFLOP/s ({totals['h200_hours_small_mfu']:.1f} "
@@ -73,6 +83,26 @@ def _cmd_plan(args: argparse.Namespace) -> int:
           f"{totals['small_mfu']:.0%}: {totals['small_mfu_source']}]")
     print(f"{totals['runs']} distinct runs in {len(rows)} rows at profile {args.profile}")
     return 0
+
+
+def _powers(profile: str, spread_file: Path) -> tuple[list[dict], str]:
+    """Each claim's power at the profile's seeds (docs/science.md §13.2, 2), σ from a claims
+    JSON (``smallinit claims --json``) when there is one."""
+    import json
+
+    from smallinit.study import power
+
+    records: list | None = None
+    if spread_file.is_file():
+        try:
+            records = json.loads(spread_file.read_text())
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"--spread {spread_file}: not a claims JSON ({err})") from None
+        if not isinstance(records, list) or not all(isinstance(r, dict) and "id" in r
+                                                    for r in records):
+            raise ConfigError(f"--spread {spread_file}: not a claims JSON (a list of records)")
+    source = str(spread_file) if records is not None else f"nowhere ({spread_file} absent)"
+    return power.table(profile, records), source
 
 
 def _cmd_preflight(args: argparse.Namespace) -> int:
@@ -163,6 +193,11 @@ def register(subparsers) -> None:
                              "run key, config summary; for transformers parameters, tokens, "
                              "training FLOPs, peak memory and H200 hours) and the totals, "
                              "without computing anything")
+    parser.add_argument("--spread", type=path_arg, default=None, metavar="FILE",
+                        help="with --plan: the claims JSON (smallinit claims --json) whose "
+                             "per-seed spread gives each claim's power at the profile's "
+                             "seeds, docs/science.md §13.2 (default: "
+                             "bench-results/claims/PROFILE.json where it exists)")
     parser.add_argument("--preflight", action="store_true",
                         help="check, on this machine and storing nothing, what would fail: "
                              "every run's config (init table on the meta device, memory of "

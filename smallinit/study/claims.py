@@ -29,6 +29,11 @@ Readings chosen where §13 leaves room (each also said at its code):
   all reach c ≥ 0.1 falls to ``partial`` if every x_s > 0, else ``not at this scale``;
 * runs whose summaries lack per-task reasoning cells (made before the per-task
   evaluation) cannot feed the accuracy claims: those records are ``not run`` and say why.
+
+Each judgement also carries its per-seed series and the :class:`~smallinit.study.verdicts.Design`
+that §13.2 decides them by (docs/science.md §13.2, 6 and 7); :func:`table` adjusts a
+profile's claims together (Holm) and gives each record its §13.2 decision, which gives the
+verdict under ``rules="13.2"`` and the record's added fields under either rules.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.training.probes import trajectory
 from smallinit.study import experiments
 from smallinit.study.experiments.llm_plan import COMPARED, has_probe
+from smallinit.study.verdicts import Condition, Decision, Design, decide_family
 
 VERDICTS = ("holds", "partial", "not at this scale", "contradicted", "not run")
 ALPHA = 0.05  # one-sided level of every rule but the chance rule
@@ -60,19 +66,27 @@ MAJORITY = 0.8  # share and critical rules: ⌈0.8 n⌉ seeds
 SHARE_HOLDS = 0.8  # share rule: mean share needed
 CONDENSED = 0.1  # condensation rule: c_s(γ = 1) needed in every seed
 JSON_KEYS = ("id", "claim", "profile", "effect", "ci_low", "ci_high", "p_value", "n_seeds",
-             "verdict", "detail", "arms", "runs")
+             "verdict", "detail", "arms", "runs",  # §13's record
+             "rules", "values", "conditions", "effect_of_interest", "test", "p_raw", "p_holm",
+             "p_opposite", "p_opposite_holm", "p_equivalence", "p_equivalence_holm",
+             "p_permutation", "bound", "bound_holm")  # §13.2, 8
+RULES = ("13.1", "13.2")  # docs/science.md §13 with §13.1, and §13.2
 NAN = float("nan")
 NO_ESTIMATE = Estimate(NAN, NAN, NAN, NAN, 0)
 
 
 @dataclasses.dataclass
 class Judgement:
-    """A claim's statistics and verdict; ``values``: the per-seed x_s it rests on."""
+    """A claim's statistics and verdict; ``values``: the per-seed x_s it rests on;
+    ``series`` and ``design``: the per-seed series §13.2 decides the claim on and how
+    (None: nothing to decide, a ``not run``)."""
 
     estimate: Estimate
     verdict: str
     values: dict[int, float] = dataclasses.field(default_factory=dict)
     detail: str = ""
+    series: dict[str, dict[int, float]] = dataclasses.field(default_factory=dict)
+    design: Design | None = None
 
     def label(self, name: str = "Δ", digits: int = 3) -> str:
         """The estimate's ``Δ = … [lo, hi], p = …, n = …`` and the verdict (figure titles)."""
@@ -84,7 +98,9 @@ class Record:
     """One row of the claims table (``as_json``: exactly the keys of :data:`JSON_KEYS`):
     the verdict with its statistics, ``detail`` (what else the rule reports), ``arms``
     (statistics reported beside the verdict, §13.1) and ``runs`` (kind/key of every run the
-    record rests on, so that anyone can recompute one and compare)."""
+    record rests on, so that anyone can recompute one and compare). ``decision``: the §13.2
+    decision within the profile's family (:func:`table`); ``rules``: which rules give
+    ``verdict`` and ``p_value``."""
 
     id: str
     claim: str
@@ -93,19 +109,43 @@ class Record:
     missing: list[str] = dataclasses.field(default_factory=list)
     arms: dict[str, Judgement] = dataclasses.field(default_factory=dict)
     runs: list[str] = dataclasses.field(default_factory=list)
+    decision: Decision | None = None
+    rules: str = RULES[0]
 
     @property
     def verdict(self) -> str:
+        if self.rules == "13.2" and self.decision is not None:
+            return self.decision.verdict
+        if self.rules == "13.2" and self.judgement.verdict != "not run":
+            return "undecided"  # judged, but nothing to test (e.g. a grid of 2 γ)
         return self.judgement.verdict
 
+    @property
+    def p_value(self) -> float:
+        if self.rules == "13.2" and self.decision is not None:
+            return self.decision.p_raw
+        return self.judgement.estimate.p_value
+
+    @property
+    def detail(self) -> str:
+        extra = self.decision.detail if self.rules == "13.2" and self.decision else ""
+        return "; ".join(t for t in (self.judgement.detail, extra) if t)
+
     def as_json(self) -> dict[str, Any]:
-        e = self.judgement.estimate
+        e, j, d = self.judgement.estimate, self.judgement, self.decision
+        numbers = d.as_json() if d is not None else {
+            k: None for k in JSON_KEYS[JSON_KEYS.index("test"):]}
         return {"id": self.id, "claim": self.claim, "profile": self.profile,
                 "effect": e.effect, "ci_low": e.ci_low, "ci_high": e.ci_high,
-                "p_value": e.p_value, "n_seeds": e.n, "verdict": self.verdict,
-                "detail": self.judgement.detail,
-                "arms": {name: _estimate_json(j) for name, j in self.arms.items()},
-                "runs": list(self.runs)}
+                "p_value": self.p_value, "n_seeds": e.n, "verdict": self.verdict,
+                "detail": self.detail,
+                "arms": {name: _estimate_json(a) for name, a in self.arms.items()},
+                "runs": list(self.runs), "rules": self.rules,
+                "values": {name: {str(s): v for s, v in sorted(x.items())}
+                           for name, x in j.series.items()},
+                "conditions": j.design.as_json() if j.design is not None else None,
+                "effect_of_interest": j.design.margin if j.design is not None else None,
+                **numbers}
 
 
 def _estimate_json(j: Judgement) -> dict[str, Any]:
@@ -147,19 +187,22 @@ def directional(x: dict[int, float]) -> Judgement:
         verdict = "partial"
     else:
         verdict = "not at this scale"
-    return Judgement(up, verdict, dict(x))
+    return Judgement(up, verdict, dict(x), series={"x": dict(x)},
+                     design=Design((Condition("x"),)))
 
 
 def share_rule(claimed: dict[int, float], opposite: dict[int, float]) -> Judgement:
     """§13 share rule: ``claimed`` the claimed answer type's share per seed, ``opposite`` the
-    other type's share of the same seeds. Effect = mean share with its CI; p: one-sample,
-    share > 0.5."""
+    other type's share of the same seeds. Effect = mean share with its CI (clipped to
+    [0, 1]); p: one-sample, share > 0.5."""
     seeds = sorted(claimed)
     c = [claimed[s] for s in seeds]
     o = [opposite[s] for s in seeds]
     n = len(c)
     t = stats.one_sample(c, 0.5, alternative="greater")
-    est = Estimate(t.effect + 0.5, t.ci_low + 0.5, t.ci_high + 0.5, t.p_value, n)
+    # a share lies in [0, 1]: its t interval is clipped there (NaN, below 2 seeds, stays)
+    lo, hi = np.clip([t.ci_low + 0.5, t.ci_high + 0.5], 0.0, 1.0)
+    est = Estimate(t.effect + 0.5, float(lo), float(hi), t.p_value, n)
     majorities = sum(v > 0.5 for v in c)
     mean_c, mean_o = float(np.mean(c)), float(np.mean(o))
     if majorities >= need(n) and mean_c >= SHARE_HOLDS:
@@ -172,7 +215,8 @@ def share_rule(claimed: dict[int, float], opposite: dict[int, float]) -> Judgeme
         verdict = "not at this scale"
     return Judgement(est, verdict, dict(claimed),
                      f"majority in {majorities} of {n} seeds (need {need(n)}); mean share "
-                     f"{mean_c:.3f} against {mean_o:.3f}")
+                     f"{mean_c:.3f} against {mean_o:.3f}", {"share": dict(claimed)},
+                     Design((Condition("share", 0.5),), share=True))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,9 +270,28 @@ def chance_rule(by_gamma: dict[float, dict[int, Sequence[Any]]]) -> Judgement:
     verdict = ("holds" if corrected < CHANCE_ALPHA[0] else
                "partial" if corrected < CHANCE_ALPHA[1] else "not at this scale")
     values = {s: keyed[s][top].acc - keyed[s][top].baseline for s in sorted(keyed)}
+    series = _excess_series(by_gamma)
     return Judgement(Estimate(t.effect, t.ci_low, t.ci_high, corrected, t.n), verdict, values,
                      f"best γ {best:g}; cell {top[0]} difficulty {top[1]}, "
-                     f"uncorrected p {t.p_value:.2g} × K = {k}")
+                     f"uncorrected p {t.p_value:.2g} × K = {k}", series,
+                     Design(tuple(Condition(name) for name in series), combine="any",
+                            opposite=False))
+
+
+def _excess_series(by_gamma: dict[float, dict[int, Sequence[Any]]]
+                   ) -> dict[str, dict[int, float]]:
+    """§13.2, 6: acc − baseline per seed for every (γ, cell) of the grid that every seed of
+    that γ scored, named ``γ G task dK``."""
+    out = {}
+    for g in sorted(by_gamma):
+        runs = by_gamma[g]
+        if not runs or not all(runs.values()):
+            continue
+        keyed = {s: {(c.task, c.difficulty): c for c in cells} for s, cells in runs.items()}
+        for cell in sorted(set.intersection(*(set(k) for k in keyed.values())), key=str):
+            out[f"γ {g:g} {cell[0]} d{cell[1]}"] = {
+                s: keyed[s][cell].acc - keyed[s][cell].baseline for s in sorted(keyed)}
+    return out
 
 
 def critical_rule(losses: dict[int, dict[float, float]]) -> Judgement:
@@ -254,9 +317,14 @@ def critical_rule(losses: dict[int, dict[float, float]]) -> Judgement:
         verdict = "partial"
     else:
         verdict = "not at this scale"
+    edges = {name: {s: losses[s][edge] - losses[s][near] for s in seeds}
+             for name, edge in (("edge low", grid[0]), ("edge high", grid[-1]))}
     return Judgement(Estimate(m.effect, m.ci_low, m.ci_high, p, m.n), verdict, star,
                      f"γ* inside ({grid[0]:g}, {grid[-1]:g}) in {inside} of {len(seeds)} "
-                     f"seeds; edges against γ = {near:g}: p {p_edges[0]:.2g}, {p_edges[1]:.2g}")
+                     f"seeds; edges against γ = {near:g}: p {p_edges[0]:.2g}, {p_edges[1]:.2g}",
+                     {**edges, "γ*": star},
+                     Design((Condition("edge low"), Condition("edge high")), opposite=False,
+                            note=f"reference γ {near:g} chosen on the same seeds (§13.2, 6)"))
 
 
 def condensation(rank_by_matrix: dict[str, Sequence[float]]) -> float:
@@ -281,6 +349,9 @@ def condensation_rule(c_small: dict[int, float], c_large: dict[int, float]) -> J
         j.verdict = "partial" if all(v > 0 for v in x.values()) else "not at this scale"
     j.detail = (f"c(γ = 1) per seed {[round(c_small[s], 3) for s in sorted(c_small)]}"
                 + (f", below {CONDENSED} in seeds {sorted(low)}" if low else ""))
+    if j.design is not None:  # §13.2, 6: the threshold tested with its margin
+        j.series = {"x": x, "c(γ 1)": dict(c_small)}
+        j.design = Design((Condition("x"), Condition("c(γ 1)", CONDENSED)))
     return j
 
 
@@ -368,12 +439,15 @@ def scaling_slopes(results: Results) -> dict[int, float]:
     return out
 
 
-def token_excess(results: Results, bucket: int = 3) -> tuple[dict[int, float], dict[int, float]]:
-    """Per seed of matched γ = 0.5 / 1 runs: the total gain Σ g_i and S_B − n_B/n for B
+def token_excess(results: Results, bucket: int = 3
+                 ) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
+    """Per seed of matched γ = 0.5 / 1 runs: the total gain Σ g_i, S_B − n_B/n for B
     the ``bucket``-th quartile of bigram loss (3: the top one), the shares of
-    :func:`smallinit.llm.analysis.tokens.gain_shares` (fig 11's computation)."""
+    :func:`smallinit.llm.analysis.tokens.gain_shares` (fig 11's computation), and the mean
+    gain per token on B minus the mean gain per token over all tokens (nats; §13.2, 6:
+    defined for every seed)."""
     by = _pairs_by(results, "seed", "gamma")
-    total, excess = {}, {}
+    total, excess, concentration = {}, {}, {}
     for s in _both_gammas(by):
         cfg = by[(s, 0.5)].config
         a, b = by[(s, 0.5)].arrays(), by[(s, 1.0)].arrays()
@@ -387,7 +461,8 @@ def token_excess(results: Results, bucket: int = 3) -> tuple[dict[int, float], d
         share = gain_shares(g, idx, labels)[bucket]
         total[s] = float(g.sum())
         excess[s] = share.share - share.token_share
-    return total, excess
+        concentration[s] = share.mean_gain - float(g.mean())
+    return total, excess, concentration
 
 
 def condensations(results: Results) -> dict[tuple[int, float], float]:
@@ -448,7 +523,9 @@ def pays_then_wins(results: Results) -> Judgement:
     end = _gap(by, _val, seeds)
     if len(seeds) < 2:
         return Judgement(stats.one_sample([end[s] for s in seeds] or [NAN], 0.0),
-                         "not at this scale", end)
+                         "not at this scale", end, series={"end": end, "early": early},
+                         design=Design((Condition("end"), Condition("early",
+                                                                    alternative="less"))))
     e_vals, l_vals = [early[s] for s in seeds], [end[s] for s in seeds]
     early_neg = stats.one_sample(e_vals, 0.0, alternative="less").p_value < ALPHA
     early_pos = stats.one_sample(e_vals, 0.0, alternative="greater").p_value < ALPHA
@@ -466,7 +543,8 @@ def pays_then_wins(results: Results) -> Judgement:
     early_est = stats.one_sample(e_vals, 0.0, alternative="less")
     return Judgement(end_est, verdict, end,
                      f"early (step {EARLY_STEP}) {early_est.label('g', 3)}, one-sided p for "
-                     "mean < 0")
+                     "mean < 0", {"end": end, "early": early},
+                     Design((Condition("end"), Condition("early", alternative="less"))))
 
 
 def anchor_line(specs: list[RunSpec]) -> tuple[int, float]:
@@ -529,8 +607,10 @@ def _judge_small_inferential(results: Results) -> Judgement:
     else:
         verdict = "not at this scale"
     first = per[gammas[0]]
+    series = {f"share γ {g:g}": j.values for g, j in per.items()}
     return Judgement(first.estimate, verdict, first.values,
-                     "; ".join(f"γ {g:g}: {j.verdict} ({j.detail})" for g, j in per.items()))
+                     "; ".join(f"γ {g:g}: {j.verdict} ({j.detail})" for g, j in per.items()),
+                     series, Design(tuple(Condition(n, 0.5) for n in series), share=True))
 
 
 def _judge_reasoning_gain(results: Results) -> Judgement:
@@ -568,7 +648,11 @@ def _judge_condense(results: Results) -> Judgement:
 
 
 def _judge_tokens(results: Results) -> Judgement:
-    return gain_condition(*token_excess(results))
+    total, excess, concentration = token_excess(results)
+    j = gain_condition(total, excess)
+    if concentration:  # §13.2, 6: every seed, no ratio
+        j.series, j.design = {"x": concentration}, Design((Condition("x"),))
+    return j
 
 
 def _judge_gain_on_reasoning(results: Results) -> Judgement:
@@ -605,6 +689,15 @@ class Claim:
     arms: tuple[tuple[str, Callable[[list[RunSpec], str], list[RunSpec]],
                       Callable[[Results], Judgement]], ...] = ()
     on_probe: bool = False  # reads the reasoning probe where the profile has one
+    #: the effect of interest Δ of §13.2 (7), in the claim's units (None: no equivalence test)
+    margin: float | None = None
+
+    def decide(self, results: Results) -> Judgement:
+        """The judgement on chosen runs, its §13.2 design given the claim's Δ."""
+        j = self.judge(results)
+        if j.design is not None and self.margin is not None:
+            j.design = j.design.with_margin(self.margin)
+        return j
 
     def source(self, profile: str) -> tuple[str, Callable[[list[RunSpec], str],
                                                           list[RunSpec]]]:
@@ -644,37 +737,39 @@ def _anchor_at(gamma: float) -> Callable[[list[RunSpec], str], list[RunSpec]]:
 
 _CLAIMS = [
     Claim("anchor-large-init-symmetric", "large init (γ = 0.5) answers the unseen anchor pair "
-          "(4, 3) symmetrically", "anchor-scan", _anchor_at(0.5), _judge_large_symmetric),
+          "(4, 3) symmetrically", "anchor-scan", _anchor_at(0.5), _judge_large_symmetric,
+          margin=0.1),
     Claim("anchor-small-init-inferential", "small init (γ ≥ 0.8) answers (4, 3) "
-          "inferentially", "anchor-scan", _anchor_at_least(0.8), _judge_small_inferential),
+          "inferentially", "anchor-scan", _anchor_at_least(0.8), _judge_small_inferential,
+          margin=0.1),
     Claim("small-init-lower-loss", "γ = 1 reaches lower held-out loss than γ = 0.5",
           "gamma-sweep", _largest_compared, lambda r: directional(gains(r)),
           arms=(("shared_lr", _largest_arm("shared_lr"), lambda r: directional(gains(r))),
                 ("weight_decay", _largest_arm("weight_decay"),
-                 lambda r: directional(gains(r))))),
+                 lambda r: directional(gains(r)))), margin=0.01),
     Claim("small-init-pays-then-wins", "small init pays early and wins at the end: the gain "
           "is negative early in training and positive at its end", "gamma-sweep",
-          _largest_compared, pays_then_wins),
+          _largest_compared, pays_then_wins, margin=0.01),
     Claim("small-init-reasoning-gain", "γ = 1 answers reasoning items better than γ = 0.5",
-          "gamma-sweep", _largest_compared, _judge_reasoning_gain, on_probe=True),
+          "gamma-sweep", _largest_compared, _judge_reasoning_gain, on_probe=True, margin=0.02),
     Claim("reasoning-above-chance", "the models reason above chance", "critical-init", _all,
           _judge_above_chance),
     Claim("gain-larger-on-reasoning", "the gain of small init is larger on reasoning answers "
           "than overall", "gamma-sweep", _largest_compared, _judge_gain_on_reasoning,
-          on_probe=True),
+          on_probe=True, margin=0.01),
     Claim("eps-restrains", "a standard RMSNorm ε restrains small init", "eps-gating",
-          _tags(gated=False), _judge_eps),
+          _tags(gated=False), _judge_eps, margin=0.01),
     Claim("sinks-restrain", "attention sinks restrain small init", "eps-gating",
-          _tags(eps_setting="standard"), _judge_sinks),
+          _tags(eps_setting="standard"), _judge_sinks, margin=0.01),
     Claim("relaxed-scaling", "with relaxed ε and gated attention the gain grows with model "
           "size", "gain-scaling", _tags(eps_setting="relaxed", gated=True),
-          lambda r: directional(scaling_slopes(r))),
+          lambda r: directional(scaling_slopes(r)), margin=0.01),
     Claim("critical-init", "there is a critical γ: loss falls as γ grows up to it and rises "
           "beyond", "critical-init", _all, _judge_critical),
     Claim("condense-then-expand", "under small init the weights first condense, then expand",
-          "condense-expand", _tags(), _judge_condense),
+          "condense-expand", _tags(), _judge_condense, margin=0.02),
     Claim("token-gains-context-constrained", "the gains of small init land on tokens that "
-          "need their context", "token-gains", _tags(), _judge_tokens),
+          "need their context", "token-gains", _tags(), _judge_tokens, margin=0.01),
 ]
 CLAIMS: dict[str, Claim] = {c.id: c for c in _CLAIMS}
 
@@ -692,7 +787,7 @@ def judge(claim_id: str, results: Results, profile: str) -> Judgement:
     chosen = _chosen(claim, results, profile)
     if not any(r.done for r in chosen.runs):
         return not_run(f"no finished {claim.source(profile)[0]} run")
-    return claim.judge(chosen)
+    return claim.decide(chosen)
 
 
 def describe(job: RunSpec) -> str:
@@ -726,10 +821,27 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
         if any(j.tags.get("arm") == name for j, _ in pairs) and all(r.done for _, r in pairs):
             arms[name] = rule(Results([j for j, _ in pairs], [r for _, r in pairs]))
     runs = sorted({f"{r.kind}/{r.key}" for r in results.runs})
-    return Record(claim.id, claim.text, profile, claim.judge(results), arms=arms, runs=runs)
+    return Record(claim.id, claim.text, profile, claim.decide(results), arms=arms, runs=runs)
 
 
-def table(profile_names: Sequence[str], store: RunStore | None = None) -> list[Record]:
-    """Every claim at every profile, in §13's order, profile by profile."""
+def decide(records: Sequence[Record], rules: str = RULES[0]) -> list[Record]:
+    """Give one profile's records their §13.2 decisions (the family: every record with a
+    design, docs/science.md §13.2, 3) and the ``rules`` their verdicts follow."""
+    if rules not in RULES:
+        raise ValueError(f"rules {rules!r}: use one of {', '.join(RULES)}")
+    judged = [r for r in records if r.judgement.design is not None]
+    for r, d in zip(judged, decide_family([(r.judgement.series, r.judgement.design)
+                                           for r in judged]), strict=True):
+        r.decision = d
+    for r in records:
+        r.rules = rules
+    return list(records)
+
+
+def table(profile_names: Sequence[str], store: RunStore | None = None, *,
+          rules: str = RULES[0]) -> list[Record]:
+    """Every claim at every profile, in §13's order, profile by profile; each profile's
+    claims decided together under §13.2 (:func:`decide`), the verdicts by ``rules``."""
     store = store or RunStore()
-    return [evaluate(c, p, store) for p in profile_names for c in CLAIMS]
+    return [r for p in profile_names
+            for r in decide([evaluate(c, p, store) for c in CLAIMS], rules)]

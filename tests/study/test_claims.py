@@ -92,7 +92,10 @@ def test_share_rule_holds_with_4_of_5_majorities_and_mean_at_least_0_8():
     assert j.verdict == "holds"
     assert j.estimate.effect == pytest.approx(np.mean(claimed))
     m = stats.mean_ci(claimed)
-    assert (j.estimate.ci_low, j.estimate.ci_high) == pytest.approx((m.ci_low, m.ci_high))
+    assert m.ci_high > 1  # the t interval runs past 1: the share's is clipped there
+    assert (j.estimate.ci_low, j.estimate.ci_high) == pytest.approx((m.ci_low, 1.0))
+    single = share_rule({0: 0.9}, {0: 0.1}).estimate  # one seed: no interval, NaN kept
+    assert math.isnan(single.ci_low) and math.isnan(single.ci_high)
     assert j.estimate.p_value == pytest.approx(
         stats.one_sample(claimed, 0.5, alternative="greater").p_value)
 
@@ -387,7 +390,7 @@ def test_claims_from_tiny_trained_runs(tmp_path):
     assert cond.verdict in claims.VERDICTS[:4]
 
     tokens = claims.judge("token-gains-context-constrained", results, "quick")
-    total, _ = claims.token_excess(results)
+    total, *_ = claims.token_excess(results)
     for s in (0, 1):
         a, b = by[(s, 0.5)].arrays(), by[(s, 1.0)].arrays()
         assert total[s] == pytest.approx(float((a["losses"] - b["losses"]).sum()), rel=1e-6)
@@ -517,3 +520,114 @@ def test_reasoning_claims_read_the_probe_where_the_profile_has_one(tmp_path):
     assert {s.config.data.corpus for s in specs} == {"synthetic"}
     assert sorted({s.tags["gamma"] for s in specs}) == [0.3, 0.5, 0.75, 1.0, 1.3]
     assert experiments.specs("critical-init", "fair") == []  # fair cuts the probe
+
+
+# ----------------------------------------------------------------------------- §13.2 records
+def _json_records(records) -> list[dict]:
+    """Records as `smallinit claims --json` writes and a reader loads them."""
+    from smallinit.core.atomic import finite_json
+
+    return json.loads(json.dumps(finite_json([r.as_json() for r in records]), default=str))
+
+
+def test_records_carry_per_seed_values_and_decide_again_from_them_alone(tmp_path):
+    """A constructed quick store, four claims judged as one family under §13.2 and read back
+    from JSON: the records carry each claim's per-seed values, raw and Holm-adjusted p and
+    one-sided bounds; every verdict and number is computed again from the JSON's values and
+    conditions alone, each p also straight from scipy; identical seeds (sd 0) get the exact
+    sign test, never p = 0; the default rules (13.1) keep §13's verdicts and carry the same
+    §13.2 numbers. (The whole table would also judge fig 10/11's claims, which read probe
+    and token arrays these summaries do not have.)"""
+    from scipy import stats as sps
+
+    from smallinit.cli.claims import format_table
+    from smallinit.study.verdicts import from_records
+
+    store = RunStore(tmp_path / "runs")
+    eps = experiments.specs("eps-gating", "quick")
+    planted = {("standard", False): 0.01, ("standard", True): 0.05,
+               ("relaxed", False): 0.08, ("relaxed", True): 0.1}
+
+    def eps_summary(job):
+        t = job.tags
+        gain = planted[(t["eps_setting"], t["gated"])] + 0.003 * t["seed"] * t["gated"]
+        return {"val_loss": 4.0 - (gain if t["gamma"] == 1.0 else 0.0)}
+
+    _fill(store, eps, eps_summary)
+
+    def critical_summary(job):
+        g, s = job.tags["gamma"], job.tags["seed"]
+        # γ 1: every seed answers 0.95 above chance 0.25 (sd 0); elsewhere near chance
+        acc = 0.95 if g == 1.0 else 0.25 + 0.01 * ((s + int(10 * g)) % 3 - 1)
+        return {"val_loss": 3.0 + (g - 0.8) ** 2 + 0.002 * s * (g - 0.3),
+                "acc_arith_d1": acc, "chance_arith_d1": 0.25, "n_arith_d1": 50}
+
+    _fill(store, experiments.specs("critical-init", "quick"), critical_summary)
+    ids = ["reasoning-above-chance", "eps-restrains", "sinks-restrain", "critical-init",
+           "small-init-lower-loss"]
+
+    def judged_at(rules):
+        return claims.decide([claims.evaluate(c, "quick", store) for c in ids], rules)
+
+    new = judged_at("13.2")
+    records = _json_records(new)
+    assert all(list(r) == list(claims.JSON_KEYS) and r["rules"] == "13.2" for r in records)
+    judged = [r for r in records if r["conditions"]]
+    assert [r["id"] for r in judged] == ids[:4]  # small-init-lower-loss: not run
+    by = {r["id"]: r for r in judged}
+
+    # every number again from the values and conditions alone
+    for r, d in zip(judged, from_records(judged), strict=True):
+        assert r["verdict"] == d.verdict and r["p_value"] == r["p_raw"]
+        for key, value in d.as_json().items():
+            assert r[key] == (pytest.approx(value, rel=1e-12, nan_ok=True)
+                              if isinstance(value, float) and math.isfinite(value) else
+                              (None if isinstance(value, float) else value)), key
+    # and from scipy: t tests where the seeds spread, Holm over the four claims
+    sinks_x = [by["sinks-restrain"]["values"]["x"][str(s)] for s in (0, 1)]
+    assert sinks_x == pytest.approx([0.04, 0.043])  # gated − ungated, standard ε
+    assert by["sinks-restrain"]["test"] == "t" and by["sinks-restrain"]["p_raw"] == \
+        pytest.approx(sps.ttest_1samp(sinks_x, 0.0, alternative="greater").pvalue, rel=1e-12)
+    assert by["eps-restrains"]["test"] == "sign"  # relaxed − standard: 0.07 in both seeds
+    assert by["eps-restrains"]["p_raw"] == pytest.approx(1 / 4)
+    chance = by["reasoning-above-chance"]
+    k = len(chance["conditions"]["conditions"])
+    assert k == 9 and chance["values"]["γ 1 arith d1"] == {str(s): pytest.approx(0.7)
+                                                          for s in range(5)}
+    assert chance["test"] == "sign" and chance["p_raw"] == pytest.approx(9 / 32)
+    # the sign bound at 1 − 0.05/9 needs P(B ≤ 0) = 2^-n ≤ 0.0056: not with 5 seeds (−∞)
+    assert chance["verdict"] == "undecided" and chance["bound"] is None
+    edges = by["critical-init"]["values"]
+    low = [edges["edge low"][str(s)] for s in range(5)]
+    high = [edges["edge high"][str(s)] for s in range(5)]
+    assert by["critical-init"]["p_raw"] == pytest.approx(max(
+        sps.ttest_1samp(e, 0.0, alternative="greater").pvalue for e in (low, high)), rel=1e-9)
+    raw = [r["p_raw"] for r in judged]
+    assert [r["p_holm"] for r in judged] == pytest.approx(list(stats.holm(raw)), rel=1e-12)
+    assert all(r["verdict"] == "not run" and r["p_raw"] is None for r in records
+               if not r["conditions"])
+
+    # §13's rules by default: its verdicts and p, the same §13.2 numbers beside them
+    old = {r["id"]: r for r in _json_records(judged_at("13.1"))}
+    assert old["reasoning-above-chance"]["verdict"] == "holds"  # t at sd 0: p = 0 × 9
+    assert old["reasoning-above-chance"]["p_value"] == 0.0
+    for r in judged:
+        assert old[r["id"]]["rules"] == "13.1"
+        assert old[r["id"]]["p_holm"] == pytest.approx(r["p_holm"], rel=1e-12)
+    table = format_table(new)
+    assert "p Holm" in table and "undecided" in table
+    assert f"{by['sinks-restrain']['p_holm']:.2g}" in table
+
+
+def test_under_13_2_a_judged_claim_without_a_test_is_undecided():
+    """A critical grid of 2 γ has no test (§13: not at this scale); §13.2 has no such
+    verdict without an equivalence test, so it is undecided; not run stays not run."""
+    two = critical_rule({s: {0.5: 3.0, 1.0: 2.9 + 0.01 * s} for s in range(3)})
+    assert two.verdict == "not at this scale" and two.design is None
+    rec = claims.Record("critical-init", "", "quick", two)
+    assert claims.decide([rec], "13.2")[0].verdict == "undecided"
+    assert claims.decide([rec], "13.1")[0].verdict == "not at this scale"
+    none = claims.Record("critical-init", "", "quick", claims.not_run("no runs"))
+    assert claims.decide([none], "13.2")[0].verdict == "not run"
+    with pytest.raises(ValueError, match="rules"):
+        claims.decide([none], "14")

@@ -22,7 +22,13 @@ from smallinit.core.config import check_fields, config_from_dict, override
 from smallinit.core.errors import ConfigError
 from smallinit.core.jobs import RunSpec
 from smallinit.llm.run_config import RunConfig
-from smallinit.llm.training.lr_choice import LRChoice, TunedSpec, tuning_specs
+from smallinit.llm.training.lr_choice import (
+    MIN_TUNE_SEEDS,
+    SEEDS,
+    LRChoice,
+    TunedSpec,
+    tuning_specs,
+)
 from smallinit.llm.training.train import TrainSpec
 from smallinit.theory.init_rules import gamma_scheme
 from smallinit.theory.transformer import matching_eps, rmsnorm_gamma_threshold
@@ -63,9 +69,25 @@ class Plan:
     #: size; γ 1 at weight decay ``decay_arm`` (0: none), at the largest size
     shared_lr_arm: bool = False
     decay_arm: float = 0.0
+    #: the tuning seeds of docs/science.md §13.2 (1): at least 3, none of them a report seed
+    #: (empty: §13.1's seed 0 tunes)
+    tune_seeds: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_fields(self, "plan")
+        if self.tune_seeds:
+            report = {*self.seeds, *self.critical_seeds, *self.eps_seeds,
+                      *self.scaling_seeds, *(self.grid_seeds or ())}
+            if len(set(self.tune_seeds)) < MIN_TUNE_SEEDS or report & set(self.tune_seeds):
+                raise ConfigError(
+                    f"plan.tune_seeds {list(self.tune_seeds)}: at least {MIN_TUNE_SEEDS} "
+                    f"distinct seeds, none of them a report seed (report seeds: "
+                    f"{sorted(report)}; docs/science.md §13.2, 1)")
+
+    @property
+    def tuning_seeds(self) -> tuple[int, ...]:
+        """The seeds that tune the learning rates (§13.1: seed 0; §13.2: ``tune_seeds``)."""
+        return self.tune_seeds or SEEDS
 
 
 def plan(profile: str) -> Plan:
@@ -117,7 +139,8 @@ def spec(the_plan: Plan, base: RunConfig, tags: dict[str, Any], *, lr_gamma: flo
     if g is None:
         raise ConfigError(f"run {tags} is not a γ-rule run: with an lr_grid only γ runs get "
                           "a learning rate (docs/science.md §13.1, 3); leave baselines out")
-    choice = LRChoice(the_plan.lr_grid, plain(base, 0.5), plain(base, 1.0), g)
+    choice = LRChoice(the_plan.lr_grid, plain(base, 0.5), plain(base, 1.0), g,
+                      the_plan.tuning_seeds)
     return TunedSpec(cfg, dict(tags), choice)
 
 
@@ -132,14 +155,15 @@ def plain(base: RunConfig, gamma: float) -> RunConfig:
 
 
 def _tuning_of(profile: str, bases: list[RunConfig]) -> list[TrainSpec]:
-    """Seed 0 at every rate of the plan's ``lr_grid``, γ 0.5 and 1, on each base config
-    (none without an ``lr_grid``)."""
+    """The tuning seeds (§13.1: seed 0) at every rate of the plan's ``lr_grid``, γ 0.5 and 1,
+    on each base config (none without an ``lr_grid``)."""
     the_plan = plan(profile)
     if not the_plan.lr_grid:
         return []
     return [s for base in bases for g in (0.5, 1.0)
             for s in tuning_specs(plain(base, g), the_plan.lr_grid,
-                                  {"size": base.model.d_model, "gamma": g})]
+                                  {"size": base.model.d_model, "gamma": g},
+                                  the_plan.tuning_seeds)]
 
 
 def tuning(profile: str) -> list[TrainSpec]:
