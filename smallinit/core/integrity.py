@@ -141,18 +141,23 @@ def _inside(name: str) -> bool:
     return bool(parts) and not Path(name).is_absolute() and ".." not in parts
 
 
-def manifest_problem(folder: Path, manifest: Any, *, hashes: bool = True) -> str | None:
-    """The first file below ``folder`` that does not match ``manifest`` (every entry, sizes
-    first so a truncated file is found without hashing), or None when all match."""
+def first_mismatch(folder: Path, manifest: Any, *, hashes: bool = True
+                   ) -> tuple[str, str] | None:
+    """(name, why) of the first file below ``folder`` that does not match ``manifest``
+    (every entry, sizes first so a truncated file is found without hashing; name ``""``
+    for a damaged manifest), or None when all match."""
     if not isinstance(manifest, dict):
-        return f"the manifest of {folder} is damaged"
-    for name, entry in manifest.items():
-        problem = entry_problem(folder, name, entry, hashes=False)
-        if problem:
-            return problem
-    if hashes:
+        return "", f"the manifest of {folder} is damaged"
+    for with_hashes in (False, True) if hashes else (False,):
         for name, entry in manifest.items():
-            problem = entry_problem(folder, name, entry, hashes=True)
+            problem = entry_problem(folder, name, entry, hashes=with_hashes)
             if problem:
-                return problem
+                return name, problem
     return None
+
+
+def manifest_problem(folder: Path, manifest: Any, *, hashes: bool = True) -> str | None:
+    """Why the first file below ``folder`` does not match ``manifest``
+    (:func:`first_mismatch`), or None when all match."""
+    found = first_mismatch(folder, manifest, hashes=hashes)
+    return found[1] if found else None
