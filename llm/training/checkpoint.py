@@ -3,10 +3,14 @@
 A checkpoint ``checkpoints/step-<8 digits>.pt`` holds the model and optimizer state dicts,
 the 1-based step it was taken after and the torch RNG states (CPU, and CUDA when present),
 all tensors or plain data, so it loads with ``torch.load(..., weights_only=True)``: nothing
-on disk is unpickled as code. A file that does not load that way (truncated by a crash, an
-empty file, or a planted pickle) is *damaged*: :func:`latest_loadable` logs a warning naming it,
-renames it to ``<name>.damaged`` (out of the ``step-*.pt`` pattern, kept for inspection)
-and falls back to the next older checkpoint, or to a fresh start if none is left.
+on disk is unpickled as code. Beside it, ``step-<8 digits>.pt.json`` records its size and
+SHA-256 (:func:`smallinit.core.integrity.file_entry`), written once the checkpoint is in
+place. A checkpoint is *damaged* when it has no such record, differs from it (truncated,
+edited, a tensor rescaled or a NaN planted and saved again), does not load weights-only (a
+planted pickle) or holds another step than its name: :func:`latest_loadable` logs a warning
+naming it, renames it and its record to ``<name>.damaged`` (out of the ``step-*.pt``
+pattern, kept for inspection) and falls back to the next older checkpoint, or to a fresh
+start if none is left; a resume never reads a damaged checkpoint.
 
 A finished run's final weights are ``model.pt`` (a state dict, loaded the same way) and
 ``model.safetensors`` (:data:`WEIGHTS`; tensors only by construction, read first).
@@ -30,7 +34,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from smallinit.core.atomic import temp_path
+from smallinit.core import integrity
+from smallinit.core.atomic import atomic_write_json, read_json, temp_path
 from smallinit.core.errors import StoreError, one_line
 from smallinit.core.memory import human
 
@@ -167,37 +172,72 @@ def checkpoint_step(path: Path) -> int:
     return int(path.stem.split("-")[1])
 
 
+def record_of(path: Path) -> Path:
+    """The file recording checkpoint ``path``'s size and SHA-256 (``<name>.json``)."""
+    return path.with_name(path.name + ".json")
+
+
+def write_checkpoint(state: dict, path: Path) -> Path:
+    """``state`` saved atomically to ``path``, then its size and SHA-256 beside it."""
+    atomic_torch_save(state, path)
+    atomic_write_json(record_of(path), integrity.file_entry(path))
+    return path
+
+
+def remove_checkpoint(path: Path) -> None:
+    """Delete checkpoint ``path`` and its record."""
+    for p in (path, record_of(path)):
+        p.unlink(missing_ok=True)
+
+
 def save_checkpoint(run, step: int, model, optimizer) -> Path:
     """Checkpoint after ``step``, then keep only the newest :data:`KEEP_CHECKPOINTS`."""
     state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
              "torch_rng": torch.get_rng_state(),
              "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-    path = atomic_torch_save(state, run.checkpoint_dir / f"step-{step:08d}.pt")
+    path = write_checkpoint(state, run.checkpoint_dir / f"step-{step:08d}.pt")
     for old in checkpoints(run.path)[:-KEEP_CHECKPOINTS]:
-        old.unlink(missing_ok=True)
+        remove_checkpoint(old)
     return path
 
 
-def latest_loadable(run_dir: str | Path, *, set_aside: bool = True) -> tuple[int, dict | None]:
-    """(step, state) of the newest checkpoint that loads safely; (0, None) if none does.
+def load_checkpoint(path: Path) -> dict:
+    """The state of checkpoint ``path``, loaded only when the file matches its record (size
+    and SHA-256) and then weights-only; a ValueError says what is wrong."""
+    try:
+        entry = read_json(record_of(path))
+    except StoreError as err:
+        raise ValueError(f"its record of size and SHA-256 is unusable ({one_line(err)})"
+                         ) from None
+    problem = integrity.entry_problem(path.parent, path.name, entry)
+    if problem:
+        raise ValueError(problem)
+    state = safe_load(path)
+    step = int(state["step"])
+    if step != checkpoint_step(path):
+        raise ValueError(f"it holds step {step}")
+    return state
 
-    Damaged files met on the way are warned about and, with ``set_aside``, renamed to
-    ``<name>.damaged`` so that the next resume does not meet them again."""
+
+def latest_loadable(run_dir: str | Path, *, set_aside: bool = True) -> tuple[int, dict | None]:
+    """(step, state) of the newest intact checkpoint (:func:`load_checkpoint`); (0, None)
+    if none is.
+
+    Damaged files met on the way are warned about and, with ``set_aside``, renamed with
+    their records to ``<name>.damaged`` so that the next resume does not meet them again."""
     for path in reversed(checkpoints(run_dir)):
         try:
-            state = safe_load(path)
-            step = int(state["step"])
-            if step != checkpoint_step(path):
-                raise ValueError(f"it holds step {step}")
-        except Exception as err:  # truncated, empty, not weights-only, or inconsistent
-            log.warning("checkpoint %s is damaged or unsafe (%s); falling back to the one "
+            state = load_checkpoint(path)
+        except Exception as err:  # no record, altered, not weights-only, or inconsistent
+            log.warning("checkpoint %s is damaged or unsafe (%s); %sfalling back to the one "
                         "before it", path, str(err).splitlines()[0] if str(err) else
-                        type(err).__name__)
+                        type(err).__name__, "set aside as <name>.damaged, " if set_aside else "")
             if set_aside:
-                with contextlib.suppress(OSError):
-                    os.replace(path, path.with_name(path.name + ".damaged"))
+                for p in (path, record_of(path)):
+                    with contextlib.suppress(OSError):
+                        os.replace(p, p.with_name(p.name + ".damaged"))
             continue
-        return step, state
+        return int(state["step"]), state
     return 0, None
 
 

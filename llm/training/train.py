@@ -26,8 +26,9 @@ a non-finite mean stops the run and records it as failed. The task may log a hel
 evaluation after any step; then each callback's ``on_step`` sees the step and its log
 record (None when it logged nothing). Every ``checkpoint_every`` steps (not the last) rank 0
 writes a checkpoint (:mod:`smallinit.llm.training.checkpoint`: model, optimizer, step, RNG
-states);
-a run asked for again after a kill resumes from its newest intact checkpoint, cuts its
+states, and beside it its size and SHA-256);
+a run asked for again after a kill resumes from its newest intact checkpoint (one that
+differs from its SHA-256 is set aside, never read), cuts its
 metrics back to it and reproduces the uninterrupted run's numbers exactly on CPU. At the
 end the task evaluates and saves what it keeps (pretraining: also the run's tokenizer,
 ``tokenizer.json``), the trainer writes the final weights atomically as ``model.pt`` and
@@ -77,8 +78,9 @@ from smallinit.llm.training.checkpoint import (
     checkpoints,
     disk_bytes,
     latest_loadable,
+    load_checkpoint,
+    remove_checkpoint,
     restore,
-    safe_load,
 )
 from smallinit.llm.training.evaluate import evaluate
 from smallinit.llm.training.memory import check_training_memory, param_count
@@ -413,7 +415,7 @@ class Trainer:
             tdist.broadcast_object_list(box, src=0)
             step = box[0]
             if step and state is None:
-                state = safe_load(run.path / "checkpoints" / f"step-{step:08d}.pt")
+                state = load_checkpoint(run.path / "checkpoints" / f"step-{step:08d}.pt")
         if state is not None:
             restore(state, self.model, self.optimizer)
         if self.dist.main:
@@ -498,7 +500,7 @@ class Trainer:
         atomic_torch_save(self.model.state_dict(), run.path / "model.pt")
         atomic_save_safetensors(self.model.state_dict(), run.path / WEIGHTS)
         for old in checkpoints(run.path):  # the final weights supersede them
-            old.unlink(missing_ok=True)
+            remove_checkpoint(old)
         self.summary = summary
         return summary
 

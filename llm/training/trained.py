@@ -158,9 +158,8 @@ def run_tokenizer(run: TrainedRun, cfg: RunConfig, *, trust_data: bool = False) 
     path = run.path / TOKENIZER
     if path.is_file():
         return load_tokenizer(Run(run.path, TRAIN_KIND, run.key, None, "").file(TOKENIZER))
-    folder = corpus_mod.prepare(data_config(run, cfg, trust_data=trust_data),
-                                cfg.model.vocab_size)
-    return load_tokenizer(folder / TOKENIZER)
+    return corpus_mod.load(data_config(run, cfg, trust_data=trust_data),
+                           cfg.model.vocab_size).tokenizer
 
 
 def first_mismatch(expected: dict[str, Any], loaded: Any) -> str | None:

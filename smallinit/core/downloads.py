@@ -25,6 +25,7 @@ from pathlib import Path
 
 from smallinit.core.atomic import temp_path
 from smallinit.core.errors import ConfigError, one_line
+from smallinit.core.integrity import sha256_of
 
 log = logging.getLogger(__name__)
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -40,17 +41,9 @@ class PinnedFile:
     sha256: str  # 64 lowercase hex digits, computed once from the real file
 
 
-def sha256_of(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def verify(path: Path, pin: PinnedFile) -> Path:
     """``path`` if its SHA-256 is the pinned one, else a one-line :class:`ConfigError`."""
-    got = sha256_of(path)
+    got = sha256_of(Path(path))
     if got != pin.sha256:
         raise ConfigError(f"{path} has sha256 {got}, not the pinned {pin.sha256} of "
                           f"{pin.filename}; refusing it (delete it to download it again)")

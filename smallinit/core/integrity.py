@@ -7,7 +7,15 @@ config or a renamed folder is seen. Its *results*: when a run finishes, the stor
 ``metrics.jsonl``, ``arrays.npz``, the weights, ...) with its size in bytes and the SHA-256
 of its contents; ``status.json`` itself, which holds the manifest, and names starting with a
 dot (temporary files of a writer) are left out. A reader compares a file with its entry
-before using it, so a truncated or altered file is named instead of read.
+before using it, so a truncated or altered file is named instead of read. The summary a done
+run finished with lives in ``status.json`` itself, so the status also holds the SHA-256 of
+the summary's JSON text (:func:`summary_digest`), compared whenever the summary is read.
+
+The same entries (``{"bytes", "sha256"}``) prove the other files a run reads: a cached
+corpus (its ``meta.json`` lists its files, :mod:`smallinit.llm.data.corpus`) and each
+checkpoint (a ``step-*.pt.json`` beside it, :mod:`smallinit.llm.training.checkpoint`).
+:func:`first_link` finds a symbolic link in a folder, which a writer of the store refuses to
+follow.
 
 Sizes are a stat call; hashes read the whole file (about 1 GB/s). Each process remembers the
 files it has hashed, keyed by device, inode, size and modification and change times
@@ -23,6 +31,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from smallinit.core.atomic import json_text
 
 CHUNK = 1 << 20  # bytes read at a time while hashing
 LEFT_OUT = frozenset({"status.json"})  # holds the manifest; cannot list itself
@@ -48,29 +58,54 @@ def sha256_of(path: Path, st: os.stat_result | None = None) -> str:
     return digest
 
 
-def kept_files(folder: Path) -> Iterator[tuple[str, Path]]:
+def file_entry(path: Path) -> dict[str, Any]:
+    """``{"bytes": size, "sha256": hex}`` of the regular file ``path`` (a manifest entry)."""
+    st = os.lstat(path)
+    return {"bytes": st.st_size, "sha256": sha256_of(path, st)}
+
+
+def summary_digest(summary: Any) -> str:
+    """The SHA-256 (hex) of ``summary`` as ``status.json`` stores it (strict JSON, keys
+    sorted: :func:`smallinit.core.atomic.json_text`), so the summary read back from the file
+    gives the digest it was written with."""
+    return hashlib.sha256(json_text(summary).encode("utf-8")).hexdigest()
+
+
+def first_link(folder: Path) -> Path | None:
+    """The first symbolic link at or below ``folder`` (walked without following links), or
+    None when there is none (or ``folder`` does not exist)."""
+    if folder.is_symlink():
+        return folder
+    for root, dirs, files in os.walk(folder):
+        for name in sorted(dirs) + sorted(files):
+            path = Path(root) / name
+            if path.is_symlink():
+                return path
+    return None
+
+
+def kept_files(folder: Path, left_out: frozenset[str] = LEFT_OUT
+               ) -> Iterator[tuple[str, Path]]:
     """(name relative to ``folder``, path) of every file a manifest lists, sorted: regular
-    files below ``folder``, without ``status.json`` and without names starting with a dot
-    (nor anything inside a folder whose name does). Symbolic links are not followed."""
+    files below ``folder``, without ``left_out`` (the file that holds the manifest) and
+    without names starting with a dot (nor anything inside a folder whose name does).
+    Symbolic links are not followed."""
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         base = Path(root)
         for name in sorted(files):
             path = base / name
             rel = path.relative_to(folder).as_posix()
-            if name.startswith(".") or rel in LEFT_OUT:
+            if name.startswith(".") or rel in left_out:
                 continue
             if stat.S_ISREG(os.lstat(path).st_mode):
                 yield rel, path
 
 
-def build_manifest(folder: Path) -> dict[str, dict[str, Any]]:
+def build_manifest(folder: Path, left_out: frozenset[str] = LEFT_OUT
+                   ) -> dict[str, dict[str, Any]]:
     """``{name: {"bytes": size, "sha256": hex}}`` of every file :func:`kept_files` lists."""
-    manifest = {}
-    for rel, path in kept_files(folder):
-        st = os.lstat(path)
-        manifest[rel] = {"bytes": st.st_size, "sha256": sha256_of(path, st)}
-    return manifest
+    return {rel: file_entry(path) for rel, path in kept_files(folder, left_out)}
 
 
 def entry_problem(folder: Path, name: str, entry: Any, *, hashes: bool = True) -> str | None:
@@ -106,18 +141,23 @@ def _inside(name: str) -> bool:
     return bool(parts) and not Path(name).is_absolute() and ".." not in parts
 
 
-def manifest_problem(folder: Path, manifest: Any, *, hashes: bool = True) -> str | None:
-    """The first file below ``folder`` that does not match ``manifest`` (every entry, sizes
-    first so a truncated file is found without hashing), or None when all match."""
+def first_mismatch(folder: Path, manifest: Any, *, hashes: bool = True
+                   ) -> tuple[str, str] | None:
+    """(name, why) of the first file below ``folder`` that does not match ``manifest``
+    (every entry, sizes first so a truncated file is found without hashing; name ``""``
+    for a damaged manifest), or None when all match."""
     if not isinstance(manifest, dict):
-        return f"the manifest in {folder / 'status.json'} is damaged"
-    for name, entry in manifest.items():
-        problem = entry_problem(folder, name, entry, hashes=False)
-        if problem:
-            return problem
-    if hashes:
+        return "", f"the manifest of {folder} is damaged"
+    for with_hashes in (False, True) if hashes else (False,):
         for name, entry in manifest.items():
-            problem = entry_problem(folder, name, entry, hashes=True)
+            problem = entry_problem(folder, name, entry, hashes=with_hashes)
             if problem:
-                return problem
+                return name, problem
     return None
+
+
+def manifest_problem(folder: Path, manifest: Any, *, hashes: bool = True) -> str | None:
+    """Why the first file below ``folder`` does not match ``manifest``
+    (:func:`first_mismatch`), or None when all match."""
+    found = first_mismatch(folder, manifest, hashes=hashes)
+    return found[1] if found else None

@@ -14,11 +14,11 @@ adds). This module reads it back for people and scripts::
 
 :func:`list_runs` lists every run (``smallinit runs ls``); a damaged run is listed with
 state ``corrupt`` instead of stopping the listing: one whose ``config.json`` does not hash to
-its key, or whose files differ in size from its manifest (:mod:`smallinit.core.integrity`); a
-file's contents are checked against its SHA-256 when it is read, and for every run by
-:func:`verify_runs` (``smallinit runs verify``). Nothing here writes to the store, except
-that a finished run stored before manifests existed gets its manifest on first
-verification.
+its key, whose summary differs from its SHA-256, or whose files differ in size from its
+manifest (:mod:`smallinit.core.integrity`); a file's contents are checked against its SHA-256
+when it is read, and for every run by :func:`verify_runs` (``smallinit runs verify``).
+Nothing here writes to the store, except that a finished run stored before manifests (or
+before summaries were hashed) gets them on first verification.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import numpy as np
 from smallinit.core.atomic import read_json
 from smallinit.core.config import dotted_items
 from smallinit.core.errors import ConfigError, CorruptRun, StoreError, one_line
-from smallinit.core.runs import MANIFEST, Run
+from smallinit.core.runs import Run, _unrecorded
 from smallinit.core.store import RunStore
 
 KEY = re.compile(r"[0-9a-f]{16}")  # a run key: 16 hex digits of SHA-256 (smallinit.core.store)
@@ -241,7 +241,8 @@ def list_runs(runs_dir: str | Path | None = None, *, kind: str | None = None) ->
 @dataclass
 class Verified:
     """One run checked by :func:`verify_runs`: ``problem`` is None when it is what its key
-    says; ``recorded`` when its manifest was written now (a run stored before manifests)."""
+    says; ``recorded`` when its manifest (or its summary's SHA-256) was written now (a run
+    stored before they were recorded)."""
 
     kind: str
     key: str
@@ -265,20 +266,22 @@ def verify_runs(refs: list[str] | None = None, *, runs_dir: str | Path | None = 
     out = []
     for s in stored:
         run = Run(s.path, s.kind, s.key, s.config, s.version)
-        had = _has_manifest(run)
+        had = _recorded(run)
         checked = Verified(s.kind, s.key, s.state)
         try:
             run.verify(hashes=hashes)
         except CorruptRun as err:
             checked.state, checked.problem = "corrupt", err.problem
-        checked.recorded = not had and _has_manifest(run)
+        checked.recorded = not had and _recorded(run)
         out.append(checked)
     return out
 
 
-def _has_manifest(run: Run) -> bool:
+def _recorded(run: Run) -> bool:
+    """Whether the run's status holds what a finished run records (its manifest, and a done
+    run's summary SHA-256)."""
     try:
-        return MANIFEST in run.status()
+        return not _unrecorded(run.status())
     except StoreError:
         return False
 

@@ -7,7 +7,8 @@ numbers would change (:func:`config_key`). A run lives in ``<root>/<kind>/<key>/
 
     config.json    the config and how it was keyed (written first)
     status.json    {"state": "running" | "done" | "failed", ...} (written last; a finished
-                   run's also holds the manifest of its files, smallinit.core.integrity)
+                   run's also holds the manifest of its files, and a done run's the
+                   SHA-256 of its summary, smallinit.core.integrity)
     metrics.jsonl  one JSON record per line, appended as the run goes
     arrays.npz     named NumPy arrays (the run's large results)
 
@@ -16,6 +17,9 @@ Every file but ``metrics.jsonl`` is written atomically (:mod:`smallinit.core.ato
 moment reads as ``running`` by a dead writer (*stale*, :mod:`smallinit.core.lease`), never
 as finished, and is recomputed (or resumed from its own checkpoints) the next time it is
 asked for (:class:`smallinit.core.store.RunStore`).
+
+A writer never follows a symbolic link out of the store: a run folder that is a link, or
+holds one, is refused (:meth:`RunWriter.start`) before anything in it is written or deleted.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ log = logging.getLogger(__name__)
 
 STORE_SCHEMA = 1
 MANIFEST = "manifest"  # the status.json field of a finished run's files (core.integrity)
+SUMMARY_SHA256 = "summary_sha256"  # the status.json field proving a done run's summary
 STATES = ("absent", "running", "stale", "done", "failed")
 
 
@@ -149,11 +154,25 @@ class Run:
 
     @property
     def summary(self) -> dict[str, Any]:
-        """The summary a done run was finished with."""
+        """The summary a done run was finished with, checked against its SHA-256
+        (:class:`CorruptRun` when it was edited)."""
         status = self.status()
         if status["state"] != "done":
             raise StoreError(f"run {self.path} is {self.state}, not done; it has no summary")
+        problem = self.summary_problem(status)
+        if problem:
+            raise self._corrupt(problem)
         return status.get("summary", {})
+
+    def summary_problem(self, status: dict[str, Any]) -> str | None:
+        """Why the summary of the done run with ``status`` differs from the SHA-256 recorded
+        when it finished, or None (also for a run stored before summaries were hashed)."""
+        if status["state"] != "done" or SUMMARY_SHA256 not in status:
+            return None
+        if integrity.summary_digest(status.get("summary", {})) != status[SUMMARY_SHA256]:
+            return (f"the summary in {self.status_path} does not match its SHA-256 (edited "
+                    "after the run finished)")
+        return None
 
     def identity_problem(self) -> str | None:
         """Why ``config.json`` does not prove that this folder is the run its key names (it
@@ -181,17 +200,18 @@ class Run:
         """Raise :class:`CorruptRun`, naming the run and the file, when the folder is not
         what its key says: a damaged ``status.json``, a ``config.json`` that does not hash to
         the key, or (for a finished run) a file that differs from its manifest; sizes always,
-        SHA-256 too with ``hashes``. A finished run stored before manifests existed gets
-        one now (``adopt``, when the store is writable and no writer holds the run)."""
+        SHA-256 too with ``hashes``, or a done run's summary that differs from its SHA-256
+        (always). A finished run stored before manifests (or before summaries were hashed)
+        gets them now (``adopt``, when the store is writable and no writer holds the run)."""
         status = self.status()
         if status["state"] == "absent":
             return
-        problem = self.identity_problem()
+        problem = self.identity_problem() or self.summary_problem(status)
         if problem is None and status["state"] in ("done", "failed"):
             manifest = status.get(MANIFEST)
+            if adopt and _unrecorded(status):
+                self._adopt(status)
             if manifest is None:
-                if adopt:
-                    self._adopt(status)
                 return
             problem = integrity.manifest_problem(self.path, manifest, hashes=hashes)
         if problem:
@@ -203,8 +223,9 @@ class Run:
                           "folder under .corrupt/ of the store)", problem)
 
     def _adopt(self, status: dict[str, Any]) -> None:
-        """Write the manifest of a finished run that has none (stored before manifests),
-        under the run's lock; skipped where the store cannot be written."""
+        """Write the manifest of a finished run that has none (stored before manifests) and
+        the SHA-256 of a done run's summary, under the run's lock; skipped where the store
+        cannot be written."""
         lock = RunLock(self.lock_path)
         try:
             if not lock.acquire(block=False):
@@ -213,7 +234,12 @@ class Run:
             return
         try:
             if self.status() == status:
-                status = {**status, MANIFEST: integrity.build_manifest(self.path)}
+                status = dict(status)
+                if MANIFEST not in status:
+                    status[MANIFEST] = integrity.build_manifest(self.path)
+                if status["state"] == "done":
+                    status.setdefault(SUMMARY_SHA256,
+                                      integrity.summary_digest(status.get("summary", {})))
                 atomic_write_json(self.status_path, status)
                 log.debug("recorded the manifest of %s", self.name)
         except (OSError, StoreError) as err:
@@ -231,7 +257,7 @@ class Run:
         if status["state"] in ("done", "failed"):
             problem = self.identity_problem()
             manifest = status.get(MANIFEST)
-            if problem is None and manifest is None:
+            if problem is None and _unrecorded(status):
                 self._adopt(status)
                 manifest = self.status().get(MANIFEST)
             if problem is None and isinstance(manifest, dict):
@@ -321,19 +347,33 @@ class RunWriter(Run):
 
     @property
     def checkpoint_dir(self) -> Path:
-        """Where a resumable run keeps its checkpoints (created on demand)."""
+        """Where a resumable run keeps its checkpoints (created on demand; a symbolic link
+        there is refused, :meth:`refuse_links`)."""
         d = self.path / "checkpoints"
+        if d.is_symlink():
+            raise _link_error(d)
         d.mkdir(parents=True, exist_ok=True)
         return d
+
+    def refuse_links(self) -> None:
+        """Raise :class:`StoreError` naming the first symbolic link among the run's kind
+        folder, its folder and everything below it: the writer would write or delete
+        through it, outside the store."""
+        link = (self.path.parent if self.path.parent.is_symlink()
+                else integrity.first_link(self.path))
+        if link is not None:
+            raise _link_error(link)
 
     def start(self, lock: RunLock | None = None) -> None:
         """Claim the run for this process and mark it running; writes ``config.json`` first.
 
         Takes the run's lock (``lock`` if the caller already holds it) and starts the
         heartbeat that renews the lease; :meth:`finish` or :meth:`fail` end both. Raises
-        :class:`StoreError` if another process holds the lock."""
+        :class:`StoreError` if another process holds the lock, or if the run's folder is
+        or holds a symbolic link (:meth:`refuse_links`)."""
         if self._lease is not None:
             raise StoreError(f"run {self.path} is already started by this process")
+        self.refuse_links()
         if lock is None:
             lock = RunLock(self.lock_path)
             if not lock.acquire(block=False):
@@ -399,6 +439,7 @@ class RunWriter(Run):
         status = self.status()
         self._end({"state": "done", "started": status.get("started"), "finished": now(),
                    "host": host.record(), "summary": summary or {},
+                   SUMMARY_SHA256: integrity.summary_digest(summary or {}),
                    MANIFEST: integrity.build_manifest(self.path)})
 
     def fail(self, reason: str, *, final: bool = True) -> None:
@@ -484,6 +525,17 @@ def _bare(err: StoreError) -> str:
 def _failed_for_good(status: dict[str, Any]) -> bool:
     """Whether ``status`` records a final failure (:attr:`Run.failed_for_good`)."""
     return status["state"] == "failed" and bool(status.get("final"))
+
+
+def _unrecorded(status: dict[str, Any]) -> bool:
+    """Whether a finished run's ``status`` lacks its manifest, or a done run's the SHA-256
+    of its summary (a run stored before they were recorded)."""
+    return MANIFEST not in status or (status["state"] == "done" and SUMMARY_SHA256 not in status)
+
+
+def _link_error(link: Path) -> StoreError:
+    return StoreError(f"{link} is a symbolic link; the run store does not write or delete "
+                      "through links (they could lead out of it): remove the link")
 
 
 def _outcome(status: dict[str, Any]) -> bool:

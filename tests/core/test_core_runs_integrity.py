@@ -12,7 +12,7 @@ import smallinit
 from smallinit.cli import main
 from smallinit.core.errors import CorruptRun, RunFailed, StoreError
 from smallinit.core.integrity import build_manifest, manifest_problem
-from smallinit.core.runs import MANIFEST
+from smallinit.core.runs import MANIFEST, SUMMARY_SHA256
 from smallinit.core.store import RunStore
 
 
@@ -38,6 +38,12 @@ def flip_a_byte(path, at=-20):
     data = bytearray(path.read_bytes())
     data[at] ^= 0xFF
     path.write_bytes(bytes(data))
+
+
+def edit_summary(run, **values):
+    status = run.status()
+    status["summary"].update(values)
+    run.status_path.write_text(json.dumps(status))
 
 
 def test_a_finished_run_records_every_file_it_keeps(tmp_path):
@@ -120,16 +126,21 @@ def test_a_renamed_or_copied_folder_is_not_the_run_its_name_says(tmp_path):
     assert "renamed or copied" in listed[copy.name].reason
 
 
-def test_a_run_stored_before_manifests_is_read_and_gets_one(tmp_path):
+@pytest.mark.parametrize("missing", [MANIFEST, SUMMARY_SHA256])
+def test_a_run_stored_before_manifests_is_read_and_gets_one(tmp_path, missing):
     store, calls = RunStore(tmp_path), []
     run = make(store, calls=calls)
-    status = run.status()
-    del status[MANIFEST]
+    recorded = run.status()
+    status = dict(recorded)
+    del status[missing]
     run.status_path.write_text(json.dumps(status))
     assert smallinit.load_run(run.key, runs_dir=tmp_path).arrays()["w"][0] == 1.0
     assert make(store, calls=calls).summary == {"final_loss": 1.0}
     assert calls == [run.key]  # reused, not recomputed
-    assert run.status()[MANIFEST] == build_manifest(run.path)  # written on verification
+    assert run.status()[missing] == recorded[missing]  # written on verification
+    assert run.status()[MANIFEST] == build_manifest(run.path)
+    edit_summary(run, final_loss=1.234)  # from now on an edit is caught
+    assert not run.reusable()
 
 
 def test_a_read_only_store_is_still_read(tmp_path):
@@ -192,3 +203,64 @@ def test_a_store_error_is_one_line_on_the_command_line(tmp_path, capsys):
     assert "status.json is corrupt" in capsys.readouterr().out
     with pytest.raises(StoreError, match="status.json is corrupt"):
         run.status()
+
+
+# ----------------------------------------------------------------------------- the summary
+def test_an_edited_summary_is_caught_on_every_read(tmp_path, capsys):
+    store, calls = RunStore(tmp_path), []
+    run = make(store, calls=calls)
+    edit_summary(run, final_loss=1.234)
+    with pytest.raises(CorruptRun, match="summary in .*status.json does not match its SHA-256"):
+        print(run.summary)
+    [listed] = smallinit.list_runs(tmp_path)
+    assert listed.state == "corrupt" and listed.summary == {}
+    assert main(["runs", "ls", "--runs-dir", str(tmp_path)]) == 0
+    assert "1.234" not in capsys.readouterr().out
+    assert main(["runs", "verify", "--quick", "--runs-dir", str(tmp_path)]) == 1
+    assert "0 ok, 1 corrupt" in capsys.readouterr().out
+    again = make(store, calls=calls)
+    assert calls == [run.key, run.key]  # recomputed, not reused
+    assert again.summary == {"final_loss": 1.0}
+
+
+# ----------------------------------------------------------------------------- links
+@pytest.mark.parametrize("link", ["checkpoints", "metrics.jsonl", "run folder"])
+def test_a_writer_never_writes_or_deletes_through_a_link(tmp_path, link):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    sentinel = outside / "sentinel.txt"
+    sentinel.write_text("keep me")
+    store = RunStore(tmp_path / "store")
+    run = store.writer("demo", Cfg())
+    run.start()
+    run.log({"step": 1, "loss": 1.0})
+    run._abandon()  # killed: the next ask takes the run over
+    run.status_path.write_text(json.dumps({**run.status(), "pid": 2**22 + 1}))
+    if link == "checkpoints":
+        (run.path / "checkpoints").symlink_to(outside, target_is_directory=True)
+    elif link == "metrics.jsonl":
+        run.metrics_path.unlink()
+        run.metrics_path.symlink_to(sentinel)
+    else:
+        os.rename(run.path, outside / "run")
+        run.path.symlink_to(outside / "run", target_is_directory=True)
+    before = snapshot(outside)
+
+    def body(writer):  # what a resuming trainer does: clear old files, write new ones
+        for old in writer.checkpoint_dir.iterdir():
+            old.unlink()
+        writer.log({"step": 2, "loss": 0.5})
+        return {}
+
+    with pytest.raises(StoreError, match="is a symbolic link") as err:
+        store.get_or_run("demo", Cfg(), body)
+    assert "\n" not in str(err.value)
+    named = {"checkpoints": run.path / "checkpoints", "metrics.jsonl": run.metrics_path,
+             "run folder": run.path}[link]
+    assert str(named) in str(err.value)
+    assert sentinel.read_text() == "keep me" and snapshot(outside) == before
+
+
+def snapshot(folder):
+    """Every file below ``folder`` (links not followed) with its bytes."""
+    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and not p.is_symlink()}

@@ -1,5 +1,6 @@
-"""Checkpoint files: atomic, unique temp names, weights-only loads; and the rule that llm/
-has exactly one training loop (one place where a transformer takes a step)."""
+"""Checkpoint files: atomic, unique temp names, proven by their SHA-256, weights-only loads;
+and the rule that llm/ has exactly one training loop (one place where a transformer takes a
+step)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from smallinit.llm.training.checkpoint import atomic_torch_save, latest_loadable, safe_load
+from smallinit.llm.training.checkpoint import (
+    atomic_torch_save,
+    latest_loadable,
+    safe_load,
+    write_checkpoint,
+)
 
 LLM = Path(__file__).resolve().parents[2] / "llm"
 
@@ -49,17 +55,23 @@ def test_concurrent_writers_never_share_a_temp_file(tmp_path):
 def test_latest_loadable_skips_damaged_files_newest_first(tmp_path, caplog):
     ckpt = tmp_path / "checkpoints"
     for step in (10, 20):
-        atomic_torch_save({"step": step, "x": torch.tensor(step)}, ckpt / f"step-{step:08d}.pt")
-    (ckpt / "step-00000030.pt").write_bytes(b"not a zip")
-    atomic_torch_save({"step": 20}, ckpt / "step-00000040.pt")  # content disagrees with name
+        write_checkpoint({"step": step, "x": torch.tensor(step)}, ckpt / f"step-{step:08d}.pt")
+    (ckpt / "step-00000030.pt").write_bytes(b"not a zip")  # and no record of its SHA-256
+    write_checkpoint({"step": 20}, ckpt / "step-00000040.pt")  # content disagrees with name
+    write_checkpoint({"step": 50, "x": torch.tensor(50)}, ckpt / "step-00000050.pt")
+    atomic_torch_save({"step": 50, "x": torch.tensor(75)}, ckpt / "step-00000050.pt")  # loads,
+    # is consistent, and is not what was recorded
     with caplog.at_level("WARNING"):
         step, state = latest_loadable(tmp_path)
     assert step == 20 and int(state["x"]) == 20
     warned = " ".join(r.getMessage() for r in caplog.records)
-    assert "step-00000030.pt" in warned and "step-00000040.pt" in warned
+    assert all(f"step-000000{s}0.pt" in warned for s in (3, 4, 5))
+    assert "step-00000050.pt does not match its manifest (its SHA-256 differs" in warned
     assert sorted(p.name for p in ckpt.iterdir()) == [
-        "step-00000010.pt", "step-00000020.pt", "step-00000030.pt.damaged",
-        "step-00000040.pt.damaged"]
+        "step-00000010.pt", "step-00000010.pt.json", "step-00000020.pt",
+        "step-00000020.pt.json", "step-00000030.pt.damaged", "step-00000040.pt.damaged",
+        "step-00000040.pt.json.damaged", "step-00000050.pt.damaged",
+        "step-00000050.pt.json.damaged"]
     for p in ckpt.glob("step-000000[12]0.pt"):
         p.write_bytes(b"")
     assert latest_loadable(tmp_path) == (0, None)  # nothing intact: a fresh start

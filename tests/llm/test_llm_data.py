@@ -1,17 +1,22 @@
-"""Corpora: synthetic items are right and deterministic, splits disjoint, arrays line up."""
+"""Corpora: synthetic items are right and deterministic, splits disjoint, arrays line up, and
+a damaged cache is refused."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import io
+import json
+import os
 import re
+import shutil
 import tarfile
 
 import numpy as np
 import pytest
 
-from smallinit.core.errors import ConfigError
+from smallinit.core.errors import ConfigError, StoreError
+from smallinit.core.integrity import build_manifest
 from smallinit.llm.data import corpus, synthetic
 from smallinit.llm.data.tokenizer import encode_many
 from smallinit.llm.run_config import DataConfig
@@ -169,3 +174,53 @@ def test_hf_corpus_needs_datasets(tmp_path):
             corpus.load(DataConfig(corpus="hf:some/name", cache_dir=str(tmp_path)), 400)
     else:
         pytest.skip("datasets is installed; loading a hub dataset needs the network")
+
+
+# ----------------------------------------------------------------------------- a damaged cache
+def small_cache(tmp_path) -> DataConfig:
+    return DataConfig(cache_dir=str(tmp_path), synthetic_items=300, synthetic_val_items=60,
+                      synthetic_facts=20)
+
+
+@pytest.mark.parametrize("damage", ["roll train.bin", "truncate train.bin", "roll val.bin",
+                                    "edit tokenizer.json", "delete val_items.npz"])
+def test_a_damaged_cached_corpus_is_refused_naming_the_file_and_the_fix(tmp_path, damage):
+    cfg = small_cache(tmp_path)
+    good = corpus.load(cfg, 400)
+    folder, train, val = good.path, np.array(good.train), np.array(good.val)
+    del good  # its memory maps: a truncated file must not be read through them
+    action, name = damage.split(" ")
+    path = folder / name
+    if action == "roll":
+        ids = np.fromfile(path, np.uint16)
+        np.roll(ids, 1).tofile(path)  # the same bytes, moved by one token
+    elif action == "truncate":
+        os.truncate(path, path.stat().st_size // 2)
+    elif action == "edit":
+        path.write_text(path.read_text().replace('"<|endoftext|>"', '"<|end|>"', 1))
+    else:
+        path.unlink()
+    with pytest.raises(StoreError) as err:
+        corpus.load(cfg, 400)
+    message = str(err.value)
+    assert message.startswith(f"{path} is damaged (it ") and "\n" not in message
+    assert message.endswith(f"delete the folder {folder} and run again to rebuild the corpus")
+    shutil.rmtree(folder)  # the advice works: the same corpus again
+    again = corpus.load(cfg, 400)
+    assert np.array_equal(again.train, train) and np.array_equal(again.val, val)
+
+
+def test_token_ids_outside_the_vocabulary_are_refused(tmp_path):
+    """A cache whose manifest agrees with ids the tokenizer cannot make (0xFFFF) is still
+    refused, in one line, before any id indexes an embedding."""
+    cfg = small_cache(tmp_path)
+    folder = corpus.load(cfg, 400).path
+    ids = np.fromfile(folder / "train.bin", np.uint16)
+    ids[7] = 0xFFFF
+    ids.tofile(folder / "train.bin")
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["files"] = build_manifest(folder, left_out=frozenset({"meta.json"}))
+    (folder / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(StoreError, match=rf"{folder / 'train.bin'} is damaged \(it holds token "
+                                         rf"id 65535, outside the vocabulary of \d+\); delete"):
+        corpus.load(cfg, 400)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -265,7 +266,8 @@ def interrupt_after_checkpoint(monkeypatch, step: int) -> None:
     monkeypatch.setattr(T, "save_checkpoint", save_then_stop)
 
 
-@pytest.mark.parametrize("damage", ["truncated", "empty"])
+@pytest.mark.parametrize("damage", ["truncated", "empty", "a tensor scaled by 1.5",
+                                    "a NaN planted"])
 def test_damaged_newest_checkpoint_falls_back_to_the_older_one(cache, tmp_path, monkeypatch,
                                                               caplog, damage):
     extra = ["train.steps=40", "train.checkpoint_every=10", "train.eval_every=15"]
@@ -282,8 +284,17 @@ def test_damaged_newest_checkpoint_falls_back_to_the_older_one(cache, tmp_path, 
     newest = half.path / "checkpoints" / "step-00000030.pt"
     assert sorted(p.name for p in newest.parent.glob("step-*.pt")) == [
         "step-00000020.pt", newest.name]
-    data = newest.read_bytes()
-    newest.write_bytes(data[:len(data) // 2] if damage == "truncated" else b"")
+    if damage in ("truncated", "empty"):
+        data = newest.read_bytes()
+        newest.write_bytes(data[:len(data) // 2] if damage == "truncated" else b"")
+    else:  # a checkpoint that loads and is consistent, but is not what was saved
+        state = torch.load(newest, weights_only=True)
+        weight = state["model"]["tok_emb.weight"]
+        if damage == "a NaN planted":
+            weight[0, 0] = float("nan")
+        else:
+            weight.mul_(1.5)
+        torch.save(state, newest)
     with caplog.at_level("WARNING"):
         resumed = train(cfg, runs_dir=tmp_path / "broken")
     assert resumed.state == "done"
@@ -383,3 +394,60 @@ def test_probes_change_nothing_that_is_trained(cache, tmp_path):
     b = torch.load(plain.path / "model.pt", weights_only=True)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert probed.summary == plain.summary
+
+
+def test_a_symlinked_checkpoints_folder_is_refused_and_nothing_outside_changes(
+        cache, tmp_path, monkeypatch):
+    from smallinit.core.errors import StoreError
+    from smallinit.core.store import RunStore
+    from smallinit.llm.training.train import KIND, VERSION
+
+    cfg = tiny(cache, "train.steps=40", "train.checkpoint_every=10", "train.eval_every=0")
+    with monkeypatch.context() as patch:
+        interrupt_after_checkpoint(patch, 30)
+        with pytest.raises(Interrupted):
+            train(cfg, runs_dir=tmp_path / "store")
+    run = RunStore(tmp_path / "store").run(KIND, cfg, version=VERSION)
+    outside = tmp_path / "outside"
+    (run.path / "checkpoints").rename(outside)  # what a resume would read, delete and write
+    (outside / "step-00000001.pt").write_bytes(b"not a checkpoint: a file of someone else")
+    (run.path / "checkpoints").symlink_to(outside, target_is_directory=True)
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+    with pytest.raises(StoreError) as err:
+        train(cfg, runs_dir=tmp_path / "store")
+    assert str(err.value).startswith(f"{run.path / 'checkpoints'} is a symbolic link")
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
+
+
+def test_a_damaged_corpus_is_refused_and_the_refusal_is_not_kept(tmp_path, capsys):
+    """A rolled ``val.bin`` does not evaluate and a rolled ``train.bin`` does not train; the
+    refused run is not recorded as its outcome: with the cache rebuilt it trains, without
+    --force, to the numbers of a run on the intact corpus."""
+    import numpy as np
+
+    from smallinit.core.store import RunStore
+    from smallinit.llm.data import corpus as corpus_mod
+    from smallinit.llm.training.train import KIND, VERSION
+
+    cfg = tiny(str(tmp_path / "cache"), "train.steps=10", "train.checkpoint_every=0",
+               "train.eval_every=0")
+    straight = train(cfg, runs_dir=tmp_path / "straight")
+    folder = corpus_mod.prepare(cfg.data, cfg.model.vocab_size)
+    for name in ("val.bin", "train.bin"):
+        np.roll(np.fromfile(folder / name, np.uint16), 1).tofile(folder / name)
+        capsys.readouterr()
+        if name == "val.bin":
+            argv = ["-q", "llm", "eval", "--runs-dir", str(tmp_path / "straight"), straight.key]
+        else:
+            argv = ["-q", "llm", "train", "--runs-dir", str(tmp_path / "again"), *TINY,
+                    f"data.cache_dir={tmp_path / 'cache'}", "train.steps=10",
+                    "train.checkpoint_every=0", "train.eval_every=0"]
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{folder / name} is damaged (it does not match" in err[0]
+        assert f"delete the folder {folder} and run again" in err[0]
+    refused = RunStore(tmp_path / "again").run(KIND, cfg, version=VERSION)
+    assert refused.state == "failed" and not refused.failed_for_good
+    shutil.rmtree(folder)
+    again = train(cfg, runs_dir=tmp_path / "again")
+    assert again.state == "done" and losses(again) == losses(straight)
