@@ -192,9 +192,9 @@ def test_killed_population_resumes_to_the_same_bytes(cache, tmp_path):
     half = [RunStore(tmp_path / "killed").run(KIND, c, version=VERSION) for c in cfgs]
     assert [h.state for h in half] == ["stale", "stale"]
     # member 0 holds step 20, member 1 only step 10: the population goes back to 10
-    assert sorted(p.name for p in (half[0].path / "checkpoints").iterdir())[-1] == \
+    assert sorted(p.name for p in (half[0].path / "checkpoints").glob("*.pt"))[-1] == \
         "step-00000020.pt"
-    assert sorted(p.name for p in (half[1].path / "checkpoints").iterdir())[-1] == \
+    assert sorted(p.name for p in (half[1].path / "checkpoints").glob("*.pt"))[-1] == \
         "step-00000010.pt"
     resumed = train_population(cfgs, runs_dir=tmp_path / "killed", callbacks=[])
     for a, b in zip(resumed, straight, strict=True):
