@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from smallinit import __version__
 from smallinit.cli.util import ArgumentParser, HelpFormatter
+from smallinit.core import interrupts
 from smallinit.core.errors import SmallinitError, one_line
 from smallinit.core.progress import configure_logging, set_quiet
 
@@ -98,7 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         set_quiet(True)
     configure_logging(args.verbose)
     try:
-        status = int(args.func(args) or 0)
+        with interrupts.catching():
+            status = int(args.func(args) or 0)
+            interrupts.check()  # a Ctrl-C that every raise of it missed still counts
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return status
     except (SmallinitError, ValueError) as err:
@@ -118,7 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"smallinit: error: {describe_os_error(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("smallinit: interrupted", file=sys.stderr)
+        print("smallinit: interrupted (finished runs are kept in the store; unfinished ones "
+              "resume on the next call)", file=sys.stderr)
         return 130
 
 

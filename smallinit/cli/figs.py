@@ -20,7 +20,6 @@ from smallinit.cli.util import (
     profile_arg,
 )
 from smallinit.core.errors import ConfigError
-from smallinit.core.store import RunStore
 
 
 def _item_count(text: str) -> int:
@@ -32,7 +31,7 @@ def _item_count(text: str) -> int:
 
 
 def _figure_numbers(text: str) -> list[int]:
-    from smallinit.study.figs import FIGURES
+    from smallinit.study.figure_list import FIGURES  # not .figs: the whole study
 
     try:
         numbers = [int(t) for t in text.split(",") if t.strip()]
@@ -126,20 +125,23 @@ def _cmd_preflight(args: argparse.Namespace) -> int:
 
 def _cmd_figs(args: argparse.Namespace) -> int:
     from smallinit.core import profiles
-    from smallinit.study.figs import FIGURES, FigureFailed, default_out_dir, make_figures
-    from smallinit.study.report import REPORT
 
+    # the arguments and the overlay are checked before the study (torch, jax) is imported
+    if args.plan and args.preflight:
+        raise ConfigError("figs --plan and --preflight: give one of them")
+    if args.preflight_items is not None and not args.preflight:
+        raise ConfigError("figs --preflight-items applies with --preflight only")
     args.profile = overlaid_profile(args, args.profile)
     if print_config(args, profiles.load(args.profile)):
         return 0
-    if args.plan and args.preflight:
-        raise ConfigError("figs --plan and --preflight: give one of them")
     if args.plan:
         return _cmd_plan(args)
     if args.preflight:
         return _cmd_preflight(args)
-    if args.preflight_items is not None:
-        raise ConfigError("figs --preflight-items applies with --preflight only")
+    from smallinit.core.store import RunStore
+    from smallinit.study.figs import FIGURES, FigureFailed, default_out_dir, make_figures
+    from smallinit.study.report import REPORT
+
     results = make_figures(
         only=args.only,
         profile=args.profile,

@@ -43,10 +43,14 @@ def load_run_config(args):
     """The run config: a TOML file, or the ``[llm-train]`` table of a packaged profile
     (smallinit/core/profiles/<name>.toml), then the ``key=value`` overrides."""
     from smallinit.core import profiles
-    from smallinit.core.config import load_config, override
-    from smallinit.llm.run_config import RunConfig
+    from smallinit.core.config import load_config, override, parse_overrides, read_toml
 
     path = config_path(args.config)
+    if path is not None:  # a bad file or override is refused before sympy is imported
+        read_toml(path)
+    parse_overrides(args.overrides)
+    from smallinit.llm.run_config import RunConfig
+
     base = None
     if args.config is not None and path is None:
         base = override(RunConfig(), profiles.section(args.config, "llm-train"),
@@ -87,12 +91,12 @@ def results_table(summary: dict) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    cfg = load_run_config(args)  # checked before torch is imported
+    if print_config(args, cfg):
+        return 0
     from smallinit.llm.training.sinks import chosen_sinks
     from smallinit.llm.training.train import Dist, train
 
-    cfg = load_run_config(args)
-    if print_config(args, cfg):
-        return 0
     sinks = chosen_sinks(args.tensorboard, args.wandb)
     run = train(cfg, runs_dir=args.runs_dir, force=args.force, callbacks=sinks)
     if not Dist.from_env().main:
@@ -124,14 +128,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_init_table(args: argparse.Namespace) -> int:
     from smallinit.core.config import override
-    from smallinit.llm.model.init import init_table
-    from smallinit.llm.training.trained import build_for_table
 
-    cfg = load_run_config(args)
+    cfg = load_run_config(args)  # checked before torch is imported
     if args.init is not None:
         cfg = override(cfg, {"init": args.init})
     if print_config(args, cfg):
         return 0
+    from smallinit.llm.model.init import init_table
+    from smallinit.llm.training.trained import build_for_table
+
     scheme = cfg.init
     model = build_for_table(cfg.model, args.model)
     rows = init_table(model, scheme)

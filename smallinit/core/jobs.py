@@ -33,7 +33,11 @@ list of specs (of any kinds):
   toy runs timed by their kind; :class:`smallinit.core.progress.RunProgress` says how), and
   off a terminal one log line per finished run with the same numbers. The runs' own bars
   are hidden in worker processes and Ray tasks (their log lines stay below INFO), so one
-  bar, or one line per run, is what a sweep shows.
+  bar, or one line per run, is what a sweep shows;
+- Ctrl-C (inside :func:`smallinit.core.interrupts.catching`, as every CLI command runs)
+  stops the driver before its next run or within a second of waiting for its workers,
+  which it kills: finished runs stay in the store, unfinished ones resume on the next
+  call. Workers ignore SIGINT themselves (a terminal sends it to the whole group).
 
 The answer is a :class:`Results`: the specs in the given order with their runs.
 """
@@ -53,6 +57,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
+from smallinit.core import interrupts
 from smallinit.core.errors import ConfigError, one_line
 from smallinit.core.progress import RunProgress, set_quiet
 from smallinit.core.runs import Run, config_key
@@ -186,6 +191,7 @@ def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: boo
                 for group, count in groups:
                     if count == 1 or len(group) == 1:
                         for spec in group:
+                            interrupts.check()
                             i = position[id(spec)]
                             bar.start(i)
                             _run_here(spec, store, spec.ident in to_force)
@@ -322,6 +328,9 @@ def _exit_with_parent(parent: int) -> None:
 def _worker(spec: RunSpec, root: str, force: bool, parent: int, conn) -> None:
     """Body of a worker process: compute one spec, report how it went through ``conn``."""
     _exit_with_parent(parent)
+    # a terminal's Ctrl-C reaches the whole process group: the driver alone handles it
+    # (it stops and kills its workers; their runs stay resumable)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING)
     set_quiet(True)  # the driver's bar is the one bar; a run's own bar would garble it
     try:
@@ -371,6 +380,7 @@ def _run_in_workers(todo: list[RunSpec], store: RunStore, to_force: set, workers
     config_error: str | None = None
     try:
         while pending or running:
+            interrupts.check()
             while pending and len(running) < workers and config_error is None:
                 spec, i = pending.pop(0)
                 here, there = ctx.Pipe(duplex=False)
@@ -506,6 +516,7 @@ def _run_on_ray(todo: list[RunSpec], store: RunStore, to_force: set,
                                                  str(probe))
             pending[ref] = (spec, i)
         while pending:
+            interrupts.check()
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
             if not ready:
                 bar.tick()

@@ -24,6 +24,7 @@ before summaries were hashed) gets them on first verification.
 from __future__ import annotations
 
 import re
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from smallinit.core.atomic import read_json
-from smallinit.core.config import dotted_items
+from smallinit.core.config import dotted_items, file_kind
 from smallinit.core.errors import ConfigError, CorruptRun, StoreError, one_line
 from smallinit.core.runs import Run, _unrecorded
 from smallinit.core.store import RunStore
@@ -210,12 +211,18 @@ def open_dir(path: Path) -> StoredRun:
 
 def kinds(root: Path) -> list[str]:
     """The run kinds present under ``root`` (folders not starting with a dot); none when
-    the store does not exist yet, a ConfigError when ``root`` is not a folder."""
-    if root.exists() and not root.is_dir():
-        raise ConfigError(f"run store root {root} is a file, not a folder; give the store's "
-                          "folder with --runs-dir or $SMALLINIT_RUNS")
-    if not root.is_dir():
+    the store does not exist yet, a ConfigError when ``root`` is not a folder or cannot
+    be one (below a file, a symlink loop)."""
+    try:
+        info = root.stat()
+    except FileNotFoundError:
         return []
+    except OSError as err:
+        raise ConfigError(f"run store root {root} cannot be used ({err.strerror or err}); "
+                          "give the store's folder with --runs-dir or $SMALLINIT_RUNS") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"run store root {root} is {file_kind(info.st_mode)}, not a folder; "
+                          "give the store's folder with --runs-dir or $SMALLINIT_RUNS")
     return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 

@@ -38,25 +38,10 @@ from smallinit.core.store import RunStore
 from smallinit.llm.training.cost import training_flops_of
 from smallinit.study import report
 from smallinit.study.experiments import Experiment, existing, of_figure
+from smallinit.study.figure_list import FIGURES
 
 log = logging.getLogger(__name__)
 
-#: docs/science.md §7: figure number -> file stem suffix (``figNN_<name>``).
-FIGURES: dict[int, str] = {
-    1: "phase_diagram",
-    2: "rd_vs_width",
-    3: "condensation",
-    4: "lazy_vs_rich",
-    5: "transformer_phase",
-    6: "anchor_phase",
-    7: "gamma_sweep",
-    8: "eps_gating",
-    9: "critical_init",
-    10: "condense_expand",
-    11: "token_gains",
-    12: "gain_scaling",
-    13: "gain_budget",
-}
 PACKAGE = "smallinit.paper_figs"
 
 
