@@ -246,7 +246,7 @@ def write_hf_folder(model: Transformer, tokenizer, out: str | Path, *, eot: str,
         save_file(hf_state_dict(model), str(tmp / WEIGHTS), metadata={"format": "pt"})
         _save_tokenizer(tokenizer, eot, model.cfg.context, tmp)
         cls = tf.LlamaForCausalLM if family == "llama" else tf.GPT2LMHeadModel
-        loaded = cls.from_pretrained(tmp)
+        loaded = cls.from_pretrained(tmp, trust_remote_code=False)
         diff = max_logit_difference(model, loaded)
         if not diff <= tolerance:
             raise ConfigError(f"the exported {cls.__name__} differs from the model (max "

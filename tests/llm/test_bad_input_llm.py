@@ -5,7 +5,10 @@ error leaves no run directory behind."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -357,3 +360,56 @@ def test_cli_damaged_run_files_exit_2_on_one_line(trained, tmp_path, capsys, mon
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "tokenizer.json is damaged" in err[0]
     assert f"delete the folder {bad_cache}" in err[0]
+
+
+# ----------------------------------------------------------------------------- foreign code
+def planted_tokenizer(folder: Path, sentinel: Path, auto_map) -> None:
+    """A loadable Llama folder without tokenizer.json whose tokenizer_config.json maps the
+    tokenizer to ``tokenization_evil.py`` of the folder, a file that writes ``sentinel``
+    when imported."""
+    from smallinit.llm.model.hf import llama_from
+
+    llama_from(ModelConfig(d_model=16, n_heads=2, n_layers=1, vocab_size=64,
+                           context=16)).save_pretrained(folder)
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"auto_map": auto_map, "tokenizer_class": "EvilTokenizer"}))
+    (folder / "tokenization_evil.py").write_text(
+        f"import pathlib\npathlib.Path({str(sentinel)!r}).write_text('ran')\n"
+        "from transformers import PreTrainedTokenizer\n"
+        "class EvilTokenizer(PreTrainedTokenizer):\n    pass\n")
+
+
+@pytest.mark.parametrize(("how", "auto_map"), [
+    ("cli", {"AutoTokenizer": ["tokenization_evil.EvilTokenizer", None]}),
+    # the loader without the auto_map refusal in front: transformers itself must not run it
+    ("bare loader", ["tokenization_evil.EvilTokenizer", None]),
+])
+def test_a_tokenizers_own_code_never_runs(tmp_path, how, auto_map):
+    """``llm downstream --hf DIR`` on a folder whose tokenizer names its own Python file,
+    with "y" piped to transformers' "run the custom code? [y/N]" prompt: a refusal, and the
+    file is never imported."""
+    folder, sentinel = tmp_path / "hf", tmp_path / "sentinel"
+    planted_tokenizer(folder, sentinel, auto_map)
+    task = tmp_path / "task.jsonl"
+    task.write_text('{"id": "a", "query": "Q:", "choices": [" x", " y"], "gold": 0}\n')
+    if how == "cli":
+        argv = ["-m", "smallinit", "llm", "downstream", "--hf", str(folder), "--tasks",
+                str(task), "--no-fetch", "--runs-dir", str(tmp_path / "runs")]
+    else:
+        argv = ["-c", "from smallinit.llm.downstream import hf_model\n"
+                "hf_model._refuse_custom_code = lambda folder: None\n"
+                f"hf_model._tokenizer(__import__('pathlib').Path({str(folder)!r}))"]
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home"), "PYTHONWARNINGS": "ignore",
+           "HF_MODULES_CACHE": str(tmp_path / "hf-modules")}
+    proc = subprocess.run([sys.executable, *argv], input="y\ny\n", capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert not sentinel.exists(), proc.stderr[-2000:]
+    assert not (tmp_path / "hf-modules").exists()  # nothing was copied to be imported
+    if how == "cli":
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert proc.stderr.strip().splitlines() == [
+            f"smallinit: error: --hf {folder}: its tokenizer_config.json maps the tokenizer "
+            "to code in the folder (auto_map), which is never run; add a tokenizer.json (a "
+            "tokenizers serialization) instead"]
+    else:
+        assert "ConfigError: --hf" in proc.stderr and "no usable tokenizer" in proc.stderr
