@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -132,6 +133,64 @@ def test_apply_init_rejects_what_it_cannot_use():
         apply_init(torch.nn.Conv2d(3, 3, 3), "gamma:1")
     with pytest.raises(ConfigError, match="is not known; choose one of gamma"):
         apply_init(model, "bogus:1")
+
+
+def _hf_llama(cfg: ModelConfig):
+    from smallinit.llm.model.hf import llama_from
+
+    return llama_from(cfg)
+
+
+SMALL = ModelConfig(d_model=16, n_heads=2, vocab_size=64, context=8, n_layers=1)
+
+
+@pytest.mark.parametrize("build", [meta_transformer, _hf_llama], ids=["ours", "llama"])
+def test_apply_init_refuses_a_model_without_storage(build):
+    """On the meta device nothing can be drawn: a refusal naming a parameter, and no scheme
+    recorded as if it had been."""
+    from smallinit.llm.model.init import recorded_scheme
+
+    with torch.device("meta"):
+        model = build(SMALL)
+    with pytest.raises(ConfigError, match=r"parameter \S+ \(and \d+ more\) of \w+ is on the "
+                                          r"meta device .* model\.to_empty\(device='cpu'\)"):
+        apply_init(model, "gamma:0.5")
+    assert recorded_scheme(model) is None
+    model.to_empty(device="cpu")  # the advice works
+    apply_init(model, "gamma:0.5", seed=0)
+    assert recorded_scheme(model) == "gamma:0.5"
+
+
+@pytest.mark.parametrize(("build", "head", "embedding"), [
+    (Transformer, "head.weight", "tok_emb.weight"),
+    (_hf_llama, "lm_head.weight", "model.embed_tokens.weight"),
+], ids=["ours", "llama"])
+def test_apply_init_refuses_a_head_override_on_a_tied_head(build, head, embedding):
+    """A tied head is the embedding matrix, drawn once with the embedding's σ: a head=
+    override could only be recorded, never drawn, so it is refused before any draw."""
+    from smallinit.llm.model.init import recorded_scheme
+
+    tied = build(ModelConfig(**{**SMALL.__dict__, "tie_embeddings": True}))
+    before = {k: v.clone() for k, v in tied.state_dict().items()}
+    with pytest.raises(ConfigError, match=(
+            rf"init 'gamma:0\.5,head=2' sets the head's γ \(head=2\), but the LM head of "
+            rf"\w+ \({re.escape(head)}\) is tied to the embedding {re.escape(embedding)}: one "
+            r"matrix, drawn once as the embedding; drop head= or untie the head")):
+        apply_init(tied, "gamma:0.5,head=2")
+    assert recorded_scheme(tied) is None
+    assert all(torch.equal(v, before[k]) for k, v in tied.state_dict().items())
+    # untied, the override is drawn: the head's σ is d_model^-2, the embedding's d^-0.5
+    untied = apply_init(build(SMALL), "gamma:0.5,head=2", seed=0)
+    weight = dict(untied.named_parameters())[head]
+    # 1024 draws: the sample std lies within 10% of σ (about 4.5 standard errors)
+    assert float(weight.detach().std()) == pytest.approx(16 ** -2, rel=0.1)
+
+
+def test_a_head_override_on_a_tied_run_leaves_no_run_directory(tmp_path):
+    with pytest.raises(ConfigError, match=r"is tied to the embedding tok_emb\.weight"):
+        train(tiny(tmp_path / "cache", "model.tie_embeddings=true", "init=gamma:0.5,head=1"),
+              runs_dir=tmp_path / "runs")
+    assert run_dirs(tmp_path / "runs") == []
 
 
 def test_init_table_of_a_huge_model_reads_shapes_only():
