@@ -356,6 +356,13 @@ CASES: list[Case] = [
     cli("runs show unknown kind", "runs", "show", "nokind/abc", "--runs-dir", "{runs}"),
     cli("runs ls unknown kind", "runs", "ls", "--kind", "nokind", "--runs-dir", "{runs}"),
     cli("runs ls root is a file", "runs", "ls", "--runs-dir", "{file}"),
+    cli("runs ls root below a file", "runs", "ls", "--runs-dir", "{nodir}"),
+    cli("claims runs-dir is a file", "claims", "--profile", "quick", "--runs-dir", "{file}"),
+    cli("claims runs-dir below a file", "claims", "--runs-dir", "{nodir}"),
+    cli("claims runs-dir /etc/passwd", "claims", "--runs-dir", "/etc/passwd"),
+    api("claims.table of a store that is a file", "from smallinit.study import claims\n"
+        "from smallinit.core.store import RunStore\n"
+        "claims.table(['quick'], RunStore('{file}'))"),
     cli("theory classify negative tol", "theory", "classify", "--gamma", "1",
         "--gamma-prime", "0", "--tol=-1"),
     cli("theory classify huge tol", "theory", "classify", "--gamma", "1", "--gamma-prime",

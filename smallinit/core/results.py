@@ -210,11 +210,9 @@ def open_dir(path: Path) -> StoredRun:
 
 def kinds(root: Path) -> list[str]:
     """The run kinds present under ``root`` (folders not starting with a dot); none when
-    the store does not exist yet, a ConfigError when ``root`` is not a folder."""
-    if root.exists() and not root.is_dir():
-        raise ConfigError(f"run store root {root} is a file, not a folder; give the store's "
-                          "folder with --runs-dir or $SMALLINIT_RUNS")
-    if not root.is_dir():
+    the store does not exist yet, a StoreError when ``root`` is a file or lies below one
+    (:meth:`RunStore.check_readable`)."""
+    if not RunStore(root).check_readable():
         return []
     return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
 

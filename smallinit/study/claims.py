@@ -730,6 +730,8 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
 
 
 def table(profile_names: Sequence[str], store: RunStore | None = None) -> list[Record]:
-    """Every claim at every profile, in §13's order, profile by profile."""
+    """Every claim at every profile, in §13's order, profile by profile; a store root that
+    is a file (or lies below one) is refused as ``runs ls`` refuses it."""
     store = store or RunStore()
+    store.check_readable()
     return [evaluate(c, p, store) for p in profile_names for c in CLAIMS]
