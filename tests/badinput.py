@@ -82,7 +82,8 @@ def api(name: str, code: str) -> Case:
 # {run_mismatch}, {run_gated} (its config says gated attention); {badtok_cache} a cache
 # whose tokenizer is corrupt; {bigjsonl} a benchmark JSONL with one 50 MB line; {notrun} a
 # folder that is not a run; {task_badjson}, {task_nofield}, {task_nogold} custom task files
-# with a broken line, an item of no kind, a multiple-choice item without its gold index.
+# with a broken line, an item of no kind, a multiple-choice item without its gold index
+# ({task_good}: one well-formed item).
 # Hostile files (:func:`make_hostile_files`): {deep_toml} {deep_inline_toml}
 # {deep_header_toml} {mid_toml} TOML nested 100,000 / 100,000 / 5,000 / 300 levels,
 # {deep_json} JSON nested 100,000 levels, {task_deep} {task_deep_obj} {task_mid} custom tasks
@@ -291,6 +292,10 @@ CASES: list[Case] = [
         "--no-fetch", "--runs-dir", "{runs}"),
     cli("llm downstream device cuda", "llm", "downstream", "{run}", "--device", "cuda",
         "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm downstream device mps", "llm", "downstream", "{run}", "--device", "mps",
+        "--tasks", "{task_good}", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm sample device mps", "llm", "sample", "{run}", "--device", "mps",
+        "--runs-dir", "{runs}"),
     cli("llm downstream unknown task", "llm", "downstream", "{run}", "--tasks", "nope",
         "--no-fetch", "--runs-dir", "{runs}"),
     cli("llm downstream limit 0", "llm", "downstream", "{run}", "--limit", "0", "--no-fetch",
@@ -660,7 +665,8 @@ def make_fixture(root: Path) -> dict[str, str]:
     tasks = root / "custom-tasks"
     tasks.mkdir(exist_ok=True)
     good = '{"id": "a", "query": "Q:", "choices": [" x", " y"], "gold": 0}\n'
-    for name, text in (("task_badjson", good + '{"id": "b", "query": \n'),
+    for name, text in (("task_good", good),
+                       ("task_badjson", good + '{"id": "b", "query": \n'),
                        ("task_nofield", '{"id": "a", "query": "Q:"}\n'),
                        ("task_nogold", good + '{"id": "b", "query": "Q:", "choices": '
                                               '[" x", " y"]}\n')):

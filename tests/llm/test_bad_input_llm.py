@@ -353,6 +353,10 @@ def test_benchmark_device_is_checked():
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="no CUDA device is available"):
             check_device("cuda")
+    if not torch.backends.mps.is_available():
+        with pytest.raises(ConfigError, match=r"--device 'mps': this torch build or machine "
+                                              r"has no MPS \(Apple GPU\) device; use cpu"):
+            check_device("mps")
 
 
 def test_benchmark_line_limit(tmp_path, monkeypatch):
