@@ -530,6 +530,12 @@ CASES: list[Case] = [
     # -- token ids and sampling through the Python API
     api("generate id outside the vocabulary", TINY_MODEL + "m.generate(torch.tensor([[64]]), 3)"),
     api("generate negative id", TINY_MODEL + "m.generate(torch.tensor([[-1]]), 3)"),
+    api("forward id outside the vocabulary", TINY_MODEL + "m(torch.tensor([[1, 64]]))"),
+    api("forward negative id", TINY_MODEL + "m(torch.tensor([[-1, 2]]))"),
+    api("forward id 0xFFFF with targets", TINY_MODEL + "x = torch.tensor([[1, 0xFFFF]])\n"
+        "m(x, x)"),
+    api("token_losses id outside the vocabulary", TINY_MODEL +
+        "x = torch.tensor([[1, 64]])\nm.token_losses(x, x)"),
     api("generate float ids", TINY_MODEL + "m.generate(torch.tensor([[1.0, 2.0]]), 3)"),
     api("generate bool ids", TINY_MODEL + "m.generate(torch.tensor([[True]]), 3)"),
     api("generate numpy ids", TINY_MODEL + "import numpy as np\n"
