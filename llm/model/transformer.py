@@ -25,7 +25,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from smallinit.llm.model.fastlayers import chosen_parts
-from smallinit.llm.model.generate import KVCache, check_token_ids, generate, window_positions
+from smallinit.llm.model.generate import (
+    KVCache,
+    check_ids_without_sync,
+    generate,
+    window_positions,
+)
 from smallinit.llm.model.init import apply_init
 from smallinit.llm.model.layers import Block, Parts, make_norm, rope_tables
 from smallinit.llm.model.matrices import MatrixSpec, declare, declared_matrices
@@ -87,10 +92,7 @@ class Transformer(nn.Module):
         on the CPU and the call is not being compiled (one min and one max); on a GPU they
         are checked by :meth:`generate`, not here, where a check would cost a device sync.
         """
-        if not isinstance(idx, torch.Tensor) or idx.dtype.is_floating_point or \
-                idx.dtype.is_complex or idx.dtype == torch.bool or \
-                (idx.device.type == "cpu" and not torch.compiler.is_compiling()):
-            check_token_ids(idx, self.cfg.vocab_size)  # the TypeError or ValueError naming it
+        check_ids_without_sync(idx, self.cfg.vocab_size)
         B, T = idx.shape
         start = cache.length if cache is not None else 0
         if start + T > self.cfg.context:
