@@ -4,6 +4,7 @@ error leaves no run directory behind."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -289,6 +291,77 @@ def test_a_full_disk_while_the_weights_are_written_names_the_file(trained, tmp_p
     status = json.loads((folder / "status.json").read_text())
     assert status["state"] == "failed" and not status["final"]
     assert not list(folder.glob(".*.tmp"))
+
+
+class FullDisk:
+    """A file object of :mod:`smallinit.core.atomic` on a disk with no space left: every
+    write raises ENOSPC, without a file name (as ``write(2)`` reports it)."""
+
+    def __init__(self, fd, *args, **kwargs):
+        os.close(fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def write(self, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_full_disk_under_every_atomic_write_is_one_line_naming_the_file(
+        trained, tmp_path, monkeypatch, capsys):
+    """The lowest write helper (atomic_write_bytes) on a full disk: the run store's first
+    file of a new run fails, and the command prints one line naming it; nothing half
+    written is left."""
+    from smallinit.cli import main
+    from smallinit.core import atomic
+
+    _, cache = trained
+    monkeypatch.setattr(atomic, "os", SimpleNamespace(**{**vars(os), "fdopen": FullDisk}))
+    store = tmp_path / "runs"
+    assert main(["llm", "train", *TINY, f"data.cache_dir={cache}", "--runs-dir", str(store),
+                 "seed=7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.fullmatch(
+        rf"smallinit: error: cannot use {re.escape(str(store))}/llm-train/[0-9a-f]{{16}}/"
+        r"\S+\.json: No space left on device \(the disk is full\)", err[0]), err
+    assert not [p for p in store.rglob("*") if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("where", ["safetensors", "config"])
+def test_a_full_disk_during_export_is_one_line_naming_out(trained, tmp_path, monkeypatch,
+                                                          capsys, where):
+    """``llm export`` on a full disk: safetensors reports the failed write as its own
+    SafetensorError (the disk nearly full then), transformers as an OSError without a file
+    name. Either way one line names OUT, and neither OUT nor a temporary folder is left."""
+    import transformers
+    from safetensors import SafetensorError
+
+    from smallinit.cli import main
+    from smallinit.llm.model import export
+
+    run, _ = trained
+    if where == "safetensors":
+        def no_space(*args, **kwargs):
+            raise SafetensorError("Error while serializing: I/O error")
+
+        monkeypatch.setattr(export, "save_file", no_space)
+        real_usage = shutil.disk_usage
+        monkeypatch.setattr(shutil, "disk_usage",
+                            lambda p: real_usage(p)._replace(free=4096))
+    else:
+        def no_space(self, *args, **kwargs):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        monkeypatch.setattr(transformers.PretrainedConfig, "save_pretrained", no_space)
+    out = tmp_path / "exported"
+    assert main(["llm", "export", str(run.path), str(out), "--runs-dir",
+                 str(run.path.parents[1])]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"smallinit: error: cannot use {out}: No space left on device (the disk is full)"]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_run_that_cannot_fit_the_disk_is_refused_before_it_starts(trained, tmp_path,
