@@ -40,13 +40,15 @@ def draw_theory_layer(ax) -> None:
 def draw_simulation_layer(ax, ctx):
     """The toy phase scan's S_w (median over seeds) as a heatmap over the theory layer, its
     zero level (where the measured slope changes sign) as a black line; the profile's
-    ``toy-scan`` experiment."""
+    ``toy-scan`` experiment. Any grid its config accepts is drawn: a zero level needs at
+    least two values of γ and of γ' (a point or a line of the grid shows its colours only)."""
     arrays = single(ctx.results("toy-scan")).arrays()
     g, gp, s_w = arrays["gammas"], arrays["gamma_primes"], arrays["S_w"]
     lim = float(np.nanmax(np.abs(s_w)))
     mesh = ax.pcolormesh(g, gp, s_w.T, shading="nearest", cmap="RdBu_r", vmin=-lim, vmax=lim,
                          alpha=0.55, zorder=1.5)
-    ax.contour(g, gp, s_w.T, levels=[0.0], colors="black", linewidths=1.6, zorder=3)
+    if min(s_w.shape) >= 2:
+        ax.contour(g, gp, s_w.T, levels=[0.0], colors="black", linewidths=1.6, zorder=3)
     ax.figure.colorbar(mesh, ax=ax, label="simulated S_w = d ln RD / d ln m "
                        "(black: S_w = 0)")
     ax.set_title("Two-layer ReLU phase diagram: theory and simulated S_w")

@@ -32,7 +32,7 @@ def make(ctx):
                 ax.tick_params(labelsize=6)
         sub[0].supxlabel("orientation θ = atan2(b, w)", fontsize=8)
         sub[0].supylabel("amplitude |a|‖w‖ (max 1)", fontsize=8)
-        axes2 = sub[1].subplots(3, 1)
+        axes2 = sub[1].subplots(len(inits), 1, squeeze=False)[:, 0]  # one per activation
         for ax, r in zip(axes2, inits, strict=True):
             im = ax.imshow(r["gram_reordered"], vmin=-1, vmax=1, cmap="RdBu_r")
             ax.set_title(f"{r['activation']} (p={r['p']}): {r['clusters']} directions "

@@ -82,7 +82,8 @@ def api(name: str, code: str) -> Case:
 # {run_mismatch}, {run_gated} (its config says gated attention); {badtok_cache} a cache
 # whose tokenizer is corrupt; {bigjsonl} a benchmark JSONL with one 50 MB line; {notrun} a
 # folder that is not a run; {task_badjson}, {task_nofield}, {task_nogold} custom task files
-# with a broken line, an item of no kind, a multiple-choice item without its gold index.
+# with a broken line, an item of no kind, a multiple-choice item without its gold index
+# ({task_good}: one well-formed item).
 # Hostile files (:func:`make_hostile_files`): {deep_toml} {deep_inline_toml}
 # {deep_header_toml} {mid_toml} TOML nested 100,000 / 100,000 / 5,000 / 300 levels,
 # {deep_json} JSON nested 100,000 levels, {task_deep} {task_deep_obj} {task_mid} custom tasks
@@ -294,6 +295,10 @@ CASES: list[Case] = [
         "--no-fetch", "--runs-dir", "{runs}"),
     cli("llm downstream device cuda", "llm", "downstream", "{run}", "--device", "cuda",
         "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm downstream device mps", "llm", "downstream", "{run}", "--device", "mps",
+        "--tasks", "{task_good}", "--no-fetch", "--runs-dir", "{runs}"),
+    cli("llm sample device mps", "llm", "sample", "{run}", "--device", "mps",
+        "--runs-dir", "{runs}"),
     cli("llm downstream unknown task", "llm", "downstream", "{run}", "--tasks", "nope",
         "--no-fetch", "--runs-dir", "{runs}"),
     cli("llm downstream limit 0", "llm", "downstream", "{run}", "--limit", "0", "--no-fetch",
@@ -359,6 +364,13 @@ CASES: list[Case] = [
     cli("runs show unknown kind", "runs", "show", "nokind/abc", "--runs-dir", "{runs}"),
     cli("runs ls unknown kind", "runs", "ls", "--kind", "nokind", "--runs-dir", "{runs}"),
     cli("runs ls root is a file", "runs", "ls", "--runs-dir", "{file}"),
+    cli("runs ls root below a file", "runs", "ls", "--runs-dir", "{nodir}"),
+    cli("claims runs-dir is a file", "claims", "--profile", "quick", "--runs-dir", "{file}"),
+    cli("claims runs-dir below a file", "claims", "--runs-dir", "{nodir}"),
+    cli("claims runs-dir /etc/passwd", "claims", "--runs-dir", "/etc/passwd"),
+    api("claims.table of a store that is a file", "from smallinit.study import claims\n"
+        "from smallinit.core.store import RunStore\n"
+        "claims.table(['quick'], RunStore('{file}'))"),
     cli("theory classify negative tol", "theory", "classify", "--gamma", "1",
         "--gamma-prime", "0", "--tol=-1"),
     cli("theory classify huge tol", "theory", "classify", "--gamma", "1", "--gamma-prime",
@@ -521,6 +533,12 @@ CASES: list[Case] = [
     # -- token ids and sampling through the Python API
     api("generate id outside the vocabulary", TINY_MODEL + "m.generate(torch.tensor([[64]]), 3)"),
     api("generate negative id", TINY_MODEL + "m.generate(torch.tensor([[-1]]), 3)"),
+    api("forward id outside the vocabulary", TINY_MODEL + "m(torch.tensor([[1, 64]]))"),
+    api("forward negative id", TINY_MODEL + "m(torch.tensor([[-1, 2]]))"),
+    api("forward id 0xFFFF with targets", TINY_MODEL + "x = torch.tensor([[1, 0xFFFF]])\n"
+        "m(x, x)"),
+    api("token_losses id outside the vocabulary", TINY_MODEL +
+        "x = torch.tensor([[1, 64]])\nm.token_losses(x, x)"),
     api("generate float ids", TINY_MODEL + "m.generate(torch.tensor([[1.0, 2.0]]), 3)"),
     api("generate bool ids", TINY_MODEL + "m.generate(torch.tensor([[True]]), 3)"),
     api("generate numpy ids", TINY_MODEL + "import numpy as np\n"
@@ -656,7 +674,8 @@ def make_fixture(root: Path) -> dict[str, str]:
     tasks = root / "custom-tasks"
     tasks.mkdir(exist_ok=True)
     good = '{"id": "a", "query": "Q:", "choices": [" x", " y"], "gold": 0}\n'
-    for name, text in (("task_badjson", good + '{"id": "b", "query": \n'),
+    for name, text in (("task_good", good),
+                       ("task_badjson", good + '{"id": "b", "query": \n'),
                        ("task_nofield", '{"id": "a", "query": "Q:"}\n'),
                        ("task_nogold", good + '{"id": "b", "query": "Q:", "choices": '
                                               '[" x", " y"]}\n')):

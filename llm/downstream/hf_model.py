@@ -6,7 +6,9 @@ A folder (``config.json``, ``model.safetensors``, tokenizer files; e.g. what
 that :class:`~smallinit.llm.downstream.scoring.TorchLM` sees what it sees of our Transformer: a
 module mapping token ids (B, T) to logits (B, T, V), with ``cfg.context`` its longest input.
 The tokenizer is the folder's ``tokenizer.json`` (the Rust ``tokenizers`` object our
-scorer uses), or the fast tokenizer ``AutoTokenizer`` builds from the folder's files.
+scorer uses), or the fast tokenizer ``AutoTokenizer`` builds from the folder's files
+(``trust_remote_code=False``: a ``tokenizer_config.json`` whose ``auto_map`` names Python
+files of the folder is refused, and no such file is imported).
 
 Results are stored under the name ``hf/<16 hex>``: the SHA-256 of the folder's files
 (names and contents), so a changed folder is a new model and an unchanged one is reused
@@ -132,12 +134,31 @@ def hf_model_name(folder: str | Path) -> str:
     return "hf/" + digest.hexdigest()[:16]
 
 
+def _refuse_custom_code(folder: Path) -> None:
+    """A ConfigError when the folder's ``tokenizer_config.json`` maps its tokenizer to
+    Python files of the folder (``auto_map``): such code is never run here."""
+    path = folder / "tokenizer_config.json"
+    if not path.is_file():
+        return
+    try:
+        meta = parse_json(read_user_file(path, what="tokenizer_config.json",
+                                         limit=CONFIG_BYTES), str(path))
+    except ConfigError:
+        return  # unreadable: AutoTokenizer's own error names it
+    if isinstance(meta, dict) and meta.get("auto_map"):
+        raise ConfigError(f"--hf {folder}: its tokenizer_config.json maps the tokenizer to "
+                          "code in the folder (auto_map), which is never run; add a "
+                          "tokenizer.json (a tokenizers serialization) instead")
+
+
 def _tokenizer(folder: Path):
     if (folder / TOKENIZER).is_file():
         return load_tokenizer(folder / TOKENIZER)
+    _refuse_custom_code(folder)
     tf = _transformers()
     try:
-        tok = tf.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        tok = tf.AutoTokenizer.from_pretrained(folder, local_files_only=True,
+                                               trust_remote_code=False)
     except Exception as err:  # transformers raises many types for a missing/odd tokenizer
         raise ConfigError(f"--hf {folder}: no usable tokenizer ({type(err).__name__}: "
                           f"{one_line(err)[:160]})") from None

@@ -79,8 +79,8 @@ def load_trained(run: TrainedRun, device: str = "cpu", *, trust_data: bool = Fal
 
 
 def check_device(device: str) -> None:
-    """Refuse a torch device name that torch does not know, or a CUDA device this machine
-    does not have (ConfigError naming it and what is allowed)."""
+    """Refuse a torch device name that torch does not know, or a CUDA or MPS device this
+    machine does not have (ConfigError naming it and what is allowed)."""
     try:
         dev = torch.device(device)
     except (RuntimeError, ValueError, TypeError):
@@ -93,7 +93,11 @@ def check_device(device: str) -> None:
         if dev.index is not None and dev.index >= count:
             raise ConfigError(f"--device {device!r}: this machine has {count} CUDA "
                               f"device(s), cuda:0 to cuda:{count - 1}")
-    elif dev.type not in ("cpu", "mps"):
+    elif dev.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ConfigError(f"--device {device!r}: this torch build or machine has no MPS "
+                              "(Apple GPU) device; use cpu or cuda")
+    elif dev.type != "cpu":
         raise ConfigError(f"--device {device!r} is not supported; use cpu, cuda or cuda:N")
 
 

@@ -44,7 +44,8 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from smallinit.core.errors import ConfigError
+from smallinit.core.atomic import write_failure
+from smallinit.core.errors import ConfigError, SmallinitError
 from smallinit.llm.data.tokenizer import END_OF_TEXT
 from smallinit.llm.model.hf import _transformers
 from smallinit.llm.model.init import RECORD_ATTR, init_record
@@ -239,14 +240,23 @@ def write_hf_folder(model: Transformer, tokenizer, out: str | Path, *, eot: str,
     config = hf_config(model.cfg, eos_token_id=eos_id, extra=extra)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        config.save_pretrained(tmp)
-        with contextlib.suppress(Exception):  # optional file; generation defaults
-            tf.GenerationConfig(bos_token_id=eos_id, eos_token_id=eos_id,
-                                pad_token_id=eos_id).save_pretrained(tmp)
-        save_file(hf_state_dict(model), str(tmp / WEIGHTS), metadata={"format": "pt"})
-        _save_tokenizer(tokenizer, eot, model.cfg.context, tmp)
+        state = hf_state_dict(model)
+        try:  # transformers, safetensors and tokenizers each report a failed write their way
+            config.save_pretrained(tmp)
+            with contextlib.suppress(Exception):  # optional file; generation defaults
+                tf.GenerationConfig(bos_token_id=eos_id, eos_token_id=eos_id,
+                                    pad_token_id=eos_id).save_pretrained(tmp)
+            save_file(state, str(tmp / WEIGHTS), metadata={"format": "pt"})
+            _save_tokenizer(tokenizer, eot, model.cfg.context, tmp)
+        except SmallinitError:
+            raise
+        except Exception as err:  # named by OUT (the files are moved there once checked)
+            failure = write_failure(out, err)
+            if failure is None:
+                raise
+            raise failure from None
         cls = tf.LlamaForCausalLM if family == "llama" else tf.GPT2LMHeadModel
-        loaded = cls.from_pretrained(tmp)
+        loaded = cls.from_pretrained(tmp, trust_remote_code=False)
         diff = max_logit_difference(model, loaded)
         if not diff <= tolerance:
             raise ConfigError(f"the exported {cls.__name__} differs from the model (max "

@@ -175,6 +175,17 @@ def check_token_ids(idx, vocab_size: int) -> None:
                               f"[0, {vocab_size}) (model.vocab_size={vocab_size})")
 
 
+def check_ids_without_sync(idx, vocab_size: int) -> None:
+    """:func:`check_token_ids` wherever it costs neither a device sync nor a graph break:
+    ids on the CPU outside ``torch.compile``; elsewhere only that ``idx`` is an integer
+    tensor (the TypeError)."""
+    if isinstance(idx, torch.Tensor) and not (
+            idx.dtype == torch.bool or idx.dtype.is_floating_point or idx.dtype.is_complex) \
+            and (idx.device.type != "cpu" or torch.compiler.is_compiling()):
+        return
+    check_token_ids(idx, vocab_size)
+
+
 def check_generate_args(width: int, lengths: torch.Tensor, max_new_tokens: int,
                         temperature: float, top_k: int | None, batch: int) -> None:
     """Refuse generation settings that have no meaning (ConfigError naming the value)."""

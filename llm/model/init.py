@@ -127,6 +127,37 @@ def vector_values(model: nn.Module, specs: list[MatrixSpec]) -> list[tuple[str, 
     return out
 
 
+def check_drawable(model: nn.Module, specs: list[MatrixSpec], scheme: InitScheme) -> None:
+    """Refuse what :func:`apply_init` could only record, not draw (ConfigError naming it):
+    a parameter on the ``meta`` device (a shape without storage), and a ``head=`` override
+    where no matrix is the LM head's own, because the head is tied to the embedding (one
+    matrix, drawn once as ``embedding``) or absent."""
+    meta = [name for name, param in model.named_parameters() if param.is_meta]
+    if meta:
+        more = f" (and {len(meta) - 1} more)" if len(meta) > 1 else ""
+        raise ConfigError(f"parameter {meta[0]}{more} of {type(model).__name__} is on the meta "
+                          "device (a shape without storage), so no init can be drawn into "
+                          "it; materialize the model first, e.g. model.to_empty(device='cpu'), "
+                          "then apply_init")
+    head = dict(scheme.overrides).get("head")
+    if head is None or any(s.part == "head" for s in specs):
+        return
+    names: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(param), []).append(name)
+    tied = [(s.name, names[id(s.param)][1:]) for s in specs
+            if s.part == "embedding" and len(names.get(id(s.param), ())) > 1]
+    if tied:
+        embedding, (alias, *_) = tied[0]
+        raise ConfigError(f"init {scheme.describe()!r} sets the head's γ (head={head:g}), but "
+                          f"the LM head of {type(model).__name__} ({alias}) is tied to the "
+                          f"embedding {embedding}: one matrix, drawn once as the embedding; "
+                          "drop head= or untie the head (model.tie_embeddings=false, "
+                          "tie_word_embeddings=False in a Hugging Face config)")
+    raise ConfigError(f"init {scheme.describe()!r} sets the head's γ (head={head:g}), but "
+                      f"{type(model).__name__} has no LM head matrix; drop head=")
+
+
 # ----------------------------------------------------------------------------- drawing
 def as_scheme(scheme: InitScheme | str) -> InitScheme:
     """An :class:`InitScheme` from itself or its text; anything else is a ConfigError."""
@@ -188,7 +219,9 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *,
     a fresh generator seeded with it, which leaves the global generator untouched. Norm gains
     are set to 1, biases to 0, x·(1+w) gains to 0; a parameter whose meaning is not known is
     refused before anything is drawn (:mod:`.families`). ``torch.compile`` and
-    data-parallel wrappers are looked through (:func:`unwrap`). The scheme is recorded as
+    data-parallel wrappers are looked through (:func:`unwrap`). A model on the meta device,
+    and a ``head=`` override on a model whose head is tied to the embedding, are refused
+    before anything is drawn or recorded (:func:`check_drawable`). The scheme is recorded as
     ``model.config.smallinit = {"init": "<canonical scheme>"}`` (Hugging Face; saved with
     ``config.json``) or ``model.smallinit`` (:data:`RECORD_ATTR`, :func:`recorded_scheme`)."""
     scheme = as_scheme(scheme)
@@ -197,6 +230,7 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *,
                           "global generator)")
     inner = _checked_module(model)
     specs = matrix_table(inner)
+    check_drawable(inner, specs, scheme)
     n_layers = _n_layers(inner, specs)
     sigmas = [spec_std(spec, scheme, n_layers) for spec in specs]  # all checked before a draw
     vectors = vector_values(inner, specs)  # every other parameter's value, also checked first

@@ -25,7 +25,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from smallinit.llm.model.fastlayers import chosen_parts
-from smallinit.llm.model.generate import KVCache, check_token_ids, generate, window_positions
+from smallinit.llm.model.generate import (
+    KVCache,
+    check_ids_without_sync,
+    generate,
+    window_positions,
+)
 from smallinit.llm.model.init import apply_init
 from smallinit.llm.model.layers import Block, Parts, make_norm, rope_tables
 from smallinit.llm.model.matrices import MatrixSpec, declare, declared_matrices
@@ -82,12 +87,12 @@ class Transformer(nn.Module):
         Training and scoring call it with ``idx`` alone (positions 0..T−1, causal). Decoding
         passes a ``cache`` (the tokens continue its window at slot ``cache.length``) and/or
         ``pad`` (B,), the number of left-padding slots of each row (:func:`window_positions`).
-        ``idx`` must be an integer tensor (a TypeError otherwise; ids outside the vocabulary
-        are checked by :meth:`generate`, not here, where a check would cost a device sync).
+        ``idx`` must be an integer tensor (a TypeError otherwise). Ids outside the
+        vocabulary are a ValueError naming the id and the vocabulary size when ``idx`` lies
+        on the CPU and the call is not being compiled (one min and one max); on a GPU they
+        are checked by :meth:`generate`, not here, where a check would cost a device sync.
         """
-        if not isinstance(idx, torch.Tensor) or idx.dtype.is_floating_point or \
-                idx.dtype.is_complex or idx.dtype == torch.bool:
-            check_token_ids(idx, self.cfg.vocab_size)  # raises the TypeError naming it
+        check_ids_without_sync(idx, self.cfg.vocab_size)
         B, T = idx.shape
         start = cache.length if cache is not None else 0
         if start + T > self.cfg.context:

@@ -23,7 +23,6 @@ fsynced, so a crash at any moment leaves either the old file or the complete new
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import shutil
@@ -35,7 +34,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from smallinit.core import integrity
-from smallinit.core.atomic import atomic_write_json, read_json, temp_path
+from smallinit.core.atomic import atomic_write_json, read_json, temp_path, write_failure
 from smallinit.core.errors import StoreError, one_line
 from smallinit.core.memory import human
 
@@ -44,7 +43,6 @@ KEEP_CHECKPOINTS = 2  # the newest ones; older checkpoints are deleted after eac
 PATTERN = "step-*.pt"
 WEIGHTS = "model.safetensors"  # a finished run's final weights (also model.pt; older runs
 # have only that)
-NEARLY_FULL = 16 * 1024**2  # free bytes below which a failed write is put down to a full disk
 
 
 def _atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
@@ -62,7 +60,7 @@ def _atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException as err:
-        failure = _write_failure(path, err) if isinstance(err, Exception) else None
+        failure = write_failure(path, err) if isinstance(err, Exception) else None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         if failure is not None:
@@ -70,25 +68,6 @@ def _atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
         raise
     _fsync_dir(path.parent)
     return path
-
-
-def _write_failure(path: Path, err: Exception) -> OSError | None:
-    """The failed write of ``path`` as an OSError naming it. torch and safetensors report
-    a failed write as their own errors (``PytorchStreamWriter failed writing file``); when
-    the disk is nearly full at that moment (the partial file still on it) the cause is
-    taken to be ENOSPC. None: ``err`` is an OSError that already names a file."""
-    if isinstance(err, OSError) and err.filename is not None:
-        return None
-    if isinstance(err, OSError) and err.errno is not None:
-        return OSError(err.errno, err.strerror, str(path))
-    try:
-        full = shutil.disk_usage(path.parent).free < NEARLY_FULL
-    except OSError:
-        full = False
-    if full:
-        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-    return OSError(errno.EIO, f"writing failed ({type(err).__name__}: "
-                   f"{one_line(err)[:200]})", str(path))
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> Path:

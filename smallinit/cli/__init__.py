@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from smallinit import __version__
-from smallinit.cli.util import ArgumentParser, HelpFormatter
+from smallinit.cli.util import ArgumentParser, HelpFormatter, reopen_closed_std_streams
 from smallinit.core import interrupts
 from smallinit.core.errors import SmallinitError, one_line
 from smallinit.core.progress import configure_logging, set_quiet
@@ -93,6 +93,7 @@ OVERRIDE = re.compile(r"[A-Za-z_][\w.-]*=.*", re.DOTALL)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command; returns the exit status."""
+    reopen_closed_std_streams()
     parser = build_parser()
     args = parse(parser, argv)
     if args.quiet:

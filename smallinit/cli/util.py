@@ -11,6 +11,8 @@ import argparse
 import json
 import logging
 import math
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,24 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         ):
             return text
         return text + " (default: %(default)s)"
+
+
+def reopen_closed_std_streams() -> None:
+    """Put ``/dev/null`` on standard input, output and error where they were closed when
+    the command started (``smallinit runs ls >&-``): what the command prints there is
+    discarded, it runs to its own exit status, and no file it opens can take descriptor
+    0, 1 or 2 and receive bytes meant for the terminal."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: fd itself
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        if getattr(sys, name) is None:  # Python starts with None for a closed stream
+            setattr(sys, name, open(fd, mode, closefd=False, encoding="utf-8"))
 
 
 def add_group(subparsers: Any, name: str, *, help: str, description: str) -> Any:

@@ -9,10 +9,12 @@ strictly (NaN and ±inf become ``null``) with sorted keys.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import os
 import secrets
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from smallinit.core.config import MAX_DEPTH, check_depth
 from smallinit.core.errors import ConfigError, StoreError, one_line
 
 MAX_JSON_BYTES = 256 * 1024**2  # a store's JSON file larger than this is taken as damaged
+NEARLY_FULL = 16 * 1024**2  # free bytes below which a failed write is put down to a full disk
 
 
 def _file_mode() -> int:
@@ -51,9 +54,32 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        if isinstance(err, OSError) and err.filename is None and err.errno is not None:
-            raise OSError(err.errno, err.strerror, str(path)) from None  # name the file
+        failure = write_failure(path, err) if isinstance(err, OSError) else None
+        if failure is not None:
+            raise failure from None  # name the file
         raise
+
+
+def write_failure(path: str | Path, err: Exception) -> OSError | None:
+    """The failed write of ``path`` as an OSError naming it, which the CLI prints on one
+    line (``cannot use PATH: No space left on device (the disk is full)``). torch,
+    safetensors and tokenizers report a failed write as their own errors (``PytorchStreamWriter
+    failed writing file``, ``SafetensorError``); when the disk is nearly full at that moment
+    (the partial file still on it) the cause is taken to be ENOSPC. None: ``err`` is an
+    OSError that already names a file."""
+    path = Path(path)
+    if isinstance(err, OSError) and err.filename is not None:
+        return None
+    if isinstance(err, OSError) and err.errno is not None:
+        return OSError(err.errno, err.strerror, str(path))
+    try:
+        full = shutil.disk_usage(path.parent).free < NEARLY_FULL
+    except OSError:
+        full = False
+    if full:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    return OSError(errno.EIO, f"writing failed ({type(err).__name__}: "
+                   f"{one_line(err)[:200]})", str(path))
 
 
 def temp_path(path: str | Path) -> Path:

@@ -46,12 +46,24 @@ class RunStore:
     def __repr__(self) -> str:
         return f"RunStore({str(self.root)!r})"
 
+    def check_readable(self) -> bool:
+        """Whether the root is a folder (False: nothing stored there yet); a
+        :class:`StoreError` naming it when it is a file or lies below one, where no run can
+        ever be stored."""
+        if self.root.is_dir():
+            return True
+        where = next((p for p in (self.root, *self.root.parents) if p.exists()), None)
+        if where is not None and not where.is_dir():
+            what = ("is a file, not a folder" if where == self.root
+                    else f"lies below the file {where}")
+            raise StoreError(f"run store root {self.root} {what}; give the store's folder "
+                             "with --runs-dir or $SMALLINIT_RUNS")
+        return False
+
     def check_root(self) -> None:
         """Create the root if needed; :class:`StoreError` naming it and why when it is a
         file, lies below a file or cannot be written."""
-        if self.root.exists() and not self.root.is_dir():
-            raise StoreError(f"run store root {self.root} is a file, not a folder; give a "
-                             "folder with --runs-dir or $SMALLINIT_RUNS")
+        self.check_readable()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as err:

@@ -841,7 +841,9 @@ def decide(records: Sequence[Record], rules: str = RULES[0]) -> list[Record]:
 def table(profile_names: Sequence[str], store: RunStore | None = None, *,
           rules: str = RULES[0]) -> list[Record]:
     """Every claim at every profile, in §13's order, profile by profile; each profile's
-    claims decided together under §13.2 (:func:`decide`), the verdicts by ``rules``."""
+    claims decided together under §13.2 (:func:`decide`), the verdicts by ``rules``; a
+    store root that is a file (or lies below one) is refused as ``runs ls`` refuses it."""
     store = store or RunStore()
+    store.check_readable()
     return [r for p in profile_names
             for r in decide([evaluate(c, p, store) for c in CLAIMS], rules)]

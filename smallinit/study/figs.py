@@ -225,9 +225,10 @@ def make_figures(
 def drawn_at(info: dict[str, Any]) -> str | None:
     """The profile a figure of the folder was drawn at (its ``report.json`` entry): a
     derived one is derived again from the base and overlay kept there; None where that
-    overlay no longer applies to the base."""
+    overlay no longer applies to the base, or the profile is not known here."""
     if "overlay" not in info:
-        return info["profile"]
+        known = info["profile"] in (*profiles.names(), *profiles.derived())
+        return info["profile"] if known else None
     try:
         return profiles.derive(info.get("base"), overrides=info["overlay"])
     except (ConfigError, TypeError):
@@ -248,8 +249,9 @@ def write_report(out_dir: Path, store: RunStore, profile: str,
             continue
         at = drawn_at(info)
         if at is None:
-            log.warning("fig %02d in %s: its overlay of profile %s no longer applies; not "
-                        "on the report page", number, out_dir, info.get("base"))
+            log.warning("fig %02d in %s: its profile %s is not known here, or its overlay "
+                        "no longer applies; not on the report page", number, out_dir,
+                        info.get("base", info["profile"]))
             continue
         module = load_figure(number)
         now = {e.name: runs[e.name] for e in of_figure(number)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 import math
 import re
 import shlex
@@ -33,13 +34,15 @@ from typing import Any
 
 from smallinit.core import profiles
 from smallinit.core.atomic import atomic_write_text
-from smallinit.core.config import dotted_items
-from smallinit.core.errors import StoreError
+from smallinit.core.config import CONFIG_BYTES, dotted_items, parse_json, read_user_file
+from smallinit.core.errors import ConfigError, StoreError
 from smallinit.core.jobs import Results
 from smallinit.core.store import RunStore
 from smallinit.llm.training.cost import training_flops_of
 from smallinit.study import claims as claims_mod
 from smallinit.study import experiments
+
+log = logging.getLogger(__name__)
 
 REPORT = "index.html"
 MANIFEST = "report.json"
@@ -80,16 +83,49 @@ def science_captions(path: Path = SCIENCE) -> dict[int, tuple[str, str]]:
     return out
 
 
+def _is_entry(key: str, info: Any) -> bool:
+    """Whether ``key: info`` has the shape :func:`record_drawn` writes: a figure number →
+    ``{"profile": str, "files": [plain file names]}``, with ``"base"`` (str) and
+    ``"overlay"`` (a table) for a derived profile."""
+    return (isinstance(key, str) and key.isdigit() and isinstance(info, dict)
+            and isinstance(info.get("profile"), str)
+            and isinstance(info.get("files"), list) and all(
+                isinstance(f, str) and f and Path(f).name == f and not f.startswith(".")
+                for f in info["files"])
+            and isinstance(info.get("base", ""), str)
+            and isinstance(info.get("overlay", {}), dict))
+
+
+def read_drawn(path: Path) -> dict[int, dict[str, Any]]:
+    """The entries of ``report.json`` at ``path`` (figure number → entry, :func:`_is_entry`);
+    none when it is absent. A file that is not a small regular file, not JSON or nested
+    too deeply, and every entry of another shape, is left out with a warning: its figures
+    leave the page until drawn again (:func:`record_drawn` rewrites the file)."""
+    if not path.exists() and not path.is_symlink():
+        return {}
+    try:
+        data = parse_json(read_user_file(path, what=MANIFEST, limit=CONFIG_BYTES), str(path))
+    except ConfigError as err:
+        log.warning("%s; the figures it listed leave the report page until drawn again", err)
+        return {}
+    if not isinstance(data, dict):
+        log.warning("%s is not a table of figure entries ({number: {profile, files}}); the "
+                    "figures it listed leave the report page until drawn again", path)
+        return {}
+    bad = sorted(k for k, v in data.items() if not _is_entry(k, v))
+    if bad:
+        log.warning("%s: entry %s is not a figure entry ({profile, files}); left off the "
+                    "report page", path, ", ".join(bad))
+    return {int(k): v for k, v in data.items() if k not in bad}
+
+
 def record_drawn(out_dir: Path, profile: str,
                  drawn: dict[int, list[Path] | Exception | None]) -> dict[int, dict[str, Any]]:
     """Update ``report.json`` with the figures drawn now (number → profile and files; at a
     derived profile also its base and overlay, so a later process derives it again) and
     return every figure of the folder whose files are still there."""
     path = Path(out_dir) / MANIFEST
-    try:
-        known = {int(k): v for k, v in json.loads(path.read_text()).items()}
-    except (OSError, ValueError, AttributeError):
-        known = {}
+    known = read_drawn(path)
     base, tables = profiles.overlay(profile)
     again = {"base": base, "overlay": tables} if tables else {}  # a derived profile
     for number, paths in drawn.items():

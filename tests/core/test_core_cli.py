@@ -103,3 +103,21 @@ def test_closed_pipe_ends_quietly():
     assert proc.wait(timeout=60) == 141
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
 
+
+
+@pytest.mark.parametrize("argv", [["runs", "ls"], ["runs", "ls", "--json"],
+                                  ["theory", "schemes"]])
+def test_a_closed_stdout_ends_quietly(tmp_path, argv):
+    """`smallinit runs ls >&-`: standard output closed before the command starts. The
+    command runs to its own status, prints no traceback, and the store it reads keeps its
+    bytes (no file opened on descriptor 1 receives the listing)."""
+    from smallinit.core.store import RunStore
+
+    run = RunStore(tmp_path / "runs").get_or_run("toy-x", {"i": 1}, lambda r: {"v": 1.0})
+    before = {p: p.read_bytes() for p in run.path.iterdir()}
+    proc = subprocess.run([sys.executable, "-m", "smallinit", *argv, *(
+        ["--runs-dir", str(tmp_path / "runs")] if argv[0] == "runs" else [])],
+        stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
+        preexec_fn=lambda: os.close(1))
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert {p: p.read_bytes() for p in run.path.iterdir()} == before

@@ -4,9 +4,15 @@ error leaves no run directory behind."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -131,6 +137,64 @@ def test_apply_init_rejects_what_it_cannot_use():
         apply_init(model, "bogus:1")
 
 
+def _hf_llama(cfg: ModelConfig):
+    from smallinit.llm.model.hf import llama_from
+
+    return llama_from(cfg)
+
+
+SMALL = ModelConfig(d_model=16, n_heads=2, vocab_size=64, context=8, n_layers=1)
+
+
+@pytest.mark.parametrize("build", [meta_transformer, _hf_llama], ids=["ours", "llama"])
+def test_apply_init_refuses_a_model_without_storage(build):
+    """On the meta device nothing can be drawn: a refusal naming a parameter, and no scheme
+    recorded as if it had been."""
+    from smallinit.llm.model.init import recorded_scheme
+
+    with torch.device("meta"):
+        model = build(SMALL)
+    with pytest.raises(ConfigError, match=r"parameter \S+ \(and \d+ more\) of \w+ is on the "
+                                          r"meta device .* model\.to_empty\(device='cpu'\)"):
+        apply_init(model, "gamma:0.5")
+    assert recorded_scheme(model) is None
+    model.to_empty(device="cpu")  # the advice works
+    apply_init(model, "gamma:0.5", seed=0)
+    assert recorded_scheme(model) == "gamma:0.5"
+
+
+@pytest.mark.parametrize(("build", "head", "embedding"), [
+    (Transformer, "head.weight", "tok_emb.weight"),
+    (_hf_llama, "lm_head.weight", "model.embed_tokens.weight"),
+], ids=["ours", "llama"])
+def test_apply_init_refuses_a_head_override_on_a_tied_head(build, head, embedding):
+    """A tied head is the embedding matrix, drawn once with the embedding's σ: a head=
+    override could only be recorded, never drawn, so it is refused before any draw."""
+    from smallinit.llm.model.init import recorded_scheme
+
+    tied = build(ModelConfig(**{**SMALL.__dict__, "tie_embeddings": True}))
+    before = {k: v.clone() for k, v in tied.state_dict().items()}
+    with pytest.raises(ConfigError, match=(
+            rf"init 'gamma:0\.5,head=2' sets the head's γ \(head=2\), but the LM head of "
+            rf"\w+ \({re.escape(head)}\) is tied to the embedding {re.escape(embedding)}: one "
+            r"matrix, drawn once as the embedding; drop head= or untie the head")):
+        apply_init(tied, "gamma:0.5,head=2")
+    assert recorded_scheme(tied) is None
+    assert all(torch.equal(v, before[k]) for k, v in tied.state_dict().items())
+    # untied, the override is drawn: the head's σ is d_model^-2, the embedding's d^-0.5
+    untied = apply_init(build(SMALL), "gamma:0.5,head=2", seed=0)
+    weight = dict(untied.named_parameters())[head]
+    # 1024 draws: the sample std lies within 10% of σ (about 4.5 standard errors)
+    assert float(weight.detach().std()) == pytest.approx(16 ** -2, rel=0.1)
+
+
+def test_a_head_override_on_a_tied_run_leaves_no_run_directory(tmp_path):
+    with pytest.raises(ConfigError, match=r"is tied to the embedding tok_emb\.weight"):
+        train(tiny(tmp_path / "cache", "model.tie_embeddings=true", "init=gamma:0.5,head=1"),
+              runs_dir=tmp_path / "runs")
+    assert run_dirs(tmp_path / "runs") == []
+
+
 def test_init_table_of_a_huge_model_reads_shapes_only():
     cfg = ModelConfig(d_model=1_000_000, n_heads=1000)
     model = meta_transformer(cfg)
@@ -229,6 +293,77 @@ def test_a_full_disk_while_the_weights_are_written_names_the_file(trained, tmp_p
     assert not list(folder.glob(".*.tmp"))
 
 
+class FullDisk:
+    """A file object of :mod:`smallinit.core.atomic` on a disk with no space left: every
+    write raises ENOSPC, without a file name (as ``write(2)`` reports it)."""
+
+    def __init__(self, fd, *args, **kwargs):
+        os.close(fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def write(self, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_full_disk_under_every_atomic_write_is_one_line_naming_the_file(
+        trained, tmp_path, monkeypatch, capsys):
+    """The lowest write helper (atomic_write_bytes) on a full disk: the run store's first
+    file of a new run fails, and the command prints one line naming it; nothing half
+    written is left."""
+    from smallinit.cli import main
+    from smallinit.core import atomic
+
+    _, cache = trained
+    monkeypatch.setattr(atomic, "os", SimpleNamespace(**{**vars(os), "fdopen": FullDisk}))
+    store = tmp_path / "runs"
+    assert main(["llm", "train", *TINY, f"data.cache_dir={cache}", "--runs-dir", str(store),
+                 "seed=7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.fullmatch(
+        rf"smallinit: error: cannot use {re.escape(str(store))}/llm-train/[0-9a-f]{{16}}/"
+        r"\S+\.json: No space left on device \(the disk is full\)", err[0]), err
+    assert not [p for p in store.rglob("*") if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("where", ["safetensors", "config"])
+def test_a_full_disk_during_export_is_one_line_naming_out(trained, tmp_path, monkeypatch,
+                                                          capsys, where):
+    """``llm export`` on a full disk: safetensors reports the failed write as its own
+    SafetensorError (the disk nearly full then), transformers as an OSError without a file
+    name. Either way one line names OUT, and neither OUT nor a temporary folder is left."""
+    import transformers
+    from safetensors import SafetensorError
+
+    from smallinit.cli import main
+    from smallinit.llm.model import export
+
+    run, _ = trained
+    if where == "safetensors":
+        def no_space(*args, **kwargs):
+            raise SafetensorError("Error while serializing: I/O error")
+
+        monkeypatch.setattr(export, "save_file", no_space)
+        real_usage = shutil.disk_usage
+        monkeypatch.setattr(shutil, "disk_usage",
+                            lambda p: real_usage(p)._replace(free=4096))
+    else:
+        def no_space(self, *args, **kwargs):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        monkeypatch.setattr(transformers.PretrainedConfig, "save_pretrained", no_space)
+    out = tmp_path / "exported"
+    assert main(["llm", "export", str(run.path), str(out), "--runs-dir",
+                 str(run.path.parents[1])]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"smallinit: error: cannot use {out}: No space left on device (the disk is full)"]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_run_that_cannot_fit_the_disk_is_refused_before_it_starts(trained, tmp_path,
                                                                      monkeypatch):
     from smallinit.llm.training import checkpoint
@@ -291,6 +426,10 @@ def test_benchmark_device_is_checked():
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="no CUDA device is available"):
             check_device("cuda")
+    if not torch.backends.mps.is_available():
+        with pytest.raises(ConfigError, match=r"--device 'mps': this torch build or machine "
+                                              r"has no MPS \(Apple GPU\) device; use cpu"):
+            check_device("mps")
 
 
 def test_benchmark_line_limit(tmp_path, monkeypatch):
@@ -357,3 +496,56 @@ def test_cli_damaged_run_files_exit_2_on_one_line(trained, tmp_path, capsys, mon
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "tokenizer.json is damaged" in err[0]
     assert f"delete the folder {bad_cache}" in err[0]
+
+
+# ----------------------------------------------------------------------------- foreign code
+def planted_tokenizer(folder: Path, sentinel: Path, auto_map) -> None:
+    """A loadable Llama folder without tokenizer.json whose tokenizer_config.json maps the
+    tokenizer to ``tokenization_evil.py`` of the folder, a file that writes ``sentinel``
+    when imported."""
+    from smallinit.llm.model.hf import llama_from
+
+    llama_from(ModelConfig(d_model=16, n_heads=2, n_layers=1, vocab_size=64,
+                           context=16)).save_pretrained(folder)
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"auto_map": auto_map, "tokenizer_class": "EvilTokenizer"}))
+    (folder / "tokenization_evil.py").write_text(
+        f"import pathlib\npathlib.Path({str(sentinel)!r}).write_text('ran')\n"
+        "from transformers import PreTrainedTokenizer\n"
+        "class EvilTokenizer(PreTrainedTokenizer):\n    pass\n")
+
+
+@pytest.mark.parametrize(("how", "auto_map"), [
+    ("cli", {"AutoTokenizer": ["tokenization_evil.EvilTokenizer", None]}),
+    # the loader without the auto_map refusal in front: transformers itself must not run it
+    ("bare loader", ["tokenization_evil.EvilTokenizer", None]),
+])
+def test_a_tokenizers_own_code_never_runs(tmp_path, how, auto_map):
+    """``llm downstream --hf DIR`` on a folder whose tokenizer names its own Python file,
+    with "y" piped to transformers' "run the custom code? [y/N]" prompt: a refusal, and the
+    file is never imported."""
+    folder, sentinel = tmp_path / "hf", tmp_path / "sentinel"
+    planted_tokenizer(folder, sentinel, auto_map)
+    task = tmp_path / "task.jsonl"
+    task.write_text('{"id": "a", "query": "Q:", "choices": [" x", " y"], "gold": 0}\n')
+    if how == "cli":
+        argv = ["-m", "smallinit", "llm", "downstream", "--hf", str(folder), "--tasks",
+                str(task), "--no-fetch", "--runs-dir", str(tmp_path / "runs")]
+    else:
+        argv = ["-c", "from smallinit.llm.downstream import hf_model\n"
+                "hf_model._refuse_custom_code = lambda folder: None\n"
+                f"hf_model._tokenizer(__import__('pathlib').Path({str(folder)!r}))"]
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home"), "PYTHONWARNINGS": "ignore",
+           "HF_MODULES_CACHE": str(tmp_path / "hf-modules")}
+    proc = subprocess.run([sys.executable, *argv], input="y\ny\n", capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert not sentinel.exists(), proc.stderr[-2000:]
+    assert not (tmp_path / "hf-modules").exists()  # nothing was copied to be imported
+    if how == "cli":
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert proc.stderr.strip().splitlines() == [
+            f"smallinit: error: --hf {folder}: its tokenizer_config.json maps the tokenizer "
+            "to code in the folder (auto_map), which is never run; add a tokenizer.json (a "
+            "tokenizers serialization) instead"]
+    else:
+        assert "ConfigError: --hf" in proc.stderr and "no usable tokenizer" in proc.stderr

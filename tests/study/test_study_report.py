@@ -136,6 +136,46 @@ def test_report_json_keeps_figures_drawn_before(tmp_path):
     assert report.record_drawn(tmp_path, "quick", {}) == {}
 
 
+HOSTILE_MANIFESTS = {
+    "nested 100000 levels": "[" * 100_000 + "]" * 100_000,
+    "files nested": '{"1": {"profile": "quick", "files": [["fig01_phase_diagram.png"]]}}',
+    "profile a table": '{"1": {"profile": {"a": [1]}, "files": ["fig01_phase_diagram.png"]}}',
+    "profile unknown": '{"1": {"profile": "enormous", "files": ["fig01_phase_diagram.png"]}}',
+    "profile missing": '{"1": {"files": ["fig01_phase_diagram.png"]}}',
+    "overlay a list": '{"1": {"profile": "quick", "base": "quick", "overlay": [1], '
+                      '"files": ["fig01_phase_diagram.png"]}}',
+    "file outside the folder": '{"1": {"profile": "quick", "files": ["../outside.png"]}}',
+    "a list": "[1, 2]",
+}
+
+
+@pytest.mark.parametrize("text", HOSTILE_MANIFESTS.values(), ids=HOSTILE_MANIFESTS)
+def test_a_damaged_report_json_is_left_off_the_page_and_rewritten(figs_dir, tmp_path,  # noqa: F811
+                                                                  text, monkeypatch):
+    """report.json as a user or a bad disk may leave it in --out: its entries that are not
+    {profile, files} of plain names in the folder leave the page; the figures drawn now and
+    the page itself are still written, and the file is rewritten."""
+    from smallinit.cli import main
+    from smallinit.study.figs import write_report
+
+    monkeypatch.setattr(report, "profiles_in_store", lambda store: [])  # no claims table
+    out, store = tmp_path / "out", RunStore(tmp_path / "runs")
+    out.mkdir()
+    (out / "fig01_phase_diagram.png").write_bytes(b"x")
+    (tmp_path / "outside.png").write_bytes(b"x")
+    (out / report.MANIFEST).write_text(text)
+    write_report(out, store, "quick", {})  # nothing drawn now: the page is what it lists
+    assert 'id="fig01"' not in (out / "index.html").read_text(encoding="utf-8")
+    kept = json.loads((out / report.MANIFEST).read_text())
+    # an entry of a profile unknown here is kept for a process that knows it, off the page
+    assert kept == ({} if "enormous" not in text else json.loads(text))
+    (out / report.MANIFEST).write_text(text)
+    assert main(["figs", "--only", "1", "--runs-dir", str(tmp_path / "runs")]) == 0
+    assert json.loads((out / report.MANIFEST).read_text()) == {
+        "1": {"profile": "quick", "files": ["fig01_phase_diagram.png",
+                                            "fig01_phase_diagram.pdf"]}}
+
+
 def test_every_figure_has_a_caption_in_the_science_doc():
     captions = report.science_captions()
     assert sorted(captions) == sorted(FIGURES)
