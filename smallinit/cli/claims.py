@@ -31,9 +31,12 @@ def _p(x: float) -> str:
 
 
 def format_table(records) -> str:
-    """One line per claim and profile, then notes: each record's detail and missing runs."""
+    """One line per claim and profile (with the profiles where the claim is decided), then
+    notes: each record's detail and missing runs."""
     w = max([8, *(len(r.profile) for r in records)])
-    head = f"{'id':<32} {'profile':<{w}} {'effect':>8} {'95% CI':>19} {'p':>7} {'n':>3}  verdict"
+    d = max([10, *(len(", ".join(r.decided_at)) for r in records)])
+    head = (f"{'id':<32} {'profile':<{w}} {'effect':>8} {'95% CI':>19} {'p':>7} {'n':>3}  "
+            f"{'decided at':<{d}}  verdict")
     lines = [head, "-" * len(head)]
     notes = []
     for r in records:
@@ -44,7 +47,8 @@ def format_table(records) -> str:
             notes.append((r, len(notes) + 1))
             mark = f" [{len(notes)}]"
         lines.append(f"{r.id:<32} {r.profile:<{w}} {_number(e.effect):>8} {ci:>19} "
-                     f"{_p(e.p_value):>7} {e.n if e.n else '—':>3}  {r.verdict}{mark}")
+                     f"{_p(e.p_value):>7} {e.n if e.n else '—':>3}  "
+                     f"{', '.join(r.decided_at):<{d}}  {r.verdict}{mark}")
     if notes:
         lines.append("")
     for r in records:

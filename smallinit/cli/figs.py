@@ -46,12 +46,16 @@ def _figure_numbers(text: str) -> list[int]:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from smallinit.core.memory import human
+    from smallinit.study.budget import estimate, format_estimate
     from smallinit.study.experiments import plan, plan_totals
+    from smallinit.study.figs import FIGURES
 
     rows = plan(args.profile, args.only)
     totals = plan_totals(rows)
+    est = estimate(args.profile, args.only, RunStore(args.runs_dir))
     if args.json:
-        print_json({"profile": args.profile, "runs": rows, "total": totals}, indent=1)
+        print_json({"profile": args.profile, "runs": rows, "total": totals,
+                    "estimate": est.as_dict()}, indent=1)
         return 0
     seen = set()
     for r in rows:
@@ -71,6 +75,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
           f"{human(totals['max_memory_bytes'])} (of {totals['gpu_memory_gib']} GiB)")
     print(f"  {totals['formula']}  [{totals['sources']}; {totals['peak_source']}; "
           f"{totals['small_mfu']:.0%}: {totals['small_mfu_source']}]")
+    for line in format_estimate(est, FIGURES):
+        print(line)
     print(f"{totals['runs']} distinct runs in {len(rows)} rows at profile {args.profile}")
     return 0
 
@@ -161,8 +167,9 @@ def register(subparsers) -> None:
     parser.add_argument("--plan", action="store_true",
                         help="list every run of the chosen figures (figure, experiment, kind, "
                              "run key, config summary; for transformers parameters, tokens, "
-                             "training FLOPs, peak memory and H200 hours) and the totals, "
-                             "without computing anything")
+                             "training FLOPs, peak memory and H200 hours), the totals and "
+                             "each figure's estimated minutes beside the profile's budget "
+                             "(smallinit.study.budget), without computing anything")
     parser.add_argument("--preflight", action="store_true",
                         help="check, on this machine and storing nothing, what would fail: "
                              "every run's config (init table on the meta device, memory of "

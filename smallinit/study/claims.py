@@ -28,7 +28,15 @@ Readings chosen where §13 leaves room (each also said at its code):
 * ``condense-then-expand``: a ``holds`` of the directional rule whose γ = 1 seeds do not
   all reach c ≥ 0.1 falls to ``partial`` if every x_s > 0, else ``not at this scale``;
 * runs whose summaries lack per-task reasoning cells (made before the per-task
-  evaluation) cannot feed the accuracy claims: those records are ``not run`` and say why.
+  evaluation) cannot feed the accuracy claims: those records are ``not run`` and say why;
+* a verdict that rests on one seed is ``not at this scale`` under every rule (the
+  directional rule's "one seed only"): one seed cannot decide a claim
+  (:func:`one_seed_undecided`).
+
+Each claim names the profiles where its design decides it (:attr:`Claim.decided_at`: fair
+or fair-reasoning on the CPU, or the GPU profile full); at the others, quick above all (a
+smoke test that cuts seeds and grid points to fit its time budget), a record says so
+beside its verdict.
 """
 
 from __future__ import annotations
@@ -60,7 +68,7 @@ MAJORITY = 0.8  # share and critical rules: ⌈0.8 n⌉ seeds
 SHARE_HOLDS = 0.8  # share rule: mean share needed
 CONDENSED = 0.1  # condensation rule: c_s(γ = 1) needed in every seed
 JSON_KEYS = ("id", "claim", "profile", "effect", "ci_low", "ci_high", "p_value", "n_seeds",
-             "verdict", "detail", "arms", "runs")
+             "verdict", "detail", "arms", "runs", "decided_at")
 NAN = float("nan")
 NO_ESTIMATE = Estimate(NAN, NAN, NAN, NAN, 0)
 
@@ -83,8 +91,9 @@ class Judgement:
 class Record:
     """One row of the claims table (``as_json``: exactly the keys of :data:`JSON_KEYS`):
     the verdict with its statistics, ``detail`` (what else the rule reports), ``arms``
-    (statistics reported beside the verdict, §13.1) and ``runs`` (kind/key of every run the
-    record rests on, so that anyone can recompute one and compare)."""
+    (statistics reported beside the verdict, §13.1), ``runs`` (kind/key of every run the
+    record rests on, so that anyone can recompute one and compare) and ``decided_at`` (the
+    profiles where the claim's design decides it, :attr:`Claim.decided_at`)."""
 
     id: str
     claim: str
@@ -93,6 +102,7 @@ class Record:
     missing: list[str] = dataclasses.field(default_factory=list)
     arms: dict[str, Judgement] = dataclasses.field(default_factory=dict)
     runs: list[str] = dataclasses.field(default_factory=list)
+    decided_at: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> str:
@@ -105,7 +115,7 @@ class Record:
                 "p_value": e.p_value, "n_seeds": e.n, "verdict": self.verdict,
                 "detail": self.judgement.detail,
                 "arms": {name: _estimate_json(j) for name, j in self.arms.items()},
-                "runs": list(self.runs)}
+                "runs": list(self.runs), "decided_at": list(self.decided_at)}
 
 
 def _estimate_json(j: Judgement) -> dict[str, Any]:
@@ -116,6 +126,16 @@ def _estimate_json(j: Judgement) -> dict[str, Any]:
 
 def not_run(detail: str) -> Judgement:
     return Judgement(NO_ESTIMATE, "not run", {}, detail)
+
+
+def one_seed_undecided(j: Judgement) -> Judgement:
+    """``j`` with a verdict that rests on one seed made ``not at this scale`` (module
+    docstring); any other judgement as it is."""
+    if j.estimate.n == 1 and j.verdict in ("holds", "partial", "contradicted"):
+        reason = f"one seed cannot decide it (the rule alone: {j.verdict})"
+        return Judgement(j.estimate, "not at this scale", j.values,
+                         f"{j.detail}; {reason}" if j.detail else reason)
+    return j
 
 
 def need(n: int) -> int:
@@ -605,6 +625,8 @@ class Claim:
     arms: tuple[tuple[str, Callable[[list[RunSpec], str], list[RunSpec]],
                       Callable[[Results], Judgement]], ...] = ()
     on_probe: bool = False  # reads the reasoning probe where the profile has one
+    #: the profiles whose design decides the claim (fair or fair-reasoning; full on the GPU)
+    decided_at: tuple[str, ...] = ("fair", "full")
 
     def source(self, profile: str) -> tuple[str, Callable[[list[RunSpec], str],
                                                           list[RunSpec]]]:
@@ -656,25 +678,28 @@ _CLAIMS = [
           "is negative early in training and positive at its end", "gamma-sweep",
           _largest_compared, pays_then_wins),
     Claim("small-init-reasoning-gain", "γ = 1 answers reasoning items better than γ = 0.5",
-          "gamma-sweep", _largest_compared, _judge_reasoning_gain, on_probe=True),
+          "gamma-sweep", _largest_compared, _judge_reasoning_gain, on_probe=True,
+          decided_at=("fair-reasoning", "full")),
     Claim("reasoning-above-chance", "the models reason above chance", "critical-init", _all,
-          _judge_above_chance),
+          _judge_above_chance, decided_at=("fair-reasoning", "full")),
     Claim("gain-larger-on-reasoning", "the gain of small init is larger on reasoning answers "
           "than overall", "gamma-sweep", _largest_compared, _judge_gain_on_reasoning,
-          on_probe=True),
+          on_probe=True, decided_at=("fair-reasoning", "full")),
     Claim("eps-restrains", "a standard RMSNorm ε restrains small init", "eps-gating",
           _tags(gated=False), _judge_eps),
     Claim("sinks-restrain", "attention sinks restrain small init", "eps-gating",
           _tags(eps_setting="standard"), _judge_sinks),
     Claim("relaxed-scaling", "with relaxed ε and gated attention the gain grows with model "
           "size", "gain-scaling", _tags(eps_setting="relaxed", gated=True),
-          lambda r: directional(scaling_slopes(r))),
+          lambda r: directional(scaling_slopes(r)), decided_at=("full",)),
     Claim("critical-init", "there is a critical γ: loss falls as γ grows up to it and rises "
-          "beyond", "critical-init", _all, _judge_critical),
+          "beyond", "critical-init", _all, _judge_critical,
+          decided_at=("fair-reasoning", "full")),
     Claim("condense-then-expand", "under small init the weights first condense, then expand",
           "condense-expand", _tags(), _judge_condense),
     Claim("token-gains-context-constrained", "the gains of small init land on tokens that "
-          "need their context", "token-gains", _tags(), _judge_tokens),
+          "need their context", "token-gains", _tags(), _judge_tokens,
+          decided_at=("fair-reasoning", "full")),
 ]
 CLAIMS: dict[str, Claim] = {c.id: c for c in _CLAIMS}
 
@@ -692,7 +717,7 @@ def judge(claim_id: str, results: Results, profile: str) -> Judgement:
     chosen = _chosen(claim, results, profile)
     if not any(r.done for r in chosen.runs):
         return not_run(f"no finished {claim.source(profile)[0]} run")
-    return claim.judge(chosen)
+    return one_seed_undecided(claim.judge(chosen))
 
 
 def describe(job: RunSpec) -> str:
@@ -709,7 +734,8 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
     results = _chosen(claim, every, profile)
     if not results.specs:
         return Record(claim.id, claim.text, profile,
-                      not_run(f"the profile has no {experiment} runs for this claim"))
+                      not_run(f"the profile has no {experiment} runs for this claim"),
+                      decided_at=claim.decided_at)
     missing, seen = [], set()
     for job, run in results:
         if not run.done and job.ident not in seen:
@@ -718,7 +744,8 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
     if missing:
         return Record(claim.id, claim.text, profile,
                       not_run(f"{len(missing)} of {len({j.ident for j in results.specs})} "
-                              f"{experiment} runs not done"), missing)
+                              f"{experiment} runs not done"), missing,
+                      decided_at=claim.decided_at)
     arms = {}
     for name, choose, rule in claim.arms:
         keep = {id(j) for j in choose(every.specs, profile)}
@@ -726,7 +753,8 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
         if any(j.tags.get("arm") == name for j, _ in pairs) and all(r.done for _, r in pairs):
             arms[name] = rule(Results([j for j, _ in pairs], [r for _, r in pairs]))
     runs = sorted({f"{r.kind}/{r.key}" for r in results.runs})
-    return Record(claim.id, claim.text, profile, claim.judge(results), arms=arms, runs=runs)
+    return Record(claim.id, claim.text, profile, one_seed_undecided(claim.judge(results)),
+                  arms=arms, runs=runs, decided_at=claim.decided_at)
 
 
 def table(profile_names: Sequence[str], store: RunStore | None = None) -> list[Record]:
