@@ -40,12 +40,14 @@ def _bound(r) -> str:
 
 
 def format_table(records) -> str:
-    """One line per claim and profile, then notes: each record's detail and missing runs.
-    ``p``: the deciding p of the rules in force; ``p Holm``, ``bound``: §13.2's Holm-adjusted
-    p and one-sided bound at Holm's level (docs/science.md §13.2, 3 and 4)."""
+    """One line per claim and profile (with the profiles where the claim is decided), then
+    notes: each record's detail and missing runs. ``p``: the deciding p of the rules in
+    force; ``p Holm``, ``bound``: §13.2's Holm-adjusted p and one-sided bound at Holm's
+    level (docs/science.md §13.2, 3 and 4)."""
     w = max([8, *(len(r.profile) for r in records)])
+    d = max([10, *(len(", ".join(r.decided_at)) for r in records)])
     head = (f"{'id':<32} {'profile':<{w}} {'effect':>8} {'95% CI':>19} {'p':>7} "
-            f"{'p Holm':>7} {'bound':>8} {'n':>3}  verdict")
+            f"{'p Holm':>7} {'bound':>8} {'n':>3}  {'decided at':<{d}}  verdict")
     lines = [head, "-" * len(head)]
     notes = []
     for r in records:
@@ -58,7 +60,7 @@ def format_table(records) -> str:
             mark = f" [{len(notes)}]"
         lines.append(f"{r.id:<32} {r.profile:<{w}} {_number(e.effect):>8} {ci:>19} "
                      f"{_p(r.p_value):>7} {holm:>7} {_bound(r):>8} {e.n if e.n else '—':>3}  "
-                     f"{r.verdict}{mark}")
+                     f"{', '.join(r.decided_at):<{d}}  {r.verdict}{mark}")
     if notes:
         lines.append("")
     for r in records:

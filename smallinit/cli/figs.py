@@ -48,7 +48,9 @@ def _figure_numbers(text: str) -> list[int]:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from smallinit.core.memory import human
     from smallinit.study import power
+    from smallinit.study.budget import estimate, format_estimate
     from smallinit.study.experiments import plan, plan_totals
+    from smallinit.study.figs import FIGURES
 
     rows = plan(args.profile, args.only)
     totals = plan_totals(rows)
@@ -57,8 +59,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                           "(smallinit claims --json)")
     spread_file = Path(args.spread or f"bench-results/claims/{args.profile}.json")
     powers, source = _powers(args.profile, spread_file)
+    from smallinit.core.store import RunStore
+
+    est = estimate(args.profile, args.only, RunStore(args.runs_dir))
     if args.json:
         print_json({"profile": args.profile, "runs": rows, "total": totals,
+                    "estimate": est.as_dict(),
                     "power": {"sd_source": source, "claims": powers}}, indent=1)
         return 0
     seen = set()
@@ -80,6 +86,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
           f"{human(totals['max_memory_bytes'])} (of {totals['gpu_memory_gib']} GiB)")
     print(f"  {totals['formula']}  [{totals['sources']}; {totals['peak_source']}; "
           f"{totals['small_mfu']:.0%}: {totals['small_mfu_source']}]")
+    for line in format_estimate(est, FIGURES):
+        print(line)
     print(f"{totals['runs']} distinct runs in {len(rows)} rows at profile {args.profile}")
     return 0
 
@@ -193,8 +201,9 @@ def register(subparsers) -> None:
     parser.add_argument("--plan", action="store_true",
                         help="list every run of the chosen figures (figure, experiment, kind, "
                              "run key, config summary; for transformers parameters, tokens, "
-                             "training FLOPs, peak memory and H200 hours) and the totals, "
-                             "without computing anything")
+                             "training FLOPs, peak memory and H200 hours), the totals and "
+                             "each figure's estimated minutes beside the profile's budget "
+                             "(smallinit.study.budget), without computing anything")
     parser.add_argument("--spread", type=path_arg, default=None, metavar="FILE",
                         help="with --plan: the claims JSON (smallinit claims --json) whose "
                              "per-seed spread gives each claim's power at the profile's "

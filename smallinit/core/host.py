@@ -71,6 +71,15 @@ def _fixed() -> dict[str, Any]:
             "python": platform.python_version()}
 
 
+def same_machine(record: Any) -> bool:
+    """Whether a stored host record (:func:`record`) names a machine like this one: the same
+    machine type, CPU model and vector extensions (what decides its speed and its float
+    kernels; the Python and library versions are left aside)."""
+    here = _fixed()
+    return isinstance(record, dict) and all(
+        record.get(k) == here[k] for k in ("machine", "cpu", "cpu_vector_extensions"))
+
+
 def record() -> dict[str, Any]:
     """The host record of a finished run: machine, CPU model and vector extensions, Python,
     the versions of the numeric libraries this process has loaded, and torch's CPU kernel

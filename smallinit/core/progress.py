@@ -125,6 +125,27 @@ def _affine(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
     return 0.0, sum(u * v for u, v in zip(x, y, strict=True)) / sum(u * u for u in x)
 
 
+def expected_seconds(kind: str, weight: float | None,
+                     finished: Sequence[tuple[str, float | None, float]]) -> float | None:
+    """The expected seconds of a run of ``kind`` with cost ``weight`` (None: no cost), from
+    ``finished`` runs as (kind, cost, seconds): the module docstring's model. The pool is
+    the finished runs of its kind, else of its class (with a cost, without one); without
+    a cost the pool's mean time, with one a + b·cost fitted to the pool (least squares,
+    a ≥ 0 and b ≥ 0: a fixed time per run — process start, data, evaluation — plus the
+    time per FLOP; through the origin while the pool has one cost only). None when the
+    pool is empty."""
+    costed = weight is not None
+    same_class = [(k, w, t) for k, w, t in finished if (w is not None) == costed]
+    pool = [f for f in same_class if f[0] == kind] or same_class
+    if not pool:
+        return None
+    times = [t for _, _, t in pool]
+    if weight is None:
+        return sum(times) / len(times)
+    a, b = _affine([w for _, w, _ in pool], times)
+    return a + b * weight
+
+
 class RunProgress:
     """Progress of ``total`` runs (module docstring). ``kinds[i]`` and ``weights[i]``
     (a run's cost, e.g. its FLOPs; None: no cost) describe run ``i``; the driver calls
@@ -189,28 +210,12 @@ class RunProgress:
         self.close()
 
     # -- the estimate
-    def _pool(self, i: int) -> list[int]:
-        """The finished runs run ``i`` is timed by: those of its kind, else of its class
-        (with a cost, without one); [] when none has finished."""
-        costed = self.weights[i] is not None
-        same_class = [j for j in self.took if (self.weights[j] is not None) == costed]
-        same_kind = [j for j in same_class if self.kinds[j] == self.kinds[i]]
-        return same_kind or same_class
-
     def expected(self, i: int) -> float | None:
-        """Run ``i``'s expected seconds (None: nothing comparable has finished yet): without
-        a cost the mean time of its pool; with one, a + b·cost fitted to its pool (least
-        squares, a ≥ 0 and b ≥ 0: a fixed time per run — process start, data, evaluation —
-        plus the time per FLOP; through the origin while the pool has one cost only)."""
-        pool = self._pool(i)
-        if not pool:
-            return None
-        t = [self.took[j] for j in pool]
-        if self.weights[i] is None:
-            return sum(t) / len(t)
-        w = [self.weights[j] for j in pool]
-        a, b = _affine(w, t)
-        return a + b * self.weights[i]
+        """Run ``i``'s expected seconds from the runs finished so far
+        (:func:`expected_seconds`); None while nothing comparable has finished."""
+        return expected_seconds(self.kinds[i], self.weights[i],
+                                [(self.kinds[j], self.weights[j], self.took[j])
+                                 for j in self.took])
 
     def estimate(self) -> tuple[float, int]:
         """(seconds until the timed runs have finished, runs that cannot be timed yet): the

@@ -28,7 +28,15 @@ Readings chosen where §13 leaves room (each also said at its code):
 * ``condense-then-expand``: a ``holds`` of the directional rule whose γ = 1 seeds do not
   all reach c ≥ 0.1 falls to ``partial`` if every x_s > 0, else ``not at this scale``;
 * runs whose summaries lack per-task reasoning cells (made before the per-task
-  evaluation) cannot feed the accuracy claims: those records are ``not run`` and say why.
+  evaluation) cannot feed the accuracy claims: those records are ``not run`` and say why;
+* a verdict that rests on one seed is ``not at this scale`` under every rule (the
+  directional rule's "one seed only"): one seed cannot decide a claim
+  (:func:`one_seed_undecided`).
+
+Each claim names the profiles where its design decides it (:attr:`Claim.decided_at`: fair
+or fair-reasoning on the CPU, or the GPU profile full); at the others, quick above all (a
+smoke test that cuts seeds and grid points to fit its time budget), a record says so
+beside its verdict.
 
 Each judgement also carries its per-seed series and the :class:`~smallinit.study.verdicts.Design`
 that §13.2 decides them by (docs/science.md §13.2, 6 and 7); :func:`table` adjusts a
@@ -66,7 +74,7 @@ MAJORITY = 0.8  # share and critical rules: ⌈0.8 n⌉ seeds
 SHARE_HOLDS = 0.8  # share rule: mean share needed
 CONDENSED = 0.1  # condensation rule: c_s(γ = 1) needed in every seed
 JSON_KEYS = ("id", "claim", "profile", "effect", "ci_low", "ci_high", "p_value", "n_seeds",
-             "verdict", "detail", "arms", "runs",  # §13's record
+             "verdict", "detail", "arms", "runs", "decided_at",  # §13's record
              "rules", "values", "conditions", "effect_of_interest", "test", "p_raw", "p_holm",
              "p_opposite", "p_opposite_holm", "p_equivalence", "p_equivalence_holm",
              "p_permutation", "bound", "bound_holm")  # §13.2, 8
@@ -97,10 +105,11 @@ class Judgement:
 class Record:
     """One row of the claims table (``as_json``: exactly the keys of :data:`JSON_KEYS`):
     the verdict with its statistics, ``detail`` (what else the rule reports), ``arms``
-    (statistics reported beside the verdict, §13.1) and ``runs`` (kind/key of every run the
-    record rests on, so that anyone can recompute one and compare). ``decision``: the §13.2
-    decision within the profile's family (:func:`table`); ``rules``: which rules give
-    ``verdict`` and ``p_value``."""
+    (statistics reported beside the verdict, §13.1), ``runs`` (kind/key of every run the
+    record rests on, so that anyone can recompute one and compare) and ``decided_at`` (the
+    profiles where the claim's design decides it, :attr:`Claim.decided_at`). ``decision``:
+    the §13.2 decision within the profile's family (:func:`table`); ``rules``: which rules
+    give ``verdict`` and ``p_value``."""
 
     id: str
     claim: str
@@ -109,6 +118,7 @@ class Record:
     missing: list[str] = dataclasses.field(default_factory=list)
     arms: dict[str, Judgement] = dataclasses.field(default_factory=dict)
     runs: list[str] = dataclasses.field(default_factory=list)
+    decided_at: tuple[str, ...] = ()
     decision: Decision | None = None
     rules: str = RULES[0]
 
@@ -140,7 +150,8 @@ class Record:
                 "p_value": self.p_value, "n_seeds": e.n, "verdict": self.verdict,
                 "detail": self.detail,
                 "arms": {name: _estimate_json(a) for name, a in self.arms.items()},
-                "runs": list(self.runs), "rules": self.rules,
+                "runs": list(self.runs), "decided_at": list(self.decided_at),
+                "rules": self.rules,
                 "values": {name: {str(s): v for s, v in sorted(x.items())}
                            for name, x in j.series.items()},
                 "conditions": j.design.as_json() if j.design is not None else None,
@@ -156,6 +167,16 @@ def _estimate_json(j: Judgement) -> dict[str, Any]:
 
 def not_run(detail: str) -> Judgement:
     return Judgement(NO_ESTIMATE, "not run", {}, detail)
+
+
+def one_seed_undecided(j: Judgement) -> Judgement:
+    """``j`` with a verdict that rests on one seed made ``not at this scale`` (module
+    docstring); any other judgement as it is."""
+    if j.estimate.n == 1 and j.verdict in ("holds", "partial", "contradicted"):
+        reason = f"one seed cannot decide it (the rule alone: {j.verdict})"
+        return dataclasses.replace(j, verdict="not at this scale",
+                                   detail=f"{j.detail}; {reason}" if j.detail else reason)
+    return j
 
 
 def need(n: int) -> int:
@@ -689,6 +710,8 @@ class Claim:
     arms: tuple[tuple[str, Callable[[list[RunSpec], str], list[RunSpec]],
                       Callable[[Results], Judgement]], ...] = ()
     on_probe: bool = False  # reads the reasoning probe where the profile has one
+    #: the profiles whose design decides the claim (fair or fair-reasoning; full on the GPU)
+    decided_at: tuple[str, ...] = ("fair", "full")
     #: the effect of interest Δ of §13.2 (7), in the claim's units (None: no equivalence test)
     margin: float | None = None
 
@@ -751,25 +774,28 @@ _CLAIMS = [
           "is negative early in training and positive at its end", "gamma-sweep",
           _largest_compared, pays_then_wins, margin=0.01),
     Claim("small-init-reasoning-gain", "γ = 1 answers reasoning items better than γ = 0.5",
-          "gamma-sweep", _largest_compared, _judge_reasoning_gain, on_probe=True, margin=0.02),
+          "gamma-sweep", _largest_compared, _judge_reasoning_gain, on_probe=True, margin=0.02,
+          decided_at=("fair-reasoning", "full")),
     Claim("reasoning-above-chance", "the models reason above chance", "critical-init", _all,
-          _judge_above_chance),
+          _judge_above_chance, decided_at=("fair-reasoning", "full")),
     Claim("gain-larger-on-reasoning", "the gain of small init is larger on reasoning answers "
           "than overall", "gamma-sweep", _largest_compared, _judge_gain_on_reasoning,
-          on_probe=True, margin=0.01),
+          on_probe=True, margin=0.01, decided_at=("fair-reasoning", "full")),
     Claim("eps-restrains", "a standard RMSNorm ε restrains small init", "eps-gating",
           _tags(gated=False), _judge_eps, margin=0.01),
     Claim("sinks-restrain", "attention sinks restrain small init", "eps-gating",
           _tags(eps_setting="standard"), _judge_sinks, margin=0.01),
     Claim("relaxed-scaling", "with relaxed ε and gated attention the gain grows with model "
           "size", "gain-scaling", _tags(eps_setting="relaxed", gated=True),
-          lambda r: directional(scaling_slopes(r)), margin=0.01),
+          lambda r: directional(scaling_slopes(r)), margin=0.01, decided_at=("full",)),
     Claim("critical-init", "there is a critical γ: loss falls as γ grows up to it and rises "
-          "beyond", "critical-init", _all, _judge_critical),
+          "beyond", "critical-init", _all, _judge_critical,
+          decided_at=("fair-reasoning", "full")),
     Claim("condense-then-expand", "under small init the weights first condense, then expand",
           "condense-expand", _tags(), _judge_condense, margin=0.02),
     Claim("token-gains-context-constrained", "the gains of small init land on tokens that "
-          "need their context", "token-gains", _tags(), _judge_tokens, margin=0.01),
+          "need their context", "token-gains", _tags(), _judge_tokens, margin=0.01,
+          decided_at=("fair-reasoning", "full")),
 ]
 CLAIMS: dict[str, Claim] = {c.id: c for c in _CLAIMS}
 
@@ -787,7 +813,7 @@ def judge(claim_id: str, results: Results, profile: str) -> Judgement:
     chosen = _chosen(claim, results, profile)
     if not any(r.done for r in chosen.runs):
         return not_run(f"no finished {claim.source(profile)[0]} run")
-    return claim.decide(chosen)
+    return one_seed_undecided(claim.decide(chosen))
 
 
 def describe(job: RunSpec) -> str:
@@ -804,7 +830,8 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
     results = _chosen(claim, every, profile)
     if not results.specs:
         return Record(claim.id, claim.text, profile,
-                      not_run(f"the profile has no {experiment} runs for this claim"))
+                      not_run(f"the profile has no {experiment} runs for this claim"),
+                      decided_at=claim.decided_at)
     missing, seen = [], set()
     for job, run in results:
         if not run.done and job.ident not in seen:
@@ -813,7 +840,8 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
     if missing:
         return Record(claim.id, claim.text, profile,
                       not_run(f"{len(missing)} of {len({j.ident for j in results.specs})} "
-                              f"{experiment} runs not done"), missing)
+                              f"{experiment} runs not done"), missing,
+                      decided_at=claim.decided_at)
     arms = {}
     for name, choose, rule in claim.arms:
         keep = {id(j) for j in choose(every.specs, profile)}
@@ -821,7 +849,8 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
         if any(j.tags.get("arm") == name for j, _ in pairs) and all(r.done for _, r in pairs):
             arms[name] = rule(Results([j for j, _ in pairs], [r for _, r in pairs]))
     runs = sorted({f"{r.kind}/{r.key}" for r in results.runs})
-    return Record(claim.id, claim.text, profile, claim.decide(results), arms=arms, runs=runs)
+    return Record(claim.id, claim.text, profile, one_seed_undecided(claim.decide(results)),
+                  arms=arms, runs=runs, decided_at=claim.decided_at)
 
 
 def decide(records: Sequence[Record], rules: str = RULES[0]) -> list[Record]:

@@ -223,12 +223,13 @@ def claim_cell(r: claims_mod.Record) -> str:
 
 
 def claims_table(records: Sequence[claims_mod.Record], *, table_id: str = "claims") -> str:
-    """The claims table: one row per claim (§13's order), one column per profile."""
+    """The claims table: one row per claim (§13's order): what it says, the profiles where
+    it is decided, then one column per profile."""
     names = list(dict.fromkeys(r.profile for r in records))
     by_claim: dict[str, dict[str, claims_mod.Record]] = {}
     for r in records:
         by_claim.setdefault(r.id, {})[r.profile] = r
-    head = ("<tr><th>claim</th><th>what it says</th>"
+    head = ("<tr><th>claim</th><th>what it says</th><th>decided at</th>"
             + "".join(f"<th>{_e(p)}: effect [95% CI], verdict</th>" for p in names)
             + "</tr>")
     rows = []
@@ -236,7 +237,8 @@ def claims_table(records: Sequence[claims_mod.Record], *, table_id: str = "claim
         first = next(iter(at.values()))
         cells = "".join(claim_cell(at[p]) if p in at else "<td>—</td>" for p in names)
         rows.append(f'<tr class="claim" data-claim="{_e(claim_id)}"><td><code>'
-                    f"{_e(claim_id)}</code></td><td>{_e(first.claim)}</td>{cells}</tr>")
+                    f"{_e(claim_id)}</code></td><td>{_e(first.claim)}</td>"
+                    f"<td>{_e(', '.join(first.decided_at))}</td>{cells}</tr>")
     return (f'<table id="{table_id}" class="claims"><thead>{head}</thead><tbody>'
             + "\n".join(rows) + "</tbody></table>")
 
@@ -370,7 +372,9 @@ def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
         f"(<code>smallinit claims --profile P</code>); profiles with runs in the store: "
         f"{shown} (profiles share the runs whose configs they share). Effect in the claim's "
         f"units, 95% t-interval over seeds, one-sided p, n seeds; a claim whose runs are not "
-        f"all done is <em>not run</em>, its missing runs listed.</p>{claims_html}</section>"
+        f"all done is <em>not run</em>, its missing runs listed. <em>Decided at</em>: the "
+        f"profiles whose design decides the claim; quick cuts seeds and grid points to fit "
+        f"its time, so its verdicts are a first look.</p>{claims_html}</section>"
         f"{not_yet}"
         + "".join(sections) + "</body></html>\n")
 

@@ -109,7 +109,7 @@ def test_a_file_extending_another_profile_is_one_line(tmp_path, text, extends):
 
 
 @pytest.mark.parametrize(("override", "named", "allowed"), [
-    ("llm-sweep.plan.seeds=[0]", "quick.llm-sweep", "anchor, compare"),
+    ("llm-sweep.plan.seeds=[0]", "quick.llm-sweep", "anchor, budget, compare"),
     ("llm-sweeps.plan.sedes=[0]", "quick.llm-sweeps.plan.sedes", "seeds, shared_lr_arm"),
     ("anchor.train.stepz=3", "quick.anchor.train.stepz", "steps"),
     ("extends=full", "quick.extends", "anchor"),

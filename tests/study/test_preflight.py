@@ -68,11 +68,11 @@ def test_the_full_profile_passes_with_its_corpora_built_smaller(monkeypatch):
 def test_what_would_fail_is_found_and_the_rest_still_checked(monkeypatch, tmp_path):
     """A training step beyond the memory limit, a corpus whose held-out items cannot be
     drawn, a step whose loss is not finite: each a failed check naming it."""
-    monkeypatch.setenv(ENV, "20M")  # quick's largest training step is 34 MiB
+    monkeypatch.setenv(ENV, "15M")  # fig 7's training steps at quick: 14 and 16 MiB
     specs, _ = preflight.profile_specs("quick", [7])
     checks = preflight.check_runs(specs)
     failed = [c for c in checks if not c.ok]
-    assert failed and all("more than the limit of 20.0 MiB" in c.detail for c in failed)
+    assert failed and all("more than the limit of 15.0 MiB" in c.detail for c in failed)
     assert any(c.ok and c.name == "llm-train" for c in checks)  # the smaller ones pass
     monkeypatch.delenv(ENV)
 
@@ -88,7 +88,7 @@ def test_what_would_fail_is_found_and_the_rest_still_checked(monkeypatch, tmp_pa
 
 
 def test_the_cli_says_what_failed_and_exits_1(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv(ENV, "20M")
+    monkeypatch.setenv(ENV, "15M")
     assert main(["figs", "--profile", "quick", "--only", "7", "--preflight", "--json",
                  "--runs-dir", str(tmp_path)]) == 1
     report = json.loads(capsys.readouterr().out)

@@ -71,8 +71,8 @@ def test_report_page_in_headless_chromium(page_file, tmp_path):
                 assert verdict in claims_mod.VERDICTS and shown == verdict
                 assert height > 0 and width > 0
             heads = page.locator("#claims thead th").all_inner_texts()
-            assert heads[:2] == ["claim", "what it says"] and len(heads) > 2
-            assert len(cells) == page.locator("#claims tbody tr").count() * (len(heads) - 2)
+            assert heads[:3] == ["claim", "what it says", "decided at"] and len(heads) > 3
+            assert len(cells) == page.locator("#claims tbody tr").count() * (len(heads) - 3)
             assert all(url.startswith("file://") for url in asked), asked  # no network
             shot.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shot), full_page=False)

@@ -85,6 +85,18 @@ def section(profile: str, name: str) -> dict[str, Any]:
     return copy.deepcopy(data[name])
 
 
+def stated(profile: str, name: str) -> dict[str, Any] | None:
+    """Table ``name`` as ``profile`` states it itself, not taken from the profile it
+    extends (a derived profile: its base's, with its overlay's laid over it); None where it
+    states none. For tables that describe one profile only, such as its time budget."""
+    base, tables = overlay(profile)
+    own = read_toml(path(base)).get(name)
+    extra = tables.get(name)
+    if own is None and extra is None:
+        return None
+    return merge_tables(own or {}, extra or {})
+
+
 # ----------------------------------------------------------------------------- derived profiles
 def derive(base: str, file: str | Path | None = None,
            overrides: Mapping[str, Any] = {}) -> str:  # noqa: B006 (never changed)

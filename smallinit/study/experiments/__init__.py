@@ -79,26 +79,34 @@ def summary(spec: RunSpec) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
-def plan(profile: str, figures: list[int] | None = None) -> list[dict[str, Any]]:
-    """Every run of the chosen figures at ``profile``: one row per (figure, experiment,
-    run) with kind, key and a config summary; runs that a run computes inside itself
-    (compare's transformers) follow it with ``inner`` set, where the experiment has runs of
-    its own at ``profile``. A transformer run also gets its
-    ``cost`` (:func:`smallinit.llm.training.cost.run_cost`: parameters, tokens,
-    training FLOPs, peak memory, H200 hours); other runs ``cost: None``. Nothing is
-    computed."""
-    rows = []
+def planned(profile: str, figures: list[int] | None = None
+            ) -> list[tuple[int, Experiment, RunSpec, bool]]:
+    """Every run of the chosen figures at ``profile`` as (figure, experiment, spec, inner),
+    figure by figure: an experiment's own runs, then the runs they compute inside
+    themselves (compare's transformers, ``inner`` True) where it has runs of its own at
+    ``profile``. Nothing is computed."""
+    out = []
     for number in sorted(figures or {n for e in _ALL for n in e.figures}):
         for experiment in of_figure(number):
             listed = [(spec, False) for spec in specs(experiment.name, profile)]
             if listed:  # an experiment the profile cuts computes no inner runs either
                 listed += [(spec, True) for spec in experiment.inner(profile)]
-            for spec, inner in listed:
-                the_cost = cost.run_cost(spec.config)
-                rows.append({"figure": number, "experiment": experiment.name,
-                             "kind": spec.kind, "key": spec.key, "summary": summary(spec),
-                             "inner": inner,
-                             "cost": the_cost.as_dict() if the_cost else None})
+            out += [(number, experiment, spec, inner) for spec, inner in listed]
+    return out
+
+
+def plan(profile: str, figures: list[int] | None = None) -> list[dict[str, Any]]:
+    """Every run of the chosen figures at ``profile`` (:func:`planned`): one row per (figure,
+    experiment, run) with kind, key, a config summary and ``inner``. A transformer run also
+    gets its ``cost`` (:func:`smallinit.llm.training.cost.run_cost`: parameters, tokens,
+    training FLOPs, peak memory, H200 hours); other runs ``cost: None``. Nothing is
+    computed."""
+    rows = []
+    for number, experiment, spec, inner in planned(profile, figures):
+        the_cost = cost.run_cost(spec.config)
+        rows.append({"figure": number, "experiment": experiment.name,
+                     "kind": spec.kind, "key": spec.key, "summary": summary(spec),
+                     "inner": inner, "cost": the_cost.as_dict() if the_cost else None})
     return rows
 
 
