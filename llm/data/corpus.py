@@ -40,7 +40,12 @@ from smallinit.core.downloads import PinnedFile, fetch_pinned
 from smallinit.core.errors import ConfigError, StoreError, one_line
 from smallinit.core.memory import check_memory, human
 from smallinit.llm.data import synthetic
-from smallinit.llm.data.tokenizer import END_OF_TEXT, cached_bpe, encode_many, load_tokenizer
+from smallinit.llm.data.tokenizer import (
+    END_OF_TEXT,
+    cached_tokenizer,
+    encode_many,
+    load_tokenizer,
+)
 from smallinit.llm.run_config import DataConfig
 
 log = logging.getLogger(__name__)
@@ -221,7 +226,7 @@ def _build_synthetic(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: P
     train, val = synthetic.splits(cfg.synthetic_items, cfg.synthetic_val_items, seed=cfg.seed,
                                   n_facts=cfg.synthetic_facts, mix=cfg.synthetic_mix,
                                   scheme=cfg.synthetic_held_out)
-    tok = cached_bpe(tok_path, (it.text for it in train), vocab_size)
+    tok = cached_tokenizer(tok_path, (it.text for it in train), vocab_size, cfg.tokenizer)
     for name, items in (("train", train), ("val", val)):
         prompts = encode_many(tok, [it.prompt for it in items])
         answers = encode_many(tok, [it.answer for it in items])
@@ -253,7 +258,7 @@ def _build_text(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: Path) 
     else:
         docs = hf_documents(cfg.corpus[3:])
     train, val = split_documents(docs, cfg.val_fraction)
-    tok = cached_bpe(tok_path, train, vocab_size)
+    tok = cached_tokenizer(tok_path, train, vocab_size, cfg.tokenizer)
     eot = tok.token_to_id(END_OF_TEXT)
     empty = {k: np.zeros(0, np.int64)
              for k in ("start", "prompt_len", "length", "category", "level")}
@@ -267,9 +272,9 @@ def _build_text(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: Path) 
 
 def prepare(cfg: DataConfig, vocab_size: int) -> Path:
     """Build (once) the cached corpus for ``cfg``; returns its folder."""
-    if vocab_size < 300:
+    if vocab_size < 300 and cfg.tokenizer == "bpe":
         raise ConfigError(f"model.vocab_size={vocab_size} is too small for a byte-level BPE "
-                          "(256 bytes + merges); use >= 300")
+                          "(256 bytes + merges); use >= 300, or data.tokenizer=char")
     folder = cache_root(cfg) / "corpora" / corpus_key(cfg, vocab_size)
     if (folder / META).exists():
         return folder

@@ -14,11 +14,15 @@ probes — after it is stored: the sinks see exactly the stream ``metrics.jsonl`
   number of every record under the groups researchers look for (:func:`grouped`):
   ``train/loss``, ``train/lr``, ``train/tokens``, ``train/tok_per_s``; ``eval/<name>`` for
   held-out numbers (``eval/val_loss``, the anchor task's accuracies); ``probe/...`` for the
-  probes. At the end, the run's config as hyperparameters (:func:`hyperparameters`:
-  dotted names, ``model.d_model``) and the final evaluation from the run's summary
-  (:func:`final_evaluation`: per-task accuracies ``eval/acc_arith_d1``, answer losses
-  ``eval/answer_loss_arith_d1``, ...) at the last step — TensorBoard's HParams tab with
-  those as its metrics, W&B's run config and run summary.
+  probes. At the start, the run's config as hyperparameters (:func:`hyperparameters`:
+  dotted names, ``model.d_model``), so a run that crashes has them too; at the end the
+  final evaluation from the run's summary (:func:`final_evaluation`: per-task accuracies
+  ``eval/acc_arith_d1``, answer losses ``eval/answer_loss_arith_d1``, ...) at the last
+  step — TensorBoard's HParams tab with those as its metrics, W&B's run config and run
+  summary. Runs are named for people (:func:`readable_name`: ``llm-train/γ0.5/synthetic/
+  d16/L1/lr0.003/seed0``, ``quick/fig7/d128/γ1/seed3`` when replayed with a profile's tags), with
+  the run key as a tag (W&B's tags, TensorBoard's ``run_key`` hyperparameter and the last
+  folder of the run's TensorBoard path).
 
 Sinks are a run-time choice, not part of the run's config: they change where numbers are
 shown, never the numbers, so they do not enter the run key (a run logged to TensorBoard or
@@ -28,7 +32,10 @@ PROJECT``, :func:`chosen_sinks`), else by the environment: ``SMALLINIT_TENSORBOA
 ``SMALLINIT_WANDB=PROJECT`` give every run of the process (and of the workers it starts) a
 sink; W&B's own variables (``WANDB_MODE=offline``, ``WANDB_DIR``, ``WANDB_ENTITY``, ...)
 apply as in any W&B script. A sink that fails is dropped with a warning (sinks are
-``optional`` callbacks); the training goes on.
+``optional`` callbacks); the training goes on. A sink that fails to start is recorded in
+the run (:data:`PENDING`), and the next use of the run with that sink logs the stored run
+into it (:func:`smallinit.llm.training.replay.retry_failed_starts`); ``smallinit runs log``
+replays any stored run into a sink (:func:`smallinit.llm.training.replay.replay`).
 """
 
 from __future__ import annotations
@@ -41,8 +48,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from smallinit.core.atomic import atomic_write_json, read_json
 from smallinit.core.config import config_to_dict, dotted_items
-from smallinit.core.errors import ConfigError
+from smallinit.core.errors import ConfigError, StoreError
 from smallinit.core.progress import step_line
 from smallinit.llm.training.callbacks import Callback
 
@@ -104,16 +112,147 @@ def final_evaluation(summary: dict[str, Any] | None) -> dict[str, float]:
 
 
 def hyperparameters(cfg: Any) -> dict[str, str | int | float | bool]:
-    """The run's config as flat hyperparameters, dotted names (``model.d_model``,
-    ``train.lr``); lists and None as their text (what TensorBoard's HParams accepts)."""
+    """The run's config (a config dataclass, or the dict a stored run keeps) as flat
+    hyperparameters, dotted names (``model.d_model``, ``train.lr``); lists and None as their
+    text (what TensorBoard's HParams accepts)."""
+    data = cfg if isinstance(cfg, dict) else config_to_dict(cfg)
     return {path: value if isinstance(value, str | int | float | bool) else str(value)
-            for path, value in dotted_items(config_to_dict(cfg))}
+            for path, value in dotted_items(data)}
 
 
-def run_name(run: Any) -> str:
-    """``<kind>/<key>`` of the run being written (its folder's last two parts)."""
+#: short names of the tags and config fields a readable run name is made of
+ABBREVIATIONS = {"size": "d", "d_model": "d", "width": "m", "gamma": "γ", "n_layers": "L",
+                 "depth": "L", "seed": "seed"}
+#: the config fields (leaf names) a run name is made of when no tags say what the run is
+NAME_FIELDS = ("init", "task", "corpus", "d_model", "width", "n_layers", "depth", "gamma",
+               "lr", "seed")
+
+
+def _name_part(name: str, value: Any) -> str | None:
+    """One part of a readable run name: ``d128`` (size 128), ``γ1`` (γ = 1.0, or the init
+    ``gamma:1.0``), ``seed3``; a string as itself, a flag by its name."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return name if value else f"no-{name}"
+    if isinstance(value, str) and value.startswith("gamma:"):
+        try:
+            return f"γ{float(value[6:]):g}"
+        except ValueError:
+            pass
+    if isinstance(value, int | float):
+        return f"{ABBREVIATIONS.get(name, name)}{value:g}"
+    if isinstance(value, str):
+        return value.replace("/", "-") or None
+    return None
+
+
+def readable_name(kind: str, config: Any, tags: dict[str, Any] | None = None,
+                  prefix: str | None = None) -> str:
+    """A run's name for people, e.g. ``fair/fig7/d128/γ1/seed3``: ``prefix`` (a profile and
+    figure) then the run's ``tags`` (what it stands for in its experiment), else ``kind``
+    then the telling fields of its config (:data:`NAME_FIELDS`: ``llm-train/γ0.5/
+    synthetic/d16/L1/lr0.003/seed0``; ``config`` a config dataclass or its dict). A part
+    that repeats one before it is left out."""
+    if tags is None:
+        leaves: dict[str, Any] = {}
+        data = config if isinstance(config, dict) else config_to_dict(config)
+        for path, value in dotted_items(data):
+            leaves.setdefault(path.rpartition(".")[2], value)
+        tags = {f: leaves[f] for f in NAME_FIELDS if f in leaves}
+    parts = [prefix or kind]
+    for name, value in tags.items():
+        part = _name_part(name, value)
+        if part and part not in parts:
+            parts.append(part)
+    return "/".join(parts)
+
+
+def run_title(run: Any, cfg: Any) -> tuple[str, str, str]:
+    """(kind, key, readable name) of the run being written (its folder's last two parts
+    and :func:`readable_name` of its config)."""
     path = Path(run.path)
-    return f"{path.parent.name}/{path.name}"
+    kind, key = path.parent.name, path.name
+    return kind, key, readable_name(kind, cfg)
+
+
+#: a run's file listing the sinks that failed to start while it trained (a dot file: not
+#: part of the run's manifest); :mod:`smallinit.llm.training.replay` retries them
+PENDING = ".sinks-pending.json"
+
+
+def pending(run_path: str | Path) -> dict[str, dict[str, str]]:
+    """The sinks that failed to start for the run in ``run_path``: ``{sink: {"target":
+    folder or project, "reason": ...}}`` ({} when none)."""
+    path = Path(run_path) / PENDING
+    if not path.is_file():
+        return {}
+    try:
+        data = read_json(path)
+    except StoreError:  # a damaged record: nothing to retry
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def set_pending(run_path: str | Path, sink: str, entry: dict[str, str] | None) -> None:
+    """Record (``entry``) or clear (None) that ``sink`` failed to start for a run."""
+    data = pending(run_path)
+    if entry is None:
+        data.pop(sink, None)
+    else:
+        data[sink] = entry
+    path = Path(run_path) / PENDING
+    if data:
+        atomic_write_json(path, data)
+    elif path.exists():
+        path.unlink()
+
+
+class Sink(Callback):
+    """A log sink: :meth:`open` a run under its readable name with its hyperparameters,
+    :meth:`scalars` at a step, :meth:`close` with the final evaluation. The trainer's points
+    call them; :func:`smallinit.llm.training.replay.replay` calls them for a stored run. A
+    start that fails is recorded in the run (:data:`PENDING`) before the sink is dropped, so
+    that the next use of the run logs it."""
+
+    optional = True
+    #: the sink's name in :data:`PENDING` and in messages
+    label = "sink"
+    target = ""
+
+    def __init__(self):
+        self.tried: set[str] = set()  # the keys of the runs this sink started (or tried to)
+
+    def open(self, kind: str, key: str, name: str, hparams: dict[str, Any], step: int) -> None:
+        raise NotImplementedError
+
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        raise NotImplementedError
+
+    def close(self, final: dict[str, float], step: int, ok: bool) -> None:
+        raise NotImplementedError
+
+    def on_start(self, trainer: Any, run: Any, step: int) -> None:
+        kind, key, name = run_title(run, trainer.cfg)
+        self.tried.add(key)
+        try:
+            self.open(kind, key, name, hyperparameters(trainer.cfg), step)
+        except Exception as err:
+            set_pending(run.path, self.label, {"target": str(self.target),
+                                               "reason": f"{type(err).__name__}: {err}"})
+            raise
+        set_pending(run.path, self.label, None)
+
+    def on_record(self, record: dict[str, Any]) -> None:
+        step = record.get("step")
+        if isinstance(step, int):
+            values = grouped(record)
+            if values:
+                self.scalars(values, step)
+
+    def on_end(self, trainer: Any, run: Any) -> None:
+        summary = getattr(trainer, "summary", None)
+        self.close(final_evaluation(summary), trainer.cfg.train.steps, summary is not None)
 
 
 class LogLines(Callback):
@@ -145,14 +284,18 @@ def tensorboard_available() -> bool:
     return importlib.util.find_spec("tensorboard") is not None
 
 
-class TensorBoard(Callback):
+class TensorBoard(Sink):
     """Every number of every record as a scalar under its group (:func:`grouped`:
     ``train/loss``, ``eval/val_loss``, ``probe/...``) at the record's step, in
-    ``root/<kind>/<key>``; at the end the final evaluation (:func:`final_evaluation`) at the
-    last step and the config as hyperparameters with those as the HParams metrics. A
-    resumed run starts its writer with ``purge_step`` = the first step it recomputes, so
-    TensorBoard drops what a killed attempt wrote past the checkpoint, as ``metrics.jsonl``
-    does."""
+    ``root/<readable name>/<key>`` (:func:`readable_name`); the config as hyperparameters
+    at the start (the HParams session start, with the run key as ``run_key``), and at the
+    end the final evaluation (:func:`final_evaluation`) at the last step, declared as the
+    HParams experiment's metrics. A resumed run starts its writer with ``purge_step`` = the
+    first step it recomputes, so TensorBoard drops what a killed attempt wrote past the
+    checkpoint, as ``metrics.jsonl`` does (a replay starts at step 1: it replaces an
+    earlier one)."""
+
+    label = "tensorboard"
 
     def __init__(self, root: str | Path):
         if not str(root).strip():
@@ -161,45 +304,51 @@ class TensorBoard(Callback):
         if not tensorboard_available():
             raise ConfigError("TensorBoard logging needs the tensorboard package; install "
                               "it with: pip install 'smallinit[tb]' (or pip install tensorboard)")
+        super().__init__()
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
             raise ConfigError(f"TensorBoard folder {str(self.root)!r} is a file; give a folder")
+        self.target = str(self.root)
         self.writer = None
         self.log_dir: Path | None = None
+        self.hparams: dict[str, Any] = {}
         self.written: dict[str, int] = {}  # tag -> last step written
 
-    optional = True
-
-    def on_start(self, trainer: Any, run: Any, step: int) -> None:
+    def open(self, kind: str, key: str, name: str, hparams: dict[str, Any], step: int) -> None:
         from torch.utils.tensorboard import SummaryWriter  # lazy: optional dependency
+        from torch.utils.tensorboard.summary import hparams as hp  # lazy: optional dependency
 
-        self.log_dir = self.root / run_name(run)
+        self.log_dir = self.root / name / key
         self.writer = SummaryWriter(str(self.log_dir), purge_step=step + 1, flush_secs=10)
+        self.written = {}
+        self.hparams = {**hparams, "run_key": key, "run_kind": kind}
+        # the session's start (the hyperparameters) now, so that a crashed run has them;
+        # TensorBoard keeps the first summary of a tag, so the experiment (which declares
+        # the metrics) and the session's end are written by :meth:`close`
+        _experiment, start, _end = hp(self.hparams, {})
+        self.writer.file_writer.add_summary(start)
+        self.writer.flush()
 
-    def _scalars(self, values: dict[str, float], step: int) -> None:
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        if self.writer is None:
+            return
         for tag, value in values.items():
             if self.written.get(tag) != step:  # one value per tag and step
                 self.writer.add_scalar(tag, value, global_step=step)
                 self.written[tag] = step
 
-    def on_record(self, record: dict[str, Any]) -> None:
-        step = record.get("step")
-        if self.writer is None or not isinstance(step, int):
-            return
-        self._scalars(grouped(record), step)
-
-    def on_end(self, trainer: Any, run: Any) -> None:
+    def close(self, final: dict[str, float], step: int, ok: bool) -> None:
         if self.writer is None:
             return
-        from torch.utils.tensorboard.summary import hparams  # lazy: optional dependency
+        from torch.utils.tensorboard.summary import hparams as hp  # lazy: optional dependency
 
         try:
-            final = final_evaluation(getattr(trainer, "summary", None))
             if final:
-                self._scalars(final, trainer.cfg.train.steps)
-            # the HParams tab: the config, and the final evaluation's tags as its metrics
-            for event in hparams(hyperparameters(trainer.cfg), final):
-                self.writer.file_writer.add_summary(event)
+                self.scalars(final, step)
+            # the HParams tab's experiment, with the final evaluation's tags as its metrics
+            experiment, _start, end = hp(self.hparams, final)
+            self.writer.file_writer.add_summary(experiment)
+            self.writer.file_writer.add_summary(end)
         finally:
             self.writer.close()
             self.writer = None
@@ -209,17 +358,18 @@ def wandb_available() -> bool:
     return importlib.util.find_spec("wandb") is not None
 
 
-class WandB(Callback):
-    """A Weights & Biases run per training attempt: ``wandb.init(project, name=<kind>/<key>,
-    group=<key>, job_type=<kind>, config=<the run's config, dotted>)``, then every record's
-    numbers under their group (:func:`grouped`) at the record's step, and at the end the
-    final evaluation (:func:`final_evaluation`) logged at the last step and put in the W&B
-    run's summary. A resumed run is a new W&B run in the same group (``resumed_from_step``
-    in its config): W&B cannot drop what a killed attempt logged past the checkpoint, so the
-    attempts are kept apart rather than merged. Mode, folder and entity are W&B's own
-    settings (``WANDB_MODE=offline`` logs without a network; ``wandb sync`` uploads later)."""
+class WandB(Sink):
+    """A Weights & Biases run per training attempt: ``wandb.init(project, name=<readable
+    name>, group=<key>, job_type=<kind>, tags=[<key>], config=<the run's config, dotted>)``
+    (the config at the start), then every record's numbers under their group
+    (:func:`grouped`) at the record's step, and at the end the final evaluation
+    (:func:`final_evaluation`) logged at the last step and put in the W&B run's summary. A
+    resumed run is a new W&B run in the same group (``resumed_from_step`` in its config): W&B
+    cannot drop what a killed attempt logged past the checkpoint, so the attempts are kept
+    apart rather than merged. Mode, folder and entity are W&B's own settings
+    (``WANDB_MODE=offline`` logs without a network; ``wandb sync`` uploads later)."""
 
-    optional = True
+    label = "wandb"
 
     def __init__(self, project: str, *, entity: str | None = None):
         if not isinstance(project, str) or not project.strip():
@@ -228,38 +378,31 @@ class WandB(Callback):
         if not wandb_available():
             raise ConfigError("W&B logging needs the wandb package; install it with: "
                               "pip install 'smallinit[wandb]' (or pip install wandb)")
-        self.project = project.strip()
+        super().__init__()
+        self.project = self.target = project.strip()
         self.entity = entity
         self.run = None
 
-    def on_start(self, trainer: Any, run: Any, step: int) -> None:
+    def open(self, kind: str, key: str, name: str, hparams: dict[str, Any], step: int) -> None:
         import wandb  # lazy: optional dependency
 
-        name = run_name(run)
-        kind, _, key = name.partition("/")
-        config = {**hyperparameters(trainer.cfg), "run_key": key, "resumed_from_step": step}
+        config = {**hparams, "run_key": key, "resumed_from_step": step}
         self.run = wandb.init(project=self.project, entity=self.entity, name=name, group=key,
-                              job_type=kind, config=config, reinit="create_new")
+                              job_type=kind, tags=[key], config=config, reinit="create_new")
 
-    def on_record(self, record: dict[str, Any]) -> None:
-        step = record.get("step")
-        if self.run is None or not isinstance(step, int):
-            return
-        values = grouped(record)
-        if values:
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        if self.run is not None:
             self.run.log(values, step=step)
 
-    def on_end(self, trainer: Any, run: Any) -> None:
+    def close(self, final: dict[str, float], step: int, ok: bool) -> None:
         if self.run is None:
             return
-        summary = getattr(trainer, "summary", None)
         try:
-            final = final_evaluation(summary)
             if final:
-                self.run.log(final, step=trainer.cfg.train.steps)
+                self.run.log(final, step=step)
                 self.run.summary.update(final)
         finally:
-            self.run.finish(exit_code=0 if summary is not None else 1)
+            self.run.finish(exit_code=0 if ok else 1)
             self.run = None
 
 

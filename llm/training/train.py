@@ -85,6 +85,7 @@ from smallinit.llm.training.checkpoint import (
 from smallinit.llm.training.evaluate import evaluate
 from smallinit.llm.training.memory import check_training_memory, param_count
 from smallinit.llm.training.probes import Probes
+from smallinit.llm.training.replay import retry_failed_starts
 from smallinit.llm.training.sinks import LogLines, sinks_from_env
 
 log = logging.getLogger(__name__)
@@ -669,10 +670,14 @@ def train(cfg: RunConfig, *, runs_dir: str | Path | None = None, force: bool = F
     ``[TensorBoard("tb")]`` (:mod:`smallinit.llm.training.sinks`; None: the sinks the
     environment asks for); they are not part of the run's config and never change its key."""
     check_instance(cfg, RunConfig, "train")
-    return fit_run(RunStore(runs_dir), KIND, VERSION, cfg,
-                   lambda dist: Trainer(cfg, dist, callbacks=callbacks), force=force,
-                   prepare=lambda: corpus_mod.prepare(cfg.data, cfg.model.vocab_size),
-                   check=lambda: corpus_mod.check_source(cfg.data))
+    sinks = sinks_from_env() if callbacks is None else list(callbacks)
+    run = fit_run(RunStore(runs_dir), KIND, VERSION, cfg,
+                  lambda dist: Trainer(cfg, dist, callbacks=sinks), force=force,
+                  prepare=lambda: corpus_mod.prepare(cfg.data, cfg.model.vocab_size),
+                  check=lambda: corpus_mod.check_source(cfg.data))
+    if Dist.from_env().main and run.state == "done":
+        retry_failed_starts(run.path, sinks)  # a sink that failed to start the last time
+    return run
 
 
 @dataclass

@@ -191,7 +191,7 @@ def register(subparsers) -> None:
                     "summary) instead of the run line and the table of main results")
     add_run_options(p)
     p.add_argument("--tensorboard", type=path_arg, default=None, metavar="DIR",
-                   help="also log every metric to TensorBoard in DIR/<kind>/<key> (needs "
+                   help="also log every metric to TensorBoard in DIR/<run name>/<key> (needs "
                         "pip install 'smallinit[tb]'; default: $SMALLINIT_TENSORBOARD, "
                         "else off); not part of the run's config or key")
     p.add_argument("--wandb", default=None, metavar="PROJECT",

@@ -10,6 +10,7 @@ from smallinit.cli.util import (
     add_json_option,
     path_arg,
     print_json,
+    profile_arg,
     run_arg,
     toml_text,
 )
@@ -18,7 +19,8 @@ DESCRIPTION = """\
 Every result lives in the run store (./runs, $SMALLINIT_RUNS or --runs-dir) as
 <kind>/<key>/ with config.json, status.json, metrics.jsonl and arrays.npz; a finished run's
 status.json holds the size and SHA-256 of each of its files. These commands read it (only
-`verify` writes: the manifest of a run stored before manifests existed). From Python:
+`verify` writes: the manifest of a run stored before manifests existed); `log` replays
+stored runs into TensorBoard or W&B. From Python:
 smallinit.load_run(KEY), smallinit.list_runs() and smallinit.verify_runs()."""
 
 
@@ -32,10 +34,22 @@ def _metrics_text(metrics: dict) -> str:
                     for k, v in metrics.items())
 
 
-def cmd_ls(args: argparse.Namespace) -> int:
+def chosen_runs(args: argparse.Namespace) -> list:
+    """The runs of the store that the listing options choose (--kind, --profile, --where),
+    in the --sort order (oldest first by default)."""
     from smallinit.core.results import list_runs
+    from smallinit.core.run_table import parse_where, select
 
+    where = parse_where(args.where)
     runs = list_runs(args.runs_dir, kind=args.kind)
+    if args.profile:
+        planned = profile_names(args.profile)
+        runs = [r for r in runs if (r.kind, r.key) in planned]
+    return select(runs, where, args.sort, args.reverse)
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    runs = chosen_runs(args)
     if args.json:
         print_json([r.record() for r in runs])
         return 0
@@ -54,6 +68,44 @@ def cmd_ls(args: argparse.Namespace) -> int:
     print(f"{len(runs)} runs" + (f", {corrupt} corrupt (`smallinit runs verify` for more)"
                                  if corrupt else ""))
     return 0
+
+
+def cmd_export_csv(args: argparse.Namespace) -> int:
+    import sys
+
+    from smallinit.core.atomic import atomic_write_text
+    from smallinit.core.run_table import write_csv
+
+    runs = chosen_runs(args)
+    if args.out is None:
+        write_csv(runs, sys.stdout)
+        return 0
+    import io
+
+    buffer = io.StringIO()
+    columns = write_csv(runs, buffer)
+    atomic_write_text(args.out, buffer.getvalue())
+    print(f"{len(runs)} runs, {columns} columns -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def _listing_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kind", default=None, metavar="K",
+                   help="only runs of this kind (e.g. llm-train, toy-scan)")
+    p.add_argument("--profile", type=profile_arg, default=None, metavar="P",
+                   help="only the runs of this profile's plan (`smallinit figs --plan "
+                        "--profile P`); a run does not record a profile, so a run two "
+                        "profiles share is listed under both")
+    p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="only runs whose config has this dotted key at this value, e.g. "
+                        "--where model.d_model=128 --where init=gamma:1.0 (repeatable; all "
+                        "must hold)")
+    p.add_argument("--sort", default=None, metavar="FIELD",
+                   help="sort by kind, key, state, created, finished, a summary entry "
+                        "(val_loss) or a dotted config key (model.d_model); runs without it "
+                        "last (default: oldest first)")
+    p.add_argument("--reverse", action="store_true", help="with --sort: largest first")
+    _runs_dir_option(p)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -106,16 +158,64 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def profile_names(profile: str) -> dict[tuple[str, str], str]:
+    """(kind, key) -> readable name (``quick/fig7/d128/γ1/seed3``) of every run of a
+    profile's plan: the profile, the first figure the run is drawn in, and its tags (its
+    config's telling fields when it has no tags)."""
+    from smallinit.core.config import config_to_dict
+    from smallinit.llm.training.sinks import readable_name
+    from smallinit.study.experiments import EXPERIMENTS, specs
+
+    names: dict[tuple[str, str], str] = {}
+    for experiment in EXPERIMENTS.values():
+        figure = min(experiment.figures, default=None)
+        prefix = f"{profile}/fig{figure}" if figure is not None else profile
+        for spec in specs(experiment.name, profile):
+            names.setdefault((spec.kind, spec.key), readable_name(
+                spec.kind, config_to_dict(spec.config), spec.tags or None, prefix=prefix))
+    return names
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    from smallinit.core.errors import ConfigError
+    from smallinit.core.results import load_run
+    from smallinit.llm.training.replay import replay
+    from smallinit.llm.training.sinks import TensorBoard, WandB, final_evaluation
+
+    if args.tensorboard is None and args.wandb is None:
+        raise ConfigError("runs log needs a sink: give --tensorboard DIR, --wandb PROJECT "
+                          "or both")
+    runs = [load_run(ref, runs_dir=args.runs_dir) for ref in args.runs]
+    sinks = ([TensorBoard(args.tensorboard)] if args.tensorboard is not None else []) + \
+        ([WandB(args.wandb)] if args.wandb is not None else [])
+    names = profile_names(args.profile) if args.profile else {}
+    where = ", ".join(f"{s.label} {s.target}" for s in sinks)
+    for run in runs:
+        name = names.get((run.kind, run.key))
+        records = replay(run, sinks, name=name)
+        shown = sinks[0].log_dir if isinstance(sinks[0], TensorBoard) else name or run.name
+        print(f"{run.name} ({run.state}): {records} records, "
+              f"{len(final_evaluation(run.summary))} final numbers -> {where} ({shown})")
+    return 0
+
+
 def register(subparsers) -> None:
     commands = add_group(subparsers, "runs", help="list and inspect stored runs",
                          description=DESCRIPTION)
     p = add_command(commands, "ls", cmd_ls, help="list the stored runs",
                     description="One line per run: kind, key, state, when it was started, "
                     "its config in short and its main metrics (oldest first).")
-    p.add_argument("--kind", default=None, metavar="K",
-                   help="only runs of this kind (e.g. llm-train, toy-scan)")
     add_json_option(p, help="print one JSON record per run instead of the table")
-    _runs_dir_option(p)
+    _listing_options(p)
+    p = add_command(commands, "export-csv", cmd_export_csv, help="the runs as one flat CSV "
+                    "table", description="One row per run: kind, key, state, created, "
+                    "finished, version, then a config.<dotted key> column per config field and "
+                    "a summary.<entry> column per summary entry (lists as JSON text, a missing "
+                    "value empty): pandas.read_csv reads it with numbers as numbers. The "
+                    "options of `runs ls` choose and sort the runs.")
+    p.add_argument("--out", type=path_arg, default=None, metavar="FILE",
+                   help="write the table to FILE (default: standard output)")
+    _listing_options(p)
     p = add_command(commands, "show", cmd_show, help="show one run: config, state, metrics, "
                     "files", description="The full config (as TOML), state, summary, "
                     "metrics overview and files of one run.")
@@ -135,4 +235,23 @@ def register(subparsers) -> None:
                    "hashing: one stat call per file)")
     add_json_option(p, help="print one JSON record per run: kind, key, state, ok, problem, "
                     "recorded")
+    _runs_dir_option(p)
+    p = add_command(commands, "log", cmd_log, help="replay stored runs into TensorBoard or "
+                    "W&B", description="Writes each run's config (as hyperparameters), every "
+                    "record of its metrics.jsonl at its step and its final evaluation into "
+                    "the sinks, as `llm train --tensorboard/--wandb` would have while it "
+                    "trained: for a run reused from the store, computed on another machine "
+                    "or whose sink failed. Runs are named by their config (e.g. "
+                    "llm-train/γ0.5/synthetic/d16/L1/lr0.003/seed0), or with --profile by the "
+                    "profile's plan (quick/fig7/d128/γ1/seed3); the key is a tag. Logging a "
+                    "run to TensorBoard again replaces what it logged before.")
+    p.add_argument("runs", nargs="+", metavar="KEY", help="run keys, unique key prefixes, "
+                   "KIND/KEY or run directories")
+    p.add_argument("--tensorboard", type=path_arg, default=None, metavar="DIR",
+                   help="TensorBoard folder: each run in DIR/<name>/<key>")
+    p.add_argument("--wandb", default=None, metavar="PROJECT", help="W&B project (W&B's own "
+                   "settings apply, e.g. WANDB_MODE=offline)")
+    p.add_argument("--profile", type=profile_arg, default=None, metavar="P",
+                   help="name the runs by this "
+                   "profile's plan (its figures and tags)")
     _runs_dir_option(p)

@@ -201,6 +201,12 @@ def _verdict(verdict: str) -> str:
     return f'<span class="verdict v-{verdict.replace(" ", "-")}">{_e(verdict)}</span>'
 
 
+def scroll_box(table: str) -> str:
+    """``table`` in a box of the page's width that scrolls sideways when the table is wider
+    (:data:`STYLE`'s ``.table-scroll``): a wide table never widens the page."""
+    return f'<div class="table-scroll">{table}</div>'
+
+
 def claim_cell(r: claims_mod.Record) -> str:
     """One claim at one profile: effect [CI], p and n, the verdict, and why it is not run."""
     e = r.judgement.estimate
@@ -239,8 +245,8 @@ def claims_table(records: Sequence[claims_mod.Record], *, table_id: str = "claim
         rows.append(f'<tr class="claim" data-claim="{_e(claim_id)}"><td><code>'
                     f"{_e(claim_id)}</code></td><td>{_e(first.claim)}</td>"
                     f"<td>{_e(', '.join(first.decided_at))}</td>{cells}</tr>")
-    return (f'<table id="{table_id}" class="claims"><thead>{head}</thead><tbody>'
-            + "\n".join(rows) + "</tbody></table>")
+    return scroll_box(f'<table id="{table_id}" class="claims"><thead>{head}</thead><tbody>'
+                      + "\n".join(rows) + "</tbody></table>")
 
 
 def verdict_counts(records: Sequence[claims_mod.Record]) -> str:
@@ -276,9 +282,9 @@ def runs_table(entry: FigureEntry) -> tuple[str, dict[str, int], float]:
                             f"<td>{_e(_tags(spec.tags))}</td></tr>")
     if not rows:
         return "<p>No runs: this figure is drawn from theory alone.</p>", counts, flops
-    table = ("<table class=\"runs\"><thead><tr><th>experiment</th><th>run (kind/key)</th>"
-             "<th>state</th><th>stands for</th></tr></thead><tbody>" + "".join(rows)
-             + "</tbody></table>")
+    table = scroll_box("<table class=\"runs\"><thead><tr><th>experiment</th><th>run "
+                       "(kind/key)</th><th>state</th><th>stands for</th></tr></thead><tbody>"
+                       + "".join(rows) + "</tbody></table>")
     return (f"<details><summary>{len(rows)} runs (<code>smallinit runs show KEY</code> opens "
             f"one)</summary>{table}</details>"), counts, flops
 
@@ -320,23 +326,50 @@ def figure_section(entry: FigureEntry, caption: tuple[str, str] | None,
 
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1180px;
-       padding: 1em 1.5em 4em; color: #1d1d1d; }
+       padding: 1em 1.5em 4em; color: #1d1d1d; overflow-wrap: break-word; }
 h1 { margin-bottom: .2em; } h2 { border-top: 1px solid #ccc; padding-top: .8em; }
 h3 { margin: 1em 0 .3em; font-size: 1em; }
-code, pre { font: 13px ui-monospace, monospace; } pre { background: #f4f4f4; padding: .6em; }
-table { border-collapse: collapse; margin: .4em 0; font-size: 13px; }
+code, pre { font: 13px ui-monospace, monospace; }
+pre { background: #f4f4f4; padding: .6em; max-width: 100%; overflow-x: auto;
+      white-space: pre-wrap; overflow-wrap: anywhere; }
+.table-scroll { max-width: 100%; overflow-x: auto; margin: .4em 0; }
+table { border-collapse: collapse; font-size: 13px; }
 th, td { border: 1px solid #ddd; padding: .25em .5em; vertical-align: top; text-align: left; }
 th { background: #f0f0f0; } td.num { text-align: right; white-space: nowrap; }
 .note, details { color: #555; font-size: 12px; } .small { font-size: 12px; color: #555; }
 td.claim-cell { min-width: 11em; } .num { white-space: nowrap; }
-.images img { max-width: 100%; border: 1px solid #eee; margin: .3em 0; }
+img { max-width: 100%; height: auto; }
+.images img { border: 1px solid #eee; margin: .3em 0; }
 .source { color: #555; font-size: 13px; }
 .verdict { padding: .05em .45em; border-radius: .6em; white-space: nowrap; }
 .v-holds { background: #c8ecc9; } .v-partial { background: #f3e7b0; }
 .v-not-at-this-scale { background: #e4e4e4; } .v-contradicted { background: #f5c2c0; }
 .v-not-run { background: #fff; border: 1px dashed #aaa; }
-nav a { margin-right: .8em; white-space: nowrap; }
+nav a { margin-right: .8em; white-space: nowrap; display: inline-block; }
+@media (max-width: 600px) { body { padding: .6em .8em 3em; font-size: 14px; } }
 """
+
+
+def table_profiles(records: Sequence[claims_mod.Record],
+                   in_store: Sequence[str]) -> tuple[list[str], str]:
+    """The profiles the claims table shows and one line saying which it leaves out and why.
+    Shown: the profiles of the store with at least one claim judged (not ``not run``); when
+    none has one, the first profile of the store alone, so that its missing runs are listed.
+    Left out: the other profiles of the store (their runs are ones they share, e.g. the toy
+    runs after a ``make figs`` of the toy figures alone: every claim there is ``not run``)
+    and the packaged profiles without runs in the store."""
+    judged = [p for p in in_store
+              if any(r.profile == p and r.verdict != "not run" for r in records)]
+    shown = judged or list(in_store[:1])
+    idle = [p for p in in_store if p not in shown]
+    absent = [p for p in profiles.names() if p not in in_store]
+    why = []
+    if idle:
+        why.append(f"{', '.join(idle)} (every claim not run: no claim has all its runs in "
+                   "the store)")
+    if absent:
+        why.append(f"{', '.join(absent)} (no runs in the store)")
+    return shown, ("Left out: " + "; ".join(why) + "." if why else "")
 
 
 def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
@@ -354,7 +387,11 @@ def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
     shown = ", ".join(f"<code>{_e(p)}</code>" for p in in_store) or "none"
     not_yet = (f"<p>Not yet available (no figure module): {', '.join(map(str, missing))}.</p>"
                if missing else "")
-    claims_html = (verdict_counts(records) + claims_table(records) if records else
+    shown_profiles, left_out = table_profiles(records, in_store)
+    table_records = [r for r in records if r.profile in shown_profiles]
+    left_html = f'<p class="left-out">{_e(left_out)}</p>' if left_out and records else ""
+    claims_html = (verdict_counts(table_records) + left_html + claims_table(table_records)
+                   if table_records else
                    "<p>The store has no runs of any profile yet: every claim is "
                    "<em>not run</em> (<code>make figs</code> computes the quick profile's).</p>")
     return (

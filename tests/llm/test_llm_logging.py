@@ -46,6 +46,11 @@ def loss_records(run) -> list[dict]:
     return [r for r in run.metrics() if "loss" in r]
 
 
+def tb_folder(root: Path, run) -> Path:
+    """Where the TensorBoard sink in ``root`` logs ``run``: its readable name, then its key."""
+    return root / sinks_mod.readable_name(KIND, run.config) / run.key
+
+
 def tb_scalars(folder: Path, tag: str) -> list[tuple[int, float]]:
     """(step, value) of every event of ``tag`` in the TensorBoard folder, as TensorBoard's
     own reader sees them (orphaned events of a resumed run purged)."""
@@ -155,7 +160,7 @@ def test_cli_train_with_output_piped_logs_lines_and_tensorboard(cache, tmp_path)
                                                      "train.checkpoint_every=0"),
                                           version=VERSION)
     assert run.state == "done"
-    folder = tmp_path / "tb" / KIND / run.key
+    folder = tb_folder(tmp_path / "tb", run)
     logged = loss_records(run)
     assert tb_scalars(folder, "train/loss") == [
         (r["step"], pytest.approx(r["loss"], rel=1e-6)) for r in logged]
@@ -193,7 +198,7 @@ def test_sinks_leave_the_run_key_alone(cache, tmp_path, monkeypatch):
     assert [type(s) for s in sinks_mod.sinks_from_env()] == [sinks_mod.TensorBoard]
     again = train(cfg, runs_dir=tmp_path / "runs2")
     assert again.key == with_tb.key
-    env_folder = tmp_path / "env-tb" / KIND / again.key
+    env_folder = tb_folder(tmp_path / "env-tb", again)
     assert [s for s, _ in tb_scalars(env_folder, "train/loss")] == [2, 4]
 
 
@@ -212,7 +217,7 @@ def test_resumed_run_purges_what_the_killed_attempt_logged(cache, tmp_path, monk
         with pytest.raises(Interrupted):
             train(cfg, runs_dir=tmp_path / "runs", callbacks=[tb])
     half = RunStore(tmp_path / "runs").run(KIND, cfg, version=VERSION)
-    folder = tmp_path / "tb" / KIND / half.key
+    folder = tb_folder(tmp_path / "tb", half)
     assert [s for s, _ in tb_scalars(folder, "train/loss")] == [5, 10, 15, 20]
     (half.path / "checkpoints" / "step-00000020.pt").unlink()  # resume from step 10
     resumed = train(cfg, runs_dir=tmp_path / "runs",
@@ -283,7 +288,7 @@ def test_tensorboard_has_groups_hparams_and_the_final_evaluation(cache, tmp_path
     monkeypatch.delenv(sinks_mod.TENSORBOARD_ENV, raising=False)
     cfg = tiny(cache, "train.steps=6", "train.checkpoint_every=0")
     run = train(cfg, runs_dir=tmp_path / "runs", callbacks=[sinks_mod.TensorBoard(tmp_path)])
-    folder = tmp_path / KIND / run.key
+    folder = tb_folder(tmp_path, run)
     acc = EventAccumulator(str(folder))
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
@@ -359,7 +364,10 @@ def test_wandb_sink_offline_logs_groups_config_and_final_evaluation(cache, tmp_p
     assert train(cfg, runs_dir=tmp_path / "runs").path == run.path  # reused, no sink
     (records,) = wandb_records(tmp_path)
     (head,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
-    assert head.project == "smallinit-test" and head.display_name == f"{KIND}/{run.key}"
+    assert head.project == "smallinit-test"
+    assert head.display_name == sinks_mod.readable_name(KIND, cfg)  # for people, e.g.
+    assert head.display_name == f"{KIND}/γ0.5/synthetic/d16/L1/lr0.003/seed0"  # TINY's
+    assert list(head.tags) == [run.key]  # the key as a tag
     assert head.run_group == run.key and head.job_type == KIND
     config = _items(head.config.update)
     assert config["model.d_model"] == 16 and config["init"] == cfg.init
