@@ -34,10 +34,12 @@ and the others go on (its row keeps being computed and is ignored). A killed pop
 resumes every member from the newest checkpoint step that all of them hold.
 
 On CUDA the member axis turns each matrix product into one batched GEMM (cuBLAS's strided
-batched kernel). On the CPU, attention has no vmap rule (PyTorch loops over members there)
-and a population is not faster than its runs one after another; it exists there for the
-equivalence tests. In float64 a member equals its single run to ~1e-10; in float32 to
-batched-GEMM reduction order (tests/llm/test_llm_population.py).
+batched kernel), under the run's autocast (bf16 with ``precision=auto``); the population's
+step runs eager (``train.compile`` compiles nothing here). On the CPU, attention has no
+vmap rule (PyTorch loops over members there) and a population is not faster than its runs
+one after another; it exists there for the equivalence tests. In float64 a member equals
+its single run to ~1e-10; in float32 to batched-GEMM reduction order
+(tests/llm/test_llm_population.py).
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ from smallinit.llm.training.checkpoint import (
     safe_load,
     save_checkpoint,
 )
+from smallinit.llm.training.memory import device_memory, model_bytes, training_bytes
 from smallinit.llm.training.population_optim import PopulationAdamW
 from smallinit.llm.training.train import (
     KIND,
@@ -87,6 +90,7 @@ from smallinit.llm.training.train import (
     autocast,
     lr_at,
     preflight,
+    resolve_device,
     train_step,
     window_dtype,
 )
@@ -532,6 +536,45 @@ class _Claims:
             if err is not None:
                 raise err
         return list(self.runs)
+
+
+def population_key(cfg: RunConfig, mode: str) -> str | None:
+    """The job driver's population key of the run ``cfg`` (:meth:`RunSpec.population_key`):
+    its :func:`shape_key` where a population pays (``mode`` ``auto``: the run trains on a
+    CUDA device; on the CPU a population is not faster) or may run (``on``); else None."""
+    if mode == "off":
+        return None
+    if mode == "auto":
+        try:
+            if resolve_device(cfg, Dist()).type != "cuda":
+                return None
+        except ConfigError:  # no CUDA for a cuda run: it fails alone, with its own message
+            return None
+    return shape_key(cfg)
+
+
+def capacity(cfg: RunConfig) -> int | None:
+    """How many members of ``cfg``'s shape fit its device's memory (None: no limit known):
+    the device's bytes over one member's training step and a second copy of its weights
+    (:func:`~smallinit.llm.training.memory.training_bytes`, :func:`~.memory.model_bytes`)."""
+    available, _ = device_memory(resolve_device(cfg, Dist()))
+    if available is None:
+        return None
+    each = training_bytes(cfg.model, cfg.train.batch_size) + model_bytes(cfg.model)
+    return max(1, int(available // each))
+
+
+def train_populations(cfgs: Sequence[RunConfig], *, runs_dir=None, force: bool = False
+                      ) -> list[Run]:
+    """:func:`train_population` of ``cfgs`` (one shape) in as many populations as their
+    device's memory needs (:func:`capacity`), one after another."""
+    cfgs = list(cfgs)
+    check_population(cfgs)
+    size = capacity(cfgs[0]) or len(cfgs)
+    runs: list[Run] = []
+    for i in range(0, len(cfgs), size):
+        runs += train_population(cfgs[i:i + size], runs_dir=runs_dir, force=force)
+    return runs
 
 
 def build_members(cfgs: Sequence[RunConfig], runs: Sequence[Any], *,

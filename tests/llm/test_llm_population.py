@@ -104,7 +104,6 @@ def float64_runs(cache, tmp_path_factory):
     return dict(zip(KINDS, zip(members, singles, strict=True), strict=True))
 
 
-@pytest.mark.kernel_sensitive
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_float64_member_equals_its_single_run(float64_runs, kind):
     member, alone = float64_runs[kind]
@@ -137,7 +136,6 @@ def test_planted_difference_fails_the_comparison(cache, tmp_path, monkeypatch):
     assert difference(members[0], single(cfgs[0], tmp_path / "single", torch.float64)) < F64
 
 
-@pytest.mark.kernel_sensitive
 def test_float32_members_equal_their_single_runs_within_the_stated_tolerance(cache, tmp_path):
     cfgs = [toy(cache), toy(cache, "seed=1", "init=gamma:1.0")]
     members = train_population(cfgs, runs_dir=tmp_path / "population", callbacks=[])
@@ -264,3 +262,43 @@ def test_population_bench_measures_both_paths_on_the_same_tokens(cache, capsys):
     assert result["ratio"] == pytest.approx(result["singles_s"] / result["population_s"])
     assert population_bench.main(["--members", "0"]) == 2
     assert "--members=0" in capsys.readouterr().err
+
+
+def test_job_driver_trains_runs_of_one_shape_together_unless_off(cache, tmp_path):
+    from smallinit.core.jobs import run_specs
+    from smallinit.llm.training.train import TrainSpec
+
+    def specs(*extras):
+        return [TrainSpec(toy(cache, "train.steps=3", "train.eval_every=0", *extra))
+                for extra in extras]
+
+    same = [[], ["seed=1"], ["train.lr=1e-3"]]
+    together = run_specs(specs(*same, ["train.batch_size=2"]), RunStore(tmp_path / "on"),
+                         population="on", workers=1)
+    places = [r.status().get("population") for _, r in together]
+    assert [p["member"] for p in places[:3]] == [0, 1, 2] and places[3] is None
+    assert {p["id"] for p in places[:3]} == {places[0]["id"]}
+    alone = run_specs(specs(*same), RunStore(tmp_path / "off"), population="off", workers=1)
+    assert all(r.done and "population" not in r.status() for _, r in alone)
+    # on a CPU, auto trains every run alone (a population does not pay there)
+    assert all(s.population_key("auto") is None for s in specs(*same))
+
+
+def test_population_mode_is_checked():
+    from smallinit.core.jobs import chosen_population
+
+    with pytest.raises(ConfigError, match="population='sometimes' is not allowed; use auto"):
+        chosen_population("sometimes")
+
+
+def test_plan_shows_which_runs_train_together():
+    from smallinit.study.experiments import plan, plan_totals
+
+    on, off = plan("quick", [7], population="on"), plan("quick", [7], population="off")
+    groups: dict[str, set] = {}
+    for r in on:
+        if r["population"]:
+            groups.setdefault(r["population"], set()).add(r["key"])
+    assert groups and all(len(keys) >= 2 for keys in groups.values())
+    assert plan_totals(on)["populations"] == len(groups)
+    assert all(r["population"] is None for r in off) and plan_totals(off)["populations"] == 0
