@@ -61,6 +61,7 @@ from torch import nn
 
 from smallinit.core.config import canonical_json, check_instance, config_to_dict, dotted_items
 from smallinit.core.errors import ConfigError, RunFailed
+from smallinit.core.lease import RunLock
 from smallinit.core.progress import progress
 from smallinit.core.runs import Run, RunWriter
 from smallinit.core.store import RunStore
@@ -91,6 +92,7 @@ from smallinit.llm.training.train import (
     lr_at,
     preflight,
     resolve_device,
+    train,
     train_step,
     window_dtype,
 )
@@ -610,12 +612,19 @@ def train_population(cfgs: Sequence[RunConfig], *, runs_dir=None, force: bool = 
         preflight(cfg, Dist())
     corpus_mod.check_source(cfgs[0].data)
     corpus_mod.prepare(cfgs[0].data, cfgs[0].model.vocab_size)
-    claims = _Claims(store, cfgs, force)
+    # a run another process is computing now stays out (a population waiting for it while
+    # that process's population waits for one of ours would wait forever); it is asked for
+    # alone afterwards, which waits for that writer and reuses its result
+    busy = [i for i, cfg in enumerate(cfgs)
+            if RunLock.is_free(store.run(KIND, cfg, version=VERSION).lock_path) is False]
+    free = [i for i in range(len(cfgs)) if i not in busy]
+    pool = [cfgs[i] for i in free]
+    claims = _Claims(store, pool, force)
     claimed = claims.claimed()
     if claimed:
         order = sorted(claimed)
         try:
-            members = build_members([cfgs[i] for i in order], [claimed[i] for i in order],
+            members = build_members([pool[i] for i in order], [claimed[i] for i in order],
                                     callbacks=callbacks, dtype=dtype)
             ident = population_id([claimed[i].key for i in order])
             for member in members:
@@ -628,4 +637,9 @@ def train_population(cfgs: Sequence[RunConfig], *, runs_dir=None, force: bool = 
                 claims.settle(index, err)
             claims.join()
             raise
-    return claims.join()
+    runs: list[Run | None] = [None] * len(cfgs)
+    for i, run in zip(free, claims.join(), strict=True):
+        runs[i] = run
+    for i in busy:
+        runs[i] = train(cfgs[i], runs_dir=store.root, force=force, callbacks=callbacks)
+    return runs

@@ -302,3 +302,25 @@ def test_plan_shows_which_runs_train_together():
     assert groups and all(len(keys) >= 2 for keys in groups.values())
     assert plan_totals(on)["populations"] == len(groups)
     assert all(r["population"] is None for r in off) and plan_totals(off)["populations"] == 0
+
+
+def test_a_run_another_writer_holds_is_left_to_it(cache, tmp_path, monkeypatch):
+    """A member whose run another writer holds is not waited for inside the population
+    (two populations waiting for each other's runs would wait forever): the others train
+    together, and that run is asked for alone once the writer lets go."""
+    from smallinit.core.lease import RunLock
+
+    cfgs = [toy(cache, "train.steps=3"), toy(cache, "train.steps=3", "seed=1"),
+            toy(cache, "train.steps=3", "seed=2")]
+    held = RunLock(RunStore(tmp_path).run(KIND, cfgs[2], version=VERSION).lock_path)
+    assert held.acquire(block=False)
+    fit = population_mod.Population.fit
+
+    def release_then_fit(self, settle):  # the other writer lets go as the population starts
+        held.release()
+        fit(self, settle)
+
+    monkeypatch.setattr(population_mod.Population, "fit", release_then_fit)
+    runs = train_population(cfgs, runs_dir=tmp_path, callbacks=[])
+    assert [r.state for r in runs] == ["done"] * 3
+    assert [r.status().get("population", {}).get("size") for r in runs] == [2, 2, None]
