@@ -6,6 +6,7 @@ to the same bytes; the stored members are runs like any other."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,7 @@ from smallinit.llm.run_config import RunConfig
 from smallinit.llm.training import population as population_mod
 from smallinit.llm.training.checkpoint import safe_load
 from smallinit.llm.training.population import check_population, train_population
-from smallinit.llm.training.train import KIND, VERSION, Dist, Trainer
+from smallinit.llm.training.train import KIND, VERSION, Dist, Trainer, train
 
 TOY = [
     "model.vocab_size=320", "model.context=16", "model.d_model=16", "model.n_layers=2",
@@ -178,6 +179,11 @@ KILLER = textwrap.dedent("""
 """)
 
 
+def untimed(record: dict) -> dict:
+    """A metrics record without its wall-clock field."""
+    return {k: v for k, v in record.items() if k != "tok_per_s"}
+
+
 def test_killed_population_resumes_to_the_same_bytes(cache, tmp_path):
     extra = ["train.steps=30", "train.checkpoint_every=10", "train.log_every=5"]
     args = [*TOY, f"data.cache_dir={cache}", *extra]
@@ -194,6 +200,16 @@ def test_killed_population_resumes_to_the_same_bytes(cache, tmp_path):
         "step-00000020.pt"
     assert sorted(p.name for p in (half[1].path / "checkpoints").iterdir())[-1] == \
         "step-00000010.pt"
+    # a member's checkpoints are its single run's: the single trainer resumes one as well
+    shutil.copytree(tmp_path / "killed", tmp_path / "alone")
+    alone = Trainer(cfgs[1], Dist(), callbacks=[])
+    assert alone._resume(RunStore(tmp_path / "alone").writer(KIND, cfgs[1], version=VERSION)) \
+        == 10
+    run = train(cfgs[1], runs_dir=tmp_path / "alone", callbacks=[])
+    assert difference(run, straight[1]) < F32
+    early = [untimed(r) for r in straight[1].metrics() if r["step"] <= 10]
+    assert [untimed(r) for r in run.metrics()[:len(early)]] == early  # as the population
+    # wrote them
     resumed = train_population(cfgs, runs_dir=tmp_path / "killed", callbacks=[])
     for a, b in zip(resumed, straight, strict=True):
         assert a.state == "done"
@@ -202,9 +218,7 @@ def test_killed_population_resumes_to_the_same_bytes(cache, tmp_path):
         # model.pt's zip records the name it was written under (a unique temporary one)
         pa, pb = safe_load(a.path / "model.pt"), safe_load(b.path / "model.pt")
         assert pa.keys() == pb.keys() and all(torch.equal(pa[k], pb[k]) for k in pa)
-        strip = [{k: v for k, v in r.items() if k != "tok_per_s"} for r in a.metrics()]
-        assert strip == [{k: v for k, v in r.items() if k != "tok_per_s"}
-                         for r in b.metrics()]
+        assert [untimed(r) for r in a.metrics()] == [untimed(r) for r in b.metrics()]
 
 
 def test_stored_members_are_runs_like_any_other(cache, tmp_path):
