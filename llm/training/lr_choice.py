@@ -32,6 +32,7 @@ from smallinit.core.jobs import RunSpec
 from smallinit.core.runs import Run, config_key
 from smallinit.core.store import RunStore
 from smallinit.llm.run_config import RunConfig
+from smallinit.llm.training.population import population_key, train_populations
 from smallinit.llm.training.train import KIND, VERSION, TrainSpec, train
 
 TUNED = (0.5, 1.0)  # the γ at which learning rates are tuned; others are interpolated
@@ -188,6 +189,17 @@ class TunedSpec(RunSpec):
 
     def compute(self, store: RunStore, force: bool) -> Run:
         return train(self.chosen(store, compute=True), runs_dir=store.root, force=force)
+
+    def population_key(self, mode: str) -> str | None:
+        """The run's shape where it trains in a population (the learning rate is no part of
+        it, so it is known before lr* is)."""
+        return population_key(self.config, mode)
+
+    @classmethod
+    def compute_population(cls, specs: list[RunSpec], store: RunStore, force: bool) -> None:
+        """The runs of ``specs`` (one shape) at their lr* as populations."""
+        train_populations([s.chosen(store, compute=True) for s in specs],
+                          runs_dir=store.root, force=force)
 
 
 def _plain(choice: LRChoice) -> dict[str, Any]:

@@ -10,9 +10,11 @@ the clip norm, the norm's ε and the evaluation schedule.
 The math is each member's single run (:class:`~smallinit.llm.training.train.Trainer`):
 
 * every member is built as its single run builds it (a ``Trainer``: the same init code and
-  seed, the same task and callbacks), then its parameters are stacked on a leading member
-  axis, θ[m] = θ_m, and its model's parameters become views of its row, so evaluation,
-  probes and saved weights read the member's current weights with no copy;
+  seed, the same task and callbacks), then its parameters are laid out in one tensor
+  θ (M, P), row m holding member m's P parameters, and its model's parameters become views
+  of its row, so evaluation, probes and saved weights read the member's current weights
+  with no copy; the forward takes each parameter as a (M, …) view of θ, so every gradient
+  lands in one (M, P) tensor and the update is a few whole-tensor operations;
 * the forward is the one model's code, ``torch.func.functional_call`` under ``torch.vmap``
   over (θ, buffers, x, y), with the model's plain layers (:data:`.layers.PLAIN_PARTS`, the
   same numbers as the CPU fast path's, whose autograd functions have no vmap rule). The
@@ -34,10 +36,12 @@ and the others go on (its row keeps being computed and is ignored). A killed pop
 resumes every member from the newest checkpoint step that all of them hold.
 
 On CUDA the member axis turns each matrix product into one batched GEMM (cuBLAS's strided
-batched kernel). On the CPU, attention has no vmap rule (PyTorch loops over members there)
-and a population is not faster than its runs one after another; it exists there for the
-equivalence tests. In float64 a member equals its single run to ~1e-10; in float32 to
-batched-GEMM reduction order (tests/llm/test_llm_population.py).
+batched kernel), under the run's autocast (bf16 with ``precision=auto``); the population's
+step runs eager (``train.compile`` compiles nothing here). On the CPU, attention has no
+vmap rule (PyTorch loops over members there) and a population is not faster than its runs
+one after another; it exists there for the equivalence tests. In float64 a member equals
+its single run to ~1e-10; in float32 to batched-GEMM reduction order
+(tests/llm/test_llm_population.py).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ import queue
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +63,7 @@ from torch import nn
 
 from smallinit.core.config import canonical_json, check_instance, config_to_dict, dotted_items
 from smallinit.core.errors import ConfigError, RunFailed
+from smallinit.core.lease import RunLock
 from smallinit.core.progress import progress
 from smallinit.core.runs import Run, RunWriter
 from smallinit.core.store import RunStore
@@ -78,6 +83,7 @@ from smallinit.llm.training.checkpoint import (
     safe_load,
     save_checkpoint,
 )
+from smallinit.llm.training.memory import device_memory, model_bytes, training_bytes
 from smallinit.llm.training.population_optim import PopulationAdamW
 from smallinit.llm.training.train import (
     KIND,
@@ -87,6 +93,8 @@ from smallinit.llm.training.train import (
     autocast,
     lr_at,
     preflight,
+    resolve_device,
+    train,
     train_step,
     window_dtype,
 )
@@ -170,9 +178,10 @@ class PopulationObjective:
     """``objective(x, y)`` for :func:`~smallinit.llm.training.train.train_step`: x, y of
     shape (M, B, T); returns (None, Σ_m L_m) and keeps the members' losses (M,) as
     :attr:`losses`. ``base``: the model whose code runs (its own weights unused);
-    ``params``, ``buffers``: stacked (M, …) by name."""
+    ``params()``: the stacked parameters (M, …) by name (views of the population's one
+    tensor, taken anew each step so that autograd sees them), ``buffers``: likewise."""
 
-    def __init__(self, base: nn.Module, params: dict[str, torch.Tensor],
+    def __init__(self, base: nn.Module, params: Callable[[], dict[str, torch.Tensor]],
                  buffers: dict[str, torch.Tensor]):
         self.base = base
         self.params = params
@@ -183,9 +192,10 @@ class PopulationObjective:
         return torch.func.functional_call(self.base, (params, buffers), (x, y))[1]
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor):
-        with warnings.catch_warnings():  # attention's per-member loop on the CPU
-            warnings.filterwarnings("ignore", message=".*performance drop.*")
-            losses = torch.vmap(self._loss)(self.params, self.buffers, x, y)
+        with warnings.catch_warnings():
+            if x.device.type == "cpu":  # attention's per-member loop there, known and said
+                warnings.filterwarnings("ignore", message=".*performance drop.*")
+            losses = torch.vmap(self._loss)(self.params(), self.buffers, x, y)
         self.losses = losses.detach()
         return None, losses.sum()
 
@@ -209,12 +219,11 @@ class Member:
         return self.trainer.cfg
 
 
-def _decays(names: list[str], member: Member) -> list[float]:
-    """The weight decay of each stacked parameter for ``member``, as ``make_optimizer``."""
+def _decays(names: list[str], member: Member) -> dict[str, float]:
+    """The weight decay of each parameter (by name) for ``member``, as ``make_optimizer``."""
     rates = [g["weight_decay"] for g in member.trainer.optimizer.param_groups
              for _ in g["params"]]
-    rate = dict(zip(member.opt_names, rates, strict=True))
-    return [rate[n] for n in names]
+    return dict(zip(member.opt_names, rates, strict=True))
 
 
 def _identity(t: torch.Tensor) -> tuple:
@@ -255,17 +264,29 @@ class Population:
         first = members[0].trainer
         self.device = first.device
         self.cfg = first.cfg
-        names = [n for n, _ in first.model.named_parameters()]
-        self.names = names
-        self.params: dict[str, torch.Tensor] = {}
-        for name in names:
-            rows = [dict(m.trainer.model.named_parameters())[name].detach() for m in members]
-            self.params[name] = torch.stack(rows).requires_grad_(True)
+        shapes = {n: tuple(p.shape) for n, p in first.model.named_parameters()}
+        self.names = list(shapes)
+        self.spans: dict[str, tuple[int, int, tuple[int, ...]]] = {}
+        at = 0
+        for name, shape in shapes.items():
+            size = math.prod(shape)
+            self.spans[name] = (at, at + size, shape)
+            at += size
         for member in members:
             by_id = {id(p): n for n, p in member.trainer.model.named_parameters()}
             member.opt_params = [p for g in member.trainer.optimizer.param_groups
                                  for p in g["params"]]
             member.opt_names = [by_id[id(p)] for p in member.opt_params]
+        # every member's parameters, one row each: θ[m] = (θ_m,p flattened, p in model order)
+        rows = [torch.cat([p.detach().flatten() for p in m.trainer.model.parameters()])
+                for m in members]
+        self.flat = torch.stack(rows).requires_grad_(True)
+        dtype = self.flat.dtype
+        decay = torch.zeros(len(members), at, dtype=dtype, device=self.device)
+        for member in members:
+            rates = _decays(self.names, member)
+            for name, (a, b, _) in self.spans.items():
+                decay[member.index, a:b] = rates[name]
             self._point_at_rows(member)
         buffers = {n: torch.stack([dict(m.trainer.model.named_buffers())[n] for m in members])
                    for n, _ in first.model.named_buffers()}
@@ -275,24 +296,32 @@ class Population:
         if len(set(eps)) > 1:
             for qualified, parent, name, norm in _norms(base):
                 setattr(parent, name, MemberEpsNorm(norm))
-                buffers[f"{qualified}.eps"] = torch.tensor(eps, device=self.device,
-                                                        dtype=self.params[names[0]].dtype)
-        self.objective = PopulationObjective(base, self.params, buffers)
+                buffers[f"{qualified}.eps"] = torch.tensor(eps, device=self.device, dtype=dtype)
+        self.objective = PopulationObjective(base, self.stacked, buffers)
         t = [m.cfg.train for m in members]
         self.optimizer = PopulationAdamW(
-            [self.params[n] for n in names],
-            decays=[list(row) for row in zip(*(_decays(names, m) for m in members),
-                                             strict=True)],
-            betas=[(x.beta1, x.beta2) for x in t], eps=[x.adam_eps for x in t],
-            clip=[x.grad_clip for x in t])
+            [self.flat], decays=[decay], betas=[(x.beta1, x.beta2) for x in t],
+            eps=[x.adam_eps for x in t], clip=[x.grad_clip for x in t])
+
+    def stacked(self) -> dict[str, torch.Tensor]:
+        """Every parameter stacked over members, (M, …) by name: views of :attr:`flat`."""
+        n = self.flat.shape[0]
+        return {name: self.flat[:, a:b].view(n, *shape)
+                for name, (a, b, shape) in self.spans.items()}
+
+    def row(self, tensor: torch.Tensor, m: int, name: str) -> torch.Tensor:
+        """Member m's part ``name`` of a tensor laid out as :attr:`flat` (a view)."""
+        a, b, shape = self.spans[name]
+        return tensor[m, a:b].view(shape)
 
     def _point_at_rows(self, member: Member) -> None:
-        """Make the member's model parameters views of its rows of the stacks (tied
+        """Make the member's model parameters views of its row of :attr:`flat` (tied
         parameters stay one parameter)."""
         model, m = member.trainer.model, member.index
         fresh: dict[int, nn.Parameter] = {}
         for name, p in model.named_parameters():
-            fresh[id(p)] = nn.Parameter(self.params[name][m].detach(), requires_grad=False)
+            fresh[id(p)] = nn.Parameter(self.row(self.flat.detach(), m, name),
+                                        requires_grad=False)
         for module in model.modules():
             for key, p in list(module._parameters.items()):
                 if p is not None:
@@ -303,13 +332,13 @@ class Population:
         """The member's optimizer state as its own ``torch.optim.AdamW`` state dict (the
         single run's checkpoint format), copied out of the stacks."""
         opt = member.trainer.optimizer
-        rows = dict(zip(self.names, self.optimizer.member_state(member.index), strict=True))
+        state = self.optimizer.state[self.flat]
         opt.state.clear()
         for p, name in zip(member.opt_params, member.opt_names, strict=True):
-            m, v = rows[name]
-            opt.state[p] = {"step": torch.tensor(float(step), dtype=torch.float32,
-                                                 device=p.device),
-                            "exp_avg": m.clone(), "exp_avg_sq": v.clone()}
+            opt.state[p] = {
+                "step": torch.tensor(float(step), dtype=torch.float32, device=p.device),
+                "exp_avg": self.row(state["exp_avg"], member.index, name).clone(),
+                "exp_avg_sq": self.row(state["exp_avg_sq"], member.index, name).clone()}
         for group in opt.param_groups:
             group["lr"] = lr_at(step, member.cfg) if step else group["lr"]
         state = opt.state_dict()
@@ -325,12 +354,11 @@ class Population:
         """Restore a member from a checkpoint's ``state`` (either path's)."""
         opt = member.trainer.optimizer
         restore(state, member.trainer.model, opt)
-        rows = dict(zip(self.names, self.optimizer.member_state(member.index), strict=True))
+        ours = self.optimizer.state[self.flat]
         with torch.no_grad():
             for p, name in zip(member.opt_params, member.opt_names, strict=True):
-                m, v = rows[name]
-                m.copy_(opt.state[p]["exp_avg"])
-                v.copy_(opt.state[p]["exp_avg_sq"])
+                for key in ("exp_avg", "exp_avg_sq"):
+                    self.row(ours[key], member.index, name).copy_(opt.state[p][key])
         opt.state.clear()
 
     def resume(self) -> int:
@@ -534,6 +562,46 @@ class _Claims:
         return list(self.runs)
 
 
+def population_key(cfg: RunConfig, mode: str) -> str | None:
+    """The job driver's population key of the run ``cfg`` (:meth:`RunSpec.population_key`):
+    its :func:`shape_key` where a population pays (``mode`` ``auto``: the run trains on a
+    CUDA device; on the CPU a population is not faster) or may run (``on``); else None."""
+    if mode == "off":
+        return None
+    if mode == "auto":
+        try:
+            if resolve_device(cfg, Dist()).type != "cuda":
+                return None
+        except ConfigError:  # no CUDA for a cuda run: it fails alone, with its own message
+            return None
+    return shape_key(cfg)
+
+
+def capacity(cfg: RunConfig) -> int | None:
+    """How many members of ``cfg``'s shape fit its device's memory (None: no limit known):
+    the device's bytes over one member's training step and two more copies of its weights
+    (the weights its trainer built, and its row of weight-decay rates;
+    :func:`~smallinit.llm.training.memory.training_bytes`, :func:`~.memory.model_bytes`)."""
+    available, _ = device_memory(resolve_device(cfg, Dist()))
+    if available is None:
+        return None
+    each = training_bytes(cfg.model, cfg.train.batch_size) + 2 * model_bytes(cfg.model)
+    return max(1, int(available // each))
+
+
+def train_populations(cfgs: Sequence[RunConfig], *, runs_dir=None, force: bool = False
+                      ) -> list[Run]:
+    """:func:`train_population` of ``cfgs`` (one shape) in as many populations as their
+    device's memory needs (:func:`capacity`), one after another."""
+    cfgs = list(cfgs)
+    check_population(cfgs)
+    size = capacity(cfgs[0]) or len(cfgs)
+    runs: list[Run] = []
+    for i in range(0, len(cfgs), size):
+        runs += train_population(cfgs[i:i + size], runs_dir=runs_dir, force=force)
+    return runs
+
+
 def build_members(cfgs: Sequence[RunConfig], runs: Sequence[Any], *,
                   callbacks: list[Callback] | None = None,
                   dtype: torch.dtype | None = None) -> list[Member]:
@@ -567,12 +635,19 @@ def train_population(cfgs: Sequence[RunConfig], *, runs_dir=None, force: bool = 
         preflight(cfg, Dist())
     corpus_mod.check_source(cfgs[0].data)
     corpus_mod.prepare(cfgs[0].data, cfgs[0].model.vocab_size)
-    claims = _Claims(store, cfgs, force)
+    # a run another process is computing now stays out (a population waiting for it while
+    # that process's population waits for one of ours would wait forever); it is asked for
+    # alone afterwards, which waits for that writer and reuses its result
+    busy = [i for i, cfg in enumerate(cfgs)
+            if RunLock.is_free(store.run(KIND, cfg, version=VERSION).lock_path) is False]
+    free = [i for i in range(len(cfgs)) if i not in busy]
+    pool = [cfgs[i] for i in free]
+    claims = _Claims(store, pool, force)
     claimed = claims.claimed()
     if claimed:
         order = sorted(claimed)
         try:
-            members = build_members([cfgs[i] for i in order], [claimed[i] for i in order],
+            members = build_members([pool[i] for i in order], [claimed[i] for i in order],
                                     callbacks=callbacks, dtype=dtype)
             ident = population_id([claimed[i].key for i in order])
             for member in members:
@@ -585,4 +660,9 @@ def train_population(cfgs: Sequence[RunConfig], *, runs_dir=None, force: bool = 
                 claims.settle(index, err)
             claims.join()
             raise
-    return claims.join()
+    runs: list[Run | None] = [None] * len(cfgs)
+    for i, run in zip(free, claims.join(), strict=True):
+        runs[i] = run
+    for i in busy:
+        runs[i] = train(cfgs[i], runs_dir=store.root, force=force, callbacks=callbacks)
+    return runs

@@ -43,11 +43,12 @@ def _rows(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 class PopulationAdamW(torch.optim.Optimizer):
     """AdamW with per-member hyper-parameters and gradient clipping (module docstring).
 
-    ``params``: the stacked parameters (M, …); ``decays[i][m]``: member m's weight decay on
-    ``params[i]`` (0 where it does not decay it); ``betas``, ``eps``, ``clip``: one value per
+    ``params``: the stacked parameters (M, …); ``decays[i]``: the weight decay λ of each
+    element of ``params[i]`` (a tensor of its shape, or one that broadcasts to it: 0 where
+    the member does not decay that parameter); ``betas``, ``eps``, ``clip``: one value per
     member. The step count is the population's (every member takes every step)."""
 
-    def __init__(self, params: Sequence[torch.Tensor], *, decays: Sequence[Sequence[float]],
+    def __init__(self, params: Sequence[torch.Tensor], *, decays: Sequence[torch.Tensor],
                  betas: Sequence[tuple[float, float]], eps: Sequence[float],
                  clip: Sequence[float]):
         params = list(params)
@@ -56,7 +57,7 @@ class PopulationAdamW(torch.optim.Optimizer):
             raise ValueError(f"{len(decays)} weight-decay rows for {len(params)} parameters")
         first = params[0]
         self.n = first.shape[0]
-        self.decays = [per_member(d, first).flatten() for d in decays]
+        self.decays = list(decays)
         self.beta1 = per_member([b[0] for b in betas], first).flatten()
         self.beta2 = per_member([b[1] for b in betas], first).flatten()
         self.eps = per_member(eps, first).flatten()
@@ -110,13 +111,8 @@ class PopulationAdamW(torch.optim.Optimizer):
             state = self.state[p]
             m, v = state["exp_avg"], state["exp_avg_sq"]
             dt = p.dtype
-            p.mul_(_rows(1 - lr * decay, p).to(dt))
+            p.mul_((1 - _rows(lr, p) * decay).to(dt))
             m.lerp_(g, _rows(1 - b1, p).to(dt))
             v.mul_(_rows(b2, p).to(dt)).add_(g * g * _rows(1 - b2, p).to(dt))
             denom = (v.sqrt() / _rows(root2, p).to(dt)).add_(_rows(self.eps, p).to(dt))
             p.sub_(_rows(step_size, p).to(dt) * m / denom)
-
-    def member_state(self, m: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Member m's (exp_avg, exp_avg_sq) rows, one pair per parameter (views)."""
-        return [(self.state[p]["exp_avg"][m], self.state[p]["exp_avg_sq"][m])
-                for p in self.params]

@@ -702,6 +702,22 @@ class TrainSpec(RunSpec):
         """:func:`trial` of ``config`` (a cut of this spec's, default its own)."""
         return trial(self.config if config is None else config, LMTask)
 
+    def population_key(self, mode: str) -> str | None:
+        """The run's shape where it trains in a population
+        (:func:`smallinit.llm.training.population.population_key`)."""
+        from smallinit.llm.training import population  # lazy: population builds on this module
+
+        return population.population_key(self.config, mode)
+
+    @classmethod
+    def compute_population(cls, specs: list[RunSpec], store: RunStore, force: bool) -> None:
+        """The runs of ``specs`` (one shape) as populations
+        (:func:`smallinit.llm.training.population.train_populations`)."""
+        from smallinit.llm.training import population  # lazy: population builds on this module
+
+        population.train_populations([s.config for s in specs], runs_dir=store.root,
+                                     force=force)
+
     @classmethod
     def prepare(cls, specs: list[RunSpec]) -> None:
         """Build each distinct corpus once, before workers read it."""

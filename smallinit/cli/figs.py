@@ -52,7 +52,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from smallinit.study.experiments import plan, plan_totals
     from smallinit.study.figs import FIGURES
 
-    rows = plan(args.profile, args.only)
+    rows = plan(args.profile, args.only, population=args.population)
     totals = plan_totals(rows)
     if args.spread is not None and not Path(args.spread).is_file():
         raise ConfigError(f"--spread {args.spread}: no such file; give a claims JSON "
@@ -76,8 +76,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         size = (f"  N={c['params']:.3g} (non-emb {c['params_non_embedding']:.3g}) "
                 f"T={c['tokens']:.3g} C={c['flops']:.3g} mem {human(c['memory_bytes'])} "
                 f"{c['h200_hours']:.3f} H200-h" if c else "")
+        together = f" (population {r['population']})" if r["population"] else ""
         print(f"fig {r['figure']:2d} {r['experiment']:<20} {r['kind']:<24} {r['key']}  "
-              f"{r['summary']}{again}{size}")
+              f"{r['summary']}{again}{together}{size}")
     print(power.format_rows(powers, source))
     print(f"{totals['transformer_runs']} transformer runs: {totals['flops']:.3g} training "
           f"FLOPs, {totals['h200_hours']:.1f} H200-hours at {totals['mfu']:.0%} MFU of "
@@ -88,6 +89,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
           f"{totals['small_mfu']:.0%}: {totals['small_mfu_source']}]")
     for line in format_estimate(est, FIGURES):
         print(line)
+    if totals["populations"]:
+        print(f"{totals['populations']} populations train {totals['in_populations']} runs "
+              "together (one process each)")
     print(f"{totals['runs']} distinct runs in {len(rows)} rows at profile {args.profile}")
     return 0
 
@@ -158,6 +162,7 @@ def _cmd_figs(args: argparse.Namespace) -> int:
         force=args.force,
         workers=args.workers,
         executor=args.executor,
+        population=args.population,
     )
     failed = 0
     for number, paths in results.items():
@@ -223,6 +228,12 @@ def register(subparsers) -> None:
     parser.add_argument("--json", action="store_true",
                         help="with --plan: print JSON ({profile, runs: [rows], total}); with "
                              "--preflight: {profile, checks, failed, summary}")
+    parser.add_argument("--population", choices=("auto", "on", "off"), default=None,
+                        help="train the missing runs of one shape together, one process per "
+                             "population (smallinit.llm.training.population): auto where "
+                             "that pays (runs on a CUDA device), on also on a CPU, off every "
+                             "run alone (default: $SMALLINIT_POPULATION, else auto); with "
+                             "--plan: which runs go together")
     add_print_config_option(parser)
     add_executor_options(parser)
     add_run_options(parser)

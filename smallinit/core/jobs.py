@@ -28,6 +28,13 @@ list of specs (of any kinds):
   resumes from its checkpoints); a run still failing is recorded as failed (retryable) with
   the reason, as a dead local worker is. Ray schedules; this module only declares what
   each task needs (CPUs: its threads; a GPU when it trains on one);
+- populations: a spec type may train several runs together in one process
+  (:meth:`RunSpec.population_key`, :meth:`RunSpec.compute_population`; the pretraining
+  runs of one shape on a CUDA device, :mod:`smallinit.llm.training.population`). The
+  missing runs of one type and key (two or more) are computed that way in the driver's
+  process, one population after another, before the others. ``population``: ``auto``
+  (where the spec type says it pays), ``on`` (also on a CPU), ``off`` (every run alone;
+  default ``$SMALLINIT_POPULATION``, else ``auto``);
 - progress: one bar over the runs to compute on a terminal (runs done/total, elapsed, an
   ETA from the plan's costs: ``weigh(config)``, a transformer's training FLOPs, with the
   toy runs timed by their kind; :class:`smallinit.core.progress.RunProgress` says how), and
@@ -66,6 +73,8 @@ from smallinit.core.store import RunStore
 log = logging.getLogger(__name__)
 
 EXECUTORS = ("local", "ray")
+POPULATIONS = ("auto", "on", "off")
+POPULATION_ENV = "SMALLINIT_POPULATION"  # default population mode (else auto)
 WORKERS_ENV = "SMALLINIT_WORKERS"  # default worker count (else cores // threads per run)
 EXECUTOR_ENV = "SMALLINIT_EXECUTOR"  # default executor (else local)
 RAY_RETRIES_ENV = "SMALLINIT_RAY_RETRIES"  # Ray retries per run (default RAY_RETRIES)
@@ -100,6 +109,19 @@ class RunSpec:
     def prepare(cls, specs: list[RunSpec]) -> None:
         """Called once in the driver's process with the missing specs of this type, before
         any worker starts (e.g. to build a shared corpus once)."""
+
+    def population_key(self, mode: str) -> str | None:
+        """A key shared by the runs of this type that can train together in one process
+        (:meth:`compute_population`); None: this run trains alone. ``mode``: ``auto`` (only
+        where a population pays) or ``on`` (wherever it can)."""
+        return None
+
+    @classmethod
+    def compute_population(cls, specs: list[RunSpec], store: RunStore, force: bool) -> None:
+        """Compute (or resume, or reuse) ``specs``, of this type and one population key,
+        together; by default one after another."""
+        for spec in specs:
+            spec.compute(store, force)
 
     @property
     def key(self) -> str:
@@ -157,16 +179,18 @@ _FORCED: set[tuple[str, str, str]] = set()  # (store root, kind, key) forced in 
 
 def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: bool = False,
               workers: int | None = None, executor: str | None = None,
-              desc: str = "runs", weigh: Callable[[Any], float | None] | None = None
-              ) -> Results:
+              desc: str = "runs", weigh: Callable[[Any], float | None] | None = None,
+              population: str | None = None) -> Results:
     """Compute every spec not finished yet (module docstring) and return all of them.
     ``workers``: local processes at a time (None: ``$SMALLINIT_WORKERS``, else every core,
     :func:`default_workers`); ``executor``: ``local`` or ``ray`` (None:
     ``$SMALLINIT_EXECUTOR``, else ``local``); ``weigh(config)``: a run's cost for the ETA
     (e.g. :func:`smallinit.llm.training.cost.training_flops_of`; None: no cost, runs timed
-    by their kind)."""
+    by their kind); ``population``: ``auto``, ``on`` or ``off`` (module docstring; None:
+    ``$SMALLINIT_POPULATION``, else ``auto``)."""
     workers = chosen_workers(workers)
     executor = chosen_executor(executor)
+    mode = chosen_population(population)
     store = store or RunStore()
     root = str(store.root)
     unique: dict[tuple[str, str], RunSpec] = {}
@@ -180,14 +204,21 @@ def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: boo
         _prepare(todo)
         weights = [weigh(s.config) if weigh is not None else None for s in todo]
         with RunProgress([s.kind for s in todo], weights, desc=desc, logger=log) as bar:
+            position = {id(s): i for i, s in enumerate(todo)}
+            together, todo = populations(todo, mode, to_force)
+            planned = [([position[id(s)] for s in group], len(group)) for group in together]
             if executor == "ray":
-                bar.plan([(range(len(todo)), None)])
-                _run_on_ray(todo, store, to_force, bar)
+                groups = [(todo, None)] if todo else []
             else:
-                position = {id(s): i for i, s in enumerate(todo)}
-                groups = _local_groups(todo, workers)
-                bar.plan([([position[id(s)] for s in group], 1 if len(group) == 1 else count)
-                          for group, count in groups])
+                groups = _local_groups(todo, workers) if todo else []
+            bar.plan(planned + [([position[id(s)] for s in group], count)
+                                for group, count in groups])
+            for group in together:
+                _run_population(group, store, group[0].ident in to_force, bar,
+                                [position[id(s)] for s in group])
+            if executor == "ray" and todo:
+                _run_on_ray(todo, store, to_force, bar, [position[id(s)] for s in todo])
+            elif todo:
                 for group, count in groups:
                     if count == 1 or len(group) == 1:
                         for spec in group:
@@ -286,6 +317,51 @@ def _local_groups(todo: list[RunSpec], workers: int | None) -> list[tuple[list[R
     for spec in todo:
         groups.setdefault(run_threads(spec), []).append(spec)
     return [(group, default_workers(group)) for group in groups.values()]
+
+
+def chosen_population(mode: str | None) -> str:
+    """``mode`` checked; None becomes ``$SMALLINIT_POPULATION``, else ``auto``."""
+    where = "population"
+    if mode is None:
+        mode = os.environ.get(POPULATION_ENV, "").strip() or "auto"
+        where = POPULATION_ENV
+    if mode not in POPULATIONS:
+        raise ConfigError(f"{where}={mode!r} is not allowed; use {', '.join(POPULATIONS)}")
+    return mode
+
+
+def populations(todo: list[RunSpec], mode: str, to_force: set = frozenset()
+                ) -> tuple[list[list[RunSpec]], list[RunSpec]]:
+    """The specs of ``todo`` that train together: groups of two or more of one type,
+    population key (:meth:`RunSpec.population_key`) and force, in order of first
+    appearance; and the rest, in their order. ``mode`` ``off``: no groups."""
+    if mode == "off":
+        return [], list(todo)
+    groups: dict[tuple, list[RunSpec]] = {}
+    for spec in todo:
+        key = spec.population_key(mode)
+        if key is not None:
+            groups.setdefault((type(spec), key, spec.ident in to_force), []).append(spec)
+    together = [g for g in groups.values() if len(g) > 1]
+    grouped = {id(s) for g in together for s in g}
+    return together, [s for s in todo if id(s) not in grouped]
+
+
+def _run_population(group: list[RunSpec], store: RunStore, force: bool, bar: RunProgress,
+                    ids: list[int]) -> None:
+    """Compute one population in this process; an error fails its runs (recorded by the
+    store), not the sweep, as a worker's would."""
+    for i in ids:
+        bar.start(i)
+    try:
+        type(group[0]).compute_population(group, store, force)
+    except ConfigError:
+        raise
+    except Exception as err:
+        log.error("a population of %d runs failed: %s: %s", len(group), type(err).__name__,
+                  err)
+    for spec, i in zip(group, ids, strict=True):
+        bar.finish(i, _state(spec, store), _name(spec))
 
 
 def _prepare(todo: list[RunSpec]) -> None:
@@ -490,7 +566,7 @@ def _forwarded_env() -> dict[str, str]:
 
 
 def _run_on_ray(todo: list[RunSpec], store: RunStore, to_force: set,
-                bar: RunProgress) -> None:
+                bar: RunProgress, ids: list[int]) -> None:
     ray = _import_ray()
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS") or None,
@@ -506,7 +582,7 @@ def _run_on_ray(todo: list[RunSpec], store: RunStore, to_force: set,
     pending: dict[Any, tuple[RunSpec, int]] = {}
     config_error: str | None = None
     try:
-        for i, spec in enumerate(todo):
+        for i, spec in zip(ids, todo, strict=True):
             options: dict[str, Any] = dict(_ray_resources(ray, spec), max_retries=retries,
                                            retry_exceptions=True,
                                            name=f"{spec.kind}-{spec.key}")

@@ -90,20 +90,21 @@ def outputs(run: Run) -> dict[str, Any]:
 
 def compute(experiments: list[Experiment], profile: str, store: RunStore, *,
             force: bool = False, workers: int | None = None,
-            executor: str | None = None) -> dict[str, Results]:
+            executor: str | None = None, population: str | None = None) -> dict[str, Results]:
     """The runs of ``experiments`` at ``profile``, computed once: first, in one call of the
     job driver so that independent runs of different figures run side by side, the runs
     every experiment needs (an experiment's inner runs when it has some, e.g. compare's
     transformers, else its own); then the runs of experiments with inner runs, which find
     those done. An experiment with no runs of its own at ``profile`` (an arm the profile
     cuts) computes nothing, not even its inner runs. ``workers``: given, else the smallest
-    pin among the experiments (a profile that pins one worker keeps it), else every core."""
+    pin among the experiments (a profile that pins one worker keeps it), else every core;
+    ``population``: the job driver's population mode (:func:`smallinit.core.jobs.run_specs`)."""
     own = {e.name: e.specs(profile) for e in experiments}
     live = [e for e in experiments if own[e.name]]  # an experiment the profile cuts needs nothing
     inner = {e.name: e.inner(profile) for e in live}
     pins = [p for p in (e.workers(profile) for e in live) if p is not None]
     options = {"force": force, "workers": workers or min(pins, default=None),
-               "executor": executor, "weigh": training_flops_of}
+               "executor": executor, "weigh": training_flops_of, "population": population}
     first = [s for e in live for s in (inner[e.name] or own[e.name])]
     run_specs(first, store, desc="runs of the figures", **options)
     out = {e.name: Results([], []) for e in experiments}
@@ -179,6 +180,7 @@ def make_figures(
     force: bool = False,
     workers: int | None = None,
     executor: str | None = None,
+    population: str | None = None,
 ) -> dict[int, list[Path] | FigureFailed | None]:
     """Render the chosen figures; value ``None`` marks a figure not yet available, ``[]`` one
     whose experiments have no runs at ``profile`` (arms a profile cuts), a
@@ -186,7 +188,8 @@ def make_figures(
     figures and the report page are still drawn). The
     runs of all chosen figures are computed first, side by side
     (:func:`compute`: ``workers`` local processes, default every core, or on a Ray cluster
-    with ``executor="ray"``); then each figure draws, and the report page is written
+    with ``executor="ray"``; ``population``: whether runs of one shape train together,
+    :func:`smallinit.core.jobs.run_specs`); then each figure draws, and the report page is written
     (:func:`write_report`)."""
     check_choice("profile", profile, (*profiles.names(), *profiles.derived()))
     for n in only or []:
@@ -196,7 +199,8 @@ def make_figures(
     available = figure_modules()
     chosen = [n for n in sorted(only or FIGURES) if n in available]
     needed = list({e.name: e for n in chosen for e in of_figure(n)}.values())
-    runs = compute(needed, profile, store, force=force, workers=workers, executor=executor)
+    runs = compute(needed, profile, store, force=force, workers=workers, executor=executor,
+                   population=population)
     results: dict[int, list[Path] | FigureFailed | None] = {}
     for number in sorted(only or FIGURES):
         if number not in available:

@@ -6,6 +6,7 @@ to the same bytes; the stored members are runs like any other."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,7 @@ from smallinit.llm.run_config import RunConfig
 from smallinit.llm.training import population as population_mod
 from smallinit.llm.training.checkpoint import safe_load
 from smallinit.llm.training.population import check_population, train_population
-from smallinit.llm.training.train import KIND, VERSION, Dist, Trainer
+from smallinit.llm.training.train import KIND, VERSION, Dist, Trainer, train
 
 TOY = [
     "model.vocab_size=320", "model.context=16", "model.d_model=16", "model.n_layers=2",
@@ -104,7 +105,6 @@ def float64_runs(cache, tmp_path_factory):
     return dict(zip(KINDS, zip(members, singles, strict=True), strict=True))
 
 
-@pytest.mark.kernel_sensitive
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_float64_member_equals_its_single_run(float64_runs, kind):
     member, alone = float64_runs[kind]
@@ -137,7 +137,6 @@ def test_planted_difference_fails_the_comparison(cache, tmp_path, monkeypatch):
     assert difference(members[0], single(cfgs[0], tmp_path / "single", torch.float64)) < F64
 
 
-@pytest.mark.kernel_sensitive
 def test_float32_members_equal_their_single_runs_within_the_stated_tolerance(cache, tmp_path):
     cfgs = [toy(cache), toy(cache, "seed=1", "init=gamma:1.0")]
     members = train_population(cfgs, runs_dir=tmp_path / "population", callbacks=[])
@@ -180,6 +179,11 @@ KILLER = textwrap.dedent("""
 """)
 
 
+def untimed(record: dict) -> dict:
+    """A metrics record without its wall-clock field."""
+    return {k: v for k, v in record.items() if k != "tok_per_s"}
+
+
 def test_killed_population_resumes_to_the_same_bytes(cache, tmp_path):
     extra = ["train.steps=30", "train.checkpoint_every=10", "train.log_every=5"]
     args = [*TOY, f"data.cache_dir={cache}", *extra]
@@ -196,6 +200,16 @@ def test_killed_population_resumes_to_the_same_bytes(cache, tmp_path):
         "step-00000020.pt"
     assert sorted(p.name for p in (half[1].path / "checkpoints").glob("*.pt"))[-1] == \
         "step-00000010.pt"
+    # a member's checkpoints are its single run's: the single trainer resumes one as well
+    shutil.copytree(tmp_path / "killed", tmp_path / "alone")
+    alone = Trainer(cfgs[1], Dist(), callbacks=[])
+    assert alone._resume(RunStore(tmp_path / "alone").writer(KIND, cfgs[1], version=VERSION)) \
+        == 10
+    run = train(cfgs[1], runs_dir=tmp_path / "alone", callbacks=[])
+    assert difference(run, straight[1]) < F32
+    early = [untimed(r) for r in straight[1].metrics() if r["step"] <= 10]
+    assert [untimed(r) for r in run.metrics()[:len(early)]] == early  # as the population
+    # wrote them
     resumed = train_population(cfgs, runs_dir=tmp_path / "killed", callbacks=[])
     for a, b in zip(resumed, straight, strict=True):
         assert a.state == "done"
@@ -204,9 +218,7 @@ def test_killed_population_resumes_to_the_same_bytes(cache, tmp_path):
         # model.pt's zip records the name it was written under (a unique temporary one)
         pa, pb = safe_load(a.path / "model.pt"), safe_load(b.path / "model.pt")
         assert pa.keys() == pb.keys() and all(torch.equal(pa[k], pb[k]) for k in pa)
-        strip = [{k: v for k, v in r.items() if k != "tok_per_s"} for r in a.metrics()]
-        assert strip == [{k: v for k, v in r.items() if k != "tok_per_s"}
-                         for r in b.metrics()]
+        assert [untimed(r) for r in a.metrics()] == [untimed(r) for r in b.metrics()]
 
 
 def test_stored_members_are_runs_like_any_other(cache, tmp_path):
@@ -264,3 +276,65 @@ def test_population_bench_measures_both_paths_on_the_same_tokens(cache, capsys):
     assert result["ratio"] == pytest.approx(result["singles_s"] / result["population_s"])
     assert population_bench.main(["--members", "0"]) == 2
     assert "--members=0" in capsys.readouterr().err
+
+
+def test_job_driver_trains_runs_of_one_shape_together_unless_off(cache, tmp_path):
+    from smallinit.core.jobs import run_specs
+    from smallinit.llm.training.train import TrainSpec
+
+    def specs(*extras):
+        return [TrainSpec(toy(cache, "train.steps=3", "train.eval_every=0", *extra))
+                for extra in extras]
+
+    same = [[], ["seed=1"], ["train.lr=1e-3"]]
+    together = run_specs(specs(*same, ["train.batch_size=2"]), RunStore(tmp_path / "on"),
+                         population="on", workers=1)
+    places = [r.status().get("population") for _, r in together]
+    assert [p["member"] for p in places[:3]] == [0, 1, 2] and places[3] is None
+    assert {p["id"] for p in places[:3]} == {places[0]["id"]}
+    alone = run_specs(specs(*same), RunStore(tmp_path / "off"), population="off", workers=1)
+    assert all(r.done and "population" not in r.status() for _, r in alone)
+    # on a CPU, auto trains every run alone (a population does not pay there)
+    assert all(s.population_key("auto") is None for s in specs(*same))
+
+
+def test_population_mode_is_checked():
+    from smallinit.core.jobs import chosen_population
+
+    with pytest.raises(ConfigError, match="population='sometimes' is not allowed; use auto"):
+        chosen_population("sometimes")
+
+
+def test_plan_shows_which_runs_train_together():
+    from smallinit.study.experiments import plan, plan_totals
+
+    on, off = plan("quick", [7], population="on"), plan("quick", [7], population="off")
+    groups: dict[str, set] = {}
+    for r in on:
+        if r["population"]:
+            groups.setdefault(r["population"], set()).add(r["key"])
+    assert groups and all(len(keys) >= 2 for keys in groups.values())
+    assert plan_totals(on)["populations"] == len(groups)
+    assert all(r["population"] is None for r in off) and plan_totals(off)["populations"] == 0
+
+
+def test_a_run_another_writer_holds_is_left_to_it(cache, tmp_path, monkeypatch):
+    """A member whose run another writer holds is not waited for inside the population
+    (two populations waiting for each other's runs would wait forever): the others train
+    together, and that run is asked for alone once the writer lets go."""
+    from smallinit.core.lease import RunLock
+
+    cfgs = [toy(cache, "train.steps=3"), toy(cache, "train.steps=3", "seed=1"),
+            toy(cache, "train.steps=3", "seed=2")]
+    held = RunLock(RunStore(tmp_path).run(KIND, cfgs[2], version=VERSION).lock_path)
+    assert held.acquire(block=False)
+    fit = population_mod.Population.fit
+
+    def release_then_fit(self, settle):  # the other writer lets go as the population starts
+        held.release()
+        fit(self, settle)
+
+    monkeypatch.setattr(population_mod.Population, "fit", release_then_fit)
+    runs = train_population(cfgs, runs_dir=tmp_path, callbacks=[])
+    assert [r.state for r in runs] == ["done"] * 3
+    assert [r.status().get("population", {}).get("size") for r in runs] == [2, 2, None]

@@ -16,7 +16,7 @@ from typing import Any
 from smallinit.core import profiles
 from smallinit.core.config import canonical_json, config_to_dict
 from smallinit.core.errors import ConfigError
-from smallinit.core.jobs import Results, RunSpec
+from smallinit.core.jobs import Results, RunSpec, chosen_population
 from smallinit.core.store import RunStore
 from smallinit.llm.training import cost as cost
 from smallinit.study.experiments import (
@@ -95,19 +95,38 @@ def planned(profile: str, figures: list[int] | None = None
     return out
 
 
-def plan(profile: str, figures: list[int] | None = None) -> list[dict[str, Any]]:
+def plan(profile: str, figures: list[int] | None = None, *,
+         population: str | None = None) -> list[dict[str, Any]]:
     """Every run of the chosen figures at ``profile`` (:func:`planned`): one row per (figure,
     experiment, run) with kind, key, a config summary and ``inner``. A transformer run also
     gets its ``cost`` (:func:`smallinit.llm.training.cost.run_cost`: parameters, tokens,
-    training FLOPs, peak memory, H200 hours); other runs ``cost: None``. Nothing is
-    computed."""
+    training FLOPs, peak memory, H200 hours); other runs ``cost: None``. ``population``:
+    the job driver's population key of each run (None: trains alone), for ``population``
+    mode (:func:`smallinit.core.jobs.chosen_population`; a key one run alone has is
+    dropped). Nothing is computed."""
+    mode = chosen_population(population)
     rows = []
     for number, experiment, spec, inner in planned(profile, figures):
         the_cost = cost.run_cost(spec.config)
         rows.append({"figure": number, "experiment": experiment.name,
                      "kind": spec.kind, "key": spec.key, "summary": summary(spec),
-                     "inner": inner, "cost": the_cost.as_dict() if the_cost else None})
+                     "inner": inner, "cost": the_cost.as_dict() if the_cost else None,
+                     "population": _population(spec, mode)})
+    members: dict[str, set[str]] = {}
+    for r in rows:
+        if r["population"]:
+            members.setdefault(r["population"], set()).add(r["key"])
+    for r in rows:
+        if r["population"] and len(members[r["population"]]) < 2:
+            r["population"] = None
     return rows
+
+
+def _population(spec: RunSpec, mode: str) -> str | None:
+    """The population a run of the plan joins, as ``<spec type>:<population key>`` (the job
+    driver groups runs by both), or None."""
+    key = spec.population_key(mode) if mode != "off" else None
+    return f"{type(spec).__name__}:{key}" if key else None
 
 
 def plan_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -119,7 +138,12 @@ def plan_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for r in rows:
         distinct.setdefault((r["kind"], r["key"]), r["cost"])
     costs = [c for c in distinct.values() if c is not None]
+    groups: dict[str, set[str]] = {}
+    for r in rows:
+        if r.get("population"):
+            groups.setdefault(r["population"], set()).add(r["key"])
     return {"runs": len(distinct), "transformer_runs": len(costs),
+            "populations": len(groups), "in_populations": sum(map(len, groups.values())),
             "flops": sum(c["flops"] for c in costs),
             "h200_hours": sum(c["h200_hours"] for c in costs),
             "h200_hours_small_mfu": sum(c["h200_hours_small_mfu"] for c in costs),
