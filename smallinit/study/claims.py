@@ -174,8 +174,8 @@ def one_seed_undecided(j: Judgement) -> Judgement:
     docstring); any other judgement as it is."""
     if j.estimate.n == 1 and j.verdict in ("holds", "partial", "contradicted"):
         reason = f"one seed cannot decide it (the rule alone: {j.verdict})"
-        return dataclasses.replace(j, verdict="not at this scale",
-                                   detail=f"{j.detail}; {reason}" if j.detail else reason)
+        return Judgement(j.estimate, "not at this scale", j.values,
+                         f"{j.detail}; {reason}" if j.detail else reason, j.series, j.design)
     return j
 
 
