@@ -190,8 +190,9 @@ class TrainConfig:
                 f"train.min_lr_ratio={self.min_lr_ratio} is not allowed; it must be in [0, 1]")
         require(0 <= self.warmup_from <= 1,
                 f"train.warmup_from={self.warmup_from} is not allowed; it must be in [0, 1]")
-        require(self.weight_decay >= 0,
-                f"train.weight_decay={self.weight_decay} is not allowed; it must be >= 0")
+        require(0 <= self.weight_decay < float("inf"),
+                f"train.weight_decay={self.weight_decay} is not allowed; it must be finite "
+                "and >= 0")
         require(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1,
                 "train.beta1 and train.beta2 must be in [0, 1)")
         require(self.adam_eps > 0, "train.adam_eps must be > 0")
