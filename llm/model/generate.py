@@ -177,11 +177,12 @@ def check_token_ids(idx, vocab_size: int) -> None:
 
 def check_ids_without_sync(idx, vocab_size: int) -> None:
     """:func:`check_token_ids` wherever it costs neither a device sync nor a graph break:
-    ids on the CPU outside ``torch.compile``; elsewhere only that ``idx`` is an integer
-    tensor (the TypeError)."""
+    ids on the CPU outside ``torch.compile`` and ``torch.vmap`` (a population's batched ids
+    read no single value); elsewhere only that ``idx`` is an integer tensor (the TypeError)."""
     if isinstance(idx, torch.Tensor) and not (
             idx.dtype == torch.bool or idx.dtype.is_floating_point or idx.dtype.is_complex) \
-            and (idx.device.type != "cpu" or torch.compiler.is_compiling()):
+            and (idx.device.type != "cpu" or torch.compiler.is_compiling()
+                 or torch._C._functorch.is_batchedtensor(idx)):
         return
     check_token_ids(idx, vocab_size)
 
