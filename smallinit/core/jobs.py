@@ -296,16 +296,21 @@ def chosen_workers(workers: int | None) -> int | None:
     return workers
 
 
+def _chosen(value: str | None, name: str, env: str, default: str,
+            allowed: tuple[str, ...], joiner: str) -> str:
+    """``value`` checked against ``allowed``; None becomes ``$env``, else ``default``."""
+    where = name
+    if value is None:
+        value = os.environ.get(env, "").strip() or default
+        where = env
+    if value not in allowed:
+        raise ConfigError(f"{where}={value!r} is not allowed; use {joiner.join(allowed)}")
+    return value
+
+
 def chosen_executor(executor: str | None) -> str:
     """``executor`` checked; None becomes ``$SMALLINIT_EXECUTOR``, else ``local``."""
-    where = "executor"
-    if executor is None:
-        executor = os.environ.get(EXECUTOR_ENV, "").strip() or "local"
-        where = EXECUTOR_ENV
-    if executor not in EXECUTORS:
-        raise ConfigError(f"{where}={executor!r} is not allowed; use "
-                          f"{' or '.join(EXECUTORS)}")
-    return executor
+    return _chosen(executor, "executor", EXECUTOR_ENV, "local", EXECUTORS, " or ")
 
 
 def _local_groups(todo: list[RunSpec], workers: int | None) -> list[tuple[list[RunSpec], int]]:
@@ -321,13 +326,7 @@ def _local_groups(todo: list[RunSpec], workers: int | None) -> list[tuple[list[R
 
 def chosen_population(mode: str | None) -> str:
     """``mode`` checked; None becomes ``$SMALLINIT_POPULATION``, else ``auto``."""
-    where = "population"
-    if mode is None:
-        mode = os.environ.get(POPULATION_ENV, "").strip() or "auto"
-        where = POPULATION_ENV
-    if mode not in POPULATIONS:
-        raise ConfigError(f"{where}={mode!r} is not allowed; use {', '.join(POPULATIONS)}")
-    return mode
+    return _chosen(mode, "population", POPULATION_ENV, "auto", POPULATIONS, ", ")
 
 
 def populations(todo: list[RunSpec], mode: str, to_force: set = frozenset()
