@@ -47,6 +47,7 @@ def _figure_numbers(text: str) -> list[int]:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from smallinit.core.memory import human
+    from smallinit.core.store import RunStore
     from smallinit.study import power
     from smallinit.study.budget import estimate, format_estimate
     from smallinit.study.experiments import plan, plan_totals
@@ -59,8 +60,6 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                           "(smallinit claims --json)")
     spread_file = Path(args.spread or f"bench-results/claims/{args.profile}.json")
     powers, source = _powers(args.profile, spread_file)
-    from smallinit.core.store import RunStore
-
     est = estimate(args.profile, args.only, RunStore(args.runs_dir))
     if args.json:
         print_json({"profile": args.profile, "runs": rows, "total": totals,
