@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from smallinit.core.config import KEY_NEUTRAL, check_fields
+from smallinit.core.config import KEY_NEUTRAL, MAX_STEPS, MAX_THREADS, check_fields
 from smallinit.core.errors import ConfigError, require
 from smallinit.theory.init_rules import canonical_scheme, parse_scheme
 from smallinit.theory.transformer import default_ffn_dim
@@ -178,7 +178,7 @@ class TrainConfig:
     decay_all: bool = field(default=False, metadata={KEY_NEUTRAL: True})
 
     def __post_init__(self) -> None:
-        check_fields(self, "train")
+        check_fields(self, "train", {"steps": (1, MAX_STEPS), "threads": (0, MAX_THREADS)})
         for name in ("steps", "batch_size", "log_every", "eval_batches"):
             value = getattr(self, name)
             require(value >= 1, f"train.{name}={value} is not allowed; it must be >= 1")

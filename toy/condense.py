@@ -19,7 +19,7 @@ import dataclasses
 
 import numpy as np
 
-from smallinit.core.config import STORE_HINT, check_fields, check_instance
+from smallinit.core.config import MAX_STEPS, STORE_HINT, check_fields, check_instance
 from smallinit.core.errors import require
 from smallinit.core.jobs import RunSpec
 from smallinit.core.memory import check_memory
@@ -48,7 +48,8 @@ class CondenseConfig:
     threshold: float = 0.95
 
     def __post_init__(self):
-        check_fields(self)
+        check_fields(self, bounds={"tol": (0, None), "max_steps": (1, MAX_STEPS),
+                                   "top_k": (1, None), "threshold": (0, 1)})
         require(self.width >= 2 and self.width % 2 == 0,
                 f"width={self.width} is not allowed; it must be even and >= 2 (ASI)")
         require(len(self.gammas) > 0 and len(self.gamma_primes) > 0, "the grid is empty")

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from smallinit.core.config import STORE_HINT, check_fields, check_instance
+from smallinit.core.config import MAX_STEPS, STORE_HINT, check_fields, check_instance
 from smallinit.core.errors import require
 from smallinit.core.jobs import RunSpec
 from smallinit.core.store import RunStore
@@ -55,7 +55,8 @@ class DiagonalConfig:
     max_steps: int = 200000
 
     def __post_init__(self):
-        check_fields(self)
+        check_fields(self, bounds={"k": (1, None), "tol": (0, None),
+                                   "max_steps": (1, MAX_STEPS)})
         require(len(self.alphas) > 0 and all(isinstance(a, int | float) and math.isfinite(a)
                                              and a > 0 for a in self.alphas),
                 f"alphas={list(self.alphas)} must be non-empty, finite and positive")

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from smallinit.core.config import STORE_HINT, check_fields, check_instance
+from smallinit.core.config import MAX_STEPS, STORE_HINT, check_fields, check_instance
 from smallinit.core.errors import require
 from smallinit.core.store import RunStore
 from smallinit.theory import escape, lazy_rich
@@ -60,7 +60,7 @@ class EscapeConfig:
     max_steps: int = 200000
 
     def __post_init__(self):
-        check_fields(self)
+        check_fields(self, bounds={"k": (1, None), "max_steps": (1, MAX_STEPS)})
         require(len(self.orders) > 0 and all(L in (2, 3) for L in self.orders),
                 f"orders={list(self.orders)} is not allowed; use 2 and/or 3")
         for name in ("eps_2", "eps_3"):

@@ -49,7 +49,7 @@ import numpy as np
 
 from smallinit.core import profiles
 from smallinit.core.atomic import atomic_save_npz
-from smallinit.core.config import STORE_HINT, check_fields, check_instance
+from smallinit.core.config import MAX_STEPS, STORE_HINT, check_fields, check_instance
 from smallinit.core.errors import ConfigError, RunFailed, require
 from smallinit.core.jobs import RunSpec
 from smallinit.core.memory import check_memory
@@ -99,7 +99,8 @@ class ScanConfig:
     critical_tol: float = 0.15
 
     def __post_init__(self):
-        check_fields(self)
+        check_fields(self, bounds={"max_steps": (1, MAX_STEPS), "record_every": (1, MAX_STEPS),
+                                   "critical_tol": (0, None)})
         require(len(self.gammas) > 0, "gammas is empty; give at least one γ")
         require(len(self.gamma_primes) > 0, "gamma_primes is empty; give at least one γ'")
         require(len(self.widths) >= 2, f"widths={list(self.widths)} needs at least two widths "

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 
 from smallinit.core import profiles
-from smallinit.core.config import check_fields, override
+from smallinit.core.config import MAX_STEPS, check_fields, override
 from smallinit.core.errors import ConfigError, require
 from smallinit.llm.run_config import RunConfig
 from smallinit.theory.init_rules import gamma_scheme
@@ -54,7 +54,7 @@ class CompareConfig:
     threshold: float = 0.95  # cosine threshold of an orientation cluster
 
     def __post_init__(self) -> None:
-        check_fields(self)
+        check_fields(self, bounds={"toy_max_steps": (1, MAX_STEPS)})
         require(len(self.gammas) > 0, "gammas is empty; give at least one γ")
         require(len(set(self.gammas)) == len(self.gammas),
                 f"gammas={list(self.gammas)} has duplicates")

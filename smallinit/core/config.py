@@ -304,7 +304,57 @@ def _number_in_float(value: Any, checked: Any) -> bool:
     return isinstance(value, int | float) and isinstance(checked, float)
 
 
-def check_fields(cfg: Any, where: str = "") -> None:
+# ----------------------------------------------------------------------------- numeric bounds
+#: The largest magnitude of an integer field without a bound of its own: the int32 range
+#: that JAX's default integers (loop counters, seeds) hold. A larger count, size or seed
+#: is a typing mistake, and some would overflow NumPy's, torch's or JAX's integers.
+INT_BOUND = 2**31 - 1
+#: Optimizer or solver steps of one run at most (``train.steps``, ``max_steps``).
+MAX_STEPS = 10**9
+#: CPU threads of one run at most (``train.threads``): more than any one machine has.
+MAX_THREADS = 1024
+
+#: A field's bound: (lowest, highest), both included; None: the default of its type
+#: (an int: +-INT_BOUND; a float: any finite number).
+Bound = tuple[float | None, float | None]
+
+
+def _numeric(tp: Any) -> type | None:
+    """int or float for a field of that type (or that type | None), else None."""
+    if tp in (int, float):
+        return tp
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1 and args[0] in (int, float):
+            return args[0]
+    return None
+
+
+def _allowed(kind: type, lo: float | None, hi: float | None) -> str:
+    what = "an integer" if kind is int else "a finite number"
+    if lo is not None and hi is not None:
+        return f"{what} in [{lo}, {hi}]"
+    if lo is not None:
+        return f"{what} >= {lo}"
+    return f"{what} <= {hi}" if hi is not None else what
+
+
+def check_bound(name: str, value: Any, kind: type, bound: Bound | None = None) -> None:
+    """A :class:`ConfigError` naming ``name``, ``value`` and what is allowed unless the
+    number ``value`` (of field type ``kind``: int or float) lies in ``bound`` (both ends
+    included; an end left None is the type's default: +-:data:`INT_BOUND` for an int,
+    finite for a float)."""
+    lo, hi = bound or (None, None)
+    if kind is int:
+        lo = -INT_BOUND if lo is None else lo
+        hi = INT_BOUND if hi is None else hi
+    if (kind is float and not math.isfinite(value)) or (lo is not None and value < lo) or (
+            hi is not None and value > hi):
+        raise ConfigError(f"{name}={value!r} is not allowed; it must be "
+                          f"{_allowed(kind, lo, hi)}")
+
+
+def check_fields(cfg: Any, where: str = "", bounds: Mapping[str, Bound] | None = None) -> None:
     """Hold a config dataclass built in Python to the rules :func:`config_from_dict` applies
     to a loaded one; call it first in ``__post_init__``. Every field is checked against its
     annotation (a ``Literal`` value must be one of its choices, an ``int`` an integer and
@@ -313,8 +363,16 @@ def check_fields(cfg: Any, where: str = "") -> None:
     gives: a comma-separated string or a list for a tuple field (``widths="64,128"`` is
     ``(64, 128)``, as on the command line), a table for a nested config, an integral float
     for an int, a path for a string. An int in a float field stays as given (its run key
-    is the one it always had)."""
+    is the one it always had).
+
+    Every int and float field is held to a bound (:func:`check_bound`): its entry in
+    ``bounds`` ({field name: (lowest, highest)}), else its type's default, so an override
+    such as ``steps=1e20`` is refused where the config is checked."""
     hints = _hints(type(cfg))
+    bounds = bounds or {}
+    unknown = sorted(set(bounds) - set(hints))
+    if unknown:
+        raise TypeError(f"bounds for {unknown} name no field of {type(cfg).__name__}")
     for f in dataclasses.fields(cfg):
         if not f.init or f.name not in hints:
             continue
@@ -337,6 +395,10 @@ def check_fields(cfg: Any, where: str = "") -> None:
             checked = value  # likewise an int in a float field
         if checked is not getattr(cfg, f.name):
             object.__setattr__(cfg, f.name, checked)
+        kind = _numeric(tp)
+        if kind is not None and checked is not None:
+            check_bound(f"{where}.{f.name}" if where else f.name, checked, kind,
+                        bounds.get(f.name))
 
 
 #: How to give a run store, for :func:`check_instance` on a ``store=`` argument.

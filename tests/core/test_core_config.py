@@ -6,7 +6,10 @@ from typing import Literal
 import pytest
 
 from smallinit.core.config import (
+    INT_BOUND,
+    MAX_STEPS,
     canonical_json,
+    check_fields,
     config_from_dict,
     config_to_dict,
     dotted_items,
@@ -132,3 +135,45 @@ def test_dotted_items_are_the_paths_that_override_applies():
     assert list(dotted_items(tables)) == [("train.lr", 1e-3), ("train.steps", 3), ("seed", 1),
                                           ("model.mlp.kind", "relu")]
     assert override({}, dict(dotted_items(tables))) == {k: v for k, v in tables.items() if v != {}}
+
+
+@dataclass
+class Bounded:
+    steps: int = 10
+    size: int | None = None
+    tol: float = 0.5
+
+    def __post_init__(self):
+        check_fields(self, "run", {"steps": (1, MAX_STEPS), "tol": (0, 1)})
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    (["steps=1e20"], "run.steps=100000000000000000000 is not allowed; it must be an integer "
+                     f"in [1, {MAX_STEPS}]"),
+    (["steps=0"], "run.steps=0 is not allowed"),
+    (["size=100000000000"], f"run.size=100000000000 is not allowed; it must be an integer in "
+                            f"[-{INT_BOUND}, {INT_BOUND}]"),
+    (["tol=inf"], "run.tol=inf is not allowed; it must be a finite number in [0, 1]"),
+    (["tol=-1"], "run.tol=-1.0 is not allowed"),
+])
+def test_every_number_has_a_bound_named_in_its_refusal(overrides, fragment):
+    with pytest.raises(ConfigError) as caught:
+        load_config(Bounded, None, overrides)
+    assert fragment in str(caught.value)
+
+
+def test_bounds_keep_the_values_inside_them():
+    cfg = load_config(Bounded, None, [f"steps={MAX_STEPS}", f"size={INT_BOUND}", "tol=0"])
+    assert (cfg.steps, cfg.size, cfg.tol) == (MAX_STEPS, INT_BOUND, 0.0)
+
+
+def test_a_bound_for_no_field_is_a_programming_error():
+    @dataclass
+    class Typo:
+        steps: int = 1
+
+        def __post_init__(self):
+            check_fields(self, bounds={"stpes": (1, 2)})
+
+    with pytest.raises(TypeError, match="stpes"):
+        Typo()

@@ -206,65 +206,6 @@ CONFIG_COMMANDS = {
     ("llm", "train"): ("smallinit.llm.run_config", "RunConfig"),
 }
 
-#: config probes accepted today: a numeric field without a bound (issue 40, "Bounds and
-#: interrupts": each numeric override has a bound that names the value)
-UNBOUNDED = {
-    'toy scan seeds=100000000000000000000',
-    'toy scan max_steps=100000000000000000000',
-    'toy scan record_every=100000000000000000000',
-    'toy scan critical_tol=inf',
-    'toy scan critical_tol=-1',
-    'toy condense width=100000000000000000000',
-    'toy condense seed=100000000000000000000',
-    'toy condense tol=-1',
-    'toy condense max_steps=-1',
-    'toy condense max_steps=100000000000000000000',
-    'toy condense top_k=-1',
-    'toy condense top_k=100000000000000000000',
-    'toy condense threshold=inf',
-    'toy condense threshold=-1',
-    'toy diagonal dim=100000000000000000000',
-    'toy diagonal k=-1',
-    'toy diagonal k=100000000000000000000',
-    'toy diagonal seed=100000000000000000000',
-    'toy diagonal tol=inf',
-    'toy diagonal tol=-1',
-    'toy diagonal max_steps=-1',
-    'toy diagonal max_steps=100000000000000000000',
-    'toy escape dim=100000000000000000000',
-    'toy escape k=-1',
-    'toy escape k=100000000000000000000',
-    'toy escape seed=100000000000000000000',
-    'toy escape max_steps=-1',
-    'toy escape max_steps=100000000000000000000',
-    'compare ffn_ratio=100000000000000000000',
-    'compare head_dim=100000000000000000000',
-    'compare toy_seeds=100000000000000000000',
-    'compare toy_max_steps=-1',
-    'compare toy_max_steps=100000000000000000000',
-    'compare condense_width=100000000000000000000',
-    'compare top_k=100000000000000000000',
-    'llm train seed=100000000000000000000',
-    'llm train model.context=100000000000000000000',
-    'llm train model.d_model=100000000000000000000',
-    'llm train model.n_layers=100000000000000000000',
-    'llm train model.d_ff=100000000000000000000',
-    'llm train model.attn_dim=100000000000000000000',
-    'llm train data.seed=100000000000000000000',
-    'llm train data.synthetic_items=100000000000000000000',
-    'llm train data.synthetic_val_items=100000000000000000000',
-    'llm train data.synthetic_facts=100000000000000000000',
-    'llm train train.steps=100000000000000000000',
-    'llm train train.batch_size=100000000000000000000',
-    'llm train train.warmup=100000000000000000000',
-    'llm train train.threads=100000000000000000000',
-    'llm train train.eval_every=100000000000000000000',
-    'llm train train.eval_batches=100000000000000000000',
-    'llm train train.checkpoint_every=100000000000000000000',
-    'llm train eval.answer_items=100000000000000000000',
-    'llm train eval.token_windows=100000000000000000000',
-}
-
 
 def _leaves(cls: type, prefix: str = "") -> list[tuple[str, Any]]:
     out = []
@@ -321,8 +262,7 @@ def _config_probes() -> list[Probe]:
             for value in values:
                 argv = (*command, "--print-config", f"{key}={value}", "--runs-dir", "{runs}")
                 name = f"{label} {key}={value}"
-                probes.append(Probe(name, argv, names=_names(key.rsplit(".", 1)[-1], value),
-                                    xfail="issue 40 item 7 (bounds)" * (name in UNBOUNDED)))
+                probes.append(Probe(name, argv, names=_names(key.rsplit(".", 1)[-1], value)))
     return probes
 
 
@@ -353,8 +293,7 @@ def _cli_probes() -> list[Probe]:
                                                    "--print-config"), names=(p,))
                for p in PROFILES if p]
     probes += [Probe(f"figs overlay {o}", ("figs", "--plan", o),
-                     names=_names(*o.split("=", 1), o.split("=", 1)[0].split(".")[-1]),
-                     xfail="issue 40 item 7 (bounds)" * (o.endswith(HUGE)))
+                     names=_names(*o.split("=", 1), o.split("=", 1)[0].split(".")[-1]))
                for o in OVERLAYS]
     probes += [Probe(f"figs --print-config overlay {o}", ("figs", "--print-config", o),
                      names=_names(*o.split("=", 1)),
@@ -446,7 +385,7 @@ def _closed_probes() -> list[Probe]:
 
 #: issue 40 item 7's own examples at the config level
 ITEM_7 = [Probe(f"llm train {v}", ("llm", "train", "--print-config", v, "--runs-dir", "{runs}"),
-                names=_names(*v.split("=")), xfail="issue 40 item 7")
+                names=_names(*v.split("=")))
           for v in ("train.steps=1e20", "train.threads=100000")]
 
 PROBES = [*_config_probes(), *ITEM_7, *_cli_probes(), *_path_probes(), *_run_probes(),
@@ -563,6 +502,7 @@ API += [(f"read {what} of {place}", "from smallinit import load_run\n"
                             ("arrays_truncated", "arrays()"),
                             ("summary_edited", "summary"),
                             ("config_edited", "arrays()"))]
+
 API_KNOWN = {"read summary of summary_edited": "load_run(...).summary of a run found corrupt "
              "is {} (its state says corrupt), not an error"}
 
