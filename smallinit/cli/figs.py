@@ -142,7 +142,12 @@ def _cmd_figs(args: argparse.Namespace) -> int:
         raise ConfigError("figs --plan and --preflight: give one of them")
     if args.preflight_items is not None and not args.preflight:
         raise ConfigError("figs --preflight-items applies with --preflight only")
+    base = args.profile
     args.profile = overlaid_profile(args, args.profile)
+    if args.print_config and args.profile != base:
+        from smallinit.study.experiments import planned
+
+        planned(args.profile, args.only)  # the overlay's values checked, as --plan checks them
     if print_config(args, profiles.load(args.profile)):
         return 0
     if args.plan:
