@@ -50,6 +50,7 @@ from smallinit.theory.init_rules import (
     effective_gamma,
     matrix_std,
     parse_scheme,
+    sigma_part,
     truncation,
 )
 
@@ -178,7 +179,8 @@ def spec_std(spec: MatrixSpec, scheme: InitScheme, n_layers: int) -> float:
     no draw can use: zero, subnormal, infinite or absurdly large); its ValueError becomes a
     ConfigError naming the matrix."""
     try:
-        return float(matrix_std(scheme, spec.part, spec.d_in, spec.d_out, n_layers=n_layers,
+        return float(matrix_std(scheme, sigma_part(spec.part, spec.kind), spec.d_in,
+                                spec.d_out, n_layers=n_layers,
                                 layer=spec.layer, residual_out=spec.residual_out))
     except (ValueError, OverflowError) as err:
         raise ConfigError(f"matrix {spec.name}: {err}") from None
