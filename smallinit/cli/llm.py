@@ -223,9 +223,9 @@ def register(subparsers) -> None:
     p.add_argument("--init", default=None, metavar="SCHEME",
                    help="init scheme (overrides the config's init), e.g. gamma:1.0, "
                         "gamma:0.5,qk=1.0,depth, nanogpt, fixed:0.02, mitchell, mup:128")
-    p.add_argument("--model", choices=("ours", "gpt2", "llama"), default="ours",
-                   help="which model family to build from the config's sizes (gpt2 and "
-                        "llama need the transformers package)")
+    p.add_argument("--model", choices=("ours", "gpt2", "llama", "phi3"), default="ours",
+                   help="which model family to build from the config's sizes (gpt2, llama "
+                        "and phi3 need the transformers package)")
     add_json_option(p, help="print the rows as JSON (same as --format json)")
     p.add_argument("--format", choices=("text", "csv", "json"), default="text",
                    help="output format (json: the same as --json)")
