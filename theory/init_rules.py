@@ -46,6 +46,7 @@ symbolic widths, from which the theory derives width laws and phase-diagram coor
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,6 +108,11 @@ class InitScheme:
         if part in given:
             return given[part]
         return given.get(SUB_PARTS.get(part, ""), self.gamma)
+
+    def without(self, parts: list[str] | tuple[str, ...]) -> InitScheme:
+        """This scheme without the per-part overrides of ``parts`` (they take the global γ)."""
+        return dataclasses.replace(self, overrides=tuple(
+            (p, g) for p, g in self.overrides if p not in parts))
 
     def describe(self) -> str:
         """The scheme's canonical text, which :func:`parse_scheme` reads back exactly: every

@@ -134,12 +134,18 @@ def cmd_init_table(args: argparse.Namespace) -> int:
         cfg = override(cfg, {"init": args.init})
     if print_config(args, cfg):
         return 0
-    from smallinit.llm.model.init import init_table
+    from smallinit.llm.model.init import (
+        applied_scheme,
+        as_scheme,
+        init_table,
+        matrix_table,
+    )
     from smallinit.llm.training.trained import build_for_table
 
     scheme = cfg.init
     model = build_for_table(cfg.model, args.model)
     rows = init_table(model, scheme)
+    applied_scheme(model, matrix_table(model), as_scheme(scheme))  # warns of unused overrides
     if args.json or args.format == "json":
         print_json(rows)
         return 0

@@ -187,3 +187,89 @@ def test_phi3_init_table_command(capsys):
     assert lines["model.layers.0.self_attn.qkv_proj.weight[k]"][1:4] == ["qk", "64x64", "64"]
     assert float(lines["model.layers.0.self_attn.qkv_proj.weight[k]"][-1]) == 0.75
     assert float(lines["model.layers.0.mlp.gate_up_proj.weight[up]"][-1]) == 0.5
+
+
+# ----------------------------------------------------------------------------- what cannot apply
+def _state(model):
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("name", ["ours", "llama", "phi3"])
+def test_an_override_of_a_part_the_model_lacks_is_a_warning_and_not_recorded(name):
+    """``attn_gate=`` on a model without gated attention acts on nothing: a warning naming
+    the part, the weights those of the scheme without it, and the record without it."""
+    from smallinit.llm import UnusedOverrideWarning
+
+    with pytest.warns(UnusedOverrideWarning) as caught:
+        model = apply_init(BUILD[name](), "gamma:0.5,attn_gate=2,mlp=1", seed=5)
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert "\n" not in message
+    assert message.startswith("init 'gamma:0.5,attn_gate=2,mlp=1': override attn_gate=2 acts "
+                              f"on no matrix of {type(model).__name__}, which has no "
+                              "attn_gate matrix (its parts: embedding, qk, vo, mlp, mlp_out")
+    assert message.endswith("it is not applied: the scheme applied is 'gamma:0.5,mlp=1'")
+    assert recorded_scheme(model) == "gamma:0.5,mlp=1"
+    plain = apply_init(BUILD[name](), "gamma:0.5,mlp=1", seed=5)
+    assert all(torch.equal(v, _state(plain)[k]) for k, v in model.state_dict().items())
+
+
+def test_a_head_override_on_a_model_without_a_head_is_a_warning():
+    """A base model (no LM head) has nothing for head= to act on: a warning, not a draw."""
+    from smallinit.llm import UnusedOverrideWarning
+
+    base = transformers.LlamaModel(llama().config)
+    with pytest.warns(UnusedOverrideWarning, match=r"override head=2 acts on no matrix of "
+                                                   r"LlamaModel, which has no head matrix"):
+        apply_init(base, "gamma:0.5,head=2", seed=0)
+    assert recorded_scheme(base) == "gamma:0.5"
+
+
+def test_overrides_that_apply_warn_of_nothing():
+    import warnings
+
+    gated = Transformer(ModelConfig(vocab_size=300, context=40, d_model=D, n_layers=LAYERS,
+                                    n_heads=HEADS, d_ff=FF, gated_attention=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        apply_init(gated, "gamma:0.5,attn_gate=2,q=1,head=1", seed=0)
+        apply_init(phi3(), "gamma:0.5,qk=1,mlp_out=1,head=1", seed=0)
+    assert recorded_scheme(gated) == "gamma:0.5,q=1,attn_gate=2,head=1"
+
+
+def test_a_tied_head_override_is_refused_by_init_table_too():
+    """The contradictory request (one matrix, two σ asked of it) is an error wherever the
+    scheme meets the model: apply_init (tests/llm/test_bad_input_llm.py) and init_table."""
+    tied = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        **{**llama().config.to_dict(), "tie_word_embeddings": True}))
+    with pytest.raises(ValueError, match=r"^init 'gamma:0\.5,head=2' sets the head's γ "
+                                         r"\(head=2\), but the LM head .* is tied"):
+        init_table(tied, "gamma:0.5,head=2")
+
+
+def test_a_parameter_without_elements_is_refused_in_one_line():
+    """A partitioned parameter (DeepSpeed ZeRO-3 leaves each rank an empty tensor) cannot be
+    drawn into: refused naming it, nothing drawn, nothing recorded."""
+    model = llama()
+    model.model.layers[0].self_attn.q_proj.weight.data = torch.empty(0)
+    before = _state(model)
+    with pytest.raises(ValueError, match=r"^parameter model\.layers\.0\.self_attn\.q_proj\."
+                                         r"weight of LlamaForCausalLM holds no elements \("
+                                         r"a partitioned or unallocated parameter.*gathered "
+                                         r"parameters$"):
+        apply_init(model, "gamma:0.5", seed=0)
+    assert recorded_scheme(model) is None
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_init_table_command_warns_of_an_unused_override_in_one_line(capsys):
+    from smallinit.cli import main
+
+    assert main(["llm", "init-table", "--model", "llama", "--init", "gamma:0.5,attn_gate=1",
+                 "model.d_model=64", "model.n_heads=4", "model.n_layers=1"]) == 0
+    captured = capsys.readouterr()
+    assert "attn_gate" not in captured.out.split("\n", 1)[1]  # no such row
+    assert captured.err.splitlines() == [
+        "smallinit: warning: init 'gamma:0.5,attn_gate=1': override attn_gate=1 acts on no "
+        "matrix of LlamaForCausalLM, which has no attn_gate matrix (its parts: embedding, qk, "
+        "vo, mlp, mlp_out, head); it is not applied: the scheme applied is 'gamma:0.5'"]
