@@ -141,20 +141,19 @@ def check_storage(model: nn.Module) -> None:
     """Refuse a model :func:`apply_init` could only record an init on, not draw one into
     (ConfigError naming a parameter): a parameter on the ``meta`` device (a shape without
     storage), or one with no elements (its storage partitioned away or never allocated)."""
-    meta = [name for name, param in model.named_parameters() if param.is_meta]
-    if meta:
-        more = f" (and {len(meta) - 1} more)" if len(meta) > 1 else ""
-        raise ConfigError(f"parameter {meta[0]}{more} of {type(model).__name__} is on the meta "
-                          "device (a shape without storage), so no init can be drawn into "
-                          "it; materialize the model first, e.g. model.to_empty(device='cpu'), "
-                          "then apply_init")
-    empty = [name for name, param in model.named_parameters() if param.numel() == 0]
-    if empty:
-        more = f" (and {len(empty) - 1} more)" if len(empty) > 1 else ""
-        raise ConfigError(f"parameter {empty[0]}{more} of {type(model).__name__} holds no "
-                          "elements (a partitioned or unallocated parameter, as under "
-                          "DeepSpeed ZeRO-3), so no init can be drawn into it; apply_init "
-                          "before partitioning, or on the gathered parameters")
+    storage_less = (
+        (lambda p: p.is_meta, "is on the meta device (a shape without storage)",
+         "materialize the model first, e.g. model.to_empty(device='cpu'), then apply_init"),
+        (lambda p: p.numel() == 0, "holds no elements (a partitioned or unallocated "
+         "parameter, as under DeepSpeed ZeRO-3)", "apply_init before partitioning, or on the "
+         "gathered parameters"),
+    )
+    for test, what, advice in storage_less:
+        found = [name for name, param in model.named_parameters() if test(param)]
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            raise ConfigError(f"parameter {found[0]}{more} of {type(model).__name__} {what}, "
+                              f"so no init can be drawn into it; {advice}")
 
 
 def check_head(model: nn.Module, specs: list[MatrixSpec], scheme: InitScheme) -> None:
