@@ -10,7 +10,8 @@ The public surface (``__all__``):
   every matrix from N(0, d_in^(−2γ)); torch's global generator unless ``seed=``; this
   package's model, GPT-2, Llama-named models and registered families; compiled and
   data-parallel wrappers looked through), :func:`init_table` (σ and γ_eff per matrix),
-  :func:`matrix_table` (what each matrix is), :func:`recorded_scheme`, :func:`unwrap`;
+  :func:`matrix_table` (what each matrix is), :func:`recorded_scheme`, :func:`unwrap`,
+  :class:`UnusedOverrideWarning` (an override of a part the model has no matrix of);
 * model families — :func:`register_family` (parameter-name patterns → matrix roles, and
   what the one-dimensional parameters are), :func:`families`;
 * the model — :class:`Transformer`, :class:`ModelConfig`;
@@ -33,6 +34,7 @@ _EXPORTS = {
     "matrix_table": "smallinit.llm.model.init",
     "recorded_scheme": "smallinit.llm.model.init",
     "unwrap": "smallinit.llm.model.init",
+    "UnusedOverrideWarning": "smallinit.llm.model.init",
     "register_family": "smallinit.llm.model.families",
     "families": "smallinit.llm.model.families",
     "Transformer": "smallinit.llm.model.transformer",

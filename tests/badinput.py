@@ -242,6 +242,7 @@ CASES: list[Case] = [
     cli("llm init-table layers 1e6", "llm", "init-table", "model.n_layers=1000000"),
     cli("llm init-table unknown init", "llm", "init-table", "--init", "bogus"),
     cli("llm init-table gamma 1e308", "llm", "init-table", "--init", "gamma:1e308"),
+    cli("llm init-table qk beside q", "llm", "init-table", "--init", "gamma:0.5,qk=1,q=2"),
     cli("llm coord-check one width", "llm", "coord-check", "--widths", "64", "--out",
         "{tmp}/cc"),
     cli("llm coord-check width not dividing heads", "llm", "coord-check", "--widths", "30,64",

@@ -11,6 +11,11 @@ Parts (docs/science.md §1): ``embedding`` (token and learned position tables; d
 gate W_g, Qiu et al. arXiv 2505.06708), ``mlp`` (up and SwiGLU gate), ``mlp_out`` (down;
 d_in = d_ff) and ``head`` (the LM head; d_in = d_model).
 
+Per-part overrides of the γ rule name a part, or ``q`` or ``k`` alone (:data:`OVERRIDE_PARTS`):
+``qk=G`` is the shorthand for ``q=G,k=G`` and is written so (``q=1,k=1`` reads back as
+``qk=1``, one spelling per scheme); ``qk`` given with ``q`` or ``k`` is refused. The σ of a
+query or key matrix is asked for by its sub-part, ``q`` or ``k`` (:func:`sigma_part`).
+
 Schemes:
 
 * ``gamma`` — the γ rule, σ = d_in^(−γ_part) (docs/science.md §1), with γ_part from ``overrides``
@@ -41,6 +46,7 @@ symbolic widths, from which the theory derives width laws and phase-diagram coor
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,6 +61,12 @@ SIGMA_MIN = 2.0**-1022  # sys.float_info.min
 SIGMA_MAX = 1e150
 
 PARTS = ("embedding", "qk", "vo", "attn_gate", "mlp", "mlp_out", "head")
+#: the halves of the ``qk`` part: the query and the key matrices, each its own override
+SUB_PARTS = {"q": "qk", "k": "qk"}
+#: what a per-part override may name, in the order :meth:`InitScheme.describe` writes them
+OVERRIDE_PARTS = ("embedding", "qk", "q", "k", "vo", "attn_gate", "mlp", "mlp_out", "head")
+#: the sub-part of a matrix by its role (theory's kinds, :mod:`.transformer`)
+_KIND_SUB_PARTS = {"attn.q": "q", "attn.k": "k"}
 SCHEMES = ("gamma", "nanogpt", "fixed", "megatron", "mitchell", "mup", "xavier", "kaiming")
 
 
@@ -75,11 +87,11 @@ class InitScheme:
                 f"init scheme {self.name!r} is not known; choose one of {', '.join(SCHEMES)}"
             )
         for part, value in self.overrides:
-            if part not in PARTS:
-                raise ValueError(
-                    f"override part {part!r} is not known; choose one of {', '.join(PARTS)}"
-                )
+            if part not in OVERRIDE_PARTS:
+                raise ValueError(f"override part {part!r} is not known; choose one of "
+                                 f"{', '.join(OVERRIDE_PARTS)}")
             _check_finite(f"override {part}", value)
+        object.__setattr__(self, "overrides", _joined_qk(self.overrides))
         _check_finite("gamma", self.gamma)
         if not (math.isfinite(self.std) and self.std > 0):
             raise ValueError(f"std={self.std!r} is not allowed; it must be a positive number")
@@ -87,17 +99,30 @@ class InitScheme:
             raise ValueError(f"base_width={self.base_width!r} must be a positive integer")
 
     def gamma_for(self, part: str) -> float:
-        """γ of ``part`` under the γ rule: its override, else the global γ."""
-        return dict(self.overrides).get(part, self.gamma)
+        """γ of ``part`` under the γ rule: its override, else (``q``, ``k``) the ``qk``
+        override, else the global γ. ``qk`` itself is refused once q and k differ."""
+        given = dict(self.overrides)
+        if part == "qk" and ("q" in given or "k" in given):
+            raise ValueError(f"init {self.describe()} sets q and k apart, so the qk part has "
+                             "no one γ; ask for the q or the k matrix (sigma_part)")
+        if part in given:
+            return given[part]
+        return given.get(SUB_PARTS.get(part, ""), self.gamma)
+
+    def without(self, parts: list[str] | tuple[str, ...]) -> InitScheme:
+        """This scheme without the per-part overrides of ``parts`` (they take the global γ)."""
+        return dataclasses.replace(self, overrides=tuple(
+            (p, g) for p, g in self.overrides if p not in parts))
 
     def describe(self) -> str:
         """The scheme's canonical text, which :func:`parse_scheme` reads back exactly: every
         knob the rule uses written out (``fixed:0.02``, ``mup:128``), numbers in
-        :func:`number_text` form, per-part overrides in :data:`PARTS` order, ``depth`` last.
+        :func:`number_text` form, per-part overrides in :data:`OVERRIDE_PARTS` order,
+        ``depth`` last.
         """
         if self.name == "gamma":
             bits = [f"gamma:{number_text(self.gamma)}"]
-            order = {part: i for i, part in enumerate(PARTS)}
+            order = {part: i for i, part in enumerate(OVERRIDE_PARTS)}
             bits += [f"{p}={number_text(g)}"
                      for p, g in sorted(self.overrides, key=lambda pg: order[pg[0]])]
             bits += ["depth"] if self.depth_scaling else []
@@ -107,6 +132,26 @@ class InitScheme:
         if self.name == "mup":
             return f"mup:{self.base_width}"
         return self.name
+
+
+def _joined_qk(overrides: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
+    """The overrides with ``q=G,k=G`` written as ``qk=G`` (one spelling for one σ table); a
+    ValueError for ``qk`` beside ``q`` or ``k`` (a shorthand and its halves at once)."""
+    given = dict(overrides)
+    halves = [p for p in SUB_PARTS if p in given]
+    if "qk" in given and halves:
+        raise ValueError(f"override qk={number_text(given['qk'])} is the shorthand for q= and "
+                         f"k=, and {halves[0]}={number_text(given[halves[0]])} is given too; "
+                         "give qk= alone, or q= and k=")
+    if len(halves) == 2 and given["q"] == given["k"]:
+        return tuple((("qk", g) if p == "q" else (p, g)) for p, g in overrides if p != "k")
+    return tuple(overrides)
+
+
+def sigma_part(part: str, kind: str) -> str:
+    """The part whose γ a matrix takes: ``q`` or ``k`` for the query and key matrices of the
+    ``qk`` part (``kind`` ``attn.q``, ``attn.k``), else ``part`` itself."""
+    return _KIND_SUB_PARTS.get(kind, part) if part == "qk" else part
 
 
 def number_text(value: float) -> str:
@@ -139,6 +184,12 @@ def _check_finite(name: str, value: float) -> None:
         raise ValueError(f"{name}={value!r} is not allowed; it must be a finite number")
 
 
+def _check_part(part: str) -> None:
+    if part not in PARTS and part not in SUB_PARTS:
+        raise ValueError(f"part {part!r} is not known; choose one of "
+                         f"{', '.join([*PARTS, *SUB_PARTS])}")
+
+
 def _check_dim(name: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name}={value!r} is not allowed; it must be a positive integer")
@@ -154,9 +205,9 @@ def matrix_std(
     layer: int = 0,
     residual_out: bool = False,
 ) -> float:
-    """σ of one weight matrix (see the module docstring for every rule and its source)."""
-    if part not in PARTS:
-        raise ValueError(f"part {part!r} is not known; choose one of {', '.join(PARTS)}")
+    """σ of one weight matrix (see the module docstring for every rule and its source);
+    ``part`` is one of :data:`PARTS`, or ``q`` or ``k`` for a query or key matrix."""
+    _check_part(part)
     _check_dim("d_in", d_in)
     _check_dim("d_out", d_out)
     _check_dim("n_layers", n_layers)
@@ -194,8 +245,7 @@ def matrix_std_expr(
     the scheme's numbers read as the decimals they print as (0.02 is 1/50)."""
     import sympy as sp
 
-    if part not in PARTS:
-        raise ValueError(f"part {part!r} is not known; choose one of {', '.join(PARTS)}")
+    _check_part(part)
     _check_dim("n_layers", n_layers)
     return _sigma(scheme, part, sp.sympify(d_in), sp.sympify(d_out), sp.Integer(n_layers),
                   sp.Integer(layer), residual_out, num=_exact, sqrt=sp.sqrt)
@@ -286,8 +336,8 @@ def parse_scheme(text: str) -> InitScheme:
     ``gamma:1.0``; ``gamma:0.5,qk=1.0,mlp_out=0.8,depth``; ``fixed:0.02``;
     ``megatron:0.02``; ``mup:256`` (base width); ``nanogpt``; ``mitchell``; ``xavier``;
     ``kaiming``. The γ rule needs its γ (a bare ``gamma`` is an error, not γ = 1); ``fixed``
-    and ``megatron`` default to std 0.02, ``mup`` to base width 128. Each part may be
-    overridden once; overrides are kept in :data:`PARTS` order.
+    and ``megatron`` default to std 0.02, ``mup`` to base width 128. Each part (or ``q``,
+    ``k``) may be overridden once; overrides are kept in :data:`OVERRIDE_PARTS` order.
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"init scheme {text!r} is empty; e.g. gamma:1.0, nanogpt, fixed:0.02")
@@ -317,15 +367,15 @@ def parse_scheme(text: str) -> InitScheme:
                 depth = True
                 continue
             part, sep, value = piece.partition("=")
-            if not sep or part not in PARTS:
+            if not sep or part not in OVERRIDE_PARTS:
                 raise ValueError(
                     f"override {piece!r} in {text!r} is not allowed; write PART=GAMMA with "
-                    f"PART one of {', '.join(PARTS)}, or 'depth'"
+                    f"PART one of {', '.join(OVERRIDE_PARTS)}, or 'depth'"
                 )
             if part in dict(overrides):
                 raise ValueError(f"override of {part!r} is given twice in {text!r}; give it once")
             overrides.append((part, number(value, f"gamma of {part}")))
-        overrides.sort(key=lambda pg: PARTS.index(pg[0]))
+        overrides.sort(key=lambda pg: OVERRIDE_PARTS.index(pg[0]))
         return InitScheme("gamma", gamma=gamma, overrides=tuple(overrides), depth_scaling=depth)
     if name in ("fixed", "megatron"):
         return InitScheme(name, std=number(arg, "std") if arg else 0.02)

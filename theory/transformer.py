@@ -42,6 +42,7 @@ from .init_rules import (
     matrix_std,
     matrix_std_expr,
     parse_scheme,
+    sigma_part,
 )
 
 MLPS = ("swiglu", "gelu", "relu")
@@ -182,11 +183,12 @@ def matrices(shape: TransformerShape, scheme: InitScheme) -> list[dict[str, Any]
     rows = []
     for kind in matrix_kinds(shape):
         layers = range(shape.n_layers) if kind.in_blocks else [0]
-        sigmas = {i: matrix_std(scheme, kind.part, kind.d_in, kind.d_out,
+        part = sigma_part(kind.part, kind.kind)  # q or k for the query and key matrices
+        sigmas = {i: matrix_std(scheme, part, kind.d_in, kind.d_out,
                                 n_layers=shape.n_layers, layer=i,
                                 residual_out=kind.residual_out) for i in layers}
         for group, sigma in _layer_groups(sigmas):
-            expr = matrix_std_expr(scheme, kind.part, kind.d_in, kind.d_out,
+            expr = matrix_std_expr(scheme, part, kind.d_in, kind.d_out,
                                    n_layers=shape.n_layers, layer=group[0],
                                    residual_out=kind.residual_out)
             g_eff = effective_gamma_expr(expr, kind.d_in)

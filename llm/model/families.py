@@ -14,23 +14,28 @@ into the residual stream, and the module holding the parameter gives its orienta
 * Hugging Face's ``Conv1D`` (GPT-2) stores (d_in, d_out).
 
 A pattern mapped to several roles is a fused parameter, split along its output axis by one
-of two layouts (``layouts``, pattern → layout; :data:`LAYOUTS`):
+of three layouts (``layouts``, pattern → layout; :data:`LAYOUTS`):
 
 * ``"blocks"`` (the default): equal contiguous blocks, one per role (GPT-2's ``c_attn``:
   q | k | v; Phi-3's ``gate_up_proj``: gate | up);
 * ``"per_head"``: the output axis is (heads, roles, head size), each head's parts side by
   side (GPT-NeoX's ``query_key_value``, which its attention reads as
   ``view(..., heads, 3 · head_size).chunk(3)``: q₀ k₀ v₀ q₁ k₁ v₁ ...); the heads are the
-  model config's ``num_attention_heads`` (or ``n_head``, ``num_heads``).
+  model config's ``num_attention_heads`` (or ``n_head``, ``num_heads``);
+* ``"grouped"``: q | k | v as contiguous blocks of grouped-query attention (Ainslie et al.
+  2023), n_heads·head_dim rows of q, then n_kv_heads·head_dim rows each of k and v (Phi-3's
+  ``qkv_proj``, which its attention slices as ``[:q_pos]``, ``[q_pos:q_pos + kv]``,
+  ``[q_pos + kv:]``); n_kv_heads is the config's ``num_key_value_heads`` (n_heads when
+  unset), head_dim its ``head_dim`` (hidden_size / n_heads when unset).
 
 Reading a per-head parameter as blocks would put the σ of a per-part override
 (``gamma:0.5,qk=1.0``) on the wrong rows without any error, so the layout is stated, not
 guessed: a family says it per pattern, every fused matrix's record carries the layout it was
 split by (``init_table``'s ``layout`` column, :meth:`Family.describe`), and
 :func:`register_family` logs the layout it assumed for a fused pattern given none. The block
-index of a matrix is the first ``.<n>.`` of its name. Any other layout (grouped-query q | k
-| v of unequal sizes, 3-D expert tensors) is given by a ``table`` function returning the
-:class:`~.matrices.MatrixSpec` records directly.
+index of a matrix is the first ``.<n>.`` of its name. Any other layout (3-D expert tensors)
+is given by a ``table`` function returning the :class:`~.matrices.MatrixSpec` records
+directly.
 
 One-dimensional parameters are never guessed. Their meaning comes from the family's
 ``vectors`` patterns (``"gain"`` → 1, ``"bias"`` → 0, ``"offset_gain"`` → 0, for a norm
@@ -40,10 +45,11 @@ that holds them when its computation is known: the gain and bias of ``nn.LayerNo
 w ⊙ x̂, checked in the tests), and the bias of ``nn.Linear``, ``nn.Embedding`` and
 ``Conv1D``. Anything else is refused, naming the parameter.
 
-Four families are built in: ``gpt2``, ``llama`` (Llama's module names, shared by Mistral,
+Five families are built in: ``gpt2``, ``llama`` (Llama's module names, shared by Mistral,
 Qwen2/3 and others), ``gpt_neox`` (Pythia; ``query_key_value`` per head, the head
-``embed_out`` in transformers 4 and ``lm_head`` in 5) and ``phi`` (Phi-1/1.5/2: q, k, v,
-``dense``, ``fc1``, ``fc2``, a head with a bias). :func:`register_family` adds one;
+``embed_out`` in transformers 4 and ``lm_head`` in 5), ``phi`` (Phi-1/1.5/2: q, k, v,
+``dense``, ``fc1``, ``fc2``, a head with a bias) and ``phi3`` (Phi-3: ``qkv_proj`` grouped,
+``gate_up_proj`` as blocks gate | up). :func:`register_family` adds one;
 families registered later are tried first. A model no family reads is refused with a
 template of the :func:`register_family` call for it (:func:`template`), its parameter
 patterns filled in. Example (OPT, whose norms and biases are plain LayerNorm and Linear)::
@@ -88,7 +94,11 @@ _BIAS_MODULES = (nn.Linear, nn.Embedding, nn.LayerNorm, nn.Conv1d)
 _LAYER = re.compile(r"\.(\d+)\.")
 #: how a fused parameter holds its matrices along the output axis (module docstring)
 LAYOUTS = {"blocks": "equal contiguous blocks, one per role",
-           "per_head": "(heads, roles, head size): each head's parts side by side"}
+           "per_head": "(heads, roles, head size): each head's parts side by side",
+           "grouped": "q | k | v blocks of n_heads·head_dim, n_kv_heads·head_dim and "
+                      "n_kv_heads·head_dim rows (grouped-query attention)"}
+#: the roles of a ``grouped`` fused parameter, in its order
+GROUPED_ROLES = ("attn.q", "attn.k", "attn.v")
 #: config attributes that give a Hugging Face model's number of attention heads
 HEAD_ATTRS = ("num_attention_heads", "n_head", "num_heads")
 log = logging.getLogger(__name__)
@@ -173,7 +183,8 @@ class Family:
             module_name, _, attr = name.rpartition(".")
             layout = self.layout_of(name) if len(roles) > 1 else ""
             specs += _split(name, param, modules[module_name], roles, self.name, layout,
-                            _heads(model) if layout == "per_head" else 0)
+                            _heads(model) if layout == "per_head" else 0,
+                            _grouped_sizes(model) if layout == "grouped" else ())
         return specs
 
 
@@ -207,11 +218,27 @@ def _heads(model: nn.Module) -> int:
                       f"attention heads, and its config has none of {', '.join(HEAD_ATTRS)}")
 
 
+def _grouped_sizes(model: nn.Module) -> tuple[int, int, int]:
+    """Rows of q, k and v in a grouped q | k | v parameter: n_heads·head_dim and twice
+    n_kv_heads·head_dim, from the model's config (the module docstring)."""
+    config = getattr(model, "config", None)
+    heads = _heads(model)
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or getattr(config, "hidden_size", 0) // heads
+    if not (isinstance(kv, int) and isinstance(head_dim, int) and kv > 0 and head_dim > 0):
+        raise ConfigError(f"{type(model).__name__}: a grouped layout needs num_key_value_heads "
+                          f"and head_dim (or hidden_size) in its config; got {kv!r}, "
+                          f"{head_dim!r}")
+    return heads * head_dim, kv * head_dim, kv * head_dim
+
+
 def _split(name: str, param: nn.Parameter, module: nn.Module, roles: tuple[str, ...],
-           family: str, layout: str = "", heads: int = 0) -> list[MatrixSpec]:
+           family: str, layout: str = "", heads: int = 0,
+           sizes: tuple[int, ...] = ()) -> list[MatrixSpec]:
     """The matrix records of one parameter: its orientation from its module; a fused
     parameter split along its output axis by ``layout`` (``blocks``: equal contiguous
-    blocks; ``per_head``: ``heads`` groups of one head-size slice per role)."""
+    blocks; ``per_head``: ``heads`` groups of one head-size slice per role; ``grouped``:
+    contiguous blocks of ``sizes`` rows)."""
     if param.dim() != 2:
         raise ConfigError(f"parameter {name} {tuple(param.shape)} is not a matrix; model "
                           f"family {family!r} needs a table function for it")
@@ -223,13 +250,19 @@ def _split(name: str, param: nn.Parameter, module: nn.Module, roles: tuple[str, 
     d_in, d_out = param.shape if in_out else param.shape[::-1]
     n = len(roles)
     groups = heads if layout == "per_head" else 1
-    if d_out % (n * groups):
+    if layout == "grouped" and sum(sizes) != d_out:
+        raise ConfigError(f"parameter {name} {tuple(param.shape)}: {d_out} outputs are not "
+                          f"q | k | v of {' + '.join(map(str, sizes))} rows (n_heads·head_dim, "
+                          "n_kv_heads·head_dim twice, from the model's config)")
+    if layout != "grouped" and d_out % (n * groups):
         what = (f"{heads} heads × {n} parts ({', '.join(roles)}) per head"
                 if layout == "per_head" else f"{n} equal blocks ({', '.join(roles)})")
         raise ConfigError(f"parameter {name} {tuple(param.shape)}: {d_out} outputs do not "
                           f"split into {what}")
     size = d_out // n  # outputs of one role
     width = size // groups  # a head's slice of one role (per_head); the block (blocks)
+    starts = [sum(sizes[:j]) for j in range(n)] if layout == "grouped" else [
+        j * size for j in range(n)]
     match = _LAYER.search(name)
     layer = int(match.group(1)) if match else 0
     out = []
@@ -242,8 +275,10 @@ def _split(name: str, param: nn.Parameter, module: nn.Module, roles: tuple[str, 
             numbers = [(h * n + j) * width + i for h in range(groups) for i in range(width)]
             index = (col_set if in_out else row_set)(numbers)
         else:
+            if layout == "grouped":
+                size = sizes[j]
             label = f"{name}[{role.rpartition('.')[2]}]"
-            index = (cols if in_out else rows)(j * size, (j + 1) * size)
+            index = (cols if in_out else rows)(starts[j], starts[j] + size)
         out.append(MatrixSpec(label, param, index, part, int(d_in), int(size), layer, residual,
                               role, in_out=in_out, layout=layout if n > 1 else ""))
     return out
@@ -307,6 +342,11 @@ def make_family(name: str, match: Matcher, *,
             raise ConfigError(f"model family {name!r}: layout pattern {text!r} is not a "
                               "fused pattern of matrices (one mapped to a tuple of roles); "
                               f"fused patterns: {', '.join(sorted(fused)) or 'none'}")
+        roles = next(r for p, r in compiled_m if p.pattern == text)
+        if layouts[text] == "grouped" and roles != GROUPED_ROLES:
+            raise ConfigError(f"model family {name!r}: the grouped layout of {text!r} needs "
+                              f"the roles {', '.join(GROUPED_ROLES)} in this order, not "
+                              f"{', '.join(roles)}")
         compiled_l.append((pattern, layouts[text]))
     return Family(name, match, tuple(compiled_m), tuple(compiled_v), table, tuple(compiled_l))
 
@@ -322,8 +362,9 @@ def register_family(name: str, match: Matcher, *,
     expressions, searched in each parameter's name in order, to a role (``"attn.q"``) or a
     tuple of roles (a fused parameter split along its output axis). ``layouts`` maps a fused
     pattern (the same text as in ``matrices``) to its layout, ``"blocks"`` (equal contiguous
-    blocks, the default) or ``"per_head"`` (interleaved head by head, as GPT-NeoX's
-    ``query_key_value``); the layout assumed for a fused pattern given none is logged, and
+    blocks, the default), ``"per_head"`` (interleaved head by head, as GPT-NeoX's
+    ``query_key_value``) or ``"grouped"`` (q | k | v of grouped-query sizes, as Phi-3's
+    ``qkv_proj``); the layout assumed for a fused pattern given none is logged, and
     :meth:`Family.describe` lists them all.
     ``vectors`` maps patterns of one-dimensional parameters to ``"gain"`` (set to 1),
     ``"bias"`` (0) or ``"offset_gain"`` (0: a norm computing x̂·(1 + w)); parameters of
@@ -496,9 +537,23 @@ _PHI = {
     r"(^|\.)mlp\.fc1\.weight$": "mlp.up", r"(^|\.)mlp\.fc2\.weight$": "mlp.down",
 }
 
+#: Phi-3 (``Phi3ForCausalLM``, Abdin et al. 2024): Llama's names, but q | k | v fused in
+#: ``qkv_proj`` (grouped-query sizes; its attention slices ``[:q_pos]``, ``[q_pos:q_pos +
+#: kv]``, ``[q_pos + kv:]``) and gate | up in ``gate_up_proj`` (its MLP reads
+#: ``chunk(2)`` as gate, up)
+_PHI3_QKV = r"(^|\.)self_attn\.qkv_proj\.weight$"
+_PHI3_GATE_UP = r"(^|\.)mlp\.gate_up_proj\.weight$"
+_PHI3 = {
+    **{p: r for p, r in _LLAMA.items() if r in ("embedding", "attn.o", "mlp.down", "head")},
+    _PHI3_QKV: ("attn.q", "attn.k", "attn.v"),
+    _PHI3_GATE_UP: ("mlp.gate", "mlp.up"),
+}
+
 register_family("llama", _named_like(_LLAMA), matrices=_LLAMA)
 register_family("gpt2", lambda m: _model_type(m) == "gpt2", matrices=_GPT2,
                 layouts={r"\.attn\.c_attn\.weight$": "blocks"})
 register_family("gpt_neox", lambda m: _model_type(m) == "gpt_neox", matrices=_NEOX,
                 layouts={_NEOX_QKV: "per_head"})
 register_family("phi", lambda m: _model_type(m) == "phi", matrices=_PHI)
+register_family("phi3", lambda m: _model_type(m) == "phi3", matrices=_PHI3,
+                layouts={_PHI3_QKV: "grouped", _PHI3_GATE_UP: "blocks"})

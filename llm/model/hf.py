@@ -1,6 +1,6 @@
 """Hugging Face models built from a :class:`ModelConfig`'s sizes (offline: no download).
 
-Used by ``smallinit llm init-table --model gpt2|llama`` and by the tests of
+Used by ``smallinit llm init-table --model gpt2|llama|phi3`` and by the tests of
 :func:`smallinit.llm.model.init.apply_init` on Hugging Face models. Needs ``transformers``
 (the ``hf`` extra).
 """
@@ -42,3 +42,18 @@ def llama_from(cfg: ModelConfig):
                             tie_word_embeddings=cfg.tie_embeddings, bos_token_id=0,
                             eos_token_id=0, pad_token_id=0)
     return tf.LlamaForCausalLM(config)
+
+
+def phi3_from(cfg: ModelConfig, kv_heads: int | None = None):
+    """A randomly initialized ``Phi3ForCausalLM`` with the config's sizes: q | k | v fused
+    in ``qkv_proj``, gate | up in ``gate_up_proj``; ``kv_heads`` key/value heads
+    (grouped-query attention; default ``n_heads``, as the config has no such size)."""
+    tf = _transformers()
+    config = tf.Phi3Config(vocab_size=cfg.vocab_size, hidden_size=cfg.d_model,
+                           intermediate_size=cfg.ffn_dim, num_hidden_layers=cfg.n_layers,
+                           num_attention_heads=cfg.n_heads,
+                           num_key_value_heads=kv_heads or cfg.n_heads,
+                           max_position_embeddings=cfg.context, rms_norm_eps=cfg.norm_eps,
+                           tie_word_embeddings=cfg.tie_embeddings, bos_token_id=0,
+                           eos_token_id=0, pad_token_id=0)
+    return tf.Phi3ForCausalLM(config)

@@ -32,12 +32,13 @@ Three lines for a Hugging Face model::
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import torch
 from torch import nn
 
-from smallinit.core.errors import ConfigError
+from smallinit.core.errors import ConfigError, SmallinitWarning
 from smallinit.llm.model.families import (
     VECTOR_VALUES,
     families,
@@ -46,10 +47,13 @@ from smallinit.llm.model.families import (
 )
 from smallinit.llm.model.matrices import MatrixSpec, declared_matrices, has_declarations
 from smallinit.theory.init_rules import (
+    PARTS,
     InitScheme,
     effective_gamma,
     matrix_std,
+    number_text,
     parse_scheme,
+    sigma_part,
     truncation,
 )
 
@@ -127,18 +131,36 @@ def vector_values(model: nn.Module, specs: list[MatrixSpec]) -> list[tuple[str, 
     return out
 
 
-def check_drawable(model: nn.Module, specs: list[MatrixSpec], scheme: InitScheme) -> None:
-    """Refuse what :func:`apply_init` could only record, not draw (ConfigError naming it):
-    a parameter on the ``meta`` device (a shape without storage), and a ``head=`` override
-    where no matrix is the LM head's own, because the head is tied to the embedding (one
-    matrix, drawn once as ``embedding``) or absent."""
-    meta = [name for name, param in model.named_parameters() if param.is_meta]
-    if meta:
-        more = f" (and {len(meta) - 1} more)" if len(meta) > 1 else ""
-        raise ConfigError(f"parameter {meta[0]}{more} of {type(model).__name__} is on the meta "
-                          "device (a shape without storage), so no init can be drawn into "
-                          "it; materialize the model first, e.g. model.to_empty(device='cpu'), "
-                          "then apply_init")
+class UnusedOverrideWarning(SmallinitWarning):
+    """A per-part override of the γ rule that acts on no matrix of the model, because the
+    model has no matrix of that part (``attn_gate=`` without gated attention, ``head=`` on a
+    model without an LM head): it is not applied, and the scheme recorded leaves it out."""
+
+
+def check_storage(model: nn.Module) -> None:
+    """Refuse a model :func:`apply_init` could only record an init on, not draw one into
+    (ConfigError naming a parameter): a parameter on the ``meta`` device (a shape without
+    storage), or one with no elements (its storage partitioned away or never allocated)."""
+    storage_less = (
+        (lambda p: p.is_meta, "is on the meta device (a shape without storage)",
+         "materialize the model first, e.g. model.to_empty(device='cpu'), then apply_init"),
+        (lambda p: p.numel() == 0, "holds no elements (a partitioned or unallocated "
+         "parameter, as under DeepSpeed ZeRO-3)", "apply_init before partitioning, or on the "
+         "gathered parameters"),
+    )
+    for test, what, advice in storage_less:
+        found = [name for name, param in model.named_parameters() if test(param)]
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            raise ConfigError(f"parameter {found[0]}{more} of {type(model).__name__} {what}, "
+                              f"so no init can be drawn into it; {advice}")
+
+
+def check_head(model: nn.Module, specs: list[MatrixSpec], scheme: InitScheme) -> None:
+    """Refuse a ``head=`` override on a head tied to the embedding (ConfigError): one
+    matrix, drawn once as ``embedding``, of which the override and the embedding's γ ask two
+    σ. A ``head=`` on a model with no head at all acts on nothing, which
+    :func:`applied_scheme` warns of."""
     head = dict(scheme.overrides).get("head")
     if head is None or any(s.part == "head" for s in specs):
         return
@@ -154,8 +176,33 @@ def check_drawable(model: nn.Module, specs: list[MatrixSpec], scheme: InitScheme
                           f"embedding {embedding}: one matrix, drawn once as the embedding; "
                           "drop head= or untie the head (model.tie_embeddings=false, "
                           "tie_word_embeddings=False in a Hugging Face config)")
-    raise ConfigError(f"init {scheme.describe()!r} sets the head's γ (head={head:g}), but "
-                      f"{type(model).__name__} has no LM head matrix; drop head=")
+
+
+def idle_parts(specs: list[MatrixSpec], scheme: InitScheme) -> list[str]:
+    """The parts of ``scheme``'s overrides that no matrix of ``specs`` takes its γ from (a
+    matrix takes its part's, and a query or key matrix its ``q``/``k``'s)."""
+    used = {s.part for s in specs} | {sigma_part(s.part, s.kind) for s in specs}
+    return [part for part, _ in scheme.overrides if part not in used]
+
+
+def applied_scheme(model: nn.Module, specs: list[MatrixSpec], scheme: InitScheme, *,
+                   stacklevel: int = 2) -> InitScheme:
+    """``scheme`` without the overrides that act on no matrix of ``model``
+    (:func:`idle_parts`), each named in an :class:`UnusedOverrideWarning`: what was
+    applied, and so what is recorded. The σ of every matrix is the same under both."""
+    unused = idle_parts(specs, scheme)
+    if not unused:
+        return scheme
+    applied = scheme.without(unused)
+    given = dict(scheme.overrides)
+    parts = sorted({s.part for s in specs}, key=PARTS.index)
+    for part in unused:
+        warnings.warn(UnusedOverrideWarning(
+            f"init {scheme.describe()!r}: override {part}={number_text(given[part])} acts on "
+            f"no matrix of {type(model).__name__}, which has no {part} matrix (its parts: "
+            f"{', '.join(parts)}); it is not applied: the scheme applied is "
+            f"{applied.describe()!r}"), stacklevel=stacklevel + 1)
+    return applied
 
 
 # ----------------------------------------------------------------------------- drawing
@@ -178,7 +225,8 @@ def spec_std(spec: MatrixSpec, scheme: InitScheme, n_layers: int) -> float:
     no draw can use: zero, subnormal, infinite or absurdly large); its ValueError becomes a
     ConfigError naming the matrix."""
     try:
-        return float(matrix_std(scheme, spec.part, spec.d_in, spec.d_out, n_layers=n_layers,
+        return float(matrix_std(scheme, sigma_part(spec.part, spec.kind), spec.d_in,
+                                spec.d_out, n_layers=n_layers,
                                 layer=spec.layer, residual_out=spec.residual_out))
     except (ValueError, OverflowError) as err:
         raise ConfigError(f"matrix {spec.name}: {err}") from None
@@ -219,9 +267,11 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *,
     a fresh generator seeded with it, which leaves the global generator untouched. Norm gains
     are set to 1, biases to 0, x·(1+w) gains to 0; a parameter whose meaning is not known is
     refused before anything is drawn (:mod:`.families`). ``torch.compile`` and
-    data-parallel wrappers are looked through (:func:`unwrap`). A model on the meta device,
-    and a ``head=`` override on a model whose head is tied to the embedding, are refused
-    before anything is drawn or recorded (:func:`check_drawable`). The scheme is recorded as
+    data-parallel wrappers are looked through (:func:`unwrap`). A model on the meta device
+    or with empty parameters, and a ``head=`` override on a head tied to the embedding, are
+    refused before anything is drawn or recorded (:func:`check_storage`, :func:`check_head`);
+    an override of a part the model has no matrix of is an :class:`UnusedOverrideWarning`
+    and is left out of the record (:func:`applied_scheme`). The scheme applied is recorded as
     ``model.config.smallinit = {"init": "<canonical scheme>"}`` (Hugging Face; saved with
     ``config.json``) or ``model.smallinit`` (:data:`RECORD_ATTR`, :func:`recorded_scheme`)."""
     scheme = as_scheme(scheme)
@@ -229,11 +279,13 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *,
         raise ConfigError(f"seed={seed!r} is not allowed; give an integer or None (torch's "
                           "global generator)")
     inner = _checked_module(model)
+    check_storage(inner)
     specs = matrix_table(inner)
-    check_drawable(inner, specs, scheme)
+    check_head(inner, specs, scheme)
     n_layers = _n_layers(inner, specs)
     sigmas = [spec_std(spec, scheme, n_layers) for spec in specs]  # all checked before a draw
     vectors = vector_values(inner, specs)  # every other parameter's value, also checked first
+    applied = applied_scheme(inner, specs, scheme)  # warns of each override left out
     k = truncation(scheme)
     gen = None if seed is None else torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -247,7 +299,7 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *,
         for _, param, value in vectors:
             param.fill_(value)
     holder = record_holder(inner)
-    setattr(holder, RECORD_ATTR, init_record(scheme, seed=seed))
+    setattr(holder, RECORD_ATTR, init_record(applied, seed=seed))
     if hasattr(holder, LEGACY_RECORD_ATTR):  # one record: the old name goes
         delattr(holder, LEGACY_RECORD_ATTR)
     return model
@@ -281,10 +333,12 @@ def truncated_std_factor(k: float | None) -> float:
 
 def init_table(model: nn.Module, scheme: InitScheme | str) -> list[dict[str, Any]]:
     """One row per matrix: name, part, shape, d_in, d_out, layer, whether it writes into the
-    residual stream, the layout a fused parameter was split by (``blocks``, ``per_head``;
-    empty for a whole parameter), σ and γ_eff."""
+    residual stream, the layout a fused parameter was split by (``blocks``, ``per_head``,
+    ``grouped``; empty for a whole parameter), σ and γ_eff. A ``head=`` override on a tied
+    head is refused as :func:`apply_init` refuses it (:func:`check_head`)."""
     scheme = as_scheme(scheme)
     specs = matrix_table(model)
+    check_head(unwrap(model), specs, scheme)  # refused as apply_init refuses it
     n_layers = _n_layers(unwrap(model), specs)
     rows = []
     for spec in specs:

@@ -195,7 +195,7 @@ def evaluate_run(run: TrainedRun, *, n_items: int | None = None, n_windows: int 
 
 
 def build_for_table(cfg: ModelConfig, family: str):
-    """This package's model, or a Hugging Face GPT-2 / Llama with the same sizes, on the
+    """This package's model, or a Hugging Face GPT-2 / Llama / Phi-3 with the same sizes, on the
     ``meta`` device (parameters with shapes and no storage). Deeper than
     :data:`MAX_TABLE_LAYERS` is refused: the table has a row per matrix, and building
     millions of modules takes minutes even without storage."""
@@ -205,4 +205,4 @@ def build_for_table(cfg: ModelConfig, family: str):
     if family == "ours":
         return meta_transformer(cfg)
     with torch.device("meta"):  # shapes only: a table of any size needs no memory
-        return hf.gpt2_from(cfg) if family == "gpt2" else hf.llama_from(cfg)
+        return {"gpt2": hf.gpt2_from, "llama": hf.llama_from, "phi3": hf.phi3_from}[family](cfg)

@@ -14,12 +14,13 @@ import logging
 import os
 import re
 import sys
+import warnings
 from collections.abc import Sequence
 
 from smallinit import __version__
 from smallinit.cli.util import ArgumentParser, HelpFormatter, reopen_closed_std_streams
 from smallinit.core import interrupts
-from smallinit.core.errors import SmallinitError, one_line
+from smallinit.core.errors import SmallinitError, SmallinitWarning, one_line
 from smallinit.core.progress import configure_logging, set_quiet
 
 #: Modules whose ``register(subparsers)`` adds one command group each, in help order.
@@ -91,6 +92,19 @@ def parse(parser: ArgumentParser, argv: Sequence[str] | None) -> argparse.Namesp
 OVERRIDE = re.compile(r"[A-Za-z_][\w.-]*=.*", re.DOTALL)
 
 
+def one_line_warnings(show):
+    """A ``warnings.showwarning`` that prints a user's warning (:class:`SmallinitWarning`) in
+    one line, ``smallinit: warning: ...``, and passes any other to ``show``."""
+
+    def show_warning(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, SmallinitWarning):
+            print(f"smallinit: warning: {one_line(message)}", file=file or sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return show_warning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command; returns the exit status."""
     reopen_closed_std_streams()
@@ -100,7 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         set_quiet(True)
     configure_logging(args.verbose)
     try:
-        with interrupts.catching():
+        with interrupts.catching(), warnings.catch_warnings():
+            warnings.showwarning = one_line_warnings(warnings.showwarning)
             status = int(args.func(args) or 0)
             interrupts.check()  # a Ctrl-C that every raise of it missed still counts
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below

@@ -134,12 +134,18 @@ def cmd_init_table(args: argparse.Namespace) -> int:
         cfg = override(cfg, {"init": args.init})
     if print_config(args, cfg):
         return 0
-    from smallinit.llm.model.init import init_table
+    from smallinit.llm.model.init import (
+        applied_scheme,
+        as_scheme,
+        init_table,
+        matrix_table,
+    )
     from smallinit.llm.training.trained import build_for_table
 
     scheme = cfg.init
     model = build_for_table(cfg.model, args.model)
     rows = init_table(model, scheme)
+    applied_scheme(model, matrix_table(model), as_scheme(scheme))  # warns of unused overrides
     if args.json or args.format == "json":
         print_json(rows)
         return 0
@@ -223,9 +229,9 @@ def register(subparsers) -> None:
     p.add_argument("--init", default=None, metavar="SCHEME",
                    help="init scheme (overrides the config's init), e.g. gamma:1.0, "
                         "gamma:0.5,qk=1.0,depth, nanogpt, fixed:0.02, mitchell, mup:128")
-    p.add_argument("--model", choices=("ours", "gpt2", "llama"), default="ours",
-                   help="which model family to build from the config's sizes (gpt2 and "
-                        "llama need the transformers package)")
+    p.add_argument("--model", choices=("ours", "gpt2", "llama", "phi3"), default="ours",
+                   help="which model family to build from the config's sizes (gpt2, llama "
+                        "and phi3 need the transformers package)")
     add_json_option(p, help="print the rows as JSON (same as --format json)")
     p.add_argument("--format", choices=("text", "csv", "json"), default="text",
                    help="output format (json: the same as --json)")

@@ -2,7 +2,8 @@
 
 Every error meant for a user derives from :class:`SmallinitError` and carries a one-line
 message naming the bad value and what is allowed. The CLI prints it on one line and exits
-with status 2, without a traceback.
+with status 2, without a traceback. A warning meant for a user (a request that was not
+carried out, the rest of it was) derives from :class:`SmallinitWarning`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ class RunFailed(SmallinitError):
     Raised inside a run's body; the run store records the run as failed with this reason
     and keeps the failure as the run's outcome (it is not retried unless forced).
     """
+
+
+class SmallinitWarning(UserWarning):
+    """Base class of the warnings meant for a user: something asked for that was not done,
+    said in one line (the CLI prints it as ``smallinit: warning: ...``)."""
 
 
 def one_line(text: str) -> str:

@@ -21,12 +21,12 @@ def section_blocks(title: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", section, flags=re.S)
 
 
-def test_from_python_section_has_the_four_snippets():
+def test_from_python_section_has_the_five_snippets():
     blocks = section_blocks("From Python")
     joined = "\n".join(blocks)
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     for needle in ("theory.PhasePoint.at", "run_scan(", "apply_init(", "register_family(",
-                   "smallinit.load_run(", "metrics_frame()"):
+                   "smallinit.load_run(", "metrics_frame()", "UnusedOverrideWarning"):
         assert needle in joined, needle
 
 
@@ -65,6 +65,59 @@ def test_from_python_theory_and_hf_snippets(tmp_path, monkeypatch, capsys):
     assert out[5] == f"512 {512 ** -0.5:.4f}"  # fc2's true fan-in d_ff, σ = d_ff^-1/2
     assert namespace["opt"].config.smallinit["init"] == "gamma:0.5,qk=1"
     assert not (tmp_path / "runs").exists()
+
+
+def test_from_python_hf_refusals_and_warnings(tmp_path, monkeypatch, capsys):
+    """Block 5 prints what its comments say: q and k apart on Phi-3's grouped qkv_proj, an
+    override of a part Llama lacks warned of and left out of the record, and three
+    refusals in one line each, before anything is recorded."""
+    pytest.importorskip("transformers")
+    from smallinit.llm import recorded_scheme
+
+    namespace = run_blocks([4], tmp_path, monkeypatch)
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == ["attn.q 128 1.00, attn.k 64 0.75, attn.v 64 0.50", "True gamma:0.5"]
+    assert out[2].startswith("init 'gamma:0.5,head=2' sets the head's γ (head=2), but the LM "
+                             "head of LlamaForCausalLM (lm_head.weight) is tied to the "
+                             "embedding model.embed_tokens.weight: one matrix, ")
+    assert out[3].startswith("override qk=1 is the shorthand for q= and k=, and k=2 is given "
+                             "too; give qk= alone, ")
+    assert out[4].startswith("parameter model.embed_tokens.weight (and 20 more) of "
+                             "LlamaForCausalLM is on the meta ")
+    assert len(out) == 5
+    assert recorded_scheme(namespace["tied"]) is None
+
+
+def test_from_python_hf_commands_say_what_their_comments_say(capsys):
+    """The init-table commands under block 5: the Phi-3 table, the warning (exit 0) and the
+    two refusals (exit 2), each in one line."""
+    import shlex
+
+    from smallinit.cli import main
+
+    pytest.importorskip("transformers")
+    text = README.read_text(encoding="utf-8")
+    start = text.index("The same from the command line, on the config's sizes")
+    block = text[start:text.index("```\n", text.index("```bash", start) + 7)]
+    commands = [shlex.split(line.partition("#")[0]) for line in block.splitlines()
+                if line.startswith("smallinit llm init-table")]
+    assert len(commands) == 4
+    results = []
+    for argv in commands:
+        status = main(argv[1:])
+        captured = capsys.readouterr()
+        results.append((status, captured.out, captured.err.splitlines()))
+    (phi3, _, none), (warned, _, warning), (tied, _, head), (both, _, qk) = results
+    assert phi3 == 0 and not none
+    rows = {line.split()[0]: line.split() for line in results[0][1].splitlines()[2:]}
+    assert [rows[f"model.layers.0.self_attn.qkv_proj.weight[{p}]"][-1] for p in "qkv"] == \
+        ["1.000", "0.750", "0.500"]
+    assert warned == 0 and len(warning) == 1 and warning[0].startswith(
+        "smallinit: warning: init 'gamma:0.5,attn_gate=1': override attn_gate=1 acts on no "
+        "matrix of LlamaForCausalLM, ")
+    assert tied == 2 and len(head) == 1 and head[0].startswith(
+        "smallinit: error: init 'gamma:0.5,head=1' sets the head's γ (head=1), but ")
+    assert both == 2 and len(qk) == 1 and "override qk=1 is the shorthand for q= and k=, " in qk[0]
 
 
 @pytest.mark.slow  # a toy scan (JAX compile) and transformers: ~45 s on 2 busy cores

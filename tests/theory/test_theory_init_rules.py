@@ -111,12 +111,49 @@ def test_parse_scheme_round_trip(text, expected):
         ("gamma", "has no γ"),
         ("gamma:,qk=1", "has no γ"),
         ("gamma:1,qk=1,qk=0.5", "given twice"),
+        ("gamma:1,q=1,q=0.5", "given twice"),
+        ("gamma:1,qk=1,q=0.5", r"^override qk=1 is the shorthand for q= and k=, and q=0.5 "
+                               r"is given too; give qk= alone, or q= and k=$"),
+        ("gamma:1,k=2,qk=1", "k=2 is given too"),
     ],
 )
 def test_parse_scheme_errors_are_one_line(text, fragment):
     with pytest.raises(ValueError, match=fragment) as err:
         parse_scheme(text)
     assert "\n" not in str(err.value)
+
+
+def test_q_and_k_are_parts_of_their_own_and_qk_their_shorthand():
+    """``q=`` and ``k=`` set the query and key matrices apart; ``qk=`` is both at once, and
+    ``q=G,k=G`` is the same scheme as ``qk=G`` (one spelling, ``qk=G``)."""
+    apart = parse_scheme("gamma:0.5,k=0.25,q=1")
+    assert apart.describe() == "gamma:0.5,q=1,k=0.25"
+    assert std(apart, "q", 256) == pytest.approx(256**-1)
+    assert std(apart, "k", 256) == pytest.approx(256**-0.25)
+    assert std(apart, "vo", 256) == pytest.approx(256**-0.5)
+    with pytest.raises(ValueError, match="sets q and k apart, so the qk part has no one γ"):
+        std(apart, "qk", 256)
+    one = parse_scheme("gamma:0.5,q=1")  # k keeps the global γ
+    assert (std(one, "q", 256), std(one, "k", 256)) == pytest.approx((256**-1, 256**-0.5))
+    both = parse_scheme("gamma:0.5,q=0.75,k=0.75,mlp=1")
+    assert both == parse_scheme("gamma:0.5,qk=0.75,mlp=1")
+    assert canonical_scheme("gamma:0.5,k=0.75,q=0.75") == "gamma:0.5,qk=0.75"
+    shorthand = parse_scheme("gamma:0.5,qk=0.75")
+    for part in ("qk", "q", "k"):
+        assert std(shorthand, part, 256) == pytest.approx(256**-0.75)
+    for name in SCHEMES:  # the other schemes treat q and k as the qk part
+        scheme = InitScheme(name)
+        assert std(scheme, "q", 96) == std(scheme, "k", 96) == std(scheme, "qk", 96)
+
+
+def test_theory_table_gives_q_and_k_their_own_sigma():
+    from smallinit.theory.transformer import TransformerShape, matrices
+
+    rows = {r["kind"]: r for r in matrices(TransformerShape(d_model=64, n_layers=2),
+                                           parse_scheme("gamma:0.5,q=1,k=0.75"))}
+    assert rows["attn.q"]["sigma"] == pytest.approx(64**-1) and rows["attn.q"]["part"] == "qk"
+    assert rows["attn.k"]["gamma_eff"] == pytest.approx(0.75)
+    assert rows["attn.v"]["gamma_eff"] == pytest.approx(0.5)
 
 
 def test_bad_dimensions_rejected():
