@@ -30,9 +30,12 @@ W&B is the same run, reused or resumed as any other). They are chosen by the ``s
 argument of the training functions (the CLI's ``--tensorboard DIR`` and ``--wandb
 PROJECT``, :func:`chosen_sinks`), else by the environment: ``SMALLINIT_TENSORBOARD=DIR`` and
 ``SMALLINIT_WANDB=PROJECT`` give every run of the process (and of the workers it starts) a
-sink; W&B's own variables (``WANDB_MODE=offline``, ``WANDB_DIR``, ``WANDB_ENTITY``, ...)
-apply as in any W&B script. A sink that fails is dropped with a warning (sinks are
-``optional`` callbacks); the training goes on. A sink that fails to start is recorded in
+sink (the commands that train many runs, ``smallinit figs``, ``llm sweep``, ``llm
+anchor-scan``, set them from their flags while they run: :func:`sink_environment`, which
+also names their runs by the plan through ``SMALLINIT_RUN_NAMES``); W&B's own variables
+(``WANDB_MODE=offline``, ``WANDB_DIR``, ``WANDB_ENTITY``, ...) apply as in any W&B
+script. A sink that fails is dropped with a warning (sinks are ``optional`` callbacks); the
+training goes on. A sink that fails to start is recorded in
 the run (:data:`PENDING`), and the next use of the run with that sink logs the stored run
 into it (:func:`smallinit.llm.training.replay.retry_failed_starts`); ``smallinit runs log``
 replays any stored run into a sink (:func:`smallinit.llm.training.replay.replay`).
@@ -40,11 +43,14 @@ replays any stored run into a sink (:func:`smallinit.llm.training.replay.replay`
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import math
 import os
+import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +63,7 @@ from smallinit.llm.training.callbacks import Callback
 log = logging.getLogger(__name__)
 TENSORBOARD_ENV = "SMALLINIT_TENSORBOARD"
 WANDB_ENV = "SMALLINIT_WANDB"
+NAMES_ENV = "SMALLINIT_RUN_NAMES"  # a JSON file: kind/key -> readable name (given_names)
 #: the fields of a training record that go under ``train/`` (every other top-level number
 #: of a record is a held-out evaluation, ``eval/``)
 TRAIN_FIELDS = ("loss", "lr", "tokens", "tok_per_s")
@@ -169,11 +176,36 @@ def readable_name(kind: str, config: Any, tags: dict[str, Any] | None = None,
 
 
 def run_title(run: Any, cfg: Any) -> tuple[str, str, str]:
-    """(kind, key, readable name) of the run being written (its folder's last two parts
-    and :func:`readable_name` of its config)."""
+    """(kind, key, readable name) of the run being written: its folder's last two parts,
+    and the name the command gave it (:func:`given_names`, e.g. ``quick/fig7/d128/γ1/
+    seed3``), else :func:`readable_name` of its config."""
     path = Path(run.path)
     kind, key = path.parent.name, path.name
-    return kind, key, readable_name(kind, cfg)
+    return kind, key, given_names().get(f"{kind}/{key}") or readable_name(kind, cfg)
+
+
+_names_read: dict[tuple[str, float], dict[str, str]] = {}
+
+
+def given_names() -> dict[str, str]:
+    """``kind/key`` → readable name of the runs a command trains (:func:`sink_environment`
+    writes them, as JSON, into the file ``$SMALLINIT_RUN_NAMES``, which its worker
+    processes inherit); {} without the variable, or where the file cannot be read (a Ray
+    node that does not see the driver's temporary folder: its runs are named by their
+    config)."""
+    path = os.environ.get(NAMES_ENV, "").strip()
+    if not path:
+        return {}
+    try:
+        stamp = (path, os.stat(path).st_mtime)
+        if stamp not in _names_read:
+            data = read_json(Path(path))
+            _names_read.clear()
+            _names_read[stamp] = {str(k): v for k, v in data.items() if isinstance(v, str)} \
+                if isinstance(data, dict) else {}
+        return _names_read[stamp]
+    except (OSError, StoreError):
+        return {}
 
 
 #: a run's file listing the sinks that failed to start while it trained (a dot file: not
@@ -431,3 +463,42 @@ def chosen_sinks(tensorboard: str | Path | None = None,
             except ConfigError as err:
                 raise ConfigError(f"{env}={value}: {err}") from None
     return out
+
+
+@contextlib.contextmanager
+def sink_environment(tensorboard: str | Path | None, wandb: str | None,
+                     names: Callable[[], dict[tuple[str, str], str]] | None = None
+                     ) -> Iterator[list[Callback]]:
+    """The sinks of a command that trains many runs, each perhaps in a worker process or a
+    Ray task: ``tensorboard`` and ``wandb`` (the CLI's ``--tensorboard``, ``--wandb``) go
+    into ``$SMALLINIT_TENSORBOARD`` and ``$SMALLINIT_WANDB`` while the block runs, where
+    every trainer finds them (:func:`sinks_from_env`; the workers inherit them), and back
+    as they were after. Checked first (:func:`chosen_sinks`: a bad folder or a missing
+    package is a :class:`ConfigError` before any run starts). When some sink is on,
+    ``names()`` (``(kind, key)`` → readable name, e.g. a profile's plan:
+    ``quick/fig7/d128/γ1/seed3``) is written to a temporary JSON file named by
+    ``$SMALLINIT_RUN_NAMES`` (:func:`given_names`), so that the runs get those names.
+    Yields the sinks chosen (flags, else environment)."""
+    chosen = chosen_sinks(tensorboard, wandb)
+    saved = {k: os.environ.get(k) for k in (TENSORBOARD_ENV, WANDB_ENV, NAMES_ENV)}
+    names_file = None
+    try:
+        if tensorboard is not None:
+            os.environ[TENSORBOARD_ENV] = str(Path(tensorboard).absolute())
+        if wandb is not None:
+            os.environ[WANDB_ENV] = str(wandb)
+        if chosen and names is not None:
+            fd, names_file = tempfile.mkstemp(prefix="smallinit-run-names-", suffix=".json")
+            os.close(fd)
+            atomic_write_json(Path(names_file), {f"{kind}/{key}": name
+                                                 for (kind, key), name in names().items()})
+            os.environ[NAMES_ENV] = names_file
+        yield chosen
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if names_file is not None:
+            Path(names_file).unlink(missing_ok=True)

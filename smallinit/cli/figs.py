@@ -11,6 +11,7 @@ from smallinit.cli.util import (
     add_overlay_options,
     add_print_config_option,
     add_run_options,
+    add_sink_options,
     dir_path,
     integer,
     overlaid_profile,
@@ -155,19 +156,25 @@ def _cmd_figs(args: argparse.Namespace) -> int:
     if args.preflight:
         return _cmd_preflight(args)
     from smallinit.core.store import RunStore
+    from smallinit.llm.training.sinks import sink_environment
+    from smallinit.study.experiments import of_figure
     from smallinit.study.figs import FIGURES, FigureFailed, default_out_dir, make_figures
     from smallinit.study.report import REPORT
+    from smallinit.study.run_names import profile_names
 
-    results = make_figures(
-        only=args.only,
-        profile=args.profile,
-        out_dir=args.out,
-        store=RunStore(args.runs_dir),
-        force=args.force,
-        workers=args.workers,
-        executor=args.executor,
-        population=args.population,
-    )
+    chosen = None if args.only is None else [e.name for n in args.only for e in of_figure(n)]
+    with sink_environment(args.tensorboard, args.wandb,
+                          lambda: profile_names(args.profile, chosen)):
+        results = make_figures(
+            only=args.only,
+            profile=args.profile,
+            out_dir=args.out,
+            store=RunStore(args.runs_dir),
+            force=args.force,
+            workers=args.workers,
+            executor=args.executor,
+            population=args.population,
+        )
     failed = 0
     for number, paths in results.items():
         label = f"fig {number:2d} {FIGURES[number]:<18}"
@@ -241,4 +248,5 @@ def register(subparsers) -> None:
     add_print_config_option(parser)
     add_executor_options(parser)
     add_run_options(parser)
+    add_sink_options(parser)
     parser.set_defaults(func=_cmd_figs)

@@ -12,6 +12,7 @@ from smallinit.cli.util import (
     add_json_option,
     add_print_config_option,
     add_run_options,
+    add_sink_options,
     path_arg,
     positive_int,
     print_config,
@@ -196,16 +197,7 @@ def register(subparsers) -> None:
     add_json_option(p, help="print one JSON object (run path, kind, key, state, the whole "
                     "summary) instead of the run line and the table of main results")
     add_run_options(p)
-    p.add_argument("--tensorboard", type=path_arg, default=None, metavar="DIR",
-                   help="also log every metric to TensorBoard in DIR/<run name>/<key> (needs "
-                        "pip install 'smallinit[tb]'; default: $SMALLINIT_TENSORBOARD, "
-                        "else off); not part of the run's config or key")
-    p.add_argument("--wandb", default=None, metavar="PROJECT",
-                   help="also log every metric, the config and the final evaluation to the "
-                        "Weights & Biases project PROJECT (needs pip install "
-                        "'smallinit[wandb]'; W&B's own settings apply, e.g. WANDB_MODE=offline; "
-                        "default: $SMALLINIT_WANDB, else off); not part of the run's config "
-                        "or key")
+    add_sink_options(p)
     p = add_command(commands, "eval", cmd_eval,
                     help="re-evaluate a trained run on its held-out split",
                     description="Loss per category, greedy answer accuracy and per-token "

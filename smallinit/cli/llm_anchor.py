@@ -12,6 +12,7 @@ from smallinit.cli.util import (
     add_config_options,
     add_executor_options,
     add_json_option,
+    add_sink_options,
     print_config,
     print_json,
 )
@@ -37,6 +38,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     add_config_options(parser, "the profile's [anchor] table",
                        "init=gamma:1 train.steps=2000 model.d_model=128 (scan.KEY=VALUE for "
                        "the grid)")
+    add_sink_options(parser)
 
 
 def _load(args: argparse.Namespace):
@@ -48,12 +50,14 @@ def _load(args: argparse.Namespace):
 def cmd_anchor(args: argparse.Namespace) -> int:
     from smallinit.core.store import RunStore
     from smallinit.llm.training.anchor import run_anchor
+    from smallinit.llm.training.sinks import sink_environment
     from smallinit.study.experiments.anchor_scan import init_gamma
 
     cfg, _ = _load(args)
     if print_config(args, cfg):
         return 0
-    run = run_anchor(cfg, RunStore(args.runs_dir), force=args.force)
+    with sink_environment(args.tensorboard, args.wandb):
+        run = run_anchor(cfg, RunStore(args.runs_dir), force=args.force)
     label = (f"{cfg.init} layers={cfg.model.n_layers} "
              f"weight_decay={cfg.train.weight_decay:g} seed={cfg.seed}")
     if not run.done:
@@ -73,14 +77,19 @@ def cmd_anchor_scan(args: argparse.Namespace) -> int:
     from smallinit.core.jobs import run_specs
     from smallinit.core.store import RunStore
     from smallinit.llm.training.cost import training_flops_of
+    from smallinit.llm.training.sinks import sink_environment
     from smallinit.study.experiments.anchor_scan import cell_specs, format_table, scan_table
+    from smallinit.study.run_names import spec_names
 
     base, scan = _load(args)
     if print_config(args, base, scan=scan):
         return 0
-    results = run_specs(cell_specs(base, scan), RunStore(args.runs_dir), force=args.force,
-                        workers=args.workers, executor=args.executor, desc="anchor scan",
-                        weigh=training_flops_of)
+    cells = cell_specs(base, scan)
+    with sink_environment(args.tensorboard, args.wandb,
+                          lambda: spec_names(cells, prefix="anchor-scan")):
+        results = run_specs(cells, RunStore(args.runs_dir), force=args.force,
+                            workers=args.workers, executor=args.executor, desc="anchor scan",
+                            weigh=training_flops_of)
     rows = scan_table(results)
     if args.json:
         print_json(rows)

@@ -13,6 +13,7 @@ from smallinit.cli.util import (
     add_overlay_options,
     add_print_config_option,
     add_run_options,
+    add_sink_options,
     overlaid_profile,
     print_config,
     profile_arg,
@@ -36,7 +37,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from smallinit.core.jobs import run_specs
     from smallinit.core.store import RunStore
     from smallinit.llm.training.cost import training_flops_of
+    from smallinit.llm.training.sinks import sink_environment
     from smallinit.study import experiments
+    from smallinit.study.run_names import profile_names
 
     experiment = experiments.get(args.experiment)
     args.profile = overlaid_profile(args, args.profile)
@@ -44,8 +47,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     specs = experiments.specs(args.experiment, args.profile)
     workers = args.workers or experiment.workers(args.profile)
-    pairs = run_specs(specs, RunStore(args.runs_dir), force=args.force, workers=workers,
-                      executor=args.executor, desc=args.experiment, weigh=training_flops_of)
+    with sink_environment(args.tensorboard, args.wandb,
+                          lambda: profile_names(args.profile, [args.experiment])):
+        pairs = run_specs(specs, RunStore(args.runs_dir), force=args.force, workers=workers,
+                          executor=args.executor, desc=args.experiment,
+                          weigh=training_flops_of)
     failed = 0
     for spec, run in pairs:
         label = " ".join(f"{k}={v}" for k, v in spec.tags.items() if k in
@@ -78,3 +84,4 @@ def register_sweep_commands(commands) -> None:
     add_print_config_option(p)
     add_executor_options(p)
     add_run_options(p)
+    add_sink_options(p)

@@ -39,6 +39,7 @@ def chosen_runs(args: argparse.Namespace) -> list:
     in the --sort order (oldest first by default)."""
     from smallinit.core.results import list_runs
     from smallinit.core.run_table import parse_where, select
+    from smallinit.study.run_names import profile_names
 
     where = parse_where(args.where)
     runs = list_runs(args.runs_dir, kind=args.kind)
@@ -158,29 +159,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def profile_names(profile: str) -> dict[tuple[str, str], str]:
-    """(kind, key) -> readable name (``quick/fig7/d128/γ1/seed3``) of every run of a
-    profile's plan: the profile, the first figure the run is drawn in, and its tags (its
-    config's telling fields when it has no tags)."""
-    from smallinit.core.config import config_to_dict
-    from smallinit.llm.training.sinks import readable_name
-    from smallinit.study.experiments import EXPERIMENTS, specs
-
-    names: dict[tuple[str, str], str] = {}
-    for experiment in EXPERIMENTS.values():
-        figure = min(experiment.figures, default=None)
-        prefix = f"{profile}/fig{figure}" if figure is not None else profile
-        for spec in specs(experiment.name, profile):
-            names.setdefault((spec.kind, spec.key), readable_name(
-                spec.kind, config_to_dict(spec.config), spec.tags or None, prefix=prefix))
-    return names
-
-
 def cmd_log(args: argparse.Namespace) -> int:
     from smallinit.core.errors import ConfigError
     from smallinit.core.results import load_run
     from smallinit.llm.training.replay import replay
     from smallinit.llm.training.sinks import TensorBoard, WandB, final_evaluation
+    from smallinit.study.run_names import profile_names
 
     if args.tensorboard is None and args.wandb is None:
         raise ConfigError("runs log needs a sink: give --tensorboard DIR, --wandb PROJECT "

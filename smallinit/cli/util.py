@@ -161,6 +161,24 @@ def add_executor_options(parser: argparse.ArgumentParser) -> None:
              "store every node mounts (default: $SMALLINIT_EXECUTOR, else local)")
 
 
+def add_sink_options(parser: argparse.ArgumentParser) -> None:
+    """``--tensorboard DIR`` and ``--wandb PROJECT``, for every command that trains
+    transformer runs (:mod:`smallinit.llm.training.sinks`): one command trains them itself
+    (``llm train``), the others through :func:`smallinit.llm.training.sinks.
+    sink_environment`, which reaches their worker processes."""
+    parser.add_argument(
+        "--tensorboard", type=path_arg, default=None, metavar="DIR",
+        help="also log every metric of each transformer run it trains to TensorBoard in "
+             "DIR/<run name>/<key> (needs pip install 'smallinit[tb]'; default: "
+             "$SMALLINIT_TENSORBOARD, else off); not part of a run's config or key")
+    parser.add_argument(
+        "--wandb", default=None, metavar="PROJECT",
+        help="also log every metric, the config and the final evaluation of each transformer "
+             "run it trains to the Weights & Biases project PROJECT (needs pip install "
+             "'smallinit[wandb]'; W&B's own settings apply, e.g. WANDB_MODE=offline; "
+             "default: $SMALLINIT_WANDB, else off); not part of a run's config or key")
+
+
 def print_json(obj: Any, *, indent: int = 2, sort_keys: bool = False) -> None:
     """Print ``obj`` as strict JSON, the one way every command writes JSON to stdout: NumPy
     values become plain ones and NaN/±inf print as null (:func:`smallinit.core.atomic.finite_json`);

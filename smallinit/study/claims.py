@@ -47,7 +47,9 @@ verdict under ``rules="13.2"`` and the record's added fields under either rules.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -55,6 +57,7 @@ import numpy as np
 
 from smallinit.core import stats
 from smallinit.core.jobs import Results, RunSpec
+from smallinit.core.progress import bars_shown, progress
 from smallinit.core.runs import Run
 from smallinit.core.stats import Estimate
 from smallinit.core.store import RunStore
@@ -66,6 +69,8 @@ from smallinit.llm.training.probes import trajectory
 from smallinit.study import experiments
 from smallinit.study.experiments.llm_plan import COMPARED, has_probe
 from smallinit.study.verdicts import Condition, Decision, Design, decide_family
+
+log = logging.getLogger(__name__)
 
 VERDICTS = ("holds", "partial", "not at this scale", "contradicted", "not run")
 ALPHA = 0.05  # one-sided level of every rule but the chance rule
@@ -874,5 +879,40 @@ def table(profile_names: Sequence[str], store: RunStore | None = None, *,
     store root that is a file (or lies below one) is refused as ``runs ls`` refuses it."""
     store = store or RunStore()
     store.check_readable()
-    return [r for p in profile_names
-            for r in decide([evaluate(c, p, store) for c in CLAIMS], rules)]
+    out: list[Record] = []
+    with JudgingProgress(len(profile_names) * len(CLAIMS), profile_names) as bar:
+        for p in profile_names:
+            out += decide([bar.judged(evaluate(c, p, store)) for c in CLAIMS], rules)
+    return out
+
+
+class JudgingProgress:
+    """The progress of :func:`table` (reading every claim's runs from the store takes tens
+    of seconds at a large store): on a terminal a bar ``claims: 7/13 judged``
+    (:func:`smallinit.core.progress.progress`, hidden by ``--quiet``); elsewhere one INFO
+    line when judging starts and one when it ends, as the project's other loops report off
+    a terminal (:mod:`smallinit.core.progress`)."""
+
+    def __init__(self, total: int, profile_names: Sequence[str]):
+        self.total, self.done = total, 0
+        self.where = ", ".join(profile_names)
+        self.t0 = time.perf_counter()
+        self.bar = progress(total=total, desc="claims", unit="claim", leave=False,
+                            bar_format="{desc}: {n_fmt}/{total_fmt} judged |{bar}| "
+                                       "[{elapsed}]")
+        if not bars_shown() and total:
+            log.info("claims: judging %d claims at %s from the store", total, self.where)
+
+    def judged(self, record: Record) -> Record:
+        self.done += 1
+        self.bar.update(1)
+        return record
+
+    def __enter__(self) -> JudgingProgress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.bar.close()
+        if not bars_shown() and self.total and exc[0] is None:
+            log.info("claims: %d/%d judged in %.1f s", self.done, self.total,
+                     time.perf_counter() - self.t0)

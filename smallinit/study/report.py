@@ -8,6 +8,9 @@ the folder can be opened from disk, zipped or served as it is. It holds
   claims.table`) of every profile the store has runs of, each claim with its effect, 95%
   interval, one-sided p, seeds and verdict (docs/science.md §13), and the missing runs of a
   claim that is ``not run``;
+* the committed GPU checks (``bench-results/gpu/<date>/gpu_check.json`` of the checkout,
+  :mod:`smallinit.study.gpu_report`): per check its date and device, each speed goal with
+  the measured value and whether it was met (no section when there is none);
 * every figure drawn in the folder, in order: its PNG (a link to the PDF), its title and
   caption (docs/science.md §7, else the figure module's docstring), its statistics (the
   claims judged on its experiments, the number of runs done, the training FLOPs of its
@@ -41,6 +44,7 @@ from smallinit.core.store import RunStore
 from smallinit.llm.training.cost import training_flops_of
 from smallinit.study import claims as claims_mod
 from smallinit.study import experiments
+from smallinit.study.gpu_report import GpuCheck, gpu_section, read_checks
 
 log = logging.getLogger(__name__)
 
@@ -374,8 +378,10 @@ def table_profiles(records: Sequence[claims_mod.Record],
 
 def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
            in_store: Sequence[str], missing: Sequence[str],
-           captions: dict[int, tuple[str, str]]) -> str:
-    """The whole page (a pure function of its inputs: the same inputs, the same bytes)."""
+           captions: dict[int, tuple[str, str]], gpu_checks: Sequence[GpuCheck] = ()) -> str:
+    """The whole page (a pure function of its inputs: the same inputs, the same bytes);
+    ``gpu_checks``: the committed GPU checks (:mod:`smallinit.study.gpu_report`), a section
+    of their own after the claims when there are any."""
     by_claim: dict[tuple[str, str], claims_mod.Record] = {(r.id, r.profile): r for r in records}
     sections = []
     for entry in entries:
@@ -383,7 +389,8 @@ def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
         figure_records = [by_claim[(c.id, entry.profile)] for c in claims_mod.CLAIMS.values()
                           if c.experiment in names and (c.id, entry.profile) in by_claim]
         sections.append(figure_section(entry, captions.get(entry.number), figure_records))
-    nav = "".join(f'<a href="#fig{e.number:02d}">Fig {e.number}</a>' for e in entries)
+    nav = ('<a href="#gpu-section">GPU</a>' if gpu_checks else "") + "".join(
+        f'<a href="#fig{e.number:02d}">Fig {e.number}</a>' for e in entries)
     shown = ", ".join(f"<code>{_e(p)}</code>" for p in in_store) or "none"
     not_yet = (f"<p>Not yet available (no figure module): {', '.join(map(str, missing))}.</p>"
                if missing else "")
@@ -412,20 +419,24 @@ def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
         f"all done is <em>not run</em>, its missing runs listed. <em>Decided at</em>: the "
         f"profiles whose design decides the claim; quick cuts seeds and grid points to fit "
         f"its time, so its verdicts are a first look.</p>{claims_html}</section>"
-        f"{not_yet}"
+        + gpu_section(list(gpu_checks), scroll_box)
+        + f"{not_yet}"
         + "".join(sections) + "</body></html>\n")
 
 
 def write_report(out_dir: Path, entries: Sequence[FigureEntry], store: RunStore, *,
                  missing: Sequence[int] = (),
                  table: Callable[[Sequence[str], RunStore], list[claims_mod.Record]] | None
-                 = None) -> Path:
+                 = None, gpu_results: Path | None = None) -> Path:
     """Write ``out_dir/index.html`` for ``entries`` (module docstring) and return its path;
     ``table`` computes the claims records (default :func:`smallinit.study.claims.table`,
-    read-only) of the profiles the store has runs of."""
+    read-only) of the profiles the store has runs of; ``gpu_results``: the folder of the
+    committed GPU checks (default: the checkout's ``bench-results/gpu``,
+    :func:`smallinit.study.gpu_report.read_checks`)."""
     in_store = profiles_in_store(store)
     records = (table or claims_mod.table)(in_store, store) if in_store else []
-    page = render(entries, records, in_store, [str(n) for n in missing], science_captions())
+    page = render(entries, records, in_store, [str(n) for n in missing], science_captions(),
+                  read_checks(gpu_results))
     path = Path(out_dir) / REPORT
     atomic_write_text(path, page)
     return path

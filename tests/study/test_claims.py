@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -644,3 +645,55 @@ def test_under_13_2_a_judged_claim_without_a_test_is_undecided():
     assert claims.decide([none], "13.2")[0].verdict == "not run"
     with pytest.raises(ValueError, match="rules"):
         claims.decide([none], "14")
+
+
+# ----------------------------------------------------------------------------- progress
+class _Terminal:
+    """A stderr that says it is a terminal (tqdm then draws its bar) and keeps the text."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, s):
+        self.text += s
+        return len(s)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_the_claims_table_shows_its_progress_on_a_terminal(tmp_path, monkeypatch):
+    """Judging every claim reads every claim's runs from the store (tens of seconds at a
+    large store): a terminal sees `claims: N/TOTAL judged`; --quiet hides it."""
+    import sys
+
+    from smallinit.core import progress
+
+    total = 2 * len(claims.CLAIMS)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(progress, "_quiet", False)
+    records = claims.table(["quick", "fair"], RunStore(tmp_path))
+    assert len(records) == total
+    counts = [int(n) for n in re.findall(rf"claims: (\d+)/{total} judged", terminal.text)]
+    assert counts and counts[0] == 0 and max(counts) > 0, terminal.text
+    terminal.text = ""
+    monkeypatch.setattr(progress, "_quiet", True)
+    claims.table(["quick"], RunStore(tmp_path))
+    assert "judged" not in terminal.text
+
+
+def test_the_claims_table_logs_a_line_where_no_bar_is_shown(tmp_path, caplog):
+    """Off a terminal (a log file, CI) the bar is hidden; one line says what is judged and
+    one how many were, as the project's other long loops report there."""
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="smallinit.study.claims"):
+        claims.table(["quick"], RunStore(tmp_path))
+    lines = [r.getMessage() for r in caplog.records if r.name == "smallinit.study.claims"]
+    n = len(claims.CLAIMS)
+    assert lines[0] == f"claims: judging {n} claims at quick from the store"
+    assert re.fullmatch(rf"claims: {n}/{n} judged in \d+\.\d s", lines[-1]), lines

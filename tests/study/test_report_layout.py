@@ -137,3 +137,35 @@ def test_no_profile_judged_keeps_the_first_one_to_list_its_missing_runs():
     medium = [claims_mod.Record("c", "says", "medium", claims_mod.not_run("none done"))]
     shown, line = report.table_profiles(quick + medium, ["quick", "medium"])
     assert shown == ["quick"] and line.startswith("Left out: medium (every claim not run")
+
+
+def test_claims_table_of_a_real_store_lists_its_profiles_only(tmp_path):
+    """No stand-ins: a store holding quick's eps-gating runs alone (which medium's plan
+    shares). The claims table has a column for the profiles of the store whose claims it
+    judges, and one line names the others: those of the store with nothing judged, and
+    every packaged profile without a run in the store."""
+    from test_claims import _fill
+
+    from smallinit.study import experiments
+
+    store = RunStore(tmp_path / "runs")
+    planted = {("standard", False): 0.01, ("standard", True): 0.05,
+               ("relaxed", False): 0.08, ("relaxed", True): 0.1}
+
+    def summary(job):
+        t = job.tags
+        gain = planted[(t["eps_setting"], t["gated"])] + 0.001 * t["seed"]
+        return {"val_loss": 4.0 - (gain if t["gamma"] == 1.0 else 0.0)}
+
+    _fill(store, experiments.specs("eps-gating", "quick"), summary)
+    in_store = report.profiles_in_store(store)
+    assert in_store == ["quick", "medium"]
+    page = Page(report.write_report(tmp_path, [], store, gpu_results=tmp_path / "none")
+                .read_text(encoding="utf-8"))
+    shown = {a["data-profile"] for a in page.all("td") if a.get("class") == "claim-cell"}
+    assert shown == {"quick"}  # medium's plan has more seeds: none of its claims is judged
+    absent = [p for p in report.profiles.names() if p not in in_store]
+    assert absent and "medium" not in absent
+    assert page.words.count("Left out:") == 1
+    assert ("Left out: medium (every claim not run: no claim has all its runs in the store); "
+            f"{', '.join(absent)} (no runs in the store).") in page.words
