@@ -618,7 +618,8 @@ def cut_config(cfg, *, width: int = 64, layers: int = 2, context: int = 64, batc
     MLP, gating, init scheme, precision, compile, data and vocabulary): d_model cut to
     ``n_heads`` heads of an even head dimension near ``width / n_heads`` (never above the
     original), at most ``layers`` layers, ``context`` tokens and ``batch`` sequences, one
-    step with no warmup, no checkpoints and no mid-run evaluation, at most ``items`` answer
+    step with no warmup, no checkpoints and no mid-run evaluation (``eval.at_steps`` too),
+    at most ``items`` answer
     items per cell and 4 token windows."""
     m, t = cfg.model, cfg.train
     head_dim = min(m.head_dim, max(2, (width // m.n_heads) // 2 * 2))
@@ -633,6 +634,8 @@ def cut_config(cfg, *, width: int = 64, layers: int = 2, context: int = 64, batc
     if hasattr(cfg, "eval"):
         changes["eval.answer_items"] = min(cfg.eval.answer_items, items)
         changes["eval.token_windows"] = min(cfg.eval.token_windows, 4)
+        if getattr(cfg.eval, "at_steps", ()):
+            changes["eval.at_steps"] = []  # one step: no evaluation along the way
     return override(cfg, changes)
 
 

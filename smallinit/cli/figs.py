@@ -59,7 +59,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if args.spread is not None and not Path(args.spread).is_file():
         raise ConfigError(f"--spread {args.spread}: no such file; give a claims JSON "
                           "(smallinit claims --json)")
-    spread_file = Path(args.spread or f"bench-results/claims/{args.profile}.json")
+    spread_file = Path(args.spread) if args.spread else power.default_spread(args.profile)
     powers, source = _powers(args.profile, spread_file)
     est = estimate(args.profile, args.only, RunStore(args.runs_dir))
     if args.json:
@@ -223,8 +223,10 @@ def register(subparsers) -> None:
     parser.add_argument("--spread", type=path_arg, default=None, metavar="FILE",
                         help="with --plan: the claims JSON (smallinit claims --json) whose "
                              "per-seed spread gives each claim's power at the profile's "
-                             "seeds, docs/science.md §13.2 (default: "
-                             "bench-results/claims/PROFILE.json where it exists)")
+                             "seeds, docs/science.md §13.2 (default: the first of "
+                             "bench-results/claims/P.json and bench-results/claims/"
+                             "rules-13.1/P.json that exists, P the profile, then the "
+                             "profile it extends, and so on)")
     parser.add_argument("--preflight", action="store_true",
                         help="check, on this machine and storing nothing, what would fail: "
                              "every run's config (init table on the meta device, memory of "

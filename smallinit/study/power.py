@@ -6,8 +6,8 @@ per-seed spread σ, the power of its one-sided one-sample t test with n seeds is
 Bonferroni's level, Holm's first step, so a lower bound on the power under Holm), and the
 seed count that reaches 0.9 is :func:`smallinit.core.stats.t_sample_size`.
 
-σ is read from a claims record list (``smallinit claims --json``, e.g. the committed
-``bench-results/claims/<profile>.json``): the sample sd of the record's main per-seed series
+σ is read from a claims record list (``smallinit claims --json``; by default the committed
+one nearest the profile, :func:`default_spread`): the sample sd of the record's main per-seed series
 where the record has ``values`` (§13.2, 8), else recovered from its two-sided 95% t interval,
 σ = (ci_high − ci_low)/2 · √n / t_{0.975, n−1} (§13's record). Nothing is trained or read
 from the run store: the seed counts come from the profile's plan.
@@ -17,20 +17,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import stats as sps
 
-from smallinit.core import stats
+from smallinit.core import profiles, stats
 from smallinit.study import experiments
 from smallinit.study.claims import CLAIMS
 from smallinit.study.verdicts import ALPHA
 
+#: the committed claims files, and the folder of those judged under §13.1's rules
+CLAIMS_DIR = Path("bench-results/claims")
+OLD_RULES = "rules-13.1"
 TARGET = 0.9  # §13.2, 2: the power a profile's seed count aims at
 #: claims whose §13.2 series is not §13's x_s (§13.2, 6): a §13 record's interval says
 #: nothing of their spread
 NEW_STATISTIC = frozenset({"token-gains-context-constrained"})
+
+
+def default_spread(profile: str, root: Path = CLAIMS_DIR) -> Path:
+    """The claims file whose spread the plan reads when none is given: the first that
+    exists of ``root/P.json`` and ``root/rules-13.1/P.json`` for P the profile, then the
+    profile it extends, and so on (a new profile's σ is its base's last measurement);
+    ``root/<profile>.json`` when none does."""
+    for name in profiles.lineage(profile):
+        for folder in (root, root / OLD_RULES):
+            if (folder / f"{name}.json").is_file():
+                return folder / f"{name}.json"
+    return root / f"{profile}.json"
 
 
 def spread(record: Mapping[str, Any]) -> float:

@@ -23,6 +23,11 @@ inside themselves) the preflight
    and the data they read — not by their numbers (sizes, γ, ε, seeds), which the cut
    changes anyway.
 
+For a profile with runs meant for a GPU it also states **each part of a GPU session**: a
+figure's runs (``figs --only N``; a run several figures plan belongs to the first), their
+H200 minutes, the longest run and the largest training step's memory against the H200's
+(:func:`part_checks`).
+
 Nothing goes to the run store or the corpus cache: the corpora and the trial runs live in
 a temporary folder, deleted at the end. Each check is a :class:`Check`; :func:`preflight`
 returns them all (a failure is recorded and the rest still run).
@@ -31,6 +36,7 @@ returns them all (a failure is recorded and the rest still run).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import tempfile
 import time
@@ -54,6 +60,9 @@ from smallinit.llm.training.memory import training_bytes
 from smallinit.llm.training.train import TrainSpec, cut_config
 from smallinit.study import experiments as registry
 
+#: one device call's limit: each run of a GPU part fits it, or resumes from its
+#: checkpoints in the next call (the store's resume)
+PART_LIMIT_S = 9 * 60
 CUT_WIDTH = 64
 CUT_LAYERS = 2
 _NUMBER = re.compile(r"[-+]?\d+(\.\d+)?(e[-+]?\d+)?")
@@ -133,6 +142,16 @@ def trainable(spec: RunSpec) -> RunSpec | None:
     return None
 
 
+def as_planned(spec: RunSpec) -> RunSpec:
+    """``spec`` as this machine can check and trial it: a run meant for CUDA
+    (``train.device = "cuda"``) on a machine without it reads its device as ``auto`` (this
+    machine's CPU for the trial step; :func:`planned_memory` still holds it to the H200);
+    any other run as it is."""
+    if spec.config.train.device != "cuda" or torch.cuda.is_available():
+        return spec
+    return spec.with_config(override(spec.config, {"train.device": "auto"}))
+
+
 def planned_memory(cfg) -> tuple[int, str] | None:
     """The memory pool a run is checked against: None (the device's own, as the run itself
     does) unless it is meant for a GPU (``train.device`` auto or cuda) and this machine has
@@ -154,7 +173,7 @@ def check_runs(specs: list[RunSpec]) -> list[Check]:
         try:
             trained = trainable(spec)
             if trained is not None:
-                trained.check(memory=planned_memory(spec.config))
+                as_planned(trained).check(memory=planned_memory(spec.config))
                 estimate = float(training_bytes(spec.config.model, spec.config.train.batch_size))
             else:
                 check = getattr(spec.config, "check_memory", None)
@@ -174,6 +193,65 @@ def check_runs(specs: list[RunSpec]) -> list[Check]:
             detail += (f" (init tables on the meta device; largest training step "
                        f"{human(max(estimates))})")
         checks.append(Check("runs", kind, True, detail, seconds[kind]))
+    return checks
+
+
+def meant_for_gpu(cfg) -> bool:
+    """Whether a run config trains on a GPU where there is one (``train.device`` cuda or
+    auto)."""
+    return getattr(getattr(cfg, "train", None), "device", "cpu") in ("cuda", "auto")
+
+
+def resumable(train) -> bool:
+    """Whether a run keeps checkpoints to resume from before its end."""
+    return 0 < train.checkpoint_every < train.steps
+
+
+def part_checks(profile: str, figures: list[int] | None = None) -> list[Check]:
+    """One Check per figure with runs meant for a GPU (module docstring): the runs, their
+    H200 minutes at a small model's published MFU from their training FLOPs
+    (:func:`smallinit.llm.training.cost.run_cost`; a lower bound, since a model this small
+    is bound by kernel launches more than by FLOPs, which no GPU has measured here), the
+    longest run (steps, minutes) and the largest training step's memory against the H200's.
+    It fails where a run longer than :data:`PART_LIMIT_S` keeps no checkpoints to resume
+    from, or a step does not fit the H200's memory."""
+    charged: dict[int, dict[tuple[str, str], RunSpec]] = {}
+    seen: set[tuple[str, str]] = set()
+    for number, _, spec, _ in registry.planned(profile, figures):
+        if spec.ident in seen or not meant_for_gpu(spec.config):
+            continue
+        seen.add(spec.ident)
+        charged.setdefault(number, {})[spec.ident] = spec
+    limit, memory = PART_LIMIT_S / 60, cost.H200_MEMORY_GIB * 1024**3
+    checks = []
+    for number, runs in sorted(charged.items()):
+        t0 = time.perf_counter()
+        costs = [(spec, cost.run_cost(spec.config)) for spec in runs.values()]
+        costs = [(spec, c) for spec, c in costs if c is not None]
+        if not costs:
+            continue
+        minutes = [c.h200_hours_small_mfu * 60 for _, c in costs]
+        longest, c_long = max(costs, key=lambda sc: sc[1].flops)
+        train = longest.config.train
+        over = [spec for (spec, _), m in zip(costs, minutes, strict=True)
+                if m > limit and not resumable(spec.config.train)]
+        step = max(c.memory_bytes for _, c in costs)
+        calls = max(1, math.ceil(sum(minutes) / limit))
+        resume = (f", checkpoints every {train.checkpoint_every:,} steps"
+                  if train.checkpoint_every else ", no checkpoints")
+        detail = (f"fig {number} (`figs --only {number}`): {len(costs)} GPU runs, "
+                  f"{sum(minutes):.1f} H200-min at {cost.SMALL_MODEL_MFU:.0%} MFU from their "
+                  f"FLOPs (a lower bound: launch-bound models, unmeasured), {calls} call(s) "
+                  f"of {limit:g} min; longest run {train.steps:,} steps, "
+                  f"{c_long.h200_hours_small_mfu * 60:.2f} min{resume}; largest step "
+                  f"{human(step)} of {human(memory)}")
+        ok = not over and step <= memory
+        if over:
+            detail += (f"; {len(over)} run(s) over {limit:g} min keep no checkpoints "
+                       f"(train.checkpoint_every), e.g. {registry.summary(over[0])}")
+        if step > memory:
+            detail += "; a training step does not fit the H200's memory"
+        checks.append(Check("part", f"fig {number}", ok, detail, time.perf_counter() - t0))
     return checks
 
 
@@ -273,7 +351,7 @@ def step_checks(specs: list[RunSpec], max_items: int | None, cache: str,
     for spec in specs:
         trained = trainable(spec)
         if trained is not None:
-            distinct.setdefault(signature(trained), []).append(trained)
+            distinct.setdefault(signature(trained), []).append(as_planned(trained))
     checks = []
     for group in distinct.values():
         spec = group[0]
@@ -320,6 +398,7 @@ def preflight(profile: str, figures: list[int] | None = None, *,
     specs, listing = profile_specs(profile, figures)
     add(listing)
     add(check_runs(specs))
+    add(part_checks(profile, figures))
     with tempfile.TemporaryDirectory(prefix="smallinit-preflight-") as cache:
         add(data_checks(specs, max_items, cache))
         add(step_checks(specs, max_items, cache, compile))

@@ -25,7 +25,8 @@ def _keys_by_figure(profile: str) -> dict[str, list[list[str]]]:
 
 
 @pytest.mark.kernel_sensitive  # keys hash floats: no SIMD-computed one may enter
-@pytest.mark.parametrize("profile", ["quick", "medium", "full", "fair", "fair-reasoning"])
+@pytest.mark.parametrize("profile", ["quick", "medium", "full", "fair", "fair-reasoning",
+                                     "decisive", "h200"])
 def test_every_figures_run_keys_are_unchanged(profile):
     recorded = json.loads((DATA / f"run_keys_{profile}.json").read_text())
     assert _keys_by_figure(profile) == recorded
@@ -102,3 +103,79 @@ def test_medium_gives_every_compared_setting_five_seeds():
         assert all(len(s) >= 5 for s in seeds_by(name, *keys).values()), name
     assert len({k[0] for k in seeds_by("gain-scaling", "size")}) >= 3
     assert experiments.specs("gain-scaling", "quick") == []
+
+
+def _seeds_by(profile, experiment, *keys):
+    out = {}
+    for job in experiments.specs(experiment, profile):
+        out.setdefault(tuple(job.tags.get(k) for k in keys), set()).add(job.tags["seed"])
+    return out
+
+
+def test_decisive_gives_fairs_headline_the_power_and_tuning_of_13_2():
+    """d_model 128 alone, γ 0.5 against 1 with >= 10 report seeds each, learning rates
+    tuned on >= 3 seeds none of which reports (docs/science.md §13.2, 1-2); the cut arms
+    have no runs. Fair's own keys stay (the key test above)."""
+    from smallinit.study.experiments import llm_plan
+
+    the_plan = llm_plan.plan("decisive")
+    sweep = _seeds_by("decisive", "gamma-sweep", "size", "gamma", "arm")
+    assert set(sweep) == {(128, 0.5, None), (128, 1.0, None)}
+    report = set.union(*sweep.values())
+    assert all(len(s) >= 10 for s in sweep.values())
+    tuning = {s.config.seed for s in llm_plan.tuning("decisive")}
+    assert len(tuning) >= 3 and not tuning & report and set(the_plan.tune_seeds) == tuning
+    for cut in ("eps-gating", "anchor-scan", "critical-init", "gain-scaling"):
+        assert experiments.specs(cut, "decisive") == [], cut
+
+
+def test_h200_runs_on_cuda_with_its_seeds_sizes_arms_and_anchor_budget_curve():
+    from smallinit.study.experiments import llm_plan
+
+    the_plan = llm_plan.plan("h200")
+    assert min(the_plan.sizes) == 64 and max(the_plan.sizes) == 512
+    assert set(the_plan.gammas) == {0.5, 0.75, 1.0} == set(the_plan.eps_gammas)
+    sweep = _seeds_by("h200", "gamma-sweep", "size", "gamma", "arm")
+    headline = max(the_plan.sizes)
+    assert all(len(sweep[(headline, g, None)]) >= 20 for g in the_plan.gammas)
+    assert len(sweep[(headline, 1.0, "shared_lr")]) >= 20
+    assert len(sweep[(headline, 1.0, "weight_decay")]) >= 20  # the (γ, λ) arm
+    eps = _seeds_by("h200", "eps-gating", "eps_setting", "gated", "gamma")
+    assert len(eps) == 2 * 2 * 3 and all(len(s) >= 5 for s in eps.values())
+    tuning = {s.config.seed for s in llm_plan.tuning("h200")}
+    assert len(tuning) >= 3 and not tuning & set(the_plan.seeds)
+    specs = [s for e in ("gamma-sweep", "eps-gating", "anchor-scan")
+             for s in experiments.specs(e, "h200")]
+    assert {s.config.train.device for s in specs} == {"cuda"}
+    fair_anchor = profiles.section("fair", "anchor")["train"]
+    budget = [s for s in experiments.specs("anchor-scan", "h200")
+              if s.tags["panel"] == "budget"]
+    samples = {(s.tags["d_model"], s.config.train.steps * s.config.train.batch_size)
+               for s in budget}
+    fair_samples = fair_anchor["steps"] * fair_anchor["batch_size"]
+    assert samples == {(d, m * fair_samples) for d in (128, 400) for m in (8, 64)}
+    assert {s.config.model.d_model for s in budget} == {128, 400}
+    assert {s.tags["gamma"] for s in budget} == {0.5, 0.8}
+
+
+def test_the_plan_shows_the_populations_a_cuda_profile_forms_on_its_gpu():
+    """On a machine without a GPU, `figs --plan` (population auto) still groups h200's CUDA
+    runs by shape, as the job driver will on the GPU; fair's CPU runs stay alone."""
+    rows = experiments.plan("h200", [8])
+    assert sum(r["population"] is not None for r in rows) >= len(rows) // 2
+    assert all(r["population"] is None for r in experiments.plan("fair", [8]))
+
+
+def test_an_anchor_budget_scales_steps_warmup_and_evaluation_not_the_batch():
+    from smallinit.study.experiments import anchor_scan
+
+    base, scan = anchor_scan.load("fair")
+    cfg = anchor_scan.budget_config(base, 8, 400)
+    t, b = cfg.train, base.train
+    assert (t.steps, t.warmup, t.eval_every) == (8 * b.steps, 8 * b.warmup, 8 * b.eval_every)
+    assert t.batch_size == b.batch_size and t.lr == b.lr and cfg.model.d_model == 400
+    assert anchor_scan.budget_specs(base, scan) == []  # fair draws no budget curve
+    _, none = anchor_scan.load("fair", ["scan.seeds=[]"])
+    assert anchor_scan.cell_specs(base, none) + anchor_scan.mechanism_specs(base, none) == []
+    with pytest.raises(ConfigError, match="scan.budgets"):
+        anchor_scan.load("fair", ["scan.budgets=[0]"])

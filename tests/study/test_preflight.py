@@ -114,3 +114,38 @@ def test_the_full_profile_passes_with_its_steps_compiled():
     checks = preflight.preflight("full", max_items=FULL_ITEMS)
     assert all(c.ok for c in checks), [c.line() for c in checks if not c.ok]
     assert all("compiled" in c.detail for c in checks if c.stage == "step")
+
+
+def test_a_gpu_part_states_its_h200_time_and_a_run_past_one_call_must_resume(monkeypatch):
+    """Each figure with runs meant for a GPU is a part: its H200 minutes and memory are
+    stated, and a run longer than one device call passes only if it keeps checkpoints."""
+    from smallinit.core import profiles
+    from smallinit.study import preflight as pf
+
+    assert pf.part_checks("quick", [8]) == []  # quick trains on the CPU: no GPU part
+    gpu = profiles.derive("quick", overrides={"llm-sweeps.base.train.device": "cuda"})
+    [part] = pf.part_checks(gpu, [8])
+    assert part.ok and part.stage == "part" and "H200-min" in part.detail
+    monkeypatch.setattr(pf, "PART_LIMIT_S", 1e-6)  # every run now outlasts a call
+    [part] = pf.part_checks(gpu, [8])
+    assert part.ok and "checkpoints every 100 steps" in part.detail  # quick's base: resumes
+    once = profiles.derive("quick", overrides={"llm-sweeps.base.train.device": "cuda",
+                                               "llm-sweeps.base.train.checkpoint_every": 0})
+    [part] = pf.part_checks(once, [8])
+    assert not part.ok and "keep no checkpoints" in part.detail
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the path of a machine without a GPU")
+def test_a_cuda_run_is_held_to_the_h200_here_and_trialled_on_the_cpu(tmp_path):
+    """h200's runs name the CUDA device: on a machine without one they are checked against
+    the planned H200's memory (not refused), and a trial step runs on the CPU; a cut config
+    evaluates along the way at no step past its one (fair's eval.at_steps)."""
+    sweep = experiments.specs("gamma-sweep", "h200")[:1]
+    anchor = experiments.specs("anchor-scan", "h200")[:1]
+    assert {s.config.train.device for s in sweep + anchor} == {"cuda"}
+    checks = preflight.check_runs(sweep + anchor)
+    assert checks and all(c.ok for c in checks), [c.line() for c in checks]
+    (step,) = preflight.step_checks(anchor, None, str(tmp_path))
+    assert step.ok, step.detail
+    fair = experiments.specs("gamma-sweep", "fair")[0].config
+    assert fair.eval.at_steps and train.cut_config(fair).eval.at_steps == ()

@@ -85,6 +85,18 @@ def section(profile: str, name: str) -> dict[str, Any]:
     return copy.deepcopy(data[name])
 
 
+def lineage(profile: str) -> tuple[str, ...]:
+    """``profile``, then the profile it extends, and so on (a derived profile: itself, then
+    its packaged base's lineage)."""
+    base, _ = overlay(profile)
+    chain = (profile,) if base != profile else ()
+    seen: list[str] = []
+    while isinstance(base, str) and base not in seen:
+        seen.append(base)
+        base = read_toml(path(base)).get("extends")
+    return (*chain, *seen)
+
+
 def stated(profile: str, name: str) -> dict[str, Any] | None:
     """Table ``name`` as ``profile`` states it itself, not taken from the profile it
     extends (a derived profile: its base's, with its overlay's laid over it); None where it

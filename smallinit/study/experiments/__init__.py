@@ -124,7 +124,12 @@ def plan(profile: str, figures: list[int] | None = None, *,
 
 def _population(spec: RunSpec, mode: str) -> str | None:
     """The population a run of the plan joins, as ``<spec type>:<population key>`` (the job
-    driver groups runs by both), or None."""
+    driver groups runs by both), or None. A run whose config names the CUDA device
+    (``train.device = "cuda"``) is planned as it trains there: in ``auto`` mode it joins
+    its population on a machine without a GPU too."""
+    train = getattr(spec.config, "train", None)
+    if mode == "auto" and getattr(train, "device", None) == "cuda":
+        mode = "on"
     key = spec.population_key(mode) if mode != "off" else None
     return f"{type(spec).__name__}:{key}" if key else None
 

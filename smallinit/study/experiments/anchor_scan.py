@@ -43,7 +43,8 @@ TABLE = "anchor"  # the profiles' table of this experiment
 @dataclass
 class AnchorScan:
     """The phase-diagram grid: (γ, depth) at the base weight decay, and (γ, λ) at depth
-    ``wd_layers`` (0: the base config's depth), each cell once per seed."""
+    ``wd_layers`` (0: the base config's depth), each cell once per seed (no seeds: the
+    profile cuts the anchor task, and it has no runs)."""
 
     gammas: tuple[float, ...] = (0.3, 0.5, 0.7, 0.9)
     layers: tuple[int, ...] = (2, 3)
@@ -51,6 +52,13 @@ class AnchorScan:
     wd_layers: int = 0
     seeds: tuple[int, ...] = (0,)
     mechanism_gammas: tuple[float, ...] = (0.5, 0.8)  # contrasted in the mechanism view
+    #: the budget curve: each budget a multiple of the base run's training samples (its
+    #: steps, warmup and evaluation interval times the multiple, its batch as it is), at
+    #: each width of ``budget_widths`` (empty: the base's d_model), at the base depth and
+    #: weight decay, for ``budget_gammas`` (empty: ``mechanism_gammas``) and every seed
+    budgets: tuple[float, ...] = ()
+    budget_widths: tuple[int, ...] = ()
+    budget_gammas: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         check_fields(self, "scan")
@@ -61,7 +69,12 @@ class AnchorScan:
         require(all(w >= 0 for w in self.weight_decays),
                 f"scan.weight_decays={list(self.weight_decays)} must all be >= 0")
         require(self.wd_layers >= 0, f"scan.wd_layers={self.wd_layers} must be >= 0")
-        require(len(self.seeds) >= 1, "scan.seeds must name at least one seed")
+        require(all(math.isfinite(b) and b > 0 for b in self.budgets),
+                f"scan.budgets={list(self.budgets)} must all be finite numbers > 0")
+        require(all(w >= 1 for w in self.budget_widths),
+                f"scan.budget_widths={list(self.budget_widths)} must all be integers >= 1")
+        require(all(g > 0 for g in self.budget_gammas),
+                f"scan.budget_gammas={list(self.budget_gammas)} must all be numbers > 0")
         require(len(self.mechanism_gammas) == 2 and all(g > 0 for g in self.mechanism_gammas),
                 f"scan.mechanism_gammas={list(self.mechanism_gammas)} must be two numbers > 0")
 
@@ -132,14 +145,40 @@ def cell_specs(base: AnchorConfig, scan: AnchorScan) -> list[AnchorSpec]:
 
 def mechanism_specs(base: AnchorConfig, scan: AnchorScan) -> list[AnchorSpec]:
     """The two contrasting models of the mechanism view (base depth and weight decay, first
-    seed; tag ``panel=mechanism``)."""
+    seed; tag ``panel=mechanism``; none without seeds)."""
     return [_spec(cell_config(base, gamma=g, seed=scan.seeds[0]), panel="mechanism")
-            for g in scan.mechanism_gammas]
+            for g in scan.mechanism_gammas if scan.seeds]
+
+
+def budget_config(base: AnchorConfig, multiple: float, width: int) -> AnchorConfig:
+    """``base`` trained on ``multiple`` times its samples at d_model ``width``: steps, warmup
+    and evaluation interval scaled (rounded to whole steps, at least 1), batch unchanged."""
+    t = base.train
+
+    def scaled(steps: int) -> int:
+        return max(1, round(steps * multiple)) if steps else 0
+
+    return override(base, {"model.d_model": width, "train.steps": scaled(t.steps),
+                           "train.warmup": scaled(t.warmup),
+                           "train.eval_every": scaled(t.eval_every)})
+
+
+def budget_specs(base: AnchorConfig, scan: AnchorScan) -> list[AnchorSpec]:
+    """The budget curve's runs (tag ``panel=budget`` with ``budget`` and ``d_model``)."""
+    out = []
+    for seed in scan.seeds:
+        for gamma in scan.budget_gammas or scan.mechanism_gammas:
+            for width in scan.budget_widths or (base.model.d_model,):
+                for multiple in scan.budgets:
+                    cfg = cell_config(budget_config(base, multiple, width), gamma=gamma,
+                                      seed=seed)
+                    out.append(_spec(cfg, panel="budget", budget=multiple, d_model=width))
+    return out
 
 
 def specs(profile: str) -> list[AnchorSpec]:
     base, scan = load(profile)
-    return cell_specs(base, scan) + mechanism_specs(base, scan)
+    return cell_specs(base, scan) + mechanism_specs(base, scan) + budget_specs(base, scan)
 
 
 EXPERIMENT = Experiment("anchor-scan", (6,), "anchor task: (γ, depth) and (γ, λ) grids and "
