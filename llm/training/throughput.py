@@ -64,6 +64,7 @@ def _stepper(cfg: RunConfig, device: torch.device, compile: bool):
     tokens (the same tokens for every model of ``cfg``); returns (model, step)."""
     gen = torch.Generator().manual_seed(cfg.seed)
     model = Transformer(cfg.model, cfg.init, seed=cfg.seed).to(device)
+    model.head.loss_chunk = cfg.train.loss_chunk
     opt = make_optimizer(model, cfg, device)
     objective = torch.compile(model) if compile else model
     shape = (cfg.train.batch_size, cfg.model.context)

@@ -134,6 +134,7 @@ def head_loss_share(cfg: RunConfig, step_s: float, *, steps: int = 20, warmup: i
     device = tp.run_device(cfg)
     model = Transformer(override(cfg.model, {"n_layers": 1}), cfg.init, seed=cfg.seed)
     model = model.to(device)
+    model.head.loss_chunk = cfg.train.loss_chunk
     gen = torch.Generator().manual_seed(cfg.seed)
     m = cfg.model
     h = torch.randn(cfg.train.batch_size, m.context, m.d_model, generator=gen).to(device)
