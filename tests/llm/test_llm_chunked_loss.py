@@ -15,7 +15,6 @@ from smallinit.core.config import load_config
 from smallinit.core.errors import ConfigError
 from smallinit.llm.model import chunked_loss
 from smallinit.llm.model.chunked_loss import chunked_cross_entropy
-from smallinit.llm.model.layers import Head
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import ModelConfig, RunConfig, TrainConfig
 
