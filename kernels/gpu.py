@@ -16,7 +16,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from . import launch
+from . import gram_paths, launch
 from .backend import cp, family, to_device
 from .batched import GroupedStep
 from .launch import HERE, KERNELS, inline_source
@@ -50,14 +50,38 @@ def _device(x: Any) -> tuple[Any, str]:
     return arr, "float"
 
 
+def _product(xp: Any, Wd: Any, tname: str) -> Any:
+    """W Wᵀ through cuBLAS: CuPy's matmul for float32/float64; bf16 through torch's batched
+    product on the tensor cores, accumulated and returned in float32 (``out_dtype``)."""
+    if tname != "bf16_t":
+        return launch.host_gram(xp, Wd, tname)
+    import torch  # noqa: PLC0415  # lazy: only for bf16 inputs, which come from torch
+
+    t = torch.from_dlpack(Wd.view(cp.int16)).view(torch.bfloat16)
+    try:
+        G = torch.bmm(t, t.transpose(1, 2), out_dtype=torch.float32)
+    except (TypeError, NotImplementedError, RuntimeError):  # a torch without out_dtype
+        G = torch.bmm(t.float(), t.float().transpose(1, 2))
+    return cp.from_dlpack(G.contiguous())
+
+
 @cache
 def _cupy_device() -> launch.Device:
-    return launch.Device(cp, kernel, _device)
+    return launch.Device(cp, kernel, _device, _product)
 
 
-def cosine_gram(W: Any) -> Any:
-    """Batched cosine Gram on the GPU: row norms kernel, then the symmetric tiled product."""
-    return launch.cosine_gram(_cupy_device(), W)
+def _dtype_name(W: Any) -> str:
+    name = str(W.dtype).removeprefix("torch.")
+    return name if name in ("float64", "bfloat16") else "float32"
+
+
+def cosine_gram(W: Any, path: str | None = None) -> Any:
+    """Batched cosine Gram on the GPU by ``path`` (None: the one measured fastest for W's
+    dtype, :mod:`.gram_paths`): ``ours`` (row norms kernel, then the symmetric tiled
+    product) or ``library`` (row norms, cuBLAS, the fused normalization)."""
+    path = path or gram_paths.chosen(_dtype_name(W))
+    run = launch.cosine_gram_library if path == "library" else launch.cosine_gram
+    return run(_cupy_device(), W)
 
 
 def grouped_two_layer_step(X, y, a, W, b, offsets, alpha, activation) -> GroupedStep:

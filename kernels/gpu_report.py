@@ -6,9 +6,10 @@ reports the tests that finished; the counts read from pytest's JUnit XML, so "ev
 skipped" is seen, not only the exit code); in a dry run the emulated replay of
 the same cases (``tests/kernels/test_kernels_emulated.py``) instead. :func:`benchmarks`
 times the grouped step (against a per-network torch loop and a padded ``torch.bmm``), the
-cosine Gram in float32, float64 and bf16 (against cuBLAS) and the batched stack
-measurements (against the per-matrix host loop) on CUDA, or through the CPU emulation of the
-kernels at toy sizes in a dry run (:mod:`.bench`).
+cosine Gram in float32, float64 and bf16 by both of its paths (against cuBLAS; the faster
+path per dtype is written to ``gram_paths.json``, which the GPU dispatch reads) and the
+batched stack measurements (against the per-matrix host loop) on CUDA, or through the CPU
+emulation of the kernels at toy sizes in a dry run (:mod:`.bench`).
 
 Standalone: ``python -m smallinit.kernels.gpu_report [OUT_DIR]`` (default ``$OUT`` or
 ``bench-results``) writes both into ``gpu_check.json``; exit status 1 unless the tests
@@ -27,7 +28,7 @@ import traceback
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from . import bench
+from . import bench, gram_paths
 from .backend import BACKEND, cupy_status
 
 REPO = Path(__file__).resolve().parent.parent
@@ -132,7 +133,17 @@ def benchmarks(dry: bool = False) -> dict:
             result[key] = fn(dev, **sizes.get(size, {}))
         except Exception:
             result[key] = {"error": traceback.format_exc()[-3000:]}
+    if isinstance(result.get("cosine_gram"), list):
+        result["gram_paths"] = record_gram_paths(result["cosine_gram"], dev.name, dry)
     return result
+
+
+def record_gram_paths(rows: list[dict], device: str, dry: bool) -> dict:
+    """The Gram path chosen per dtype from the benchmark's ``rows``, written to the package's
+    ``gram_paths.json`` (the dispatch reads it) when measured on a GPU, not in a dry run."""
+    paths = {row["dtype"]: row["chosen_path"] for row in rows}
+    written = None if dry else str(gram_paths.write(paths, device))
+    return {"paths": paths, "measured_on": device, "written_to": written}
 
 
 def collect() -> dict:

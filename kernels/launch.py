@@ -13,6 +13,8 @@ Launch geometry:
 * ``row_inv_norms``: one warp per row, 256 threads a block, ⌈32·rows/256⌉ blocks.
 * ``cosine_gram_sym``: 64×64 output tiles, grid (T, T, batch) with T = ⌈m/64⌉, 256 threads;
   the batch axis in chunks of at most ``MAX_GRID_Z`` (CUDA's limit on gridDim.z).
+* ``cosine_normalize`` (after the library product of :func:`cosine_gram_library`): 256
+  threads a block, ⌈batch·m²/256⌉ blocks up to ``NORMALIZE_MAX_BLOCKS``, a grid-stride loop.
 * ``grouped_two_layer_step``: one block per network; 256 threads when d ≤ 16, else 128
   (the register arrays are DMAX long); the template's DMAX is the smallest instantiated
   value ≥ d. Dynamic shared memory holds one value per data point (n·itemsize bytes) next
@@ -50,7 +52,10 @@ KERNELS = {
         for k in ("row_inv_norms", "cosine_gram_sym")
         for t in ("float", "double", "bf16_t")
     ],
+    "gram_normalize.cu": [f"cosine_normalize<{t}>" for t in ("float", "double")],
 }
+#: blocks of the normalization's grid-stride loop at most (a few waves on any GPU)
+NORMALIZE_MAX_BLOCKS = 4096
 ITEMSIZE = {"float": 4, "double": 8, "bf16_t": 2}
 _INCLUDE = re.compile(r'^#include "([^"]+)"\s*$', re.M)
 
@@ -69,13 +74,27 @@ def inline_source(name: str, seen: set[str] | None = None, root: Path = HERE) ->
     return _INCLUDE.sub(expand, text)
 
 
+def host_gram(xp: Any, Wd: Any, tname: str) -> Any:
+    """W Wᵀ per batch through the array module's matmul (cuBLAS under CuPy, NumPy's BLAS in
+    the emulation), bf16 widened to float32 first; in the kernels' accumulation type."""
+    Wd = widen_bf16(xp, Wd)
+    return xp.ascontiguousarray(xp.matmul(Wd, Wd.transpose(0, 2, 1)),
+                                dtype=_acc_dtype(xp, tname))
+
+
 @dataclass(frozen=True)
 class Device:
-    """Where the kernels run (module docstring): array module, kernel loader, converter."""
+    """Where the kernels run (module docstring): array module, kernel loader, converter,
+    and the library product W Wᵀ of a (batch, m, d) device array of a kernel type
+    (:func:`host_gram` unless the device has a faster one: bf16 on the tensor cores)."""
 
     xp: Any
     kernel: Callable[[str, str], Callable[..., Any]]
     array: Callable[[Any], tuple[Any, str]]
+    gram: Callable[[Any, Any, str], Any] = host_gram
+
+    def product(self, Wd: Any, tname: str) -> Any:
+        return self.gram(self.xp, Wd, tname)
 
 
 @dataclass(frozen=True)
@@ -138,6 +157,30 @@ def cosine_gram(dev: Device, W: Any) -> Any:
         e = min(batch, s + MAX_GRID_Z)
         gram = Launch(f"cosine_gram_sym<{tname}>", (T, T, e - s), (256,))
         _run(dev, "cosine_gram.cu", gram, (Wd[s:e], rinv[s:e], out[s:e], np.int32(m), np.int32(d)))
+    return out.reshape(*lead, m, m)
+
+
+def cosine_gram_library(dev: Device, W: Any) -> Any:
+    """Batched cosine Gram through the library: the row-norms kernel, the device's product
+    W Wᵀ (:attr:`Device.gram`: cuBLAS on a GPU), then ``cosine_normalize`` in place, which
+    scales every element of the product by r_i r_j and clips it to [−1, 1]."""
+    xp = dev.xp
+    Wd, tname = dev.array(W)
+    *lead, m, d = Wd.shape
+    batch = int(np.prod(lead)) if lead else 1
+    if batch * m == 0 or d == 0:  # nothing launched: zero rows have cosine 0
+        return xp.zeros((*lead, m, m), dtype=_acc_dtype(xp, tname))
+    Wd = Wd.reshape(batch, m, d)
+    acc = _acc_dtype(xp, tname)
+    rinv = xp.empty((batch, m), dtype=acc)
+    rows = batch * m
+    norms = Launch(f"row_inv_norms<{tname}>", (cdiv(rows * 32, 256),), (256,))
+    _run(dev, "cosine_gram.cu", norms, (Wd, rinv, np.int64(rows), np.int32(d)))
+    out = dev.product(Wd, tname)
+    aname = "double" if acc == xp.float64 else "float"
+    blocks = min(cdiv(batch * m * m, 256), NORMALIZE_MAX_BLOCKS)
+    scale = Launch(f"cosine_normalize<{aname}>", (blocks,), (256,))
+    _run(dev, "gram_normalize.cu", scale, (out, rinv, np.int64(batch), np.int32(m)))
     return out.reshape(*lead, m, m)
 
 

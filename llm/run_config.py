@@ -176,13 +176,16 @@ class TrainConfig:
     checkpoint_every: int = 50  # 0: no checkpoints (no resume)
     warmup_from: float = field(default=0.0, metadata={KEY_NEUTRAL: True})
     decay_all: bool = field(default=False, metadata={KEY_NEUTRAL: True})
+    # tokens whose logits the loss builds at a time (:mod:`smallinit.llm.model.chunked_loss`);
+    # 0: the plain path, all tokens × vocabulary logits at once
+    loss_chunk: int = field(default=0, metadata={KEY_NEUTRAL: True})
 
     def __post_init__(self) -> None:
         check_fields(self, "train", {"steps": (1, MAX_STEPS), "threads": (0, MAX_THREADS)})
         for name in ("steps", "batch_size", "log_every", "eval_batches"):
             value = getattr(self, name)
             require(value >= 1, f"train.{name}={value} is not allowed; it must be >= 1")
-        for name in ("warmup", "eval_every", "checkpoint_every", "threads"):
+        for name in ("warmup", "eval_every", "checkpoint_every", "threads", "loss_chunk"):
             value = getattr(self, name)
             require(value >= 0, f"train.{name}={value} is not allowed; it must be >= 0")
         require(self.lr > 0, f"train.lr={self.lr} is not allowed; it must be > 0")

@@ -64,7 +64,7 @@ class FastHead(Head):
     forward). Logits without targets (scoring, decoding) are the plain ``nn.Linear``'s."""
 
     def logits_and_loss(self, h: torch.Tensor, targets: torch.Tensor):
-        if self.bias is not None or not fastpath.enabled(h):
+        if self.bias is not None or self.loss_chunk > 0 or not fastpath.enabled(h):
             return super().logits_and_loss(h, targets)
         logits = fastpath.head(h, self.weight)
         return logits, fastpath.cross_entropy(logits.flatten(0, 1), targets.flatten())

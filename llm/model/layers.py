@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from smallinit.llm.model.chunked_loss import chunked_cross_entropy
 from smallinit.llm.model.generate import KVCache
 from smallinit.llm.model.matrices import declare, rows
 from smallinit.llm.run_config import ModelConfig
@@ -169,20 +170,29 @@ class MLP(nn.Module):
 
 
 class Head(nn.Linear):
-    """Hidden states (…, d) → next-token logits h Wᵀ (+ b with ``bias``) (…, vocab)."""
+    """Hidden states (…, d) → next-token logits h Wᵀ (+ b with ``bias``) (…, vocab).
+
+    ``loss_chunk`` > 0 (set by the trainer from ``train.loss_chunk``) computes the training
+    loss through :func:`.chunked_loss.chunked_cross_entropy`, that many tokens' logits at a
+    time, and returns no logits with it; 0 is the plain path."""
+
+    loss_chunk: int = 0
 
     def __init__(self, d_model: int, vocab_size: int, bias: bool = False):
         super().__init__(d_model, vocab_size, bias=bias)
 
     def logits_and_loss(self, h: torch.Tensor, targets: torch.Tensor):
         """The logits and their mean cross-entropy against ``targets`` (in float32, or in
-        float64 for a float64 model).
+        float64 for a float64 model); ``(None, loss)`` with ``loss_chunk`` > 0.
 
         Eager under bf16 autocast this upcasts the tokens × vocabulary logits to an fp32
         copy for the loss; kept as measured, because every full-profile run compiles
         (``train.compile``) and Inductor fuses the upcast into the cross-entropy's
         reductions, so no float32 buffer of that size is made
         (``tests/llm/test_llm_gpu_paths.py``)."""
+        if self.loss_chunk > 0:
+            return None, chunked_cross_entropy(h, self.weight, self.bias, targets,
+                                               self.loss_chunk)
         logits = self(h)
         wide = torch.promote_types(logits.dtype, torch.float32)
         return logits, F.cross_entropy(logits.flatten(0, 1).to(wide), targets.flatten())

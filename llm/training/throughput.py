@@ -64,6 +64,7 @@ def _stepper(cfg: RunConfig, device: torch.device, compile: bool):
     tokens (the same tokens for every model of ``cfg``); returns (model, step)."""
     gen = torch.Generator().manual_seed(cfg.seed)
     model = Transformer(cfg.model, cfg.init, seed=cfg.seed).to(device)
+    model.head.loss_chunk = cfg.train.loss_chunk
     opt = make_optimizer(model, cfg, device)
     objective = torch.compile(model) if compile else model
     shape = (cfg.train.batch_size, cfg.model.context)
@@ -176,12 +177,39 @@ def family(name: str) -> str:
     return next((fam for fam, parts in FAMILIES if any(p in low for p in parts)), "other")
 
 
+#: the backends of ``F.scaled_dot_product_attention``, by a pattern of the aten op it
+#: dispatches to (``aten::_scaled_dot_product_flash_attention`` and its backward, …)
+SDPA_BACKENDS = (("flash", "flash"), ("efficient", "efficient"), ("cudnn", "cudnn"),
+                 ("math", "math"))
+
+
+def sdpa_backend(name: str) -> str | None:
+    """The backend (:data:`SDPA_BACKENDS`, else ``other``) of an aten op that
+    ``scaled_dot_product_attention`` dispatched to; None for any other op."""
+    low = name.lower()
+    if not low.startswith("aten::_scaled_dot_product"):
+        return None
+    return next((b for b, pattern in SDPA_BACKENDS if pattern in low), "other")
+
+
+def sdpa_picks(events) -> dict[str, int]:
+    """Calls of each attention backend among the profiler's ``events`` (key averages)."""
+    picks: dict[str, int] = {}
+    for e in events:
+        backend = sdpa_backend(e.key)
+        if backend is not None:
+            picks[backend] = picks.get(backend, 0) + e.count
+    return picks
+
+
 def breakdown(cfg: RunConfig, *, steps: int = 5, warmup: int = 3, compile: bool = False,
               top: int = 15) -> dict[str, Any]:
     """Where a training step's time goes: ``steps`` steps of ``cfg`` under
     ``torch.profiler`` after ``warmup`` untimed ones. On CUDA the device time of each kernel
     (self CUDA time), on the CPU the self time of each op; returns the ``top`` kernels with
-    their share, and the shares of each family (:func:`family`) of the total."""
+    their share, the shares of each family (:func:`family`) of the total, the calls of each
+    attention backend ``scaled_dot_product_attention`` picked (:func:`sdpa_picks`: flash,
+    efficient, cudnn or math) and the loss chunk (``train.loss_chunk``) of the step."""
     from torch.profiler import ProfilerActivity, profile  # lazy: only this measurement
 
     device = run_device(cfg)
@@ -196,7 +224,8 @@ def breakdown(cfg: RunConfig, *, steps: int = 5, warmup: int = 3, compile: bool 
             step()
         _sync(device)
     attr = "self_device_time_total" if cuda else "self_cpu_time_total"
-    rows = [(e.key, getattr(e, attr)) for e in prof.key_averages()]
+    events = prof.key_averages()
+    rows = [(e.key, getattr(e, attr)) for e in events]
     if cuda:  # device kernels only: a CPU op's own device time is 0 or repeats its kernels
         rows = [(k, t) for k, t in rows if t > 0 and not k.startswith("aten::")]
     total = sum(t for _, t in rows) or 1.0
@@ -207,5 +236,6 @@ def breakdown(cfg: RunConfig, *, steps: int = 5, warmup: int = 3, compile: bool 
     return {"device": str(device), "compile": compile, "steps": steps,
             "time_per_step_ms": total / 1e3 / steps, "clock": attr,
             "families": dict(sorted(shares.items(), key=lambda kv: -kv[1])),
+            "sdpa_backends": sdpa_picks(events), "loss_chunk": cfg.train.loss_chunk,
             "top": [{"name": k[:120], "family": family(k), "share": t / total}
                     for k, t in rows[:top]]}

@@ -380,6 +380,7 @@ class Trainer:
         self.task = make_task(cfg, self.device)
         torch.manual_seed(cfg.seed)
         self.model = Transformer(cfg.model, cfg.scheme, seed=cfg.seed).to(self.device)
+        self.model.head.loss_chunk = cfg.train.loss_chunk
         if dtype is not None:
             self.model.to(dtype)
         self.optimizer = make_optimizer(self.model, cfg, self.device)

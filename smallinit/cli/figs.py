@@ -85,6 +85,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
           f"{totals['peak_flops'] / 1e12:.0f} TFLOP/s ({totals['h200_hours_small_mfu']:.1f} "
           f"at {totals['small_mfu']:.0%}, a small model's published MFU), largest peak memory "
           f"{human(totals['max_memory_bytes'])} (of {totals['gpu_memory_gib']} GiB)")
+    if totals["measured"]:
+        m = totals["measured"]
+        print(f"  at the measured {m['mfu']:.1%} MFU ({m['part']} of {m['source']}): "
+              f"{m['h200_hours']:.1f} H200-hours")
     print(f"  {totals['formula']}  [{totals['sources']}; {totals['peak_source']}; "
           f"{totals['small_mfu']:.0%}: {totals['small_mfu_source']}]")
     for line in format_estimate(est, FIGURES):

@@ -20,8 +20,9 @@ emulation (:mod:`smallinit.kernels.emulation`).
   (:func:`smallinit.llm.training.throughput.measure`, :func:`head_loss_share`);
 * ``compiled`` — the same step through ``torch.compile``;
 * ``step_profile`` — where the throughput model's step spends its time, eager and compiled:
-  the top kernels and each kernel family's share (attention, matmul, loss, optimizer,
-  norm, other) under ``torch.profiler`` (:func:`smallinit.llm.training.throughput.breakdown`);
+  the top kernels, each kernel family's share (attention, matmul, loss, optimizer,
+  norm, other) and the attention backend ``scaled_dot_product_attention`` picked under
+  ``torch.profiler`` (:func:`smallinit.llm.training.throughput.breakdown`);
 * ``gpu_tests`` — the gpu-marked kernel tests (dry: their cases through the emulation),
   with pass and skip counts (:func:`smallinit.kernels.gpu_report.gpu_tests`), pytest
   stopped :data:`PYTEST_MARGIN_S` before the part's limit so that its counts so far are
@@ -56,6 +57,7 @@ from smallinit.llm.run_config import ModelConfig, RunConfig, TrainConfig
 from smallinit.llm.training import throughput as tp
 from smallinit.llm.training import train
 from smallinit.study import experiments
+from smallinit.study.gpu_check import LOSS_CHUNK_ENV
 
 #: the ~100M configuration: GPT-2-small widths (Radford et al. 2019: d 768, 12 layers,
 #: 12 heads, context 1024) with the project's default block (RMSNorm, RoPE, SwiGLU)
@@ -116,11 +118,19 @@ def kernels(dry: bool, limit: float | None = None) -> dict[str, Any]:
     return gpu_report.benchmarks(dry)
 
 
+def loss_chunk() -> int:
+    """``train.loss_chunk`` of the throughput model: the check's ``--loss-chunk``
+    (:data:`~smallinit.study.gpu_check.LOSS_CHUNK_ENV`), 0 where it gave none."""
+    return int(os.environ.get(LOSS_CHUNK_ENV) or 0)
+
+
 def run_config(dry: bool) -> RunConfig:
-    """The throughput model: :data:`BIG` in bf16 on the GPU, :data:`DRY` in bf16 on the CPU."""
+    """The throughput model: :data:`BIG` in bf16 on the GPU, :data:`DRY` in bf16 on the CPU,
+    with the check's loss chunk (:func:`loss_chunk`)."""
     model = ModelConfig(**(DRY if dry else BIG))
     cfg = TrainConfig(batch_size=DRY_BATCH if dry else BIG_BATCH, lr=6e-4,
-                      device="cpu" if dry else "cuda", precision="bf16")
+                      device="cpu" if dry else "cuda", precision="bf16",
+                      loss_chunk=loss_chunk())
     return RunConfig(init="gamma:0.5", model=model, train=cfg)
 
 
@@ -134,6 +144,7 @@ def head_loss_share(cfg: RunConfig, step_s: float, *, steps: int = 20, warmup: i
     device = tp.run_device(cfg)
     model = Transformer(override(cfg.model, {"n_layers": 1}), cfg.init, seed=cfg.seed)
     model = model.to(device)
+    model.head.loss_chunk = cfg.train.loss_chunk
     gen = torch.Generator().manual_seed(cfg.seed)
     m = cfg.model
     h = torch.randn(cfg.train.batch_size, m.context, m.d_model, generator=gen).to(device)
@@ -159,6 +170,7 @@ def _throughput(dry: bool, compile: bool) -> dict[str, Any]:
     out = tp.measure(cfg, steps=steps, warmup=warmup, compile=compile)
     out["head_loss"] = head_loss_share(cfg, out["step_s"], steps=steps, warmup=warmup,
                                           compile=compile)
+    out["loss_chunk"] = cfg.train.loss_chunk
     return out
 
 

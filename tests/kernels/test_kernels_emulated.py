@@ -62,6 +62,27 @@ def test_cosine_gram_bf16_bits_emulated(dev):
     cases.check_cosine_gram(lambda _: launch.cosine_gram(dev, bits), widened, np.float32)
 
 
+def library_gram_on(dev):
+    return lambda W: launch.cosine_gram_library(dev, W)
+
+
+@pytest.mark.parametrize("shape", cases.GRAM_SHAPES)
+@pytest.mark.parametrize("dtype", cases.DTYPES)
+def test_library_cosine_gram_emulated_vs_cpu(dev, shape, dtype):
+    """The library path: the host product (NumPy's BLAS standing in for cuBLAS), then the
+    emulated normalization kernel, within the same bound as the tiled kernel."""
+    cases.check_cosine_gram(library_gram_on(dev), cases.gram_input(shape, dtype), dtype)
+
+
+def test_library_cosine_gram_bf16_bits_emulated(dev):
+    W = np.random.default_rng(1).standard_normal((3, 70, 33)).astype(np.float32)
+    bits = emulation.bf16_bits(W)
+    widened = (bits.astype(np.uint32) << 16).view(np.float32)
+    got = launch.cosine_gram_library(dev, bits)
+    assert got.dtype == np.float32
+    cases.check_cosine_gram(lambda _: got, widened, np.float32)
+
+
 @pytest.mark.parametrize(("act", "dtype", "per_network", "d"), cases.GROUPED_CASES,
                          ids=cases.GROUPED_IDS)
 def test_grouped_step_emulated_vs_cpu(dev, act, dtype, per_network, d):
@@ -200,6 +221,13 @@ def _gram_cases(dev):
                                                                    cases.gram_input(s, t), t)
 
 
+def _library_gram_cases(dev):
+    for shape in cases.GRAM_SHAPES:
+        for dtype in cases.DTYPES:
+            yield lambda s=shape, t=dtype: cases.check_cosine_gram(library_gram_on(dev),
+                                                                   cases.gram_input(s, t), t)
+
+
 def _grouped_cases(dev):
     for act, dtype, per_network, d in cases.GROUPED_CASES:
         yield lambda a=act, t=dtype, p=per_network, k=d: cases.check_grouped_step(
@@ -222,6 +250,10 @@ PLANTED = {
     "gram-mirror-tile-not-written": (
         "cosine_gram.cu", "const bool mirror = blockIdx.y != blockIdx.x;",
         "const bool mirror = false;", _gram_cases),
+    "normalize-row-norm-for-the-column": (
+        "gram_normalize.cu", "rinv[b * m + j]", "rinv[b * m + i]", _library_gram_cases),
+    "normalize-last-element-skipped": (
+        "gram_normalize.cu", "k < total;", "k < total - 1;", _library_gram_cases),
     "tile-no-barrier-before-next-slab": (
         "tile_gemm.cuh", "        }\n        __syncthreads();\n    }\n}", "        }\n    }\n}",
         _gram_cases),

@@ -23,11 +23,12 @@ def gpu():
     return g
 
 
+@pytest.mark.parametrize("path", ["ours", "library"])
 @pytest.mark.parametrize("shape", cases.GRAM_SHAPES)
 @pytest.mark.parametrize("dtype", cases.DTYPES)
-def test_cosine_gram_gpu_vs_cpu(gpu, shape, dtype):
-    cases.check_cosine_gram(lambda W: gpu.cosine_gram(W).get(), cases.gram_input(shape, dtype),
-                            dtype)
+def test_cosine_gram_gpu_vs_cpu(gpu, shape, dtype, path):
+    cases.check_cosine_gram(lambda W: gpu.cosine_gram(W, path).get(),
+                            cases.gram_input(shape, dtype), dtype)
 
 
 def test_bf16_through_torch(gpu):
@@ -37,6 +38,9 @@ def test_bf16_through_torch(gpu):
     assert isinstance(got, torch.Tensor) and got.is_cuda
     cases.check_cosine_gram(lambda _: got.float().cpu().numpy(), W.float().cpu().numpy(),
                             np.float32)
+    for path in ("ours", "library"):  # the library path: cuBLAS bf16 on the tensor cores
+        one = gpu.cosine_gram(W, path)
+        cases.check_cosine_gram(lambda _, g=one: g.get(), W.float().cpu().numpy(), np.float32)
 
 
 @pytest.mark.parametrize(("act", "dtype", "per_network", "d"), cases.GROUPED_CASES,

@@ -138,3 +138,12 @@ def test_compiled_the_loss_keeps_no_float32_copy_of_the_logits():
     # the same bf16 logits either way; only the order of the fp32 sums differs (~1e-6)
     assert torch.isfinite(loss) and float(loss.detach()) == pytest.approx(float(eager),
                                                                          rel=1e-4)
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_the_trainers_adamw_is_the_fused_one_on_cuda_and_cpu(device):
+    """One fused kernel per step for every parameter (``fused=True``), not the per-tensor
+    loop nor the foreach one."""
+    model = torch.nn.Linear(4, 3)
+    opt = train.make_optimizer(model, RunConfig(), torch.device(device))
+    assert opt.defaults["fused"] is True and not opt.defaults["foreach"]

@@ -136,9 +136,12 @@ def _population(spec: RunSpec, mode: str) -> str | None:
 
 def plan_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Totals over the distinct runs of :func:`plan` rows (a run shared by figures counts
-    once): runs, transformer runs, their FLOPs and H200 hours at the stated MFU and at a
-    small model's published MFU, and the largest peak-memory estimate; with the formula
-    and the figures it assumes."""
+    once): runs, transformer runs, their FLOPs and H200 hours at the stated MFU, at a
+    small model's published MFU and at the MFU the newest committed GPU check measured
+    (``measured``: :mod:`smallinit.study.measured_mfu`, with its file; None where none
+    did), and the largest peak-memory estimate; with the formula and the figures it
+    assumes."""
+    from smallinit.study import measured_mfu  # lazy: it reads the plan's specs
     distinct: dict[tuple[str, str], dict[str, Any] | None] = {}
     for r in rows:
         distinct.setdefault((r["kind"], r["key"]), r["cost"])
@@ -153,6 +156,8 @@ def plan_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "h200_hours": sum(c["h200_hours"] for c in costs),
             "h200_hours_small_mfu": sum(c["h200_hours_small_mfu"] for c in costs),
             "small_mfu": cost.SMALL_MODEL_MFU, "small_mfu_source": cost.SMALL_MFU_SOURCE,
+            "measured": measured_mfu.hours(sum(c["flops"] for c in costs),
+                                           measured_mfu.newest()),
             "max_memory_bytes": max((c["memory_bytes"] for c in costs), default=0),
             "mfu": cost.MFU, "peak_flops": cost.H200_PEAK_BF16_DENSE,
             "gpu_memory_gib": cost.H200_MEMORY_GIB,
