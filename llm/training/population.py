@@ -1,11 +1,15 @@
-"""Populations: many pretraining runs (``llm-train``) of one shape trained at once, in one
-process, each stored as the run its own config names.
+"""Populations: many runs of one kind and shape trained at once, in one process, each
+stored as the run its own config names. A :class:`RunKind` says which: pretraining
+(``llm-train``, :data:`PRETRAINING`, the default) or the anchor task (``llm-anchor``,
+:data:`smallinit.llm.training.anchor.ANCHOR`); the trainer is the kind's single-run
+``Trainer`` with its task, so what follows holds for both.
 
 Members share a *shape* (:func:`shape_of`: the model's dimensions and switches, the corpus,
 context, batch, steps, log and checkpoint schedules, precision and device) and may differ
 in everything else (:data:`FREE`): the seed (init draw and data order), the init scheme (γ,
 per-part overrides), the learning rate and its schedule, weight decay, betas, Adam's ε,
-the clip norm, the norm's ε and the evaluation schedule.
+the clip norm, the norm's ε and the evaluation schedule (for the anchor task, the task
+table is part of the shape: every member reads the same samples, in its seed's order).
 
 The math is each member's single run (:class:`~smallinit.llm.training.train.Trainer`):
 
@@ -21,8 +25,9 @@ The math is each member's single run (:class:`~smallinit.llm.training.train.Trai
   population's loss is Σ_m L_m(θ_m; x_m, y_m); since ∂/∂θ_m of it is ∂L_m/∂θ_m, one
   backward gives every member its own gradient. Where members' norm ε differ, the norms
   read ε from a per-member buffer (:class:`MemberEpsNorm`, the same formula);
-* member m's batch of step s is its own task's (the windows ``LMTask.starts(s)`` of seed
-  m's stream, gathered for all members at once: one copy to the device);
+* member m's batch of step s is its own task's (:func:`member_batches`: for pretraining the
+  windows ``LMTask.starts(s)`` of seed m's stream, for the anchor task the rows
+  ``AnchorTask.rows(s)``, gathered for all members at once: one copy to the device);
 * the update is :class:`~.population_optim.PopulationAdamW`: each member's own clip,
   AdamW and learning rate η_m(s) = :func:`~smallinit.llm.training.train.lr_at`\\ (s, cfg_m),
   through the trainer's one :func:`~smallinit.llm.training.train.train_step`.
@@ -37,11 +42,12 @@ resumes every member from the newest checkpoint step that all of them hold.
 
 On CUDA the member axis turns each matrix product into one batched GEMM (cuBLAS's strided
 batched kernel), under the run's autocast (bf16 with ``precision=auto``); the population's
-step runs eager (``train.compile`` compiles nothing here). On the CPU, attention has no
-vmap rule (PyTorch loops over members there) and a population is not faster than its runs
-one after another; it exists there for the equivalence tests. In float64 a member equals
+step runs as :func:`chosen_execution` says: eager (the default), through ``torch.compile``,
+or compiled and replayed as CUDA graphs (``train.compile`` itself compiles nothing here).
+On the CPU, attention has no vmap rule (PyTorch loops over members there) and a population
+is not faster than its runs one after another; it exists there for the equivalence tests. In float64 a member equals
 its single run to ~1e-10; in float32 to batched-GEMM reduction order
-(tests/llm/test_llm_population.py).
+(tests/llm/test_llm_population.py, tests/llm/test_llm_anchor_population.py).
 """
 
 from __future__ import annotations

@@ -187,3 +187,21 @@ def test_on_the_cpu_the_default_trains_anchor_runs_one_at_a_time(tmp_path, monke
     assert all(s.population_key("on") == specs[0].population_key("on") for s in specs)
     done = run_specs(specs, RunStore(tmp_path), workers=1)
     assert all(r.done and "population" not in r.status() for _, r in done)
+
+
+def test_on_cuda_auto_groups_anchor_runs_and_the_plan_shows_them(monkeypatch):
+    """Where the runs train on a CUDA device (stood in for here), ``auto`` groups the anchor
+    runs of one shape, and ``figs --plan`` says which go together."""
+    from smallinit.study.experiments import plan
+
+    monkeypatch.setattr(population_mod, "resolve_device", lambda cfg, dist:
+                        torch.device("cuda"))
+    specs = [AnchorSpec(toy(f"seed={s}")) for s in range(2)]
+    assert specs[0].population_key("auto") == specs[1].population_key("auto") is not None
+    rows = [r for r in plan("quick", [6], population="auto") if r["kind"] == KIND]
+    groups: dict[str, set] = {}
+    for r in rows:
+        if r["population"]:
+            groups.setdefault(r["population"], set()).add(r["key"])
+    assert groups and all(len(keys) >= 2 for keys in groups.values())
+    assert all(name.startswith("AnchorSpec:") for name in groups)
