@@ -35,11 +35,11 @@ atomics, so repeated runs agree to rounding, not bit for bit (on the CPU they ar
 identical). Use this engine where ``smallinit.kernels.backend() == "cupy"``; on CPU it is
 correct but slower than warm JAX (about 4× on 2 cores).
 
-Kept as measured: the ``"gram"`` rule builds two (n, n, M) float64 temporaries and
+Kept as written: the ``"gram"`` rule builds two (n, n, M) float64 temporaries and
 segment-sums them with ``cupyx.scatter_add`` on the GPU (2·n²·8 bytes a neuron, 256 B at
-the scans' n = 4), because no profile runs this engine on a GPU — every scan and the full
-profile use the JAX engine, and this one is the ``--engine grouped`` option of
-``smallinit toy scan``.
+the scans' n = 4). A scan takes this engine on the CuPy backend
+(:func:`smallinit.toy.scan.chosen_engine`) or when asked (``--engine grouped``,
+``$SMALLINIT_TOY_ENGINE``); no GPU has run a profile's scan through it yet.
 """
 
 from __future__ import annotations

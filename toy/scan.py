@@ -22,11 +22,14 @@ devices); the whole scan is one run of kind ``toy-scan`` in the run store, its p
 outcome (status, steps, RD, loss, RD(t)) in ``arrays.npz``, its per-point records in
 ``points.json``.
 
-Engines (:data:`ENGINES`): ``jax`` (default, :func:`smallinit.toy.twolayer.train_batch`) or
+Engines (:data:`ENGINES`): ``jax`` (:func:`smallinit.toy.twolayer.train_batch`) or
 ``grouped`` (:mod:`smallinit.toy.grouped_engine`: every network of the scan, all widths, in
-one ragged batch, one call of the kernels' grouped two-layer step per step; the natural choice
-when ``smallinit.kernels.backend() == "cupy"``, slower than JAX on CPU). Both run the same
-algorithm and give the same S_w to rounding. The engine is an execution choice, not part of
+one ragged batch, one call of the kernels' grouped two-layer step per step; slower than JAX
+on CPU). Both run the same algorithm and give the same S_w to rounding. A scan not given
+an engine takes ``$SMALLINIT_TOY_ENGINE``, else ``auto`` (:func:`chosen_engine`): the
+grouped engine where ``smallinit.kernels.backend() == "cupy"`` (a CUDA device) and the
+scan's settings allow it (ReLU), else jax; so the study's scans run grouped on a GPU and
+as before on a CPU. The engine is an execution choice, not part of
 :class:`ScanConfig`: a jax scan keeps its run key (version ``VERSION``), a grouped scan is
 stored under version ``VERSION + "-grouped"`` of the same kind, so the two never overwrite
 each other and can be compared.
@@ -41,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 import shutil
 import time
 from typing import Literal
@@ -55,6 +59,7 @@ from smallinit.core.jobs import RunSpec
 from smallinit.core.memory import check_memory
 from smallinit.core.progress import progress
 from smallinit.core.store import RunStore
+from smallinit.kernels import backend as kernels_backend
 from smallinit.kernels.measure import segment_relative_distance
 from smallinit.theory.phase import slope_agrees, slope_in_interval
 from smallinit.toy import predictions
@@ -70,6 +75,8 @@ KIND = "toy-scan"
 VERSION = "5"  # 5: the CPU engine's one-network step sums in another order (rounding)
 # 4: networks at an exact stationary point stop as "stalled" (toy.stopping)
 ENGINES = ("jax", "grouped")
+ENGINE_ENV = "SMALLINIT_TOY_ENGINE"  # the engine of a scan not given one: auto (default),
+# jax or grouped (the switch that forces the grouped engine on a CPU, through NumPy)
 
 BENCH_WIDTHS = (250, 500, 1000, 2000, 4000)
 SECTION = "toy-scan"  # the profiles' table of the phase scan (smallinit/core/profiles/*.toml)
@@ -332,15 +339,42 @@ class ScanResult:
     run_path: str
 
 
+def chosen_engine(cfg: ScanConfig, engine: str | None = None) -> str:
+    """The engine of the scan ``cfg``: ``engine`` (one of :data:`ENGINES` or ``auto``;
+    None: ``$SMALLINIT_TOY_ENGINE``, else ``auto``); ``auto`` is ``grouped`` on the CuPy
+    backend (a CUDA device) when the scan's settings allow it, else ``jax``."""
+    where = "engine"
+    if engine is None:
+        engine = os.environ.get(ENGINE_ENV, "").strip() or "auto"
+        where = ENGINE_ENV
+    if engine not in (*ENGINES, "auto"):
+        raise ConfigError(f"{where}={engine!r} is not allowed; use one of "
+                          f"{', '.join(ENGINES)} or auto")
+    if engine != "auto":
+        return engine
+    if kernels_backend() != "cupy":
+        return "jax"
+    try:
+        check_settings(cfg.settings())
+    except ValueError:  # not ReLU: the grouped engine cannot run it
+        return "jax"
+    return "grouped"
+
+
+def scan_version(engine: str) -> str:
+    """The run version of a scan computed by ``engine`` (module docstring)."""
+    return VERSION if engine == "jax" else f"{VERSION}-{engine}"
+
+
 def run_scan(cfg: ScanConfig, store=None, *, force: bool = False,
-             engine: str = "jax") -> ScanResult:
+             engine: str | None = None) -> ScanResult:
     """Compute (or reuse) the scan through the run store; raises RunFailed when no network
     of the scan converged (the run is then stored as failed with that reason). ``engine``
-    is one of :data:`ENGINES`; it selects the run version (module docstring), not the
-    config, so jax scans keep their keys."""
+    is one of :data:`ENGINES` or ``auto`` (None: :func:`chosen_engine`'s default); it
+    selects the run version (module docstring), not the config, so jax scans keep their
+    keys."""
     check_instance(cfg, ScanConfig, "run_scan")
-    if engine not in ENGINES:
-        raise ConfigError(f"engine={engine!r} is not allowed; use one of {', '.join(ENGINES)}")
+    engine = chosen_engine(cfg, engine)
     if engine == "grouped":
         try:
             check_settings(cfg.settings())
@@ -374,8 +408,7 @@ def run_scan(cfg: ScanConfig, store=None, *, force: bool = False,
         return {"points": len(records), "agree": sum(bool(r["agree"]) for r in graded),
                 "graded": len(graded), **counts}
 
-    version = VERSION if engine == "jax" else f"{VERSION}-{engine}"
-    run = store.get_or_run(KIND, cfg, body, version=version, force=force)
+    run = store.get_or_run(KIND, cfg, body, version=scan_version(engine), force=force)
     if run.state == "failed":
         raise RunFailed(f"toy scan {run.path} failed: {run.status().get('reason')}")
     return ScanResult(cfg, run.read_json("points.json"), run.arrays(), str(run.path))
@@ -409,6 +442,12 @@ def format_table(records: list[dict]) -> str:
 @dataclasses.dataclass
 class ScanSpec(RunSpec):
     """A phase scan for the job driver (:mod:`smallinit.core.jobs`): ``config`` is its
-    :class:`ScanConfig`."""
+    :class:`ScanConfig`; its engine (and so its version) is :func:`chosen_engine`'s
+    default: grouped on a CUDA device, jax on a CPU, unless ``$SMALLINIT_TOY_ENGINE``
+    says."""
 
-    kind, version, runner = KIND, VERSION, staticmethod(run_scan)
+    kind, runner = KIND, staticmethod(run_scan)
+
+    @property
+    def version(self) -> str:  # type: ignore[override]
+        return scan_version(chosen_engine(self.config))

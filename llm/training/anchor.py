@@ -55,6 +55,7 @@ from smallinit.llm.data import anchor
 from smallinit.llm.model.init import as_scheme, matrix_table
 from smallinit.llm.model.matrices import one
 from smallinit.llm.run_config import ModelConfig, TrainConfig, canonical_init
+from smallinit.llm.training import population
 from smallinit.llm.training.objectives import LastPositionLoss, last_logits
 from smallinit.llm.training.train import Dist, Rounding, Trainer, fit_run, preflight, trial
 
@@ -199,10 +200,24 @@ class AnchorTask:
     def callbacks(self) -> list:
         return []
 
+    def rows(self, step: int, dist) -> np.ndarray:
+        """This rank's training rows of ``step``."""
+        return dist.share(batch_indices(step, self.cfg.seed, len(self.y),
+                                        self.cfg.train.batch_size))
+
     def batch(self, step: int, dist):
-        rows = batch_indices(step, self.cfg.seed, len(self.y), self.cfg.train.batch_size)
-        rows = torch.from_numpy(dist.share(rows)).to(self.device)
+        rows = torch.from_numpy(self.rows(step, dist)).to(self.device)
         return self.x[rows], self.y[rows]
+
+    @staticmethod
+    def population_batch(tasks: list[AnchorTask], step: int):
+        """The batches of ``step`` of ``tasks`` (a population's members: one task table, so
+        one set of samples, each member its own seed), stacked (M, B, T) and (M, B): every
+        member's rows indexed at once, one copy to the device."""
+        first = tasks[0]
+        rows = np.stack([task.rows(step, Dist()) for task in tasks])
+        rows = torch.from_numpy(rows).to(first.device)
+        return first.x[rows], first.y[rows]
 
     def objective(self, model):
         return LastPositionLoss(model)
@@ -280,6 +295,28 @@ def mechanism(model, cfg: AnchorConfig, data: anchor.AnchorData) -> dict[str, np
 
 
 # ----------------------------------------------------------------------------- entry points
+def _run_alone(cfg: AnchorConfig, root, force: bool, callbacks) -> Run:
+    return run_anchor(cfg, RunStore(root), force=force)
+
+
+#: the anchor task's runs for a population
+#: (:func:`smallinit.llm.training.population.train_population`): members of one shape (model,
+#: task table, steps, batch) that differ in seed, init, learning rate, decay, ε, …
+ANCHOR = population.RunKind(KIND, VERSION, AnchorConfig, AnchorTask, _run_alone,
+                            explicit_attention=True)
+
+
+def run_anchor_population(cfgs: list[AnchorConfig], store: RunStore | None = None, *,
+                          force: bool = False, execution: str | None = None) -> list[Run]:
+    """Train (or resume, or reuse) the anchor runs ``cfgs`` (one shape) as populations
+    (:func:`smallinit.llm.training.population.train_populations`); each is stored as
+    :func:`run_anchor` stores it."""
+    store = check_instance(store or RunStore(), RunStore, "run_anchor_population(store=...)",
+                           STORE_HINT)
+    return population.train_populations(cfgs, runs_dir=store.root, force=force, kind=ANCHOR,
+                                        execution=execution)
+
+
 def run_anchor(cfg: AnchorConfig, store: RunStore | None = None, *, force: bool = False) -> Run:
     """Train (or resume, or reuse) the run for ``cfg``, alone or under ``torchrun``."""
     check_instance(cfg, AnchorConfig, "run_anchor")
@@ -290,12 +327,14 @@ def run_anchor(cfg: AnchorConfig, store: RunStore | None = None, *, force: bool 
 
 
 @dataclass
-class AnchorSpec(RunSpec):
+class AnchorSpec(population.Populated, RunSpec):
     """An anchor-task run for the job driver (:mod:`smallinit.core.jobs`): ``config`` is its
-    :class:`AnchorConfig`."""
+    :class:`AnchorConfig`; runs of one shape train together as populations where the
+    driver forms them (:class:`~smallinit.llm.training.population.Populated`)."""
 
     kind = KIND
     version = VERSION
+    population_kind = ANCHOR
 
     def compute(self, store: RunStore, force: bool) -> Run:
         return run_anchor(self.config, store, force=force)
@@ -309,3 +348,4 @@ class AnchorSpec(RunSpec):
         """The trainer's :func:`~smallinit.llm.training.train.trial` of ``config`` (a cut of
         this spec's, default its own) on the anchor task."""
         return trial(self.config if config is None else config, AnchorTask)
+

@@ -196,10 +196,11 @@ class TunedSpec(RunSpec):
         return population_key(self.config, mode)
 
     @classmethod
-    def compute_population(cls, specs: list[RunSpec], store: RunStore, force: bool) -> None:
+    def compute_population(cls, specs: list[RunSpec], store: RunStore, force: bool,
+                           execution: str = "eager") -> None:
         """The runs of ``specs`` (one shape) at their lr* as populations."""
         train_populations([s.chosen(store, compute=True) for s in specs],
-                          runs_dir=store.root, force=force)
+                          runs_dir=store.root, force=force, execution=execution)
 
 
 def _plain(choice: LRChoice) -> dict[str, Any]:

@@ -1,11 +1,15 @@
-"""Populations: many pretraining runs (``llm-train``) of one shape trained at once, in one
-process, each stored as the run its own config names.
+"""Populations: many runs of one kind and shape trained at once, in one process, each
+stored as the run its own config names. A :class:`RunKind` says which: pretraining
+(``llm-train``, :data:`PRETRAINING`, the default) or the anchor task (``llm-anchor``,
+:data:`smallinit.llm.training.anchor.ANCHOR`); the trainer is the kind's single-run
+``Trainer`` with its task, so what follows holds for both.
 
 Members share a *shape* (:func:`shape_of`: the model's dimensions and switches, the corpus,
 context, batch, steps, log and checkpoint schedules, precision and device) and may differ
 in everything else (:data:`FREE`): the seed (init draw and data order), the init scheme (γ,
 per-part overrides), the learning rate and its schedule, weight decay, betas, Adam's ε,
-the clip norm, the norm's ε and the evaluation schedule.
+the clip norm, the norm's ε and the evaluation schedule (for the anchor task, the task
+table is part of the shape: every member reads the same samples, in its seed's order).
 
 The math is each member's single run (:class:`~smallinit.llm.training.train.Trainer`):
 
@@ -21,8 +25,9 @@ The math is each member's single run (:class:`~smallinit.llm.training.train.Trai
   population's loss is Σ_m L_m(θ_m; x_m, y_m); since ∂/∂θ_m of it is ∂L_m/∂θ_m, one
   backward gives every member its own gradient. Where members' norm ε differ, the norms
   read ε from a per-member buffer (:class:`MemberEpsNorm`, the same formula);
-* member m's batch of step s is its own task's (the windows ``LMTask.starts(s)`` of seed
-  m's stream, gathered for all members at once: one copy to the device);
+* member m's batch of step s is its own task's (:func:`member_batches`: for pretraining the
+  windows ``LMTask.starts(s)`` of seed m's stream, for the anchor task the rows
+  ``AnchorTask.rows(s)``, gathered for all members at once: one copy to the device);
 * the update is :class:`~.population_optim.PopulationAdamW`: each member's own clip,
   AdamW and learning rate η_m(s) = :func:`~smallinit.llm.training.train.lr_at`\\ (s, cfg_m),
   through the trainer's one :func:`~smallinit.llm.training.train.train_step`.
@@ -37,11 +42,12 @@ resumes every member from the newest checkpoint step that all of them hold.
 
 On CUDA the member axis turns each matrix product into one batched GEMM (cuBLAS's strided
 batched kernel), under the run's autocast (bf16 with ``precision=auto``); the population's
-step runs eager (``train.compile`` compiles nothing here). On the CPU, attention has no
-vmap rule (PyTorch loops over members there) and a population is not faster than its runs
-one after another; it exists there for the equivalence tests. In float64 a member equals
+step runs as :func:`chosen_execution` says: eager (the default), through ``torch.compile``,
+or compiled and replayed as CUDA graphs (``train.compile`` itself compiles nothing here).
+On the CPU, attention has no vmap rule (PyTorch loops over members there) and a population
+is not faster than its runs one after another; it exists there for the equivalence tests. In float64 a member equals
 its single run to ~1e-10; in float32 to batched-GEMM reduction order
-(tests/llm/test_llm_population.py).
+(tests/llm/test_llm_population.py, tests/llm/test_llm_anchor_population.py).
 """
 
 from __future__ import annotations
@@ -57,12 +63,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from smallinit.core.config import canonical_json, check_instance, config_to_dict, dotted_items
 from smallinit.core.errors import ConfigError, RunFailed
+from smallinit.core.jobs import chosen_population_exec
 from smallinit.core.lease import RunLock
 from smallinit.core.progress import progress
 from smallinit.core.runs import Run, RunWriter
@@ -71,7 +77,6 @@ from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.model.layers import PLAIN_PARTS
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import RunConfig
-from smallinit.llm.training.batches import get_batch
 from smallinit.llm.training.callbacks import Callback, Checkpoints, Recorder
 from smallinit.llm.training.checkpoint import (
     WEIGHTS,
@@ -89,6 +94,7 @@ from smallinit.llm.training.train import (
     KIND,
     VERSION,
     Dist,
+    LMTask,
     Trainer,
     autocast,
     lr_at,
@@ -110,24 +116,55 @@ FREE = frozenset({
     "eval.at_steps"})
 
 
-def shape_of(cfg: RunConfig) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunKind:
+    """What a population needs to know of a run kind: its store ``kind`` and ``version``,
+    its ``config`` class, the Trainer's task (``make_task(cfg, device)``), whether its
+    memory check counts the explicit attention (:func:`~.train.preflight`), ``prepare(cfg)``
+    (run once before the members are built: the corpus they share) and ``alone(cfg, root,
+    force, callbacks)`` (the run's single path, for a run another process is writing)."""
+
+    kind: str
+    version: str
+    config: type
+    make_task: Callable[..., Any]
+    alone: Callable[..., Run]
+    explicit_attention: bool = False
+    prepare: Callable[[Any], None] | None = None
+
+
+def _prepare_corpus(cfg: RunConfig) -> None:
+    corpus_mod.check_source(cfg.data)
+    corpus_mod.prepare(cfg.data, cfg.model.vocab_size)
+
+
+def _train_alone(cfg: RunConfig, root, force: bool, callbacks) -> Run:
+    return train(cfg, runs_dir=root, force=force, callbacks=callbacks)
+
+
+#: pretraining runs (``llm-train``), the default kind of a population
+PRETRAINING = RunKind(KIND, VERSION, RunConfig, LMTask, _train_alone, prepare=_prepare_corpus)
+
+
+def shape_of(cfg) -> dict[str, Any]:
     """The fields a population's members share: every config field but :data:`FREE`."""
     return {k: v for k, v in dotted_items(config_to_dict(cfg)) if k not in FREE}
 
 
-def shape_key(cfg: RunConfig) -> str:
+def shape_key(cfg) -> str:
     """16 hex digits naming the shape of ``cfg`` (runs with equal keys can share a
     population)."""
     return hashlib.sha256(canonical_json(shape_of(cfg)).encode()).hexdigest()[:16]
 
 
-def check_population(cfgs: Sequence[RunConfig]) -> None:
+def check_population(cfgs: Sequence[Any], config: type = RunConfig) -> None:
     """Refuse (:class:`ConfigError`) an empty population, a config that is not a
-    ``RunConfig``, two equal members, or members of different shapes (naming the field)."""
+    ``config`` (the kind's class), two equal members, or members of different shapes
+    (naming the field)."""
     if not cfgs:
         raise ConfigError("a population needs at least one member config; got none")
     for cfg in cfgs:
-        check_instance(cfg, RunConfig, "train_population")
+        check_instance(cfg, config, "train_population")
     first = shape_of(cfgs[0])
     for i, cfg in enumerate(cfgs[1:], 1):
         for name, value in shape_of(cfg).items():
@@ -174,30 +211,78 @@ def _norms(model: nn.Module) -> list[tuple[str, nn.Module, str, nn.Module]]:
     return out
 
 
+def chosen_execution(execution: str | None) -> str:
+    """How a population's step runs (:data:`smallinit.core.jobs.POPULATION_EXECS`):
+    ``eager`` (PyTorch op by op), ``compile`` (``torch.compile`` of the members' batched
+    forward and its backward) or ``cudagraphs`` (the same, replayed as CUDA graphs:
+    ``mode="reduce-overhead"``, CUDA only); ``execution`` checked, None:
+    ``$SMALLINIT_POPULATION_EXEC``, else ``eager``. It is no part of a run's config or key:
+    the math is the same (compiled kernels fuse and reorder sums, so they agree with eager
+    to rounding)."""
+    return chosen_population_exec(execution)
+
+
+def check_execution(execution: str, device: torch.device) -> None:
+    """Refuse CUDA graphs on a device that is not a GPU."""
+    if execution == "cudagraphs" and device.type != "cuda":
+        raise ConfigError(f"population execution 'cudagraphs' needs a CUDA device, but the "
+                          f"runs train on {device.type}; use eager or compile")
+
+
 class PopulationObjective:
     """``objective(x, y)`` for :func:`~smallinit.llm.training.train.train_step`: x, y of
     shape (M, B, T); returns (None, Σ_m L_m) and keeps the members' losses (M,) as
-    :attr:`losses`. ``base``: the model whose code runs (its own weights unused);
-    ``params()``: the stacked parameters (M, …) by name (views of the population's one
-    tensor, taken anew each step so that autograd sees them), ``buffers``: likewise."""
+    :attr:`losses`. ``base``: the objective whose code runs (the model, or the task's loss
+    around it; its own weights unused); ``params()``: the stacked parameters (M, …) by
+    name (views of the population's one tensor, taken anew each step so that autograd sees
+    them), ``buffers``: likewise. ``execution`` (:func:`chosen_execution`): the batched forward
+    as it is, or through ``torch.compile``."""
 
     def __init__(self, base: nn.Module, params: Callable[[], dict[str, torch.Tensor]],
-                 buffers: dict[str, torch.Tensor]):
+                 buffers: dict[str, torch.Tensor], execution: str = "eager"):
         self.base = base
         self.params = params
         self.buffers = buffers
         self.losses: torch.Tensor | None = None
+        self.execution = execution
+        self._batched = torch.vmap(self._loss)
+        if execution != "eager":
+            mode = "reduce-overhead" if execution == "cudagraphs" else None
+            self._batched = torch.compile(self._batched, mode=mode, dynamic=False)
 
     def _loss(self, params, buffers, x, y):
         return torch.func.functional_call(self.base, (params, buffers), (x, y))[1]
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor):
+        if self.execution == "cudagraphs":  # a new training step: earlier outputs are free
+            torch.compiler.cudagraph_mark_step_begin()
         with warnings.catch_warnings():
             if x.device.type == "cpu":  # attention's per-member loop there, known and said
                 warnings.filterwarnings("ignore", message=".*performance drop.*")
-            losses = torch.vmap(self._loss)(self.params(), self.buffers, x, y)
-        self.losses = losses.detach()
+            losses = self._batched(self.params(), self.buffers, x, y)
+        self.losses = losses.detach().clone()  # a graph's output is reused by its next replay
         return None, losses.sum()
+
+
+def _prefix(objective: nn.Module, model: nn.Module) -> str:
+    """The qualified name of ``model`` inside ``objective`` with a trailing dot ("" when
+    the objective is the model), so the model's parameter names become the objective's."""
+    for name, module in objective.named_modules():
+        if module is model:
+            return f"{name}." if name else ""
+    raise ValueError("the task's objective does not hold the model it was given")
+
+
+def member_batches(tasks: Sequence[Any], step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every member's batch of ``step`` stacked on a leading member axis, (M, B, …): each
+    the batch its single run reads (``task.batch(step)``); a task class with a
+    ``population_batch(tasks, step)`` gathers them at once (one corpus or one sample table
+    shared by every member, one copy to the device)."""
+    gather = getattr(type(tasks[0]), "population_batch", None)
+    if gather is not None:
+        return gather(tasks, step)
+    xs, ys = zip(*(task.batch(step, Dist()) for task in tasks), strict=True)
+    return torch.stack(xs), torch.stack(ys)
 
 
 # ----------------------------------------------------------------------------- members
@@ -257,9 +342,10 @@ class _Saved:
 
 class Population:
     """The members' stacked weights, their optimizer and the training loop (module
-    docstring). Built from :class:`Member` s whose trainers are fresh (init weights)."""
+    docstring). Built from :class:`Member` s whose trainers are fresh (init weights);
+    ``execution``: how its step runs (:func:`chosen_execution`)."""
 
-    def __init__(self, members: list[Member]):
+    def __init__(self, members: list[Member], execution: str = "eager"):
         self.members = members
         first = members[0].trainer
         self.device = first.device
@@ -297,7 +383,11 @@ class Population:
             for qualified, parent, name, norm in _norms(base):
                 setattr(parent, name, MemberEpsNorm(norm))
                 buffers[f"{qualified}.eps"] = torch.tensor(eps, device=self.device, dtype=dtype)
-        self.objective = PopulationObjective(base, self.stacked, buffers)
+        objective = first.task.objective(base)  # the model itself, or a loss wrapping it
+        prefix = _prefix(objective, base)
+        self.objective = PopulationObjective(
+            objective, lambda: {prefix + n: t for n, t in self.stacked().items()},
+            {prefix + n: b for n, b in buffers.items()}, chosen_execution(execution))
         t = [m.cfg.train for m in members]
         self.optimizer = PopulationAdamW(
             [self.flat], decays=[decay], betas=[(x.beta1, x.beta2) for x in t],
@@ -448,11 +538,7 @@ class Population:
         """Step ``step`` of every member (each on its own batch, at its own learning rate)
         through the trainer's :func:`~smallinit.llm.training.train.train_step`; returns the
         members' losses (M,)."""
-        tasks = [m.trainer.task for m in self.members]  # one corpus: the data is shared
-        starts = np.stack([task.starts(step, Dist()) for task in tasks])
-        context = self.cfg.model.context
-        x, y = get_batch(tasks[0].corpus.train, starts.reshape(-1), context, self.device)
-        x, y = (t.reshape(*starts.shape, context) for t in (x, y))
+        x, y = member_batches([m.trainer.task for m in self.members], step)
         self.optimizer.set_rates([lr_at(step, m.cfg) for m in self.members])
         train_step(self.objective, self.optimizer, x, y, lr=None, clip=0, ctx=ctx)
         return self.objective.losses
@@ -510,7 +596,9 @@ class _Claims:
     body hands the run over (``claimed``) and waits for its outcome; a run that is reused
     never reaches a body (``settled``)."""
 
-    def __init__(self, store: RunStore, cfgs: Sequence[RunConfig], force: bool):
+    def __init__(self, store: RunStore, cfgs: Sequence[Any], force: bool,
+                 kind: RunKind = PRETRAINING):
+        self.kind = kind
         self.events: queue.Queue = queue.Queue()
         self.outcomes = [queue.Queue(maxsize=1) for _ in cfgs]
         self.runs: list[Run | None] = [None] * len(cfgs)
@@ -530,7 +618,8 @@ class _Claims:
             return outcome
 
         try:
-            self.runs[i] = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
+            self.runs[i] = store.get_or_run(self.kind.kind, cfg, body,
+                                            version=self.kind.version, force=force)
         except BaseException as err:  # recorded by the store; reported by join()
             self.errors[i] = err
         finally:
@@ -577,7 +666,25 @@ def population_key(cfg: RunConfig, mode: str) -> str | None:
     return shape_key(cfg)
 
 
-def capacity(cfg: RunConfig) -> int | None:
+class Populated:
+    """For a run spec (:class:`smallinit.core.jobs.RunSpec`) whose runs, of the
+    :class:`RunKind` ``population_kind``, can train together: its population key
+    (:func:`population_key`) and how the driver computes a group of them
+    (:func:`train_populations`)."""
+
+    population_kind: RunKind = PRETRAINING
+
+    def population_key(self, mode: str) -> str | None:
+        return population_key(self.config, mode)
+
+    @classmethod
+    def compute_population(cls, specs: list, store: RunStore, force: bool,
+                           execution: str = "eager") -> None:
+        train_populations([s.config for s in specs], runs_dir=store.root, force=force,
+                          kind=cls.population_kind, execution=execution)
+
+
+def capacity(cfg) -> int | None:
     """How many members of ``cfg``'s shape fit its device's memory (None: no limit known):
     the device's bytes over one member's training step and two more copies of its weights
     (the weights its trainer built, and its row of weight-decay rates;
@@ -589,71 +696,79 @@ def capacity(cfg: RunConfig) -> int | None:
     return max(1, int(available // each))
 
 
-def train_populations(cfgs: Sequence[RunConfig], *, runs_dir=None, force: bool = False
-                      ) -> list[Run]:
+def train_populations(cfgs: Sequence[Any], *, runs_dir=None, force: bool = False,
+                      kind: RunKind = PRETRAINING, execution: str | None = None) -> list[Run]:
     """:func:`train_population` of ``cfgs`` (one shape) in as many populations as their
     device's memory needs (:func:`capacity`), one after another."""
     cfgs = list(cfgs)
-    check_population(cfgs)
+    check_population(cfgs, kind.config)
     size = capacity(cfgs[0]) or len(cfgs)
     runs: list[Run] = []
     for i in range(0, len(cfgs), size):
-        runs += train_population(cfgs[i:i + size], runs_dir=runs_dir, force=force)
+        runs += train_population(cfgs[i:i + size], runs_dir=runs_dir, force=force, kind=kind,
+                                 execution=execution)
     return runs
 
 
-def build_members(cfgs: Sequence[RunConfig], runs: Sequence[Any], *,
+def build_members(cfgs: Sequence[Any], runs: Sequence[Any], *,
                   callbacks: list[Callback] | None = None,
-                  dtype: torch.dtype | None = None) -> list[Member]:
+                  dtype: torch.dtype | None = None,
+                  kind: RunKind = PRETRAINING) -> list[Member]:
     """Each config's member as its single run builds it (a :class:`Trainer`: task, model
     with its init, callbacks), writing to ``runs`` (store runs, or
     :class:`~smallinit.llm.training.train.ScratchRun` s); the trainer's own checkpoints are
     left out (the population writes them, :meth:`Population.save`)."""
     members = []
     for i, (cfg, run) in enumerate(zip(cfgs, runs, strict=True)):
-        trainer = Trainer(cfg, Dist(), callbacks=callbacks, dtype=dtype)
+        trainer = Trainer(cfg, Dist(), kind.make_task, callbacks=callbacks, dtype=dtype)
         kept = [c for c in trainer.callbacks() if not isinstance(c, Checkpoints)]
         members.append(Member(i, trainer, run, Recorder(run, kept)))
     return members
 
 
-def train_population(cfgs: Sequence[RunConfig], *, runs_dir=None, force: bool = False,
+def train_population(cfgs: Sequence[Any], *, runs_dir=None, force: bool = False,
                      callbacks: list[Callback] | None = None,
-                     dtype: torch.dtype | None = None) -> list[Run]:
-    """Train (or resume, or reuse) the pretraining runs ``cfgs`` as one population on their
-    shared ``train.device`` (module docstring); returns each config's run, in order, as
-    :func:`smallinit.llm.training.train.train` would have stored it.
+                     dtype: torch.dtype | None = None, kind: RunKind = PRETRAINING,
+                     execution: str | None = None) -> list[Run]:
+    """Train (or resume, or reuse) the runs ``cfgs`` of ``kind`` (default pretraining; the
+    anchor task's is :data:`smallinit.llm.training.anchor.ANCHOR`) as one population on
+    their shared ``train.device`` (module docstring); returns each config's run, in order,
+    as the kind's single path (:func:`smallinit.llm.training.train.train`) would have
+    stored it. ``execution``: how the population's step runs (:func:`chosen_execution`).
 
     Runs already finished (or failed for good) are reused and take no part; ``force``
     recomputes them. ``callbacks``: more callbacks for every member (None: the log sinks the
     environment asks for); ``dtype``: the members' parameter dtype (None: float32; float64
     for the equivalence tests). Members must share a shape (:func:`check_population`)."""
     cfgs = list(cfgs)
-    check_population(cfgs)
+    check_population(cfgs, kind.config)
+    execution = chosen_execution(execution)
     store = RunStore(runs_dir)
     for cfg in cfgs:
-        preflight(cfg, Dist())
-    corpus_mod.check_source(cfgs[0].data)
-    corpus_mod.prepare(cfgs[0].data, cfgs[0].model.vocab_size)
+        preflight(cfg, Dist(), explicit_attention=kind.explicit_attention)
+    check_execution(execution, resolve_device(cfgs[0], Dist()))
+    if kind.prepare is not None:
+        kind.prepare(cfgs[0])
     # a run another process is computing now stays out (a population waiting for it while
     # that process's population waits for one of ours would wait forever); it is asked for
     # alone afterwards, which waits for that writer and reuses its result
     busy = [i for i, cfg in enumerate(cfgs)
-            if RunLock.is_free(store.run(KIND, cfg, version=VERSION).lock_path) is False]
+            if RunLock.is_free(store.run(kind.kind, cfg, version=kind.version).lock_path)
+            is False]
     free = [i for i in range(len(cfgs)) if i not in busy]
     pool = [cfgs[i] for i in free]
-    claims = _Claims(store, pool, force)
+    claims = _Claims(store, pool, force, kind)
     claimed = claims.claimed()
     if claimed:
         order = sorted(claimed)
         try:
             members = build_members([pool[i] for i in order], [claimed[i] for i in order],
-                                    callbacks=callbacks, dtype=dtype)
+                                    callbacks=callbacks, dtype=dtype, kind=kind)
             ident = population_id([claimed[i].key for i in order])
             for member in members:
                 member.run.status_fields["population"] = {
                     "id": ident, "size": len(members), "member": member.index}
-            population = Population(members)
+            population = Population(members, execution)
             population.fit(lambda m, outcome: claims.settle(order[m.index], outcome))
         except BaseException as err:
             for index in order:
@@ -664,5 +779,5 @@ def train_population(cfgs: Sequence[RunConfig], *, runs_dir=None, force: bool = 
     for i, run in zip(free, claims.join(), strict=True):
         runs[i] = run
     for i in busy:
-        runs[i] = train(cfgs[i], runs_dir=store.root, force=force, callbacks=callbacks)
+        runs[i] = kind.alone(cfgs[i], store.root, force, callbacks)
     return runs

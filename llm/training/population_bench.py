@@ -1,7 +1,8 @@
 """Step throughput of a population against the same runs one after another, as JSON.
 
     python -m smallinit.llm.training.population_bench [--members 40] [--sizes 32 128]
-        [--steps 20] [--warmup 5] [--device auto] [--cache DIR] [--tiny]
+        [--steps 20] [--warmup 5] [--device auto] [--executions eager compile cudagraphs]
+    [--cache DIR] [--tiny]
 
 For each d_model of ``--sizes``: ``--members`` pretraining runs of fair's shape (vocabulary
 512, context 64, 2 layers, 4 heads, batch 16; synthetic text, so nothing is downloaded)
@@ -29,9 +30,10 @@ import torch
 
 from smallinit.core.config import load_config
 from smallinit.core.errors import ConfigError, one_line
+from smallinit.core.jobs import POPULATION_EXECS
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.run_config import RunConfig
-from smallinit.llm.training.population import Population, build_members
+from smallinit.llm.training.population import Population, build_members, check_execution
 from smallinit.llm.training.train import Dist, ScratchRun, Trainer, autocast, lr_at, train_step
 
 FAIR = ["model.vocab_size=512", "model.context=64", "model.n_layers=2", "model.n_heads=4",
@@ -57,9 +59,12 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(cfgs: list[RunConfig], *, steps: int, warmup: int) -> dict[str, Any]:
+def measure(cfgs: list[RunConfig], *, steps: int, warmup: int,
+            executions: tuple[str, ...] = ("eager",)) -> dict[str, Any]:
     """Tokens/s of ``cfgs`` trained as single runs one after another, and as one
-    population, over ``steps`` timed steps each (module docstring)."""
+    population, over ``steps`` timed steps each (module docstring); the population once
+    per execution of ``executions`` (:func:`~.population.chosen_execution`; the first is
+    the headline, all are under ``executions``)."""
     corpus_mod.prepare(cfgs[0].data, cfgs[0].model.vocab_size)
     tokens = cfgs[0].train.batch_size * cfgs[0].model.context
     with tempfile.TemporaryDirectory(prefix="smallinit-population-bench-") as tmp:
@@ -78,23 +83,31 @@ def measure(cfgs: list[RunConfig], *, steps: int, warmup: int) -> dict[str, Any]
             singles += time.perf_counter() - t0
             device = trainer.device
             del trainer
-        runs = [ScratchRun(Path(tmp) / str(i)) for i in range(len(cfgs))]
-        population = Population(build_members(cfgs, runs, callbacks=[]))
-        ctx = autocast(cfgs[0], population.device)
-        for step in range(1, warmup + steps + 1):
-            if step == warmup + 1:
-                _sync(device)
-                t0 = time.perf_counter()
-            population.train_step(step, ctx)
-        _sync(device)
-        together = time.perf_counter() - t0
+        n = len(cfgs) * steps * tokens
+        timed: dict[str, dict[str, float]] = {}
+        for execution in executions:
+            check_execution(execution, device)
+            runs = [ScratchRun(Path(tmp) / execution / str(i)) for i in range(len(cfgs))]
+            population = Population(build_members(cfgs, runs, callbacks=[]), execution)
+            ctx = autocast(cfgs[0], population.device)
+            for step in range(1, warmup + steps + 1):
+                if step == warmup + 1:  # the warmup steps hold a compiled step's build
+                    _sync(device)
+                    t0 = time.perf_counter()
+                population.train_step(step, ctx)
+            _sync(device)
+            together = time.perf_counter() - t0
+            timed[execution] = {"population_s": together, "population_tok_per_s": n / together,
+                                "ratio": singles / together}
+            del population
         peak = (torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None)
-    n = len(cfgs) * steps * tokens
+    head = timed[executions[0]]
     return {"d_model": cfgs[0].model.d_model, "members": len(cfgs), "steps": steps,
             "tokens_per_step": tokens, "device": str(device),
-            "singles_s": singles, "population_s": together,
-            "singles_tok_per_s": n / singles, "population_tok_per_s": n / together,
-            "ratio": singles / together, "cuda_peak_bytes": peak}
+            "singles_s": singles, "population_s": head["population_s"],
+            "singles_tok_per_s": n / singles,
+            "population_tok_per_s": head["population_tok_per_s"], "ratio": head["ratio"],
+            "execution": executions[0], "executions": timed, "cuda_peak_bytes": peak}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps before them")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--cache", default=None, help="corpus cache folder")
+    parser.add_argument("--executions", nargs="+", choices=POPULATION_EXECS,
+                        default=["eager"],
+                        help="how the population's step runs, each measured (the first is "
+                             "the headline; cudagraphs needs CUDA)")
     parser.add_argument("--tiny", action="store_true",
                         help="toy sizes (d_model 16, 4 members, 3 steps) for a CPU check")
     args = parser.parse_args(argv)
@@ -125,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         sizes, members, steps = [16], min(members, 4), min(steps, 3)
     try:
         results = [measure(member_configs(d, members, tiny=args.tiny, device=args.device,
-                                          cache=args.cache), steps=steps, warmup=args.warmup)
+                                          cache=args.cache), steps=steps, warmup=args.warmup,
+                           executions=tuple(dict.fromkeys(args.executions)))
                    for d in sizes]
     except ConfigError as err:
         print(f"error: {one_line(err)}", file=sys.stderr)

@@ -273,6 +273,16 @@ class LMTask:
         return get_batch(self.corpus.train, self.starts(step, dist), self.cfg.model.context,
                          self.device)
 
+    @staticmethod
+    def population_batch(tasks: list[LMTask], step: int):
+        """The batches of ``step`` of ``tasks`` (a population's members: one corpus, each
+        its own seed), stacked (M, B, context), gathered from the corpus at once."""
+        starts = np.stack([task.starts(step, Dist()) for task in tasks])
+        first = tasks[0]
+        context = first.cfg.model.context
+        x, y = get_batch(first.corpus.train, starts.reshape(-1), context, first.device)
+        return tuple(t.reshape(*starts.shape, context) for t in (x, y))
+
     def objective(self, model: Transformer) -> torch.nn.Module:
         return model  # Transformer(x, y) is (logits, mean next-token loss)
 
@@ -714,13 +724,15 @@ class TrainSpec(RunSpec):
         return population.population_key(self.config, mode)
 
     @classmethod
-    def compute_population(cls, specs: list[RunSpec], store: RunStore, force: bool) -> None:
+    def compute_population(cls, specs: list[RunSpec], store: RunStore, force: bool,
+                           execution: str = "eager") -> None:
         """The runs of ``specs`` (one shape) as populations
-        (:func:`smallinit.llm.training.population.train_populations`)."""
+        (:func:`smallinit.llm.training.population.train_populations`), their step run as
+        ``execution`` says."""
         from smallinit.llm.training import population  # lazy: population builds on this module
 
         population.train_populations([s.config for s in specs], runs_dir=store.root,
-                                     force=force)
+                                     force=force, execution=execution)
 
     @classmethod
     def prepare(cls, specs: list[RunSpec]) -> None:

@@ -178,6 +178,7 @@ def _cmd_figs(args: argparse.Namespace) -> int:
             workers=args.workers,
             executor=args.executor,
             population=args.population,
+            population_exec=args.population_exec,
         )
     failed = 0
     for number, paths in results.items():
@@ -251,6 +252,13 @@ def register(subparsers) -> None:
                              "that pays (runs on a CUDA device), on also on a CPU, off every "
                              "run alone (default: $SMALLINIT_POPULATION, else auto); with "
                              "--plan: which runs go together")
+    parser.add_argument("--population-exec", choices=("eager", "compile", "cudagraphs"),
+                        default=None,
+                        help="how a population's training step runs: eager (op by op), "
+                             "compile (torch.compile of the members' batched forward and "
+                             "backward) or cudagraphs (compiled and replayed as CUDA graphs; "
+                             "CUDA only). Never part of a run's key (default: "
+                             "$SMALLINIT_POPULATION_EXEC, else eager)")
     add_print_config_option(parser)
     add_executor_options(parser)
     add_run_options(parser)

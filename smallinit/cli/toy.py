@@ -137,12 +137,13 @@ def register(subparsers) -> None:
     )
     add_config_options(p, "the profile's [toy-scan] table",
                        "gammas=0.5,1,1.75 widths=250,500 seeds=3")
-    p.add_argument("--engine", choices=("jax", "grouped"), default="jax",
-                   help="jax (default: compiled JAX loops, one call per width) or grouped "
-                        "(all widths in one ragged batch through the kernels' grouped "
-                        "two-layer step; the natural choice when the kernels' backend is "
-                        "cupy, slower on CPU). Same algorithm, same S_w to rounding; stored "
-                        "as a separate run")
+    p.add_argument("--engine", choices=("auto", "jax", "grouped"), default=None,
+                   help="jax (compiled JAX loops, one call per width) or grouped (all "
+                        "widths in one ragged batch through the kernels' grouped two-layer "
+                        "step; slower on CPU); auto (default, else $SMALLINIT_TOY_ENGINE): "
+                        "grouped when the kernels' backend is cupy (a CUDA device) and the "
+                        "activation is ReLU, else jax. Same algorithm, same S_w to rounding; "
+                        "stored as a separate run")
     p.add_argument("--json", action="store_true",
                    help="print the per-point records as JSON instead of the table")
 

@@ -75,6 +75,10 @@ log = logging.getLogger(__name__)
 EXECUTORS = ("local", "ray")
 POPULATIONS = ("auto", "on", "off")
 POPULATION_ENV = "SMALLINIT_POPULATION"  # default population mode (else auto)
+#: how a population's training step runs: op by op, ``torch.compile``d, or compiled and
+#: replayed as CUDA graphs (CUDA only); no part of a run's config or key
+POPULATION_EXECS = ("eager", "compile", "cudagraphs")
+POPULATION_EXEC_ENV = "SMALLINIT_POPULATION_EXEC"  # default population execution (else eager)
 WORKERS_ENV = "SMALLINIT_WORKERS"  # default worker count (else cores // threads per run)
 EXECUTOR_ENV = "SMALLINIT_EXECUTOR"  # default executor (else local)
 RAY_RETRIES_ENV = "SMALLINIT_RAY_RETRIES"  # Ray retries per run (default RAY_RETRIES)
@@ -117,9 +121,11 @@ class RunSpec:
         return None
 
     @classmethod
-    def compute_population(cls, specs: list[RunSpec], store: RunStore, force: bool) -> None:
+    def compute_population(cls, specs: list[RunSpec], store: RunStore, force: bool,
+                           execution: str = "eager") -> None:
         """Compute (or resume, or reuse) ``specs``, of this type and one population key,
-        together; by default one after another."""
+        together; by default one after another. ``execution``: how the population's step
+        runs (:data:`POPULATION_EXECS`)."""
         for spec in specs:
             spec.compute(store, force)
 
@@ -180,17 +186,20 @@ _FORCED: set[tuple[str, str, str]] = set()  # (store root, kind, key) forced in 
 def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: bool = False,
               workers: int | None = None, executor: str | None = None,
               desc: str = "runs", weigh: Callable[[Any], float | None] | None = None,
-              population: str | None = None) -> Results:
+              population: str | None = None, population_exec: str | None = None) -> Results:
     """Compute every spec not finished yet (module docstring) and return all of them.
     ``workers``: local processes at a time (None: ``$SMALLINIT_WORKERS``, else every core,
     :func:`default_workers`); ``executor``: ``local`` or ``ray`` (None:
     ``$SMALLINIT_EXECUTOR``, else ``local``); ``weigh(config)``: a run's cost for the ETA
     (e.g. :func:`smallinit.llm.training.cost.training_flops_of`; None: no cost, runs timed
     by their kind); ``population``: ``auto``, ``on`` or ``off`` (module docstring; None:
-    ``$SMALLINIT_POPULATION``, else ``auto``)."""
+    ``$SMALLINIT_POPULATION``, else ``auto``); ``population_exec``: how a population's step
+    runs, ``eager``, ``compile`` or ``cudagraphs`` (None: ``$SMALLINIT_POPULATION_EXEC``,
+    else ``eager``; never part of a run's key)."""
     workers = chosen_workers(workers)
     executor = chosen_executor(executor)
     mode = chosen_population(population)
+    execution = chosen_population_exec(population_exec)
     store = store or RunStore()
     root = str(store.root)
     unique: dict[tuple[str, str], RunSpec] = {}
@@ -215,7 +224,7 @@ def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: boo
                                 for group, count in groups])
             for group in together:
                 _run_population(group, store, group[0].ident in to_force, bar,
-                                [position[id(s)] for s in group])
+                                [position[id(s)] for s in group], execution)
             if executor == "ray" and todo:
                 _run_on_ray(todo, store, to_force, bar, [position[id(s)] for s in todo])
             elif todo:
@@ -329,6 +338,12 @@ def chosen_population(mode: str | None) -> str:
     return _chosen(mode, "population", POPULATION_ENV, "auto", POPULATIONS, ", ")
 
 
+def chosen_population_exec(execution: str | None) -> str:
+    """``execution`` checked; None becomes ``$SMALLINIT_POPULATION_EXEC``, else ``eager``."""
+    return _chosen(execution, "population execution", POPULATION_EXEC_ENV, "eager",
+                   POPULATION_EXECS, ", ")
+
+
 def populations(todo: list[RunSpec], mode: str, to_force: set = frozenset()
                 ) -> tuple[list[list[RunSpec]], list[RunSpec]]:
     """The specs of ``todo`` that train together: groups of two or more of one type,
@@ -347,13 +362,13 @@ def populations(todo: list[RunSpec], mode: str, to_force: set = frozenset()
 
 
 def _run_population(group: list[RunSpec], store: RunStore, force: bool, bar: RunProgress,
-                    ids: list[int]) -> None:
+                    ids: list[int], execution: str = "eager") -> None:
     """Compute one population in this process; an error fails its runs (recorded by the
     store), not the sweep, as a worker's would."""
     for i in ids:
         bar.start(i)
     try:
-        type(group[0]).compute_population(group, store, force)
+        type(group[0]).compute_population(group, store, force, execution=execution)
     except ConfigError:
         raise
     except Exception as err:

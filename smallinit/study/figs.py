@@ -90,7 +90,8 @@ def outputs(run: Run) -> dict[str, Any]:
 
 def compute(experiments: list[Experiment], profile: str, store: RunStore, *,
             force: bool = False, workers: int | None = None,
-            executor: str | None = None, population: str | None = None) -> dict[str, Results]:
+            executor: str | None = None, population: str | None = None,
+            population_exec: str | None = None) -> dict[str, Results]:
     """The runs of ``experiments`` at ``profile``, computed once: first, in one call of the
     job driver so that independent runs of different figures run side by side, the runs
     every experiment needs (an experiment's inner runs when it has some, e.g. compare's
@@ -98,13 +99,15 @@ def compute(experiments: list[Experiment], profile: str, store: RunStore, *,
     those done. An experiment with no runs of its own at ``profile`` (an arm the profile
     cuts) computes nothing, not even its inner runs. ``workers``: given, else the smallest
     pin among the experiments (a profile that pins one worker keeps it), else every core;
-    ``population``: the job driver's population mode (:func:`smallinit.core.jobs.run_specs`)."""
+    ``population``, ``population_exec``: the job driver's population mode and how a
+    population's step runs (:func:`smallinit.core.jobs.run_specs`)."""
     own = {e.name: e.specs(profile) for e in experiments}
     live = [e for e in experiments if own[e.name]]  # an experiment the profile cuts needs nothing
     inner = {e.name: e.inner(profile) for e in live}
     pins = [p for p in (e.workers(profile) for e in live) if p is not None]
     options = {"force": force, "workers": workers or min(pins, default=None),
-               "executor": executor, "weigh": training_flops_of, "population": population}
+               "executor": executor, "weigh": training_flops_of, "population": population,
+               "population_exec": population_exec}
     first = [s for e in live for s in (inner[e.name] or own[e.name])]
     run_specs(first, store, desc="runs of the figures", **options)
     out = {e.name: Results([], []) for e in experiments}
@@ -181,6 +184,7 @@ def make_figures(
     workers: int | None = None,
     executor: str | None = None,
     population: str | None = None,
+    population_exec: str | None = None,
 ) -> dict[int, list[Path] | FigureFailed | None]:
     """Render the chosen figures; value ``None`` marks a figure not yet available, ``[]`` one
     whose experiments have no runs at ``profile`` (arms a profile cuts), a
@@ -189,7 +193,7 @@ def make_figures(
     runs of all chosen figures are computed first, side by side
     (:func:`compute`: ``workers`` local processes, default every core, or on a Ray cluster
     with ``executor="ray"``; ``population``: whether runs of one shape train together,
-    :func:`smallinit.core.jobs.run_specs`); then each figure draws, and the report page is written
+    ``population_exec``: how their step runs, :func:`smallinit.core.jobs.run_specs`); then each figure draws, and the report page is written
     (:func:`write_report`)."""
     check_choice("profile", profile, (*profiles.names(), *profiles.derived()))
     for n in only or []:
@@ -200,7 +204,7 @@ def make_figures(
     chosen = [n for n in sorted(only or FIGURES) if n in available]
     needed = list({e.name: e for n in chosen for e in of_figure(n)}.values())
     runs = compute(needed, profile, store, force=force, workers=workers, executor=executor,
-                   population=population)
+                   population=population, population_exec=population_exec)
     results: dict[int, list[Path] | FigureFailed | None] = {}
     for number in sorted(only or FIGURES):
         if number not in available:
