@@ -279,3 +279,20 @@ def test_init_table_command_warns_of_an_unused_override_in_one_line(capsys):
         "smallinit: warning: init 'gamma:0.5,attn_gate=1': override attn_gate=1 acts on no "
         "matrix of LlamaForCausalLM, which has no attn_gate matrix (its parts: embedding, qk, "
         "vo, mlp, mlp_out, head); it is not applied: the scheme applied is 'gamma:0.5'"]
+
+
+def test_grouped_layout_is_checked_against_the_roles_and_the_config():
+    """A grouped layout is q | k | v only, and its sizes come from the config: a config
+    whose sizes do not add up to the parameter's rows is refused, naming them."""
+    from smallinit.llm.model.families import make_family
+
+    with pytest.raises(ValueError, match=r"the grouped layout of 'qkv' needs the roles attn\.q, "
+                                         r"attn\.k, attn\.v in this order, not attn\.k, "
+                                         r"attn\.q, attn\.v"):
+        make_family("bad", lambda m: False, matrices={"qkv": ("attn.k", "attn.q", "attn.v")},
+                    layouts={"qkv": "grouped"})
+    model = phi3()
+    model.config.num_key_value_heads = 1  # the weights hold 2 key/value heads
+    with pytest.raises(ValueError, match=r"qkv_proj\.weight \(256, 128\): 256 outputs are not "
+                                         r"q \| k \| v of 128 \+ 32 \+ 32 rows"):
+        matrix_table(model)
