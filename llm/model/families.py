@@ -482,7 +482,8 @@ def template(model: nn.Module, name: str | None = None) -> str:
                          "or bias")
     lines.append("})")
     lines.append(f"# roles: {', '.join(ROLES)}; a fused parameter maps to a tuple of roles, "
-                 "split as blocks (equal, contiguous) unless layouts={pattern: 'per_head'}")
+                 "split as blocks (equal, contiguous) unless layouts={pattern: 'per_head'} "
+                 "or, for q | k | v of grouped-query sizes, 'grouped'")
     return "\n".join(lines)
 
 

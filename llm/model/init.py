@@ -334,11 +334,10 @@ def truncated_std_factor(k: float | None) -> float:
 def init_table(model: nn.Module, scheme: InitScheme | str) -> list[dict[str, Any]]:
     """One row per matrix: name, part, shape, d_in, d_out, layer, whether it writes into the
     residual stream, the layout a fused parameter was split by (``blocks``, ``per_head``,
-    ``grouped``; empty for a whole parameter), σ and γ_eff. A ``head=`` override on a tied
-    head is refused as :func:`apply_init` refuses it (:func:`check_head`)."""
+    ``grouped``; empty for a whole parameter), σ and γ_eff: a description, which refuses
+    nothing that :func:`apply_init` would (``smallinit llm init-table`` does)."""
     scheme = as_scheme(scheme)
     specs = matrix_table(model)
-    check_head(unwrap(model), specs, scheme)  # refused as apply_init refuses it
     n_layers = _n_layers(unwrap(model), specs)
     rows = []
     for spec in specs:

@@ -138,6 +138,7 @@ def cmd_init_table(args: argparse.Namespace) -> int:
     from smallinit.llm.model.init import (
         applied_scheme,
         as_scheme,
+        check_head,
         init_table,
         matrix_table,
     )
@@ -145,8 +146,10 @@ def cmd_init_table(args: argparse.Namespace) -> int:
 
     scheme = cfg.init
     model = build_for_table(cfg.model, args.model)
+    specs = matrix_table(model)
+    check_head(model, specs, as_scheme(scheme))  # refused, and warned of, as apply_init does
+    applied_scheme(model, specs, as_scheme(scheme))
     rows = init_table(model, scheme)
-    applied_scheme(model, matrix_table(model), as_scheme(scheme))  # warns of unused overrides
     if args.json or args.format == "json":
         print_json(rows)
         return 0

@@ -338,8 +338,8 @@ def register(subparsers) -> None:
     p.add_argument("--gamma", type=exact_number, default=None, metavar="G",
                    help="the γ rule σ = d_in^-γ")
     p.add_argument("--override", type=part_gamma, action="append", metavar="PART=G",
-                   help="per-part γ (embedding, qk, vo, attn_gate, mlp, mlp_out, head); "
-                        "repeatable")
+                   help="per-part γ (embedding, qk, vo, attn_gate, mlp, mlp_out, head; q or "
+                        "k alone, qk being both); repeatable")
     p.add_argument("--depth-scaling", action="store_true",
                    help="residual-output projections / √(2·n_layers)")
     p.add_argument("--scheme", default=None, metavar="NAME",

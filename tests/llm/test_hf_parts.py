@@ -237,14 +237,20 @@ def test_overrides_that_apply_warn_of_nothing():
     assert recorded_scheme(gated) == "gamma:0.5,q=1,attn_gate=2,head=1"
 
 
-def test_a_tied_head_override_is_refused_by_init_table_too():
+def test_a_tied_head_override_is_refused_by_the_init_table_command_too(capsys):
     """The contradictory request (one matrix, two σ asked of it) is an error wherever the
-    scheme meets the model: apply_init (tests/llm/test_bad_input_llm.py) and init_table."""
-    tied = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        **{**llama().config.to_dict(), "tie_word_embeddings": True}))
-    with pytest.raises(ValueError, match=r"^init 'gamma:0\.5,head=2' sets the head's γ "
-                                         r"\(head=2\), but the LM head .* is tied"):
-        init_table(tied, "gamma:0.5,head=2")
+    scheme is applied or previewed: apply_init (tests/llm/test_bad_input_llm.py) and
+    ``llm init-table``, in one line."""
+    from smallinit.cli import main
+
+    assert main(["llm", "init-table", "--model", "llama", "--init", "gamma:0.5,head=2",
+                 "model.tie_embeddings=true", "model.n_layers=1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("smallinit: error: init 'gamma:0.5,head=2' sets the head's "
+                                   "γ (head=2), but the LM head of LlamaForCausalLM "
+                                   "(lm_head.weight) is tied to the embedding ")
+    assert len(captured.err.splitlines()) == 1
 
 
 def test_a_parameter_without_elements_is_refused_in_one_line():
@@ -273,3 +279,20 @@ def test_init_table_command_warns_of_an_unused_override_in_one_line(capsys):
         "smallinit: warning: init 'gamma:0.5,attn_gate=1': override attn_gate=1 acts on no "
         "matrix of LlamaForCausalLM, which has no attn_gate matrix (its parts: embedding, qk, "
         "vo, mlp, mlp_out, head); it is not applied: the scheme applied is 'gamma:0.5'"]
+
+
+def test_grouped_layout_is_checked_against_the_roles_and_the_config():
+    """A grouped layout is q | k | v only, and its sizes come from the config: a config
+    whose sizes do not add up to the parameter's rows is refused, naming them."""
+    from smallinit.llm.model.families import make_family
+
+    with pytest.raises(ValueError, match=r"the grouped layout of 'qkv' needs the roles attn\.q, "
+                                         r"attn\.k, attn\.v in this order, not attn\.k, "
+                                         r"attn\.q, attn\.v"):
+        make_family("bad", lambda m: False, matrices={"qkv": ("attn.k", "attn.q", "attn.v")},
+                    layouts={"qkv": "grouped"})
+    model = phi3()
+    model.config.num_key_value_heads = 1  # the weights hold 2 key/value heads
+    with pytest.raises(ValueError, match=r"qkv_proj\.weight \(256, 128\): 256 outputs are not "
+                                         r"q \| k \| v of 128 \+ 32 \+ 32 rows"):
+        matrix_table(model)
