@@ -159,12 +159,17 @@ def shape_key(cfg) -> str:
 
 def check_population(cfgs: Sequence[Any], config: type = RunConfig) -> None:
     """Refuse (:class:`ConfigError`) an empty population, a config that is not a
-    ``config`` (the kind's class), two equal members, or members of different shapes
-    (naming the field)."""
+    ``config`` (the kind's class), two equal members, members of different shapes (naming
+    the field), or members with ``train.loss_chunk`` (the chunked loss is the single run's)."""
     if not cfgs:
         raise ConfigError("a population needs at least one member config; got none")
     for cfg in cfgs:
         check_instance(cfg, config, "train_population")
+    chunked = [c.train.loss_chunk for c in cfgs if getattr(c.train, "loss_chunk", 0)]
+    if chunked:
+        raise ConfigError(f"train.loss_chunk={chunked[0]} is not allowed in a population, "
+                          "which computes its loss whole; train these runs alone or with "
+                          "train.loss_chunk=0")
     first = shape_of(cfgs[0])
     for i, cfg in enumerate(cfgs[1:], 1):
         for name, value in shape_of(cfg).items():
@@ -654,8 +659,9 @@ class _Claims:
 def population_key(cfg: RunConfig, mode: str) -> str | None:
     """The job driver's population key of the run ``cfg`` (:meth:`RunSpec.population_key`):
     its :func:`shape_key` where a population pays (``mode`` ``auto``: the run trains on a
-    CUDA device; on the CPU a population is not faster) or may run (``on``); else None."""
-    if mode == "off":
+    CUDA device; on the CPU a population is not faster) or may run (``on``); else None,
+    and None for a run with ``train.loss_chunk`` (a population computes its loss whole)."""
+    if mode == "off" or cfg.train.loss_chunk:
         return None
     if mode == "auto":
         try:

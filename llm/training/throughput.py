@@ -165,7 +165,7 @@ FAMILIES = (
     ("attention", ("flash", "fmha", "attention", "sdpa", "efficient_attention")),
     ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "matmul", "addmm", "aten::mm", "aten::bmm",
                 "cublas")),
-    ("loss", ("cross_entropy", "log_softmax", "nll_loss", "softmax")),
+    ("loss", ("cross_entropy", "log_softmax", "nll_loss", "softmax", "logsumexp")),
     ("optimizer", ("adam", "multi_tensor", "foreach")),
     ("norm", ("norm", "rsqrt")),
 )

@@ -3,7 +3,8 @@
 The plan (:func:`smallinit.study.experiments.plan_totals`) states its hours at the MFU of
 the newest GPU check committed under ``bench-results/gpu/<date>/gpu_check.json`` (a check
 run on a GPU, not ``--dry``), next to the assumed :data:`smallinit.llm.training.cost.MFU`.
-The MFU is read, in this order of preference:
+The MFU is read, in this order of preference (the newest check with the first, else the
+newest with the second):
 
 * ``full_run`` — the full profile's own first run on the GPU: its last logged tokens/s ·
   training FLOPs per token of that run's model
@@ -56,17 +57,19 @@ def from_check(check: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def newest(root: Path = CHECKS) -> dict[str, Any] | None:
-    """The MFU of the newest check under ``root`` that measured one, with ``source``: its
+    """The MFU of the newest check under ``root`` that ran the full profile's first run,
+    else of the newest that measured one at all (module docstring), with ``source``: its
     file, relative to the repository where it lies inside it; None where none did."""
+    found = []
     for path in sorted(Path(root).glob("*/gpu_check.json"), reverse=True):
-        found = from_check(json.loads(path.read_text()))
-        if found is not None:
+        one = from_check(json.loads(path.read_text()))
+        if one is not None:
             try:
                 source = path.resolve().relative_to(CHECKS.parents[1])
             except ValueError:
                 source = path
-            return {**found, "source": str(source)}
-    return None
+            found.append({**one, "source": str(source)})
+    return next((f for f in found if f["part"] == "full_run"), found[0] if found else None)
 
 
 def hours(flops: float, measured: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -148,3 +148,14 @@ def test_the_trainer_takes_the_chunk_from_the_config(monkeypatch, tmp_path):
     assert set(seen) == {0, 7}
     assert runs[7] == pytest.approx(runs[0], rel=1e-5)
     assert TrainConfig().loss_chunk == 0  # the plain path unless asked
+
+
+def test_a_run_with_the_chunked_loss_trains_alone_never_in_a_population():
+    from smallinit.core.config import override
+    from smallinit.llm.training import population
+
+    cfg = override(RunConfig(), {"train.loss_chunk": 512})
+    assert population.population_key(cfg, "on") is None
+    assert population.population_key(RunConfig(), "on") is not None
+    with pytest.raises(ConfigError, match=r"train.loss_chunk=512 is not allowed in a population"):
+        population.check_population([cfg, override(cfg, {"seed": 1})])

@@ -341,7 +341,7 @@ def test_step_breakdown_shares_add_up_and_name_the_kernel_families():
     assert {n: tp.sdpa_backend(n) for n in ops} == ops
     names = {"sm90_xmma_gemm_bf16bf16_bf16f32": "matmul", "nvjet_tst_128x256_64x4": "matmul",
              "pytorch_flash::flash_bwd_dq_dk_dv_loop_kernel": "attention",
-             "cunn_SoftMaxForward<4, float>": "loss",
+             "cunn_SoftMaxForward<4, float>": "loss", "aten::logsumexp": "loss",
              "multi_tensor_apply_kernel<FusedAdamMathFunctor>": "optimizer",
              "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0": "norm",
              "elementwise_kernel<128, 2>": "other"}

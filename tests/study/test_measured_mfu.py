@@ -43,12 +43,17 @@ def test_the_compiled_model_stands_in_when_the_full_run_is_another_key_or_absent
 
 
 def test_the_newest_check_that_measured_decides_and_is_named(tmp_path):
+    """The newest non-dry check decides; one that ran the full profile's own first run
+    decides before any that did not."""
     write(tmp_path, "2026-12-04", check(compiled=0.30))
     write(tmp_path, "2026-12-06", check(compiled=0.45, dry=True))  # newest, but dry
     write(tmp_path, "2026-12-05", check(compiled=0.40))
     got = measured_mfu.newest(tmp_path)
     assert got["mfu"] == 0.40 and got["source"].endswith("2026-12-05/gpu_check.json")
     assert measured_mfu.newest(tmp_path / "none") is None
+    write(tmp_path, "2026-12-03", check(rate=2e6, compiled=0.2))  # older, but the full run
+    full = measured_mfu.newest(tmp_path)
+    assert full["part"] == "full_run" and full["source"].endswith("2026-12-03/gpu_check.json")
     hours = measured_mfu.hours(3.6e18, got)
     assert hours["h200_hours"] == pytest.approx(3.6e18 / (0.40 * 989e12) / 3600)
 
