@@ -15,6 +15,7 @@ from smallinit.cli.util import (
     print_config,
     print_json,
 )
+from smallinit.core.errors import ConfigError
 
 DESCRIPTION_ONE = """\
 Train the transformer on the anchor-function composite task (Zhang et al., NeurIPS 2024,
@@ -78,6 +79,9 @@ def cmd_anchor_scan(args: argparse.Namespace) -> int:
     base, scan = _load(args)
     if print_config(args, base, scan=scan):
         return 0
+    if not scan.seeds:
+        raise ConfigError("scan.seeds=[] names no seed; the scan needs at least one (an "
+                          "empty list only cuts the anchor task from a profile's figures)")
     results = run_specs(cell_specs(base, scan), RunStore(args.runs_dir), force=args.force,
                         workers=args.workers, executor=args.executor, desc="anchor scan",
                         weigh=training_flops_of)
