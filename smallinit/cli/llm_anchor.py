@@ -16,6 +16,7 @@ from smallinit.cli.util import (
     print_config,
     print_json,
 )
+from smallinit.core.errors import ConfigError
 
 DESCRIPTION_ONE = """\
 Train the transformer on the anchor-function composite task (Zhang et al., NeurIPS 2024,
@@ -84,6 +85,9 @@ def cmd_anchor_scan(args: argparse.Namespace) -> int:
     base, scan = _load(args)
     if print_config(args, base, scan=scan):
         return 0
+    if not scan.seeds:
+        raise ConfigError("scan.seeds=[] names no seed; the scan needs at least one (an "
+                          "empty list only cuts the anchor task from a profile's figures)")
     cells = cell_specs(base, scan)
     with sink_environment(args.tensorboard, args.wandb,
                           lambda: spec_names(cells, prefix="anchor-scan")):

@@ -217,7 +217,11 @@ def part_checks(profile: str, figures: list[int] | None = None) -> list[Check]:
     from, or a step does not fit the H200's memory."""
     charged: dict[int, dict[tuple[str, str], RunSpec]] = {}
     seen: set[tuple[str, str]] = set()
-    for number, _, spec, _ in registry.planned(profile, figures):
+    try:
+        planned = registry.planned(profile, figures)
+    except Exception as err:  # the runs' own listing check names the experiment
+        return [Check("part", "parts", False, _failure(err))]
+    for number, _, spec, _ in planned:
         if spec.ident in seen or not meant_for_gpu(spec.config):
             continue
         seen.add(spec.ident)
@@ -239,9 +243,10 @@ def part_checks(profile: str, figures: list[int] | None = None) -> list[Check]:
         calls = max(1, math.ceil(sum(minutes) / limit))
         resume = (f", checkpoints every {train.checkpoint_every:,} steps"
                   if train.checkpoint_every else ", no checkpoints")
-        detail = (f"fig {number} (`figs --only {number}`): {len(costs)} GPU runs, "
+        detail = (f"`figs --only {number}`, {len(costs)} GPU runs: "
                   f"{sum(minutes):.1f} H200-min at {cost.SMALL_MODEL_MFU:.0%} MFU from their "
-                  f"FLOPs (a lower bound: launch-bound models, unmeasured), {calls} call(s) "
+                  f"FLOPs (a lower bound for small models, whose steps kernel launches bound), "
+                  f"{calls} call(s) "
                   f"of {limit:g} min; longest run {train.steps:,} steps, "
                   f"{c_long.h200_hours_small_mfu * 60:.2f} min{resume}; largest step "
                   f"{human(step)} of {human(memory)}")

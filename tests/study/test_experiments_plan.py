@@ -179,3 +179,10 @@ def test_an_anchor_budget_scales_steps_warmup_and_evaluation_not_the_batch():
     assert anchor_scan.cell_specs(base, none) + anchor_scan.mechanism_specs(base, none) == []
     with pytest.raises(ConfigError, match="scan.budgets"):
         anchor_scan.load("fair", ["scan.budgets=[0]"])
+
+
+def test_the_anchor_scan_command_refuses_a_scan_of_no_seeds(tmp_path, capsys):
+    from smallinit.cli import main
+
+    assert main(["llm", "anchor-scan", "scan.seeds=[]", "--runs-dir", str(tmp_path)]) == 2
+    assert "scan.seeds=[]" in capsys.readouterr().err and not any(tmp_path.iterdir())
