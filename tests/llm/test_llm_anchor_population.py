@@ -6,6 +6,10 @@ the CPU, by default, one at a time)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -205,3 +209,46 @@ def test_on_cuda_auto_groups_anchor_runs_and_the_plan_shows_them(monkeypatch):
             groups.setdefault(r["population"], set()).add(r["key"])
     assert groups and all(len(keys) >= 2 for keys in groups.values())
     assert all(name.startswith("AnchorSpec:") for name in groups)
+
+
+ANCHOR_KILLER = textwrap.dedent("""
+    import os, sys
+    from smallinit.core.config import load_config
+    from smallinit.llm.training import population as P
+    from smallinit.llm.training.anchor import ANCHOR, AnchorConfig
+    original = P.save_checkpoint
+    def save_then_die(run, step, model, optimizer):
+        path = original(run, step, model, optimizer)
+        if step == int(sys.argv[2]):
+            os._exit(9)  # a hard kill after the first member's checkpoint of that step
+        return path
+    P.save_checkpoint = save_then_die
+    args = sys.argv[3:]
+    cut = args.index("--")
+    cfgs = [load_config(AnchorConfig, None, args[:cut]),
+            load_config(AnchorConfig, None, args[cut + 1:])]
+    P.train_population(cfgs, runs_dir=sys.argv[1], callbacks=[], kind=ANCHOR)
+""")
+
+
+def test_killed_anchor_population_resumes_to_the_same_bytes(tmp_path):
+    extra = ["train.steps=12", "train.checkpoint_every=4", "train.log_every=2"]
+    other = ["seed=1", "train.lr=3e-3"]
+    cfgs = [toy(*extra), toy(*extra, *other)]
+    straight = train_population(cfgs, runs_dir=tmp_path / "straight", callbacks=[],
+                                kind=ANCHOR)
+    killed = subprocess.run([sys.executable, "-c", ANCHOR_KILLER, str(tmp_path / "killed"),
+                             "8", *TOY, *extra, "--", *TOY, *extra, *other],
+                            capture_output=True, text=True, timeout=300)
+    assert killed.returncode == 9, killed.stderr
+    half = [RunStore(tmp_path / "killed").run(KIND, c, version=VERSION) for c in cfgs]
+    assert [h.state for h in half] == ["stale", "stale"]
+    # member 0 holds step 8, member 1 only step 4: the population goes back to 4
+    assert sorted(p.name for p in (half[1].path / "checkpoints").glob("*.pt"))[-1] == \
+        "step-00000004.pt"
+    resumed = train_population(cfgs, runs_dir=tmp_path / "killed", callbacks=[], kind=ANCHOR)
+    for a, b in zip(resumed, straight, strict=True):
+        assert a.state == "done" and a.key == b.key
+        for name in ("model.safetensors", "arrays.npz"):
+            assert (a.path / name).read_bytes() == (b.path / name).read_bytes(), name
+        assert a.metrics() == b.metrics()  # no timing field: the anchor logs no tokens/s
