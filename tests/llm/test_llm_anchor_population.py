@@ -6,13 +6,10 @@ the CPU, by default, one at a time)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_llm_population import kill_population
 
 from smallinit.core.config import load_config
 from smallinit.core.jobs import run_specs
@@ -211,38 +208,14 @@ def test_on_cuda_auto_groups_anchor_runs_and_the_plan_shows_them(monkeypatch):
     assert all(name.startswith("AnchorSpec:") for name in groups)
 
 
-ANCHOR_KILLER = textwrap.dedent("""
-    import os, sys
-    from smallinit.core.config import load_config
-    from smallinit.llm.training import population as P
-    from smallinit.llm.training.anchor import ANCHOR, AnchorConfig
-    original = P.save_checkpoint
-    def save_then_die(run, step, model, optimizer):
-        path = original(run, step, model, optimizer)
-        if step == int(sys.argv[2]):
-            os._exit(9)  # a hard kill after the first member's checkpoint of that step
-        return path
-    P.save_checkpoint = save_then_die
-    args = sys.argv[3:]
-    cut = args.index("--")
-    cfgs = [load_config(AnchorConfig, None, args[:cut]),
-            load_config(AnchorConfig, None, args[cut + 1:])]
-    P.train_population(cfgs, runs_dir=sys.argv[1], callbacks=[], kind=ANCHOR)
-""")
-
-
 def test_killed_anchor_population_resumes_to_the_same_bytes(tmp_path):
     extra = ["train.steps=12", "train.checkpoint_every=4", "train.log_every=2"]
     other = ["seed=1", "train.lr=3e-3"]
     cfgs = [toy(*extra), toy(*extra, *other)]
     straight = train_population(cfgs, runs_dir=tmp_path / "straight", callbacks=[],
                                 kind=ANCHOR)
-    killed = subprocess.run([sys.executable, "-c", ANCHOR_KILLER, str(tmp_path / "killed"),
-                             "8", *TOY, *extra, "--", *TOY, *extra, *other],
-                            capture_output=True, text=True, timeout=300)
-    assert killed.returncode == 9, killed.stderr
-    half = [RunStore(tmp_path / "killed").run(KIND, c, version=VERSION) for c in cfgs]
-    assert [h.state for h in half] == ["stale", "stale"]
+    half = kill_population(tmp_path / "killed", 8, ANCHOR, [*TOY, *extra],
+                           [*TOY, *extra, *other], cfgs)
     # member 0 holds step 8, member 1 only step 4: the population goes back to 4
     assert sorted(p.name for p in (half[1].path / "checkpoints").glob("*.pt"))[-1] == \
         "step-00000004.pt"
