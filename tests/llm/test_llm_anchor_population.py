@@ -225,3 +225,20 @@ def test_killed_anchor_population_resumes_to_the_same_bytes(tmp_path):
         for name in ("model.safetensors", "arrays.npz"):
             assert (a.path / name).read_bytes() == (b.path / name).read_bytes(), name
         assert a.metrics() == b.metrics()  # no timing field: the anchor logs no tokens/s
+
+
+def test_float64_members_of_the_authors_recipe_equal_their_single_runs(tmp_path):
+    """fair's anchor runs use recipe zhang2024 (post-norm LayerNorm with biases, one head
+    of width d/2, a biased head, decay on every parameter, clipping at 1): its members
+    equal their single runs as well."""
+    cfgs = [toy("recipe=zhang2024"), toy("recipe=zhang2024", "seed=1", "init=gamma:0.8",
+                                         "train.lr=3e-3", "model.norm_eps=1e-3")]
+    assert cfgs[0].model.norm == "layernorm" and cfgs[0].model.norm_position == "post"
+    members = train_population(cfgs, runs_dir=tmp_path / "population", dtype=torch.float64,
+                               callbacks=[], kind=ANCHOR)
+    singles = [single(cfg, tmp_path / "single") for cfg in cfgs]
+    for member, alone in zip(members, singles, strict=True):
+        assert member.key == alone.key
+        assert difference(member, alone) < F64
+        assert series_difference(member, alone, ["loss"]) < LOSS
+    assert difference(singles[1], singles[0]) > 1e-4
