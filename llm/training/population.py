@@ -45,9 +45,9 @@ batched kernel), under the run's autocast (bf16 with ``precision=auto``); the po
 step runs as :func:`chosen_execution` says: eager (the default), through ``torch.compile``,
 or compiled and replayed as CUDA graphs (``train.compile`` itself compiles nothing here).
 On the CPU, attention has no vmap rule (PyTorch loops over members there) and a population
-is not faster than its runs one after another; it exists there for the equivalence tests. In float64 a member equals
-its single run to ~1e-10; in float32 to batched-GEMM reduction order
-(tests/llm/test_llm_population.py, tests/llm/test_llm_anchor_population.py).
+is not faster than its runs one after another; it exists there for the equivalence tests.
+In float64 a member equals its single run to ~1e-10; in float32 to batched-GEMM reduction
+order (tests/llm/test_llm_population.py, tests/llm/test_llm_anchor_population.py).
 """
 
 from __future__ import annotations
@@ -240,8 +240,8 @@ class PopulationObjective:
     :attr:`losses`. ``base``: the objective whose code runs (the model, or the task's loss
     around it; its own weights unused); ``params()``: the stacked parameters (M, …) by
     name (views of the population's one tensor, taken anew each step so that autograd sees
-    them), ``buffers``: likewise. ``execution`` (:func:`chosen_execution`): the batched forward
-    as it is, or through ``torch.compile``."""
+    them), ``buffers``: likewise. ``execution`` (:func:`chosen_execution`): the batched
+    forward as it is, or through ``torch.compile``."""
 
     def __init__(self, base: nn.Module, params: Callable[[], dict[str, torch.Tensor]],
                  buffers: dict[str, torch.Tensor], execution: str = "eager"):

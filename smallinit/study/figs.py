@@ -193,8 +193,8 @@ def make_figures(
     runs of all chosen figures are computed first, side by side
     (:func:`compute`: ``workers`` local processes, default every core, or on a Ray cluster
     with ``executor="ray"``; ``population``: whether runs of one shape train together,
-    ``population_exec``: how their step runs, :func:`smallinit.core.jobs.run_specs`); then each figure draws, and the report page is written
-    (:func:`write_report`)."""
+    ``population_exec``: how their step runs, :func:`smallinit.core.jobs.run_specs`); then
+    each figure draws, and the report page is written (:func:`write_report`)."""
     check_choice("profile", profile, (*profiles.names(), *profiles.derived()))
     for n in only or []:
         check_choice("figure number", n, FIGURES)

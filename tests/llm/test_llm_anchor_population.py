@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_llm_population import kill_population
 
 from smallinit.core.config import load_config
 from smallinit.core.jobs import run_specs
@@ -205,3 +206,39 @@ def test_on_cuda_auto_groups_anchor_runs_and_the_plan_shows_them(monkeypatch):
             groups.setdefault(r["population"], set()).add(r["key"])
     assert groups and all(len(keys) >= 2 for keys in groups.values())
     assert all(name.startswith("AnchorSpec:") for name in groups)
+
+
+def test_killed_anchor_population_resumes_to_the_same_bytes(tmp_path):
+    extra = ["train.steps=12", "train.checkpoint_every=4", "train.log_every=2"]
+    other = ["seed=1", "train.lr=3e-3"]
+    cfgs = [toy(*extra), toy(*extra, *other)]
+    straight = train_population(cfgs, runs_dir=tmp_path / "straight", callbacks=[],
+                                kind=ANCHOR)
+    half = kill_population(tmp_path / "killed", 8, ANCHOR, [*TOY, *extra],
+                           [*TOY, *extra, *other], cfgs)
+    # member 0 holds step 8, member 1 only step 4: the population goes back to 4
+    assert sorted(p.name for p in (half[1].path / "checkpoints").glob("*.pt"))[-1] == \
+        "step-00000004.pt"
+    resumed = train_population(cfgs, runs_dir=tmp_path / "killed", callbacks=[], kind=ANCHOR)
+    for a, b in zip(resumed, straight, strict=True):
+        assert a.state == "done" and a.key == b.key
+        for name in ("model.safetensors", "arrays.npz"):
+            assert (a.path / name).read_bytes() == (b.path / name).read_bytes(), name
+        assert a.metrics() == b.metrics()  # no timing field: the anchor logs no tokens/s
+
+
+def test_float64_members_of_the_authors_recipe_equal_their_single_runs(tmp_path):
+    """fair's anchor runs use recipe zhang2024 (post-norm LayerNorm with biases, one head
+    of width d/2, a biased head, decay on every parameter, clipping at 1): its members
+    equal their single runs as well."""
+    cfgs = [toy("recipe=zhang2024"), toy("recipe=zhang2024", "seed=1", "init=gamma:0.8",
+                                         "train.lr=3e-3", "model.norm_eps=1e-3")]
+    assert cfgs[0].model.norm == "layernorm" and cfgs[0].model.norm_position == "post"
+    members = train_population(cfgs, runs_dir=tmp_path / "population", dtype=torch.float64,
+                               callbacks=[], kind=ANCHOR)
+    singles = [single(cfg, tmp_path / "single") for cfg in cfgs]
+    for member, alone in zip(members, singles, strict=True):
+        assert member.key == alone.key
+        assert difference(member, alone) < F64
+        assert series_difference(member, alone, ["loss"]) < LOSS
+    assert difference(singles[1], singles[0]) > 1e-4

@@ -161,22 +161,35 @@ def test_diverging_member_fails_alone(cache, tmp_path):
 KILLER = textwrap.dedent("""
     import os, sys
     from smallinit.core.config import load_config
-    from smallinit.llm.run_config import RunConfig
     from smallinit.llm.training import population as P
+    from smallinit.llm.training.anchor import ANCHOR
     original = P.save_checkpoint
-    saved = []
     def save_then_die(run, step, model, optimizer):
         path = original(run, step, model, optimizer)
-        saved.append(step)
         if step == int(sys.argv[2]):
             os._exit(9)  # a hard kill after the first member's checkpoint of that step
         return path
     P.save_checkpoint = save_then_die
-    args = sys.argv[3:]
+    kind = {k.kind: k for k in (P.PRETRAINING, ANCHOR)}[sys.argv[3]]
+    args = sys.argv[4:]
     cut = args.index("--")
-    cfgs = [load_config(RunConfig, None, args[:cut]), load_config(RunConfig, None, args[cut + 1:])]
-    P.train_population(cfgs, runs_dir=sys.argv[1], callbacks=[])
+    cfgs = [load_config(kind.config, None, args[:cut]),
+            load_config(kind.config, None, args[cut + 1:])]
+    P.train_population(cfgs, runs_dir=sys.argv[1], callbacks=[], kind=kind)
 """)
+
+
+def kill_population(root, step: int, kind, first: list[str], second: list[str], cfgs):
+    """Train the population of two members (``first``, ``second``: their overrides) of
+    ``kind`` into ``root`` in a child process killed hard after the first member's
+    checkpoint of ``step``; returns the members' half-written runs (both stale)."""
+    killed = subprocess.run([sys.executable, "-c", KILLER, str(root), str(step), kind.kind,
+                             *first, "--", *second], capture_output=True, text=True,
+                            timeout=300)
+    assert killed.returncode == 9, killed.stderr
+    half = [RunStore(root).run(kind.kind, c, version=kind.version) for c in cfgs]
+    assert [h.state for h in half] == ["stale", "stale"]
+    return half
 
 
 def untimed(record: dict) -> dict:
@@ -189,12 +202,8 @@ def test_killed_population_resumes_to_the_same_bytes(cache, tmp_path):
     args = [*TOY, f"data.cache_dir={cache}", *extra]
     cfgs = [toy(cache, *extra), toy(cache, *extra, "seed=1", "train.lr=1e-3")]
     straight = train_population(cfgs, runs_dir=tmp_path / "straight", callbacks=[])
-    killed = subprocess.run([sys.executable, "-c", KILLER, str(tmp_path / "killed"), "20",
-                             *args, "--", *args, "seed=1", "train.lr=1e-3"],
-                            capture_output=True, text=True, timeout=300)
-    assert killed.returncode == 9, killed.stderr
-    half = [RunStore(tmp_path / "killed").run(KIND, c, version=VERSION) for c in cfgs]
-    assert [h.state for h in half] == ["stale", "stale"]
+    half = kill_population(tmp_path / "killed", 20, population_mod.PRETRAINING, args,
+                           [*args, "seed=1", "train.lr=1e-3"], cfgs)
     # member 0 holds step 20, member 1 only step 10: the population goes back to 10
     assert sorted(p.name for p in (half[0].path / "checkpoints").glob("*.pt"))[-1] == \
         "step-00000020.pt"
