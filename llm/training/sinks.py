@@ -30,9 +30,10 @@ W&B is the same run, reused or resumed as any other). They are chosen by the ``s
 argument of the training functions (the CLI's ``--tensorboard DIR`` and ``--wandb
 PROJECT``, :func:`chosen_sinks`), else by the environment: ``SMALLINIT_TENSORBOARD=DIR`` and
 ``SMALLINIT_WANDB=PROJECT`` give every run of the process (and of the workers it starts) a
-sink (the commands that train many runs, ``smallinit figs``, ``llm sweep``, ``llm
-anchor-scan``, set them from their flags while they run: :func:`sink_environment`, which
-also names their runs by the plan through ``SMALLINIT_RUN_NAMES``); W&B's own variables
+sink (the other commands that train, ``smallinit figs``, ``compare``, ``llm sweep``,
+``llm anchor`` and ``llm anchor-scan``, set them from their flags while they run:
+:func:`sink_environment`, which also names their runs by the plan through
+``SMALLINIT_RUN_NAMES``); W&B's own variables
 (``WANDB_MODE=offline``, ``WANDB_DIR``, ``WANDB_ENTITY``, ...) apply as in any W&B
 script. A sink that fails is dropped with a warning (sinks are ``optional`` callbacks); the
 training goes on. A sink that fails to start is recorded in

@@ -14,6 +14,7 @@ from smallinit.cli.util import (
     HelpFormatter,
     add_config_options,
     add_executor_options,
+    add_sink_options,
     print_config,
     print_json,
 )
@@ -53,15 +54,19 @@ def build_config(args: argparse.Namespace):
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from smallinit.compare.run import run_compare
+    from smallinit.compare.run import llm_specs, run_compare
     from smallinit.compare.table import format_table
     from smallinit.core.store import RunStore
+    from smallinit.llm.training.sinks import sink_environment
+    from smallinit.study.run_names import spec_names
 
     cfg = build_config(args)
     if print_config(args, cfg):
         return 0
-    result = run_compare(cfg, RunStore(args.runs_dir), force=args.force,
-                         workers=args.workers, executor=args.executor)
+    with sink_environment(args.tensorboard, args.wandb,
+                          lambda: spec_names(llm_specs(cfg), prefix="compare")):
+        result = run_compare(cfg, RunStore(args.runs_dir), force=args.force,
+                             workers=args.workers, executor=args.executor)
     if args.json:
         print_json(result.records, sort_keys=True)
         return 0
@@ -84,4 +89,5 @@ def register(subparsers) -> None:
     add_executor_options(parser)
     add_config_options(parser, "the profile's [compare] table",
                        "gammas=0.5,1 widths=32,64,128,256 llm.train.steps=400 toy_seeds=5")
+    add_sink_options(parser)
     parser.set_defaults(func=_cmd_compare)

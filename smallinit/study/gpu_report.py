@@ -175,12 +175,13 @@ def check_section(check: GpuCheck, scroll_box) -> str:
     rows = []
     for g in check.goals:
         text, unit = GOAL_TEXT.get(g.name, ("", ""))
+        what = f'<div class="small">{_e(text)}</div>' if text else ""
         rows.append(f'<tr class="gpu-goal" data-goal="{_e(g.name)}"><td><code>{_e(g.name)}'
-                    f"</code></td><td>{_e(text)}</td><td class=\"num\">≥ {_value(g.goal, unit)}"
+                    f"</code>{what}</td><td class=\"num\">≥ {_value(g.goal, unit)}"
                     f'</td><td class="num">{_value(g.measured, unit)}</td>'
                     f"<td>{_met(g.met)}</td></tr>")
-    goals = scroll_box('<table class="gpu-goals"><thead><tr><th>goal</th><th>what it '
-                       "measures</th><th>goal</th><th>measured</th><th>met</th></tr></thead>"
+    goals = scroll_box('<table class="gpu-goals"><thead><tr><th>goal (what it measures)</th>'
+                       "<th>goal</th><th>measured</th><th>met</th></tr></thead>"
                        "<tbody>" + "".join(rows) + "</tbody></table>") if rows else \
         "<p>No goals recorded.</p>"
     parts = "".join(f"<tr><td><code>{_e(p.name)}</code></td><td>{_e(p.status)}</td>"

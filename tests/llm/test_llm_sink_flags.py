@@ -1,7 +1,8 @@
 """``--tensorboard DIR`` and ``--wandb PROJECT`` on every command that trains transformer
-runs (``llm train``, ``llm anchor``, ``llm anchor-scan``, ``llm sweep``, ``figs``), defined
-once; the runs a multi-run command trains, in worker processes too, land in the sink under
-the readable names of their plan, with every metric their ``metrics.jsonl`` holds."""
+runs (``llm train``, ``llm anchor``, ``llm anchor-scan``, ``llm sweep``, ``figs``,
+``compare``), defined once; the runs a multi-run command trains, in worker processes too,
+land in the sink under the readable names of their plan, with every metric their
+``metrics.jsonl`` holds."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from smallinit.llm.training import sinks as sinks_mod
 from smallinit.llm.training.anchor import KIND as ANCHOR
 
 TRAINING = (["llm", "train"], ["llm", "anchor"], ["llm", "anchor-scan"],
-            ["llm", "sweep", "--experiment", "gamma-sweep"], ["figs"])
+            ["llm", "sweep", "--experiment", "gamma-sweep"], ["figs"], ["compare"])
 
 
 @pytest.fixture
@@ -148,3 +149,33 @@ def test_figs_logs_the_runs_its_workers_train_under_the_plans_names(tmp_path):
         losses = [(r["step"], r["loss"]) for r in run.metrics() if "loss" in r]
         logged = [(e.step, e.value) for e in accumulator(folder).Scalars("train/loss")]
         assert dict(logged) == pytest.approx(dict(losses)) and len(logged) == len(losses)
+
+
+#: tests/study/test_compare_run.py's tiny comparison
+COMPARE = ["head_dim=16", "toy_widths=50,100", "toy_seeds=1", "condense_width=100",
+           "toy_max_steps=5000", "llm.model.context=32", "llm.model.vocab_size=320",
+           "llm.train.steps=20", "llm.train.warmup=2", "llm.train.batch_size=8",
+           "llm.train.log_every=10", "llm.train.checkpoint_every=0",
+           "llm.data.synthetic_items=1500", "llm.data.synthetic_val_items=150",
+           "llm.data.synthetic_facts=20"]
+
+
+@pytest.mark.slow
+def test_compare_logs_its_transformers_under_their_gamma_and_width(tmp_path, no_sink_env):
+    """`compare --tensorboard` on the tiny comparison (about 90 s: marked slow): each of its
+    four transformers in DIR/compare/γ<γ>/m<width>/<key> with its training losses."""
+    pytest.importorskip("tensorboard")
+    from smallinit.llm.training.train import KIND
+
+    runs, tb = tmp_path / "runs", tmp_path / "tb"
+    assert main(["--quiet", "compare", "gammas=0.5,1.0", "widths=16,32", "--runs-dir",
+                 str(runs), *COMPARE, f"llm.data.cache_dir={tmp_path / 'cache'}",
+                 "--tensorboard", str(tb)]) == 0
+    stored = list(RunStore(runs).runs(KIND))
+    assert len(stored) == 4
+    for run in stored:
+        gamma = "γ0.5" if run.config["init"] == "gamma:0.5" else "γ1"
+        folder = tb / "compare" / gamma / f"m{run.config['model']['d_model']}" / run.key
+        losses = {r["step"]: r["loss"] for r in run.metrics() if "loss" in r}
+        logged = {e.step: e.value for e in accumulator(folder).Scalars("train/loss")}
+        assert losses and logged == pytest.approx(losses)
