@@ -32,10 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from smallinit.core.atomic import read_json
 from smallinit.core.config import dotted_items, file_kind
 from smallinit.core.errors import ConfigError, CorruptRun, StoreError, one_line
-from smallinit.core.runs import Run, _unrecorded
+from smallinit.core.runs import Run, _unrecorded, read_store_json
 from smallinit.core.store import RunStore
 
 KEY = re.compile(r"[0-9a-f]{16}")  # a run key: 16 hex digits of SHA-256 (smallinit.core.store)
@@ -193,7 +192,7 @@ def open_dir(path: Path) -> StoredRun:
     kind, key = path.parent.name, path.name
     run = StoredRun(path, kind, key)
     try:
-        meta = read_json(path / "config.json")
+        meta = read_store_json(path / "config.json")
         if not isinstance(meta, dict):
             raise StoreError(f"{path / 'config.json'} is corrupt (not a JSON object)")
         run.version = str(meta.get("version", ""))

@@ -261,6 +261,33 @@ def test_a_writer_never_writes_or_deletes_through_a_link(tmp_path, link):
     assert sentinel.read_text() == "keep me" and snapshot(outside) == before
 
 
+@pytest.mark.parametrize("name", ["status.json", "config.json"])
+def test_a_store_file_linking_out_of_the_store_is_corrupt_and_never_followed(tmp_path, capsys,
+                                                                             name):
+    """A store file that is a symbolic link (here to a copy of itself outside the store, so
+    that following it would find a valid run) is corrupt for every reader and is set aside,
+    link and all, by the next writer; the file it points to is neither read nor changed."""
+    store, calls = RunStore(tmp_path / "store"), []
+    run = make(store, calls=calls)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / name
+    target.write_bytes((run.path / name).read_bytes())
+    (run.path / name).unlink()
+    (run.path / name).symlink_to(target)
+    before = snapshot(outside)
+    with pytest.raises(CorruptRun, match="is a symbolic link"):
+        run.verify()
+    assert main(["runs", "verify", "--runs-dir", str(store.root)]) == 1
+    assert "0 ok, 1 corrupt" in capsys.readouterr().out
+    assert main(["runs", "show", run.key, "--runs-dir", str(store.root)]) == 0
+    assert "(corrupt: " in capsys.readouterr().out
+    again = make(store, calls=calls)
+    assert calls == [run.key, run.key]  # recomputed, not reused through the link
+    assert again.summary == {"final_loss": 1.0} and not (run.path / name).is_symlink()
+    assert snapshot(outside) == before
+
+
 def snapshot(folder):
     """Every file below ``folder`` (links not followed) with its bytes."""
     return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and not p.is_symlink()}
