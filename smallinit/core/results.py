@@ -74,7 +74,17 @@ class StoredRun:
 
     @property
     def summary(self) -> dict[str, Any]:
-        """What a done run finished with (its ``status.json`` summary); {} otherwise."""
+        """What a done run finished with (its ``status.json`` summary); {} for a run that is
+        not done. A corrupt run has no summary to trust: :class:`CorruptRun` names it and
+        why (an empty dict would read as "no metrics")."""
+        if self.state == "corrupt":
+            raise self._run._corrupt(self.problem or "its files are damaged")
+        return self.listed_summary
+
+    @property
+    def listed_summary(self) -> dict[str, Any]:
+        """The summary as listings show it: a done run's, else {} (a corrupt run's state
+        and reason say why it has none)."""
         return (self.status.get("summary") or {}) if self.state == "done" else {}
 
     @property
@@ -101,7 +111,7 @@ class StoredRun:
 
     def main_metrics(self, limit: int = 3) -> dict[str, Any]:
         """A few numeric summary entries: those of :data:`MAIN_METRICS` first."""
-        numeric = {k: v for k, v in self.summary.items()
+        numeric = {k: v for k, v in self.listed_summary.items()
                    if isinstance(v, int | float) and not isinstance(v, bool)}
         chosen = [k for k in MAIN_METRICS if k in numeric]
         chosen += [k for k in numeric if k not in chosen]
@@ -149,7 +159,7 @@ class StoredRun:
         return {"kind": self.kind, "key": self.key, "version": self.version,
                 "state": self.state, "reason": self.reason, "created": self.created,
                 "finished": self.finished, "path": str(self.path), "config": self.config,
-                "config_summary": self.config_summary(), "summary": self.summary,
+                "config_summary": self.config_summary(), "summary": self.listed_summary,
                 "metrics": self.main_metrics()}
 
     def describe(self) -> dict[str, Any]:
@@ -157,7 +167,7 @@ class StoredRun:
         return {"kind": self.kind, "key": self.key, "version": self.version,
                 "state": self.state, "reason": self.reason, "created": self.created,
                 "finished": self.finished, "path": str(self.path), "config": self.config,
-                "summary": self.summary, "metrics": self._metrics_overview(),
+                "summary": self.listed_summary, "metrics": self._metrics_overview(),
                 "files": self.files()}
 
     def _metrics_overview(self) -> dict[str, Any]:

@@ -213,7 +213,10 @@ def test_an_edited_summary_is_caught_on_every_read(tmp_path, capsys):
     with pytest.raises(CorruptRun, match="summary in .*status.json does not match its SHA-256"):
         print(run.summary)
     [listed] = smallinit.list_runs(tmp_path)
-    assert listed.state == "corrupt" and listed.summary == {}
+    assert listed.state == "corrupt" and listed.listed_summary == {}
+    with pytest.raises(CorruptRun) as caught:  # not {}, which reads as "no metrics"
+        print(smallinit.load_run(run.key, runs_dir=tmp_path).summary)
+    assert f"run {run.name} is corrupt: the summary in" in str(caught.value)
     assert main(["runs", "ls", "--runs-dir", str(tmp_path)]) == 0
     assert "1.234" not in capsys.readouterr().out
     assert main(["runs", "verify", "--quick", "--runs-dir", str(tmp_path)]) == 1

@@ -499,13 +499,8 @@ API += [(f"read {what} of {place}", "from smallinit import load_run\n"
                             ("summary_edited", "summary"),
                             ("config_edited", "arrays()"))]
 
-API_KNOWN = {"read summary of summary_edited": "load_run(...).summary of a run found corrupt "
-             "is {} (its state says corrupt), not an error"}
 
-
-@pytest.mark.parametrize("code", [
-    pytest.param(c, id=n, marks=[pytest.mark.xfail(strict=True, reason=API_KNOWN[n])]
-                 if n in API_KNOWN else []) for n, c in API])
+@pytest.mark.parametrize("code", [pytest.param(c, id=n) for n, c in API])
 def test_api_probe(code, sandbox):
     scope = {"RUNS": str(sandbox.store), "FILE": sandbox.places["file"],
              "FOLDER": sandbox.places["folder"], "PLACES": sandbox.places,
