@@ -14,8 +14,7 @@ asserts the rule of docs (DEVELOPERS.md, "Standards"):
   nothing changed or lost in the store.
 
 The CLI probes call :func:`smallinit.cli.main` in this process (fast); the closed-stdout
-probes need a process of their own. Probes that fail because of a bug issue 40 lists are
-marked ``xfail(strict=True)`` with its item, so that they flip to failures once fixed.
+probes need a process of their own.
 """
 
 from __future__ import annotations
@@ -175,13 +174,11 @@ class Probe:
     names: tuple[str, ...] = ()
     code: int = 2
     stdout_line: str = ""
-    xfail: str = ""
     process: bool = False  # run in a process of its own (closed stdout)
     slow: bool = False  # seconds, not milliseconds: run with -m slow
 
     def param(self):
-        marks = [pytest.mark.xfail(strict=True, reason=self.xfail)] if self.xfail else []
-        marks += [pytest.mark.slow] if self.slow or self.process else []
+        marks = [pytest.mark.slow] if self.slow or self.process else []
         return pytest.param(self, id=self.name, marks=marks)
 
 
@@ -326,8 +323,7 @@ def _path_probes() -> list[Probe]:
         for place in CLAIMS_DIRS if claims else RUNS_DIRS:
             probes.append(Probe(f"{' '.join(command)} --runs-dir {place}",
                                 (*command, "--runs-dir", "{" + place + "}"),
-                                names=("{" + place + "}", "''"),
-                                xfail="issue 40 item 10" * claims, slow=claims))
+                                names=("{" + place + "}", "''"), slow=claims))
     for place in ("file", "below_file", "devnull"):
         probes.append(Probe(f"figs --out {place}", ("figs", "--only", "4", "--out",
                                                     "{" + place + "}", "--runs-dir", "{runs}"),
@@ -375,16 +371,16 @@ CLOSED = [("runs", "ls", "--runs-dir", "{runs}"), ("theory", "schemes"),
 
 
 def _closed_probes() -> list[Probe]:
-    return [Probe(f"closed stdout: {' '.join(c[:2])}", c, code=120, process=True,
-                  xfail="issue 40 item 7") for c in CLOSED]
+    return [Probe(f"closed stdout: {' '.join(c[:2])}", c, code=120, process=True)
+            for c in CLOSED]
 
 
-#: issue 40 item 7's own examples at the config level
-ITEM_7 = [Probe(f"llm train {v}", ("llm", "train", "--print-config", v, "--runs-dir", "{runs}"),
+#: bounds at the config level: a step count beyond any run, more threads than any machine
+BOUNDS = [Probe(f"llm train {v}", ("llm", "train", "--print-config", v, "--runs-dir", "{runs}"),
                 names=_names(*v.split("=")))
           for v in ("train.steps=1e20", "train.threads=100000")]
 
-PROBES = [*_config_probes(), *ITEM_7, *_cli_probes(), *_path_probes(), *_run_probes(),
+PROBES = [*_config_probes(), *BOUNDS, *_cli_probes(), *_path_probes(), *_run_probes(),
           *_closed_probes()]
 
 
