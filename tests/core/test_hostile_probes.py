@@ -273,6 +273,7 @@ OVERLAYS = ["anchor.train.lr=nan", "anchor.train.lr=inf", "anchor.train.steps=ab
             "anchor.train.steps=-1", "anchor.train=5", "anchor.seed.x=1", "=1",
             "nosuch.table.key=1", "anchor.trian.steps=3", "llm-sweeps.plan.sedes=[0]",
             "anchor.train.steps=[1,2]", "anchor.train.steps=" + HUGE, "toy-scan.widths=abc",
+            f"toy-scan.widths=[2,{HUGE}]",
             "toy-scan.gammas=nan", "diagonal.depths=[-1]"]
 
 
