@@ -13,7 +13,6 @@ from typing import Literal
 from smallinit.core.config import KEY_NEUTRAL, MAX_STEPS, MAX_THREADS, check_fields
 from smallinit.core.errors import ConfigError, require
 from smallinit.theory.init_rules import canonical_scheme, parse_scheme
-from smallinit.theory.transformer import default_ffn_dim
 
 
 @dataclass
@@ -95,6 +94,8 @@ class ModelConfig:
         (:func:`smallinit.theory.transformer.default_ffn_dim`)."""
         if self.d_ff is not None:
             return self.d_ff
+        # a config is checked (and a bad one refused) without theory.transformer's sympy
+        from smallinit.theory.transformer import default_ffn_dim  # lazy: sympy, 1 s
 
         return default_ffn_dim(self.d_model, self.mlp)
 

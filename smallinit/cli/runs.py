@@ -123,9 +123,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"created   {run.created or '-'}   finished {run.finished or '-'}")
     print("\n[config]")
     print(toml_text(run.config).rstrip() if run.config else "(none)")
-    if run.summary:
+    if run.listed_summary:
         print("\n[summary]")
-        for k, v in run.summary.items():
+        for k, v in run.listed_summary.items():
             print(f"{k} = {v:.6g}" if isinstance(v, float) else f"{k} = {v}")
     overview = info["metrics"]
     print("\n[metrics.jsonl]")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from smallinit.compare.comparison import CompareConfig
 from smallinit.compare.table import build_table, to_csv
 from smallinit.core.atomic import atomic_write_text
 from smallinit.core.config import STORE_HINT, check_instance
-from smallinit.core.errors import RunFailed
+from smallinit.core.errors import RunFailed, StoreError
 from smallinit.core.jobs import RunSpec, run_specs
 from smallinit.core.runs import Run
 from smallinit.core.store import RunStore
@@ -117,6 +118,18 @@ def llm_point(cfg: CompareConfig, gamma: float, width: int, run) -> dict[str, An
     return entry
 
 
+def check_outcomes(runs: Iterable[Run]) -> None:
+    """A :class:`StoreError` naming the first transformer run that has no outcome (neither
+    done nor failed for good: e.g. refused for a damaged corpus, or interrupted), so that
+    the comparison is recorded as a retryable failure, not as a finished table that later
+    calls reuse; a run that diverged is an outcome, counted in ``llm_failed``."""
+    for run in runs:
+        if not run.reusable():
+            raise StoreError(f"transformer run {run.name} is {run.state} "
+                             f"({run.status().get('reason')}); the comparison is recorded "
+                             "once every transformer has an outcome: run it again")
+
+
 def check_transformers(cfg: CompareConfig, store: RunStore, *, force: bool = False) -> None:
     """Before anything is computed: every transformer run the comparison would train passes
     the trainer's checks (:func:`smallinit.llm.training.train.preflight`: device, memory
@@ -172,6 +185,7 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
         trained = run_specs(llm_specs(cfg), store, force=force, workers=workers,
                             executor=executor, desc="compare: transformers",
                             weigh=training_flops_of)
+        check_outcomes(r for _, r in trained)
         llm = [llm_point(cfg, job.tags["gamma"], job.tags["width"], r) for job, r in trained]
         run.write_json("measurements.json", llm)
         records = build_table(cfg, predictions, toy, llm)

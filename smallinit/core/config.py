@@ -319,15 +319,16 @@ MAX_THREADS = 1024
 Bound = tuple[float | None, float | None]
 
 
-def _numeric(tp: Any) -> type | None:
-    """int or float for a field of that type (or that type | None), else None."""
-    if tp in (int, float):
-        return tp
+def _numeric(tp: Any, items: bool = False) -> type | None:
+    """int or float for a field of that type (or that type | None), else None; with
+    ``items``, the type of the items of a ``tuple[int | float, ...]`` or ``list`` field."""
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1 and args[0] in (int, float):
-            return args[0]
-    return None
+        return _numeric(args[0], items) if len(args) == 1 else None
+    if items:
+        args = typing.get_args(tp)
+        return _numeric(args[0]) if typing.get_origin(tp) in (tuple, list) and args else None
+    return tp if tp in (int, float) else None
 
 
 def _allowed(kind: type, lo: float | None, hi: float | None) -> str:
@@ -365,9 +366,10 @@ def check_fields(cfg: Any, where: str = "", bounds: Mapping[str, Bound] | None =
     for an int, a path for a string. An int in a float field stays as given (its run key
     is the one it always had).
 
-    Every int and float field is held to a bound (:func:`check_bound`): its entry in
-    ``bounds`` ({field name: (lowest, highest)}), else its type's default, so an override
-    such as ``steps=1e20`` is refused where the config is checked."""
+    Every int and float field, and every item of a tuple of them, is held to a bound
+    (:func:`check_bound`): its entry in ``bounds`` ({field name: (lowest, highest)}), else
+    its type's default, so an override such as ``steps=1e20`` is refused where the config
+    is checked."""
     hints = _hints(type(cfg))
     bounds = bounds or {}
     unknown = sorted(set(bounds) - set(hints))
@@ -395,10 +397,13 @@ def check_fields(cfg: Any, where: str = "", bounds: Mapping[str, Bound] | None =
             checked = value  # likewise an int in a float field
         if checked is not getattr(cfg, f.name):
             object.__setattr__(cfg, f.name, checked)
-        kind = _numeric(tp)
+        name, kind, item = f"{where}.{f.name}" if where else f.name, _numeric(tp), _numeric(
+            tp, items=True)
         if kind is not None and checked is not None:
-            check_bound(f"{where}.{f.name}" if where else f.name, checked, kind,
-                        bounds.get(f.name))
+            check_bound(name, checked, kind, bounds.get(f.name))
+        if item is not None and isinstance(checked, list | tuple):
+            for i, value in enumerate(checked):
+                check_bound(f"{name}[{i}]", value, item, bounds.get(f.name))
 
 
 #: How to give a run store, for :func:`check_instance` on a ``store=`` argument.

@@ -33,10 +33,17 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from tqdm.auto import tqdm
+from tqdm.std import TqdmExperimentalWarning
+
+with warnings.catch_warnings():  # tqdm.auto's choice (a notebook's widget, else the
+    # terminal's bar) without its asyncio part: importing asyncio costs a tenth of a second
+    # of every command's start, a refusal's included
+    warnings.simplefilter("ignore", category=TqdmExperimentalWarning)
+    from tqdm.autonotebook import tqdm
 
 T = TypeVar("T")
 _quiet = os.environ.get("SMALLINIT_QUIET", "") not in ("", "0")

@@ -32,10 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from smallinit.core.atomic import read_json
 from smallinit.core.config import dotted_items, file_kind
 from smallinit.core.errors import ConfigError, CorruptRun, StoreError, one_line
-from smallinit.core.runs import Run, _unrecorded
+from smallinit.core.runs import Run, _unrecorded, read_store_json
 from smallinit.core.store import RunStore
 
 KEY = re.compile(r"[0-9a-f]{16}")  # a run key: 16 hex digits of SHA-256 (smallinit.core.store)
@@ -75,7 +74,17 @@ class StoredRun:
 
     @property
     def summary(self) -> dict[str, Any]:
-        """What a done run finished with (its ``status.json`` summary); {} otherwise."""
+        """What a done run finished with (its ``status.json`` summary); {} for a run that is
+        not done. A corrupt run has no summary to trust: :class:`CorruptRun` names it and
+        why (an empty dict would read as "no metrics")."""
+        if self.state == "corrupt":
+            raise self._run._corrupt(self.problem or "its files are damaged")
+        return self.listed_summary
+
+    @property
+    def listed_summary(self) -> dict[str, Any]:
+        """The summary as listings show it: a done run's, else {} (a corrupt run's state
+        and reason say why it has none)."""
         return (self.status.get("summary") or {}) if self.state == "done" else {}
 
     @property
@@ -102,7 +111,7 @@ class StoredRun:
 
     def main_metrics(self, limit: int = 3) -> dict[str, Any]:
         """A few numeric summary entries: those of :data:`MAIN_METRICS` first."""
-        numeric = {k: v for k, v in self.summary.items()
+        numeric = {k: v for k, v in self.listed_summary.items()
                    if isinstance(v, int | float) and not isinstance(v, bool)}
         chosen = [k for k in MAIN_METRICS if k in numeric]
         chosen += [k for k in numeric if k not in chosen]
@@ -150,7 +159,7 @@ class StoredRun:
         return {"kind": self.kind, "key": self.key, "version": self.version,
                 "state": self.state, "reason": self.reason, "created": self.created,
                 "finished": self.finished, "path": str(self.path), "config": self.config,
-                "config_summary": self.config_summary(), "summary": self.summary,
+                "config_summary": self.config_summary(), "summary": self.listed_summary,
                 "metrics": self.main_metrics()}
 
     def describe(self) -> dict[str, Any]:
@@ -158,7 +167,7 @@ class StoredRun:
         return {"kind": self.kind, "key": self.key, "version": self.version,
                 "state": self.state, "reason": self.reason, "created": self.created,
                 "finished": self.finished, "path": str(self.path), "config": self.config,
-                "summary": self.summary, "metrics": self._metrics_overview(),
+                "summary": self.listed_summary, "metrics": self._metrics_overview(),
                 "files": self.files()}
 
     def _metrics_overview(self) -> dict[str, Any]:
@@ -193,7 +202,7 @@ def open_dir(path: Path) -> StoredRun:
     kind, key = path.parent.name, path.name
     run = StoredRun(path, kind, key)
     try:
-        meta = read_json(path / "config.json")
+        meta = read_store_json(path / "config.json")
         if not isinstance(meta, dict):
             raise StoreError(f"{path / 'config.json'} is corrupt (not a JSON object)")
         run.version = str(meta.get("version", ""))

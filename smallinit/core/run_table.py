@@ -46,8 +46,8 @@ def field_value(run: StoredRun, name: str) -> Any:
     (:data:`MISSING` when the run has none of them)."""
     if name in RUN_FIELDS:
         return getattr(run, name)
-    if name in run.summary:
-        return run.summary[name]
+    if name in run.listed_summary:
+        return run.listed_summary[name]
     return config_leaves(run).get(name, MISSING)
 
 
@@ -56,7 +56,7 @@ def _known(runs: list[StoredRun], name: str, what: str, config_only: bool) -> No
     everything out silently otherwise)."""
     keys = {k for r in runs for k in config_leaves(r)}
     if not config_only:
-        keys |= set(RUN_FIELDS) | {k for r in runs for k in r.summary}
+        keys |= set(RUN_FIELDS) | {k for r in runs for k in r.listed_summary}
     if runs and name not in keys:
         close = sorted(k for k in keys if name.rpartition(".")[2] in k)[:4] or sorted(keys)[:4]
         raise ConfigError(f"{what} {name!r} is no {'config key' if config_only else 'field'} "
@@ -106,7 +106,7 @@ def flat_record(run: StoredRun) -> dict[str, Any]:
     ``summary.<entry>`` (nested summary tables dotted too)."""
     row = {name: getattr(run, name) for name in RUN_FIELDS}
     row.update({f"config.{k}": _cell(v) for k, v in dotted_items(run.config)})
-    row.update({f"summary.{k}": _cell(v) for k, v in dotted_items(run.summary)})
+    row.update({f"summary.{k}": _cell(v) for k, v in dotted_items(run.listed_summary)})
     return row
 
 

@@ -112,10 +112,10 @@ class Run:
 
     def status(self) -> dict[str, Any]:
         """The parsed ``status.json`` (``{"state": "absent"}`` when there is none)."""
-        if not self.status_path.exists():
+        if not os.path.lexists(self.status_path):
             return {"state": "absent"}
         try:
-            status = read_json(self.status_path)
+            status = read_store_json(self.status_path)
         except StoreError as err:
             raise self._corrupt(_bare(err)) from None
         if not isinstance(status, dict) or status.get("state") not in STATES:
@@ -179,7 +179,7 @@ class Run:
         must name this kind and key and hash to the key), or None when it does."""
         path = self.path / "config.json"
         try:
-            meta = read_json(path)
+            meta = read_store_json(path)
         except StoreError as err:
             return _bare(err)
         if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
@@ -508,6 +508,15 @@ class RunWriter(Run):
                 log.info("removed %s, left by a writer that died", tmp)
         for trash in self.path.parent.glob(f".{self.key}.*.trash"):
             shutil.rmtree(trash, ignore_errors=True)
+
+
+def read_store_json(path: Path) -> Any:
+    """A JSON file of the store (:func:`~smallinit.core.atomic.read_json`); a symbolic link
+    there is a :class:`StoreError`, never followed: it could lead out of the store."""
+    if path.is_symlink():
+        raise StoreError(f"{path} is a symbolic link, not a regular file; the run store "
+                         "never follows links (they could lead out of it)")
+    return read_json(path)
 
 
 def _class_path(config: Any) -> str | None:

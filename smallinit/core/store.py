@@ -22,10 +22,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from smallinit.core.atomic import read_json
 from smallinit.core.errors import ConfigError, CorruptRun, RunFailed, StoreError, one_line
 from smallinit.core.lease import LEASE_S, WRITER_THREADS, RunLock
-from smallinit.core.runs import Run, RunWriter, _outcome, config_key
+from smallinit.core.runs import Run, RunWriter, _outcome, config_key, read_store_json
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +92,7 @@ class RunStore:
         if not base.is_dir():
             return
         for path in sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            meta = read_json(path / "config.json")
+            meta = read_store_json(path / "config.json")
             yield Run(path, kind, path.name, meta.get("config"), meta.get("version", "1"))
 
     def get_or_run(

@@ -21,6 +21,7 @@ CASES = {
     "figs --only 99": ["figs", "--only", "99"],
     "llm train --config DIR": ["llm", "train", "--config", "{dir}"],
     "llm init-table --config DIR": ["llm", "init-table", "--config", "{dir}"],
+    "llm init-table bad value": ["llm", "init-table", "model.d_model=abc"],
     "figs overlay nan": ["figs", "--plan", "anchor.train.lr=nan"],
 }
 

@@ -142,6 +142,7 @@ class Bounded:
     steps: int = 10
     size: int | None = None
     tol: float = 0.5
+    widths: tuple[int, ...] = (64, 128)
 
     def __post_init__(self):
         check_fields(self, "run", {"steps": (1, MAX_STEPS), "tol": (0, 1)})
@@ -155,6 +156,8 @@ class Bounded:
                             f"[-{INT_BOUND}, {INT_BOUND}]"),
     (["tol=inf"], "run.tol=inf is not allowed; it must be a finite number in [0, 1]"),
     (["tol=-1"], "run.tol=-1.0 is not allowed"),
+    (["widths=64,1e20"], "run.widths[1]=100000000000000000000 is not allowed; it must be an "
+                         f"integer in [-{INT_BOUND}, {INT_BOUND}]"),
 ])
 def test_every_number_has_a_bound_named_in_its_refusal(overrides, fragment):
     with pytest.raises(ConfigError) as caught:

@@ -213,7 +213,10 @@ def test_an_edited_summary_is_caught_on_every_read(tmp_path, capsys):
     with pytest.raises(CorruptRun, match="summary in .*status.json does not match its SHA-256"):
         print(run.summary)
     [listed] = smallinit.list_runs(tmp_path)
-    assert listed.state == "corrupt" and listed.summary == {}
+    assert listed.state == "corrupt" and listed.listed_summary == {}
+    with pytest.raises(CorruptRun) as caught:  # not {}, which reads as "no metrics"
+        print(smallinit.load_run(run.key, runs_dir=tmp_path).summary)
+    assert f"run {run.name} is corrupt: the summary in" in str(caught.value)
     assert main(["runs", "ls", "--runs-dir", str(tmp_path)]) == 0
     assert "1.234" not in capsys.readouterr().out
     assert main(["runs", "verify", "--quick", "--runs-dir", str(tmp_path)]) == 1
@@ -259,6 +262,33 @@ def test_a_writer_never_writes_or_deletes_through_a_link(tmp_path, link):
              "run folder": run.path}[link]
     assert str(named) in str(err.value)
     assert sentinel.read_text() == "keep me" and snapshot(outside) == before
+
+
+@pytest.mark.parametrize("name", ["status.json", "config.json"])
+def test_a_store_file_linking_out_of_the_store_is_corrupt_and_never_followed(tmp_path, capsys,
+                                                                             name):
+    """A store file that is a symbolic link (here to a copy of itself outside the store, so
+    that following it would find a valid run) is corrupt for every reader and is set aside,
+    link and all, by the next writer; the file it points to is neither read nor changed."""
+    store, calls = RunStore(tmp_path / "store"), []
+    run = make(store, calls=calls)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / name
+    target.write_bytes((run.path / name).read_bytes())
+    (run.path / name).unlink()
+    (run.path / name).symlink_to(target)
+    before = snapshot(outside)
+    with pytest.raises(CorruptRun, match="is a symbolic link"):
+        run.verify()
+    assert main(["runs", "verify", "--runs-dir", str(store.root)]) == 1
+    assert "0 ok, 1 corrupt" in capsys.readouterr().out
+    assert main(["runs", "show", run.key, "--runs-dir", str(store.root)]) == 0
+    assert "(corrupt: " in capsys.readouterr().out
+    again = make(store, calls=calls)
+    assert calls == [run.key, run.key]  # recomputed, not reused through the link
+    assert again.summary == {"final_loss": 1.0} and not (run.path / name).is_symlink()
+    assert snapshot(outside) == before
 
 
 def snapshot(folder):

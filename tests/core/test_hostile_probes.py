@@ -14,8 +14,7 @@ asserts the rule of docs (DEVELOPERS.md, "Standards"):
   nothing changed or lost in the store.
 
 The CLI probes call :func:`smallinit.cli.main` in this process (fast); the closed-stdout
-probes need a process of their own. Probes that fail because of a bug issue 40 lists are
-marked ``xfail(strict=True)`` with its item, so that they flip to failures once fixed.
+probes need a process of their own.
 """
 
 from __future__ import annotations
@@ -175,13 +174,11 @@ class Probe:
     names: tuple[str, ...] = ()
     code: int = 2
     stdout_line: str = ""
-    xfail: str = ""
     process: bool = False  # run in a process of its own (closed stdout)
     slow: bool = False  # seconds, not milliseconds: run with -m slow
 
     def param(self):
-        marks = [pytest.mark.xfail(strict=True, reason=self.xfail)] if self.xfail else []
-        marks += [pytest.mark.slow] if self.slow or self.process else []
+        marks = [pytest.mark.slow] if self.slow or self.process else []
         return pytest.param(self, id=self.name, marks=marks)
 
 
@@ -276,6 +273,7 @@ OVERLAYS = ["anchor.train.lr=nan", "anchor.train.lr=inf", "anchor.train.steps=ab
             "anchor.train.steps=-1", "anchor.train=5", "anchor.seed.x=1", "=1",
             "nosuch.table.key=1", "anchor.trian.steps=3", "llm-sweeps.plan.sedes=[0]",
             "anchor.train.steps=[1,2]", "anchor.train.steps=" + HUGE, "toy-scan.widths=abc",
+            f"toy-scan.widths=[2,{HUGE}]",
             "toy-scan.gammas=nan", "diagonal.depths=[-1]"]
 
 
@@ -326,8 +324,7 @@ def _path_probes() -> list[Probe]:
         for place in CLAIMS_DIRS if claims else RUNS_DIRS:
             probes.append(Probe(f"{' '.join(command)} --runs-dir {place}",
                                 (*command, "--runs-dir", "{" + place + "}"),
-                                names=("{" + place + "}", "''"),
-                                xfail="issue 40 item 10" * claims, slow=claims))
+                                names=("{" + place + "}", "''"), slow=claims))
     for place in ("file", "below_file", "devnull"):
         probes.append(Probe(f"figs --out {place}", ("figs", "--only", "4", "--out",
                                                     "{" + place + "}", "--runs-dir", "{runs}"),
@@ -338,11 +335,9 @@ def _path_probes() -> list[Probe]:
 # --- run references and damaged store files
 REFS = ["zzzz", "../..", "/etc", "*", "ffffffffffffffff", "a" * 17, f"{KIND}/", "nokind/abc",
         "ключ", "a\x00b", "a" * 5000, "abc\ndef", " ", "-", "0" * 16 + "/x", "~"]
-DAMAGED = {"status_truncated": "", "summary_edited": "",
-           "config_edited": "", "config_deleted": "", "arrays_truncated": "",
-           "metrics_edited": "", "metrics_same_size": "", "arrays_bit_flipped": "",
-           "status_folder": "",
-           "status_symlink_out": "issue 40 item 4 (a store file links out of the store)"}
+DAMAGED = ("status_truncated", "summary_edited", "config_edited", "config_deleted",
+           "arrays_truncated", "metrics_edited", "metrics_same_size", "arrays_bit_flipped",
+           "status_folder", "status_symlink_out")
 
 
 #: ``runs show`` checks sizes and shows no array: a same-size change there is for ``verify``
@@ -358,15 +353,15 @@ def _run_probes() -> list[Probe]:
                                 (*command, ref, "--runs-dir", "{runs}"),
                                 names=(ref.strip()[:40] or repr(ref), repr(ref)[:40],
                                        repr(ref.strip())[:40])))
-    for place, known in DAMAGED.items():
+    for place in DAMAGED:
         probes.append(Probe(f"runs verify {place}", ("runs", "verify", "--runs-dir",
                                                      "{" + place + "}"),
-                            code=1, stdout_line="1 corrupt", xfail=known))
+                            code=1, stdout_line="1 corrupt"))
         if place in SHOW_READS_NOT:
             continue
         probes.append(Probe(f"runs show {place}", ("runs", "show", "{key}", "--runs-dir",
                                                    "{" + place + "}"),
-                            code=0, stdout_line="corrupt", xfail=known))
+                            code=0, stdout_line="corrupt"))
     return probes
 
 
@@ -377,16 +372,16 @@ CLOSED = [("runs", "ls", "--runs-dir", "{runs}"), ("theory", "schemes"),
 
 
 def _closed_probes() -> list[Probe]:
-    return [Probe(f"closed stdout: {' '.join(c[:2])}", c, code=120, process=True,
-                  xfail="issue 40 item 7") for c in CLOSED]
+    return [Probe(f"closed stdout: {' '.join(c[:2])}", c, code=120, process=True)
+            for c in CLOSED]
 
 
-#: issue 40 item 7's own examples at the config level
-ITEM_7 = [Probe(f"llm train {v}", ("llm", "train", "--print-config", v, "--runs-dir", "{runs}"),
+#: bounds at the config level: a step count beyond any run, more threads than any machine
+BOUNDS = [Probe(f"llm train {v}", ("llm", "train", "--print-config", v, "--runs-dir", "{runs}"),
                 names=_names(*v.split("=")))
           for v in ("train.steps=1e20", "train.threads=100000")]
 
-PROBES = [*_config_probes(), *ITEM_7, *_cli_probes(), *_path_probes(), *_run_probes(),
+PROBES = [*_config_probes(), *BOUNDS, *_cli_probes(), *_path_probes(), *_run_probes(),
           *_closed_probes()]
 
 
@@ -501,13 +496,8 @@ API += [(f"read {what} of {place}", "from smallinit import load_run\n"
                             ("summary_edited", "summary"),
                             ("config_edited", "arrays()"))]
 
-API_KNOWN = {"read summary of summary_edited": "load_run(...).summary of a run found corrupt "
-             "is {} (its state says corrupt), not an error"}
 
-
-@pytest.mark.parametrize("code", [
-    pytest.param(c, id=n, marks=[pytest.mark.xfail(strict=True, reason=API_KNOWN[n])]
-                 if n in API_KNOWN else []) for n, c in API])
+@pytest.mark.parametrize("code", [pytest.param(c, id=n) for n, c in API])
 def test_api_probe(code, sandbox):
     scope = {"RUNS": str(sandbox.store), "FILE": sandbox.places["file"],
              "FOLDER": sandbox.places["folder"], "PLACES": sandbox.places,

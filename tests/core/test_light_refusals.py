@@ -17,8 +17,10 @@ import pytest
 import smallinit.paper_figs
 from smallinit.study.figure_list import FIGURES
 
-HEAVY = ("torch", "jax", "matplotlib", "smallinit.study.experiments", "smallinit.study.figs",
-         "smallinit.llm.training", "smallinit.toy")
+#: sympy: a second (smallinit.theory.transformer imports it); asyncio: tqdm.auto's
+#: asynchronous bar imports it, a tenth of a second of every start
+HEAVY = ("torch", "jax", "matplotlib", "sympy", "smallinit.study.experiments",
+         "smallinit.study.figs", "smallinit.llm.training", "smallinit.toy", "asyncio")
 
 CHILD = """\
 import json, sys
@@ -44,6 +46,9 @@ REFUSALS = [
     ("llm train config not TOML", ["llm", "train", "--config", "{toml}"]),
     ("llm train override without =", ["llm", "train", "model.d_model"]),
     ("llm init-table config a folder", ["llm", "init-table", "--config", "{dir}"]),
+    ("llm init-table bad value", ["llm", "init-table", "model.d_model=abc"]),
+    ("llm init-table bad scheme", ["llm", "init-table", "--init", "gama:1"]),
+    ("llm train unbounded value", ["llm", "train", "train.steps=1e20"]),
 ]
 
 

@@ -266,6 +266,18 @@ def interrupt_after_checkpoint(monkeypatch, step: int) -> None:
     monkeypatch.setattr(T, "save_checkpoint", save_then_stop)
 
 
+def interrupted_after(cfg: RunConfig, step: int, runs_dir: Path, monkeypatch):
+    """The run of ``cfg`` under ``runs_dir``, stopped once checkpoint ``step`` is on disk."""
+    from smallinit.core.store import RunStore
+    from smallinit.llm.training.train import KIND, VERSION
+
+    with monkeypatch.context() as patch:
+        interrupt_after_checkpoint(patch, step)
+        with pytest.raises(Interrupted):
+            train(cfg, runs_dir=runs_dir)
+    return RunStore(runs_dir).run(KIND, cfg, version=VERSION)
+
+
 @pytest.mark.parametrize("damage", ["truncated", "empty", "a tensor scaled by 1.5",
                                     "a NaN planted"])
 def test_damaged_newest_checkpoint_falls_back_to_the_older_one(cache, tmp_path, monkeypatch,
@@ -273,14 +285,7 @@ def test_damaged_newest_checkpoint_falls_back_to_the_older_one(cache, tmp_path, 
     extra = ["train.steps=40", "train.checkpoint_every=10", "train.eval_every=15"]
     cfg = tiny(cache, *extra)
     straight = train(cfg, runs_dir=tmp_path / "straight")
-    with monkeypatch.context() as patch:
-        interrupt_after_checkpoint(patch, 30)
-        with pytest.raises(Interrupted):
-            train(cfg, runs_dir=tmp_path / "broken")
-    from smallinit.core.store import RunStore
-    from smallinit.llm.training.train import KIND, VERSION
-
-    half = RunStore(tmp_path / "broken").run(KIND, cfg, version=VERSION)
+    half = interrupted_after(cfg, 30, tmp_path / "broken", monkeypatch)
     newest = half.path / "checkpoints" / "step-00000030.pt"
     assert sorted(p.name for p in newest.parent.glob("step-*.pt")) == [
         "step-00000020.pt", newest.name]
@@ -305,6 +310,23 @@ def test_damaged_newest_checkpoint_falls_back_to_the_older_one(cache, tmp_path, 
         [r for r in straight.metrics() if "val_loss" in r]
     for key in ("val_loss", "loss", "acc_reasoning", "acc_fact"):
         assert resumed.summary[key] == straight.summary[key]
+
+
+def test_a_damaged_only_checkpoint_restarts_the_run_instead_of_failing_it(cache, tmp_path,
+                                                                          monkeypatch):
+    """A NaN planted in the one checkpoint there is: the resume sets it aside and trains from
+    scratch to the straight run's numbers, rather than resuming into a NaN loss that would
+    be stored as a final failure and reused."""
+    cfg = tiny(cache, "train.steps=20", "train.checkpoint_every=10", "train.eval_every=0")
+    straight = train(cfg, runs_dir=tmp_path / "straight")
+    half = interrupted_after(cfg, 10, tmp_path / "broken", monkeypatch)
+    (only,) = (half.path / "checkpoints").glob("step-*.pt")
+    state = torch.load(only, weights_only=True)
+    state["model"]["tok_emb.weight"][0, 0] = float("nan")
+    torch.save(state, only)
+    resumed = train(cfg, runs_dir=tmp_path / "broken")
+    assert resumed.state == "done" and losses(resumed) == losses(straight)
+    assert (only.parent / f"{only.name}.damaged").is_file()
 
 
 class _Payload:

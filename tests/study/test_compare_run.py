@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 
 import pytest
 
@@ -96,3 +97,35 @@ def test_compare_cli_errors(capsys):
     assert "at least two widths" in capsys.readouterr().err
     assert main(["compare", "nosuchkey=1"]) == 2
     assert "unknown key config.nosuchkey" in capsys.readouterr().err
+
+
+def test_a_transformer_refused_for_a_damaged_corpus_leaves_the_comparison_unrecorded(
+        tmp_path, capsys):
+    """A transformer that fails for damaged input (a rolled ``train.bin``) is no outcome: the
+    comparison ends in one line and is recorded as retryable, so once the corpus is rebuilt
+    the next call trains the transformers instead of reusing a table without them."""
+    import numpy as np
+
+    from smallinit.compare.comparison import CompareConfig
+    from smallinit.compare.run import KIND, VERSION
+    from smallinit.core.config import load_config
+    from smallinit.core.store import RunStore
+    from smallinit.llm.data import corpus as corpus_mod
+
+    overrides = ["gammas=0.5", "widths=16,32", *TINY, f"llm.data.cache_dir={tmp_path / 'c'}"]
+    cfg = load_config(CompareConfig, None, overrides)
+    data = cfg.llm_run(0.5, 16).data
+    folder = corpus_mod.prepare(data, cfg.llm.model.vocab_size)
+    np.roll(np.fromfile(folder / "train.bin", np.uint16), 1).tofile(folder / "train.bin")
+    args = ["--quiet", "compare", *overrides, "--runs-dir", str(tmp_path / "runs")]
+    capsys.readouterr()
+    assert main(args) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines()  # log records of the
+           if ln.strip() and not ln.startswith(("ERROR ", "WARNING "))]  # job driver aside
+    assert len(err) == 1 and "is damaged" in err[0], err
+    compare = RunStore(tmp_path / "runs").run(KIND, cfg, version=VERSION)
+    assert compare.state == "failed" and not compare.failed_for_good
+
+    shutil.rmtree(folder)  # rebuilt by the next call
+    assert main(args) == 0
+    assert compare.state == "done" and compare.summary["llm_failed"] == 0
