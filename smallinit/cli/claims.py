@@ -6,6 +6,7 @@ missing at a profile says ``not run`` (the table's notes list which runs)."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 
 from smallinit.cli.util import (
@@ -99,6 +100,22 @@ def _chosen(args: argparse.Namespace) -> list[str]:
     return [overlaid_profile(args, given[0], overrides)]
 
 
+def _hosts(runs, runs_dir) -> list[dict]:
+    """The distinct host records (processor, vector extensions, library versions, the GPU
+    where one was used) in the ``status.json`` of a record's runs, so that a committed claims
+    file says which machines computed its numbers."""
+    from smallinit.core.runs import read_store_json
+    from smallinit.core.store import RunStore
+
+    root = RunStore(runs_dir).root
+    seen: dict[str, dict] = {}
+    for ref in runs:
+        host = read_store_json(root / ref / "status.json").get("host")
+        if isinstance(host, dict):
+            seen.setdefault(json.dumps(host, sort_keys=True), host)
+    return list(seen.values())
+
+
 def _cmd_claims(args: argparse.Namespace) -> int:
     from smallinit.core.store import RunStore
     from smallinit.study.claims import table
@@ -106,7 +123,7 @@ def _cmd_claims(args: argparse.Namespace) -> int:
     chosen = _chosen(args)
     records = table(chosen, RunStore(args.runs_dir), rules=args.rules)
     if args.json:
-        print_json([r.as_json() for r in records])
+        print_json([{**r.as_json(), "hosts": _hosts(r.runs, args.runs_dir)} for r in records])
     else:
         print(format_table(records))
     return 0

@@ -82,11 +82,23 @@ def same_machine(record: Any) -> bool:
 
 def record() -> dict[str, Any]:
     """The host record of a finished run: machine, CPU model and vector extensions, Python,
-    the versions of the numeric libraries this process has loaded, and torch's CPU kernel
-    choice."""
+    the versions of the numeric libraries this process has loaded, torch's CPU kernel
+    choice, and the CUDA device's name where the process used one."""
     libraries = {name: _version(sys.modules[name]) for name in LIBRARIES if name in sys.modules}
     out = {**_fixed(), "libraries": libraries}
     capability = _torch_capability()
     if capability is not None:
         out["torch_cpu_capability"] = capability
+    gpu = _gpu_name()
+    if gpu is not None:
+        out["gpu"] = gpu
     return out
+
+
+def _gpu_name() -> str | None:
+    """The name of the CUDA device this process has used, else None. It never starts CUDA:
+    a process that trained only on the CPU records no GPU."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return None
+    return torch.cuda.get_device_name(torch.cuda.current_device())

@@ -61,3 +61,13 @@ def test_cpuinfo_gives_the_first_processors_model_and_vector_extensions(monkeypa
     info = host._cpuinfo()
     assert host._cpu_model(info) == "AMD EPYC"
     assert host._vector_extensions(info) == ["avx", "avx2", "avx512bw", "avx512f", "fma"]
+
+
+def test_a_process_that_never_started_cuda_records_no_gpu():
+    """The GPU's name is recorded only where the process used CUDA, and reading the record
+    never starts it (here: torch loaded, CUDA never initialised)."""
+    import torch
+
+    assert not torch.cuda.is_initialized()
+    assert "gpu" not in host.record()
+    assert not torch.cuda.is_initialized()

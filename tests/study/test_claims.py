@@ -362,7 +362,7 @@ def test_cli_claims_on_an_empty_store_trains_nothing(tmp_path, capsys, monkeypat
         "smallinit.core.profiles", fromlist=["names"]).names()]
     assert len(records) == len(claims.CLAIMS) * len(profiles) == 13 * len(profiles)
     assert {r["profile"] for r in records} == set(profiles)
-    assert all(list(r) == list(claims.JSON_KEYS) for r in records)
+    assert all(list(r) == [*claims.JSON_KEYS, "hosts"] and r["hosts"] == [] for r in records)
     assert all(r["verdict"] == "not run" and r["effect"] is None for r in records)
     assert main(["claims", "--profile", "quick", "--runs-dir", str(runs)]) == 0
     table = capsys.readouterr().out
@@ -697,3 +697,19 @@ def test_the_claims_table_logs_a_line_where_no_bar_is_shown(tmp_path, caplog):
     n = len(claims.CLAIMS)
     assert lines[0] == f"claims: judging {n} claims at quick from the store"
     assert re.fullmatch(rf"claims: {n}/{n} judged in \d+\.\d s", lines[-1]), lines
+
+
+def test_claims_json_names_the_hosts_that_computed_each_record(tmp_path):
+    """A claims file says which machines computed it: each record lists the distinct host
+    records of its runs' status.json, read back from the store (here two runs of one host
+    give one record, and a record without runs gives none)."""
+    from smallinit.cli.claims import _hosts
+
+    store = RunStore(tmp_path / "runs")
+    every = experiments.specs("gamma-sweep", "quick")
+    two = [j for j in every if j.tags["gamma"] in (0.5, 1.0)][:2]
+    _fill(store, two, lambda job: {"val_loss": 3.0})
+    refs = [f"{j.kind}/{store.run(j.kind, j.config, version=j.version).key}" for j in two]
+    planted = json.loads((store.root / refs[0] / "status.json").read_text())["host"]
+    assert planted["cpu"] and _hosts(refs, store.root) == [planted]
+    assert _hosts([], store.root) == []
