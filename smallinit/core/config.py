@@ -214,7 +214,7 @@ def config_from_dict(cls: type[C], data: Mapping[str, Any], *, where: str = "con
     """Build ``cls`` from a mapping, checking keys and value types against the annotations."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where} must be a table of key = value pairs, got {data!r}")
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
     if unknown:
