@@ -104,13 +104,18 @@ def _hosts(runs, runs_dir) -> list[dict]:
     """The distinct host records (processor, vector extensions, library versions, the GPU
     where one was used) in the ``status.json`` of a record's runs, so that a committed claims
     file says which machines computed its numbers."""
+    from smallinit.core.errors import StoreError
     from smallinit.core.runs import read_store_json
     from smallinit.core.store import RunStore
 
     root = RunStore(runs_dir).root
     seen: dict[str, dict] = {}
     for ref in runs:
-        host = read_store_json(root / ref / "status.json").get("host")
+        try:
+            status = read_store_json(root / ref / "status.json")
+        except (OSError, ValueError, StoreError):  # gone or damaged since it was judged
+            continue
+        host = status.get("host") if isinstance(status, dict) else None
         if isinstance(host, dict):
             seen.setdefault(json.dumps(host, sort_keys=True), host)
     return list(seen.values())

@@ -713,3 +713,5 @@ def test_claims_json_names_the_hosts_that_computed_each_record(tmp_path):
     planted = json.loads((store.root / refs[0] / "status.json").read_text())["host"]
     assert planted["cpu"] and _hosts(refs, store.root) == [planted]
     assert _hosts([], store.root) == []
+    (store.root / refs[1] / "status.json").unlink()  # a run gone since it was judged
+    assert _hosts(refs[1:], store.root) == []
