@@ -79,7 +79,7 @@ ENGINE_ENV = "SMALLINIT_TOY_ENGINE"  # the engine of a scan not given one: auto 
 # jax or grouped (the switch that forces the grouped engine on a CPU, through NumPy)
 
 BENCH_WIDTHS = (250, 500, 1000, 2000, 4000)
-SECTION = "toy-scan"  # the profiles' table of the phase scan (smallinit/core/profiles/*.toml)
+SECTION = "toy-scan"  # the profiles' table of the phase scan (core/profiles/*.toml)
 
 
 def _quick(name: str):

@@ -5,19 +5,19 @@ Floor plan (lowest floor first; an arrow may only point down):
 
 * **theory/** (``smallinit.theory``) and **kernels/** (``smallinit.kernels``): import
   nothing of ours outside their own package (they raise plain ``ValueError``).
-* **core** (``smallinit/core/``: run store, configs, profiles, job driver, errors, progress,
+* **core** (``core/``: run store, configs, profiles, job driver, errors, progress,
   plotting, stats, memory, downloads): imports only the core.
 * **toy/** and **llm/**: import theory, kernels and the core; llm never imports toy and
   toy never imports llm.
-* **the roof**: ``smallinit/compare/``, ``smallinit/study/`` (the experiments, the figure
+* **the roof**: ``compare/``, ``study/`` (the experiments, the figure
   driver, the claims, the GPU check) and **paper_figs/** sit on the components; none of
   them imports the CLI.
-* **cli** (``smallinit/cli/``): on top of everything; nothing below it imports it.
+* **cli** (``cli/``): on top of everything; nothing below it imports it.
   ``smallinit/__init__.py`` (the package's lazy re-exports) and ``smallinit/__main__.py``
   (the CLI's entry point) stand apart.
 
 And imports of our own modules sit at the top of their module, where the graph can be
-read: outside ``smallinit/cli/`` (whose handlers import libraries lazily so that
+read: outside ``cli/`` (whose handlers import libraries lazily so that
 ``smallinit --help`` stays fast) a function-level import of ``smallinit...`` is allowed only
 when its line carries ``# lazy: <reason>`` (an import cycle, an optional dependency such as
 cupy behind it). The same holds for the heavy third-party packages (torch, jax, sympy) in a
@@ -30,9 +30,9 @@ One path per idea: no function is named by a string (``"module:function"``,
 and the figure driver (a run spec's type computes its run); one function applies dotted
 overrides to a config (``smallinit.core.config.override``: no other function named like an
 override or a merge, no keys routed by a section's prefix such as ``"scan."``); one
-registry lists the experiments (``smallinit/study/experiments/__init__.py``), each
+registry lists the experiments (``study/experiments/__init__.py``), each
 experiment module declaring its one ``EXPERIMENT``; one job driver starts worker processes
-(``smallinit/core/jobs.py``); the model's forward code tests neither the device, the dtype
+(``core/jobs.py``); the model's forward code tests neither the device, the dtype
 nor the grad mode (the fast path is its own layers, chosen when the model is built).
 """
 
@@ -51,6 +51,10 @@ ROOT = Path(__file__).resolve().parents[2]
 #: source folder -> the package it is installed as (pyproject's package-dir)
 PACKAGES = {
     "smallinit": "smallinit",
+    "core": "smallinit.core",
+    "cli": "smallinit.cli",
+    "compare": "smallinit.compare",
+    "study": "smallinit.study",
     "theory": "smallinit.theory",
     "toy": "smallinit.toy",
     "llm": "smallinit.llm",
@@ -157,7 +161,7 @@ def source_files() -> list[str]:
 
 def test_the_source_tree_keeps_the_floor_plan():
     files = source_files()
-    assert len(files) > 50 and "toy/scan.py" in files and "smallinit/cli/figs.py" in files
+    assert len(files) > 50 and "toy/scan.py" in files and "cli/figs.py" in files
     found = [v for rel in files for v in violations(rel, (ROOT / rel).read_text())]
     assert not found, "\n".join(found)
 
@@ -184,17 +188,17 @@ def test_building_the_cli_parser_imports_no_heavy_library():
     ("llm/analysis/ffn.py", "from smallinit.toy.scan import fit_slopes\n", "llm never imports"),
     ("toy/scan.py", "from smallinit import llm\n", "toy never imports llm"),
     ("toy/scan.py", "from smallinit.cli import main\n", "only the CLI"),
-    ("smallinit/compare/run.py", "from smallinit.cli.util import x\n", "only the CLI"),
-    ("smallinit/study/experiments/gamma_sweep.py", "import smallinit.cli\n", "only the CLI"),
+    ("compare/run.py", "from smallinit.cli.util import x\n", "only the CLI"),
+    ("study/experiments/gamma_sweep.py", "import smallinit.cli\n", "only the CLI"),
     ("paper_figs/fig01_phase_diagram.py", "from smallinit.cli import util\n", "only the CLI"),
-    ("smallinit/core/runs.py", "from smallinit.compare import run\n", "sit on top"),
+    ("core/runs.py", "from smallinit.compare import run\n", "sit on top"),
     ("llm/run_config.py", "from smallinit.paper_figs import fig01_phase_diagram\n", "sit on top"),
     ("toy/scan.py", "from smallinit.study import experiments\n", "sit on top"),
-    ("smallinit/core/jobs.py", "from smallinit.toy import scan\n", "only the core"),
-    ("smallinit/core/profiles/__init__.py", "from smallinit.llm import config\n", "only the core"),
-    ("smallinit/core/store.py", "from smallinit.study.figs import x\n", "only the core"),
+    ("core/jobs.py", "from smallinit.toy import scan\n", "only the core"),
+    ("core/profiles/__init__.py", "from smallinit.llm import config\n", "only the core"),
+    ("core/store.py", "from smallinit.study.figs import x\n", "only the core"),
     ("toy/scan.py", "def f():\n    from smallinit.core.store import S\n", "inside a function"),
-    ("smallinit/core/runs.py", "class A:\n    def f(self):\n        import smallinit.core.errors\n",
+    ("core/runs.py", "class A:\n    def f(self):\n        import smallinit.core.errors\n",
      "inside a function"),
     ("kernels/stack.py", "def f():\n    from . import gpu  # noqa: PLC0415\n",
      "inside a function"),
@@ -210,12 +214,12 @@ def test_each_rule_catches_a_fake_source(rel, source, rule):
     ("theory/phase.py", "from .init_rules import parse_scheme\nimport sympy\n"),
     ("kernels/bench.py", "from . import measure\nfrom .stack import measure_stack\n"),
     ("toy/scan.py", "from smallinit.theory import phase\nfrom smallinit.core.store import S\n"),
-    ("smallinit/core/store.py", "from smallinit.core.runs import Run\n"),
+    ("core/store.py", "from smallinit.core.runs import Run\n"),
     ("llm/run_config.py", "from smallinit.kernels import cluster_count\n"),
-    ("smallinit/study/experiments/compare.py", "from smallinit.compare.run import x\n"),
-    ("smallinit/study/figs.py", "from smallinit.study import experiments\n"),
+    ("study/experiments/compare.py", "from smallinit.compare.run import x\n"),
+    ("study/figs.py", "from smallinit.study import experiments\n"),
     ("smallinit/__main__.py", "from smallinit.cli import main\n"),
-    ("smallinit/cli/figs.py", "def f():\n    from smallinit.study.experiments import plan\n"),
+    ("cli/figs.py", "def f():\n    from smallinit.study.experiments import plan\n"),
     ("kernels/stack.py", "def f():\n    from . import gpu  # lazy: needs cupy\n"),
     ("toy/scan.py", "import jax\ndef f():\n    import jax.numpy as jnp\n"),
     ("llm/training/train.py", "import torch\ndef f():\n    import torch.distributed\n"),
@@ -233,9 +237,9 @@ DRIVER_ONLY = ("ProcessPoolExecutor", "multiprocessing", "get_context(", "_FORCE
 
 
 def driver_copies(rel: str, source: str) -> list[str]:
-    """Places outside ``smallinit/core/jobs.py`` that start worker processes or keep a
+    """Places outside ``core/jobs.py`` that start worker processes or keep a
     force-once set of their own: a second sweep driver in the making."""
-    if rel == "smallinit/core/jobs.py":
+    if rel == "core/jobs.py":
         return []
     return [f"{rel}:{n} {word}" for n, line in enumerate(source.splitlines(), 1)
             for word in DRIVER_ONLY if word in line and not line.lstrip().startswith("#")]
@@ -244,9 +248,9 @@ def driver_copies(rel: str, source: str) -> list[str]:
 def test_one_job_driver_runs_every_sweep():
     found = [hit for rel in source_files()
              for hit in driver_copies(rel, (ROOT / rel).read_text(encoding="utf-8"))]
-    assert not found, f"only smallinit/core/jobs.py runs many runs (workers, force once): " \
+    assert not found, f"only core/jobs.py runs many runs (workers, force once): " \
                       f"{found}"
-    assert driver_copies("smallinit/study/experiments/gamma_sweep.py",
+    assert driver_copies("study/experiments/gamma_sweep.py",
                          "from concurrent.futures import ProcessPoolExecutor\n")
 
 
@@ -259,17 +263,17 @@ ENTRY_WORDS = ("entry", "entry_point", "target", "_target_", "func", "fn", "func
 #: where a module may be looked up by its name: the packages' lazy re-exports, the CLI's
 #: command dispatch (one module per command group), the figure driver (one per figure)
 LOOKUP_ALLOWED = ("smallinit/__init__.py", "theory/__init__.py", "toy/__init__.py",
-                  "llm/__init__.py", "smallinit/cli/__init__.py", "smallinit/study/figs.py")
+                  "llm/__init__.py", "cli/__init__.py", "study/figs.py")
 #: calls that load a module given its name or path
 LOADERS = ("import_module", "__import__", "spec_from_file_location", "run_module", "run_path")
-OVERRIDE_FUNCTION = "smallinit/core/config.py"
+OVERRIDE_FUNCTION = "core/config.py"
 #: words that make a function name an override function's (split on "_"), and whole names
 OVERRIDE_WORDS = {"override", "overrides", "merge", "merged"}
 OVERRIDE_NAMES = {"replace_config", "update_config", "deep_update"}
 #: a config section's prefix ("scan."), by which keys would be routed around the override
 SECTION_PREFIX = re.compile(r"^[A-Za-z_]\w*\.$")
-REGISTRY = "smallinit/study/experiments/__init__.py"
-EXPERIMENTS = "smallinit/study/experiments/"
+REGISTRY = "study/experiments/__init__.py"
+EXPERIMENTS = "study/experiments/"
 
 
 @functools.cache
@@ -446,60 +450,60 @@ def test_every_experiment_module_declares_one_experiment_the_registry_lists():
 
 
 @pytest.mark.parametrize(("rule", "rel", "source"), [
-    (string_entry_points, "smallinit/study/experiments/x.py",
+    (string_entry_points, "study/experiments/x.py",
      'ENTRY = "smallinit.llm.training.train:train_job"\n'),
-    (string_entry_points, "smallinit/study/experiments/x.py",
+    (string_entry_points, "study/experiments/x.py",
      'Job(entry="smallinit.llm.training.train.train_job")\n'),
-    (string_entry_points, "smallinit/study/experiments/x.py",
+    (string_entry_points, "study/experiments/x.py",
      'spec = {"target": "pkg.mod.func"}\n'),
-    (string_entry_points, "smallinit/study/figs.py", 'F = "smallinit.llm.training.train.train"\n'),
-    (string_entry_points, "smallinit/study/figs.py", 'F = "llm.training.train.train"\n'),
-    (string_lookups, "smallinit/study/experiments/x.py",
+    (string_entry_points, "study/figs.py", 'F = "smallinit.llm.training.train.train"\n'),
+    (string_entry_points, "study/figs.py", 'F = "llm.training.train.train"\n'),
+    (string_lookups, "study/experiments/x.py",
      'import importlib\nf = getattr(importlib.import_module("smallinit.llm.training.train"), '
      '"train")\n'),
-    (string_lookups, "smallinit/core/jobs.py", "from importlib import import_module\n"
+    (string_lookups, "core/jobs.py", "from importlib import import_module\n"
      "m = import_module(name)\n"),
-    (string_lookups, "smallinit/core/jobs.py", "m = __import__('smallinit.core.runs')\n"),
-    (string_lookups, "smallinit/core/jobs.py",
+    (string_lookups, "core/jobs.py", "m = __import__('smallinit.core.runs')\n"),
+    (string_lookups, "core/jobs.py",
      "from smallinit.llm.training import train\nf = getattr(train, 'train')\n"),
-    (string_lookups, "smallinit/core/jobs.py",
+    (string_lookups, "core/jobs.py",
      "import smallinit.llm.training.train\nf = getattr(smallinit.llm.training.train, 'train')\n"),
-    (string_lookups, "smallinit/core/jobs.py", "import sys\nf = getattr(sys.modules[n], 'f')\n"),
-    (string_lookups, "smallinit/core/jobs.py", "f = globals()['train_job']\n"),
+    (string_lookups, "core/jobs.py", "import sys\nf = getattr(sys.modules[n], 'f')\n"),
+    (string_lookups, "core/jobs.py", "f = globals()['train_job']\n"),
     (second_override_functions, "llm/training/anchor.py",
      "def replace_config(cfg, table):\n    return cfg\n"),
-    (second_override_functions, "smallinit/study/experiments/anchor_scan.py",
+    (second_override_functions, "study/experiments/anchor_scan.py",
      "def _apply_overrides(cfg, changes):\n    return cfg\n"),
-    (second_override_functions, "smallinit/core/profiles/__init__.py",
+    (second_override_functions, "core/profiles/__init__.py",
      "def _merge(a, b):\n    return a | b\n"),
-    (second_override_functions, "smallinit/cli/llm.py", "def override(text):\n    return text\n"),
-    (second_override_functions, "smallinit/study/experiments/anchor_scan.py",
+    (second_override_functions, "cli/llm.py", "def override(text):\n    return text\n"),
+    (second_override_functions, "study/experiments/anchor_scan.py",
      "scan = {k[5:]: v for k, v in changes.items() if k.startswith('scan.')}\n"),
-    (second_override_functions, "smallinit/study/experiments/anchor_scan.py",
+    (second_override_functions, "study/experiments/anchor_scan.py",
      "rest = [k.removeprefix('scan.') for k in keys if k.startswith(('model.', 'x'))]\n"),
-    (second_override_functions, "smallinit/study/experiments/anchor_scan.py",
+    (second_override_functions, "study/experiments/anchor_scan.py",
      "scan = [k for k in keys if k[:5] == 'scan.']\n"),
-    (second_override_functions, "smallinit/study/experiments/x.py",
+    (second_override_functions, "study/experiments/x.py",
      "import dataclasses\ncfg = dataclasses.replace(cfg, seed=1)\n"),
     (second_override_functions, "llm/training/trained.py",
      "from dataclasses import dataclass, replace\n"),
-    (second_override_functions, "smallinit/study/experiments/llm_plan.py",
+    (second_override_functions, "study/experiments/llm_plan.py",
      "def _with(cfg, **kw):\n    for key in kw:\n        key.split('__')\n"),
     (second_registries, "llm/training/train.py", "EXPERIMENTS = {}\n"),
-    (second_registries, "smallinit/study/figs.py", "E = Experiment('x', (1,), '', f)\n"),
+    (second_registries, "study/figs.py", "E = Experiment('x', (1,), '', f)\n"),
 ])
 def test_each_one_path_rule_catches_a_planted_violation(rule, rel, source):
     assert rule(rel, source)
 
 
 @pytest.mark.parametrize(("rule", "rel", "source"), [
-    (string_entry_points, "smallinit/cli/util.py", 'TEXT = "key=value: a:b"\n'),
-    (string_entry_points, "smallinit/core/progress.py",
+    (string_entry_points, "cli/util.py", 'TEXT = "key=value: a:b"\n'),
+    (string_entry_points, "core/progress.py",
      'log = logging.getLogger("smallinit.core.jobs")\n'),
-    (string_entry_points, "smallinit/study/experiments/x.py",
+    (string_entry_points, "study/experiments/x.py",
      'cfg = override(cfg, {"train.lr": 1e-3, "model.norm_eps": 1e-5})\n'),
-    (string_entry_points, "smallinit/study/experiments/x.py", 'Job(entry=train_job)\n'),
-    (string_lookups, "smallinit/study/figs.py",
+    (string_entry_points, "study/experiments/x.py", 'Job(entry=train_job)\n'),
+    (string_lookups, "study/figs.py",
      "import importlib\nm = importlib.import_module(module_name(7))\nf = getattr(m, 'make')\n"),
     (string_lookups, "llm/__init__.py",
      "import importlib\ndef __getattr__(name):\n"
@@ -511,14 +515,14 @@ def test_each_one_path_rule_catches_a_planted_violation(rule, rel, source):
      "import importlib.util\nok = importlib.util.find_spec('wandb') is not None\n"),
     (second_override_functions, OVERRIDE_FUNCTION,
      "def override(cfg, changes):\n    return cfg\ndef merge_tables(a, b):\n    return a\n"),
-    (second_override_functions, "smallinit/core/config_test.py",
+    (second_override_functions, "core/config_test.py",
      "def parse(text):\n    return text.startswith('text:') or text.startswith('.')\n"),
-    (second_override_functions, "smallinit/core/config.py",
+    (second_override_functions, "core/config.py",
      "import dataclasses\nx = dataclasses.replace(c)\n"),
     (second_override_functions, "theory/phase.py", "e = expr.replace(a, b)\n"),
     (second_override_functions, "theory/phase.py", "s = dataclasses.replace(s, a=1)\n"),
     (second_registries, REGISTRY, "EXPERIMENTS = {}\n"),
-    (second_registries, "smallinit/study/experiments/toy_scan.py",
+    (second_registries, "study/experiments/toy_scan.py",
      "EXPERIMENT = Experiment('toy-scan', (1,), '', specs)\n"),
 ])
 def test_the_one_path_rules_accept_what_is_allowed(rule, rel, source):

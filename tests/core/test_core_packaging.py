@@ -4,11 +4,14 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ["pyproject.toml", "README.md", "smallinit", "theory", "toy", "llm", "kernels",
-           "paper_figs"]
+#: the folders pyproject maps into the package (each top-level folder X is smallinit.X)
+FOLDERS = sorted(set(tomllib.loads((ROOT / "pyproject.toml").read_text())
+                     ["tool"]["setuptools"]["package-dir"].values()))
+SOURCES = ["pyproject.toml", "README.md", *FOLDERS]
 
 
 def test_regular_install_has_one_top_level_package(tmp_path):
@@ -30,7 +33,7 @@ def test_regular_install_has_one_top_level_package(tmp_path):
     assert top[0] == "smallinit"
     assert len(top) == 2 and top[1].startswith("smallinit-") and top[1].endswith(".dist-info")
     pkg = target / "smallinit"
-    for component in ("theory", "toy", "llm", "kernels"):
+    for component in ("theory", "toy", "llm", "kernels", "core", "cli", "compare", "study"):
         assert (pkg / component / "__init__.py").is_file()
     assert (pkg / "core" / "style" / "smallinit.mplstyle").is_file()
     # the figure scripts, the profiles and the kernels' emulation header ship in the package

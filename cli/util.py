@@ -325,7 +325,7 @@ positive_int_list = _typed_list(positive_int, "a positive integer")
 
 def profile_arg(text: str) -> str:
     """A packaged profile: ``quick`` (CPU minutes), ``full`` (GPU scale) or another file of
-    smallinit/core/profiles/."""
+    core/profiles/."""
     from smallinit.core import profiles
 
     if text not in profiles.names():

@@ -42,7 +42,7 @@ def config_path(name: str | None) -> Path | None:
 
 def load_run_config(args):
     """The run config: a TOML file, or the ``[llm-train]`` table of a packaged profile
-    (smallinit/core/profiles/<name>.toml), then the ``key=value`` overrides."""
+    (core/profiles/<name>.toml), then the ``key=value`` overrides."""
     from smallinit.core import profiles
     from smallinit.core.config import load_config, override, parse_overrides, read_toml
 

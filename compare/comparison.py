@@ -11,7 +11,7 @@ Profiles: ``quick`` is sized for a few CPU minutes on 2 cores (measured: one tra
 at d_model = 32/64/128/256/512, 2 layers, context 64, batch 16, one thread takes about
 0.04/0.06/0.15/0.4/1.4 s on a loaded machine, so widths up to 512 at a few hundred steps
 take most of an hour; the quick widths stop at 128). ``full`` is GPU scale. Both are the
-``[compare]`` table of ``smallinit/core/profiles/<profile>.toml``.
+``[compare]`` table of ``core/profiles/<profile>.toml``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from smallinit.core.errors import ConfigError, require
 from smallinit.llm.run_config import RunConfig
 from smallinit.theory.init_rules import gamma_scheme
 
-SECTION = "compare"  # the profiles' table of the comparison (smallinit/core/profiles/*.toml)
+SECTION = "compare"  # the profiles' table of the comparison (core/profiles/*.toml)
 
 
 def _quick(name: str):
