@@ -129,3 +129,176 @@ def test_no_file_outside_docs_points_at_the_workspace_spec():
            if DOCS not in p.parents and SPEC_PATH.encode() in p.read_bytes()]
     assert not bad, (f"{bad} still point at {SPEC_PATH}.md, which a clone does not have; "
                      f"cite {DOC_NAME} instead")
+
+
+# ----------------------------------------------------------------------------- the doc set
+# The README says what the project answers, how to install it and the claims at a glance;
+# docs/*.md hold the rest. Their relative links and anchors must resolve, and the commands
+# they show must parse with the CLI's own parser, in every file of the set alike.
+README = ROOT / "README.md"
+README_MAX_LINES = 200
+FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)
+INLINE_CODE = re.compile(r"`[^`\n]*`")
+LINK = re.compile(r"!?\[(?:[^\]\n]|\][^(\n])*?\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+ATX = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+def doc_set() -> list[Path]:
+    """The README and every Markdown file of docs/."""
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: markup dropped, lower case, every character that is
+    not a letter, digit, space, hyphen or underscore removed, spaces turned into hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link keeps its text
+    text = text.replace("`", "").replace("*", "").strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """Every heading's anchor in a Markdown text, repeats numbered as GitHub does (-1, -2)."""
+    seen: dict[str, int] = {}
+    out: set[str] = set()
+    for heading in ATX.findall(FENCE.sub("", text)):
+        base = slug(heading)
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        out.add(base if n == 0 else f"{base}-{n}")
+    return out
+
+
+def links(text: str) -> list[str]:
+    """The targets of a Markdown text's links and images, outside code."""
+    return LINK.findall(INLINE_CODE.sub("", FENCE.sub("", text)))
+
+
+def broken_links(path: Path) -> list[str]:
+    """Each relative link of ``path`` whose file does not exist or whose anchor is not a
+    heading of that file, as 'target: why'."""
+    bad = []
+    for target in links(_read(path)):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):  # https:, mailto:
+            continue
+        name, _, fragment = target.partition("#")
+        dest = (path.parent / name).resolve() if name else path
+        if not dest.exists():
+            bad.append(f"{target}: no such file")
+        elif fragment and (dest.suffix != ".md" or fragment not in anchors(_read(dest))):
+            bad.append(f"{target}: no heading #{fragment} in {dest.name}")
+    return bad
+
+
+def shown_commands(text: str, program: str) -> list[list[str]]:
+    """The command lines of ``program`` in a Markdown text's ```bash blocks, as argv after
+    the program's name: continuation lines joined, comments dropped, leading VAR=value
+    assignments skipped, `torchrun ... -m smallinit` and `python -m smallinit` read as the
+    program; lines that need the shell's own expansion ($(...)) are left out."""
+    import shlex
+
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            if "$(" in line:
+                continue
+            argv = shlex.split(line, comments=True)
+            while argv and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", argv[0]):
+                argv = argv[1:]
+            if argv[:1] in (["torchrun"], ["python"], ["python3"]) and "-m" in argv:
+                argv = argv[argv.index("-m") + 1:]
+            if argv[:1] == [program]:
+                out.append(argv[1:])
+    return out
+
+
+def test_readme_is_short():
+    lines = README.read_text(encoding="utf-8").count("\n")
+    assert lines <= README_MAX_LINES, (
+        f"README.md has {lines} lines (at most {README_MAX_LINES}): move the details to docs/")
+
+
+def test_slug_and_link_parsers():
+    text = ("# smallinit\n## 13. The study's claims\n### 7.1 Phase diagram\n"
+            "## Reading `smallinit compare` (toy → transformer)\n## The `h200` profile\n"
+            "## A, B\n## A, B\n```bash\n# not a heading\n```\n")
+    assert anchors(text) == {"smallinit", "13-the-studys-claims", "71-phase-diagram",
+                             "reading-smallinit-compare-toy--transformer",
+                             "the-h200-profile", "a-b", "a-b-1"}
+    body = ("see [a](usage.md#x), ![img](img/a.png) and [web](https://x.org); "
+            "`[not](a link)`\n```\n[nor](this.md)\n```\n")
+    assert links(body) == ["usage.md#x", "img/a.png", "https://x.org"]
+
+
+def test_a_broken_link_or_anchor_is_detected(tmp_path):
+    (tmp_path / "a.md").write_text("# A\n## Here it is\n[ok](b.md#there) [self](#here-it-is)\n"
+                                   "[gone](c.md) [no anchor](b.md#elsewhere) [x](#nowhere)\n")
+    (tmp_path / "b.md").write_text("## There\n")
+    assert broken_links(tmp_path / "a.md") == [
+        "c.md: no such file", "b.md#elsewhere: no heading #elsewhere in b.md",
+        "#nowhere: no heading #nowhere in a.md"]
+
+
+def test_every_link_and_anchor_of_the_docs_resolves():
+    bad = [f"{path.relative_to(ROOT)}: {b}" for path in doc_set() for b in broken_links(path)]
+    assert not bad, f"broken links: {bad}"
+
+
+def test_the_readme_links_every_doc():
+    linked = {(README.parent / t.partition("#")[0]).resolve() for t in links(_read(README))}
+    missing = [p.name for p in DOCS.glob("*.md") if p.name != "README.md" and p not in linked]
+    assert not missing, f"docs the README does not link: {missing}"
+
+
+def test_every_smallinit_command_the_docs_show_parses():
+    """Each `smallinit ...` line of a bash block in the README or docs/*.md parses with the
+    CLI's own parser: its group, command and options exist (the tests named in the docs run
+    the lines whose output they state)."""
+    import contextlib
+    import io
+
+    from smallinit.cli import build_parser, parse
+
+    parser = build_parser()
+    bad, count = [], 0
+    for path in doc_set():
+        for argv in shown_commands(_read(path), "smallinit"):
+            count += 1
+            said = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+                    parse(parser, argv)
+            except SystemExit as stop:  # --help exits 0; a refusal exits 2
+                if stop.code != 0:
+                    bad.append(f"{path.relative_to(ROOT)}: smallinit {' '.join(argv)}: "
+                               f"{said.getvalue().strip().splitlines()[-1]}")
+    assert count >= 40 and not bad, f"commands the CLI does not accept: {bad}"
+
+
+def test_every_make_target_the_docs_show_exists():
+    targets = set(re.findall(r"^([A-Za-z][\w.-]*)\s*:(?!=)", _read(ROOT / "Makefile"),
+                             re.MULTILINE))
+    bad = [f"{path.relative_to(ROOT)}: make {argv[0]}" for path in doc_set()
+           for argv in shown_commands(_read(path), "make")
+           if argv and not argv[0].startswith("-") and argv[0].split("=")[0] not in targets
+           and "=" not in argv[0]]
+    assert {"figs", "test", "bench"} <= targets and not bad, f"unknown make targets: {bad}"
+
+
+def test_the_readme_shows_install_claims_python_and_where_to_go():
+    """What the README holds, each in its section: the two commands, one claims table with a
+    row per claim the study judges, the tested Python, and a figure under docs/img/."""
+    from smallinit.study.claims import CLAIMS
+
+    text = _read(README)
+    heads = [h.strip() for h in ATX.findall(FENCE.sub("", text))]
+    assert {"Install and run", "The claims at a glance", "From Python",
+            "Where to go next"} <= set(heads)
+    install = text[text.index("## Install and run"):text.index("## The claims at a glance")]
+    assert "make figs" in install and "make test" in install
+    claims = text[text.index("## The claims at a glance"):text.index("## From Python")]
+    rows = re.findall(r"^\| \[`([\w-]+)`\]", claims, re.MULTILINE)
+    ids = list(CLAIMS)
+    assert sorted(rows) == sorted(set(rows)) and set(rows) == set(ids), (set(rows) ^ set(ids))
+    images = [t for t in links(text) if t.endswith(".png")]
+    assert len(images) == 1 and images[0].startswith("docs/img/")

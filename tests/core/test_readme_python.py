@@ -1,6 +1,7 @@
-"""The README's "From Python" section runs as written: its python code blocks, in order, in
-one namespace, with the run store in a scratch folder, and they compute what their comments
-say."""
+"""The "From Python" sections run as written: the README's python code blocks (a theory
+prediction and a toy run), then those of docs/usage.md (the Hugging Face path and a stored
+run), in order, in one namespace, with the run store in a scratch folder, and they compute
+what their comments say. The commands and extras docs/usage.md shows beside them, too."""
 
 from __future__ import annotations
 
@@ -9,22 +10,32 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+USAGE = ROOT / "docs" / "usage.md"  # the manual: the rest of "From Python", HF, lm-eval
 
 
-def section_blocks(title: str) -> list[str]:
-    """The ```python blocks of the README section ``## title`` (up to the next ``## ``)."""
-    text = README.read_text(encoding="utf-8")
+def section_blocks(title: str, doc: Path = README) -> list[str]:
+    """The ```python blocks of ``doc``'s section ``## title`` (up to the next ``## ``)."""
+    text = doc.read_text(encoding="utf-8")
     start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
     section = text[start:end if end != -1 else None]
     return re.findall(r"```python\n(.*?)```", section, flags=re.S)
 
 
+def from_python_blocks() -> list[str]:
+    """The README's From Python blocks, then docs/usage.md's, in reading order."""
+    return section_blocks("From Python") + section_blocks("From Python", USAGE)
+
+
 def test_from_python_section_has_the_five_snippets():
-    blocks = section_blocks("From Python")
+    blocks = from_python_blocks()
     joined = "\n".join(blocks)
     assert len(blocks) == 5
+    readme = section_blocks("From Python")
+    assert len(readme) == 2 and "theory.PhasePoint.at" in readme[0] and "run_scan(" in readme[1]
+    assert sum(len(b.strip().splitlines()) for b in readme) <= 12  # ten lines, give or take
     for needle in ("theory.PhasePoint.at", "run_scan(", "apply_init(", "register_family(",
                    "smallinit.load_run(", "metrics_frame()", "UnusedOverrideWarning"):
         assert needle in joined, needle
@@ -37,12 +48,14 @@ def run_blocks(indices, tmp_path, monkeypatch) -> dict:
 
     monkeypatch.setenv("SMALLINIT_RUNS", str(tmp_path / "runs"))
     monkeypatch.chdir(tmp_path)
-    blocks = section_blocks("From Python")
+    blocks = from_python_blocks()
+    names = (["README.md"] * len(section_blocks("From Python"))
+             + ["docs/usage.md"] * len(section_blocks("From Python", USAGE)))
     namespace: dict = {"__name__": "readme"}
     before = set(families())
     try:
         for i in indices:
-            exec(compile(blocks[i], f"README.md From Python block {i + 1}", "exec"), namespace)
+            exec(compile(blocks[i], f"{names[i]} From Python block {i + 1}", "exec"), namespace)
     finally:
         for name in set(families()) - before:
             unregister_family(name)
@@ -89,14 +102,14 @@ def test_from_python_hf_refusals_and_warnings(tmp_path, monkeypatch, capsys):
 
 
 def test_from_python_hf_commands_say_what_their_comments_say(capsys):
-    """The init-table commands under block 5: the Phi-3 table, the warning (exit 0) and the
-    two refusals (exit 2), each in one line."""
+    """The init-table commands under block 5 (docs/usage.md): the Phi-3 table, the warning
+    (exit 0) and the two refusals (exit 2), each in one line."""
     import shlex
 
     from smallinit.cli import main
 
     pytest.importorskip("transformers")
-    text = README.read_text(encoding="utf-8")
+    text = USAGE.read_text(encoding="utf-8")
     start = text.index("The same from the command line, on the config's sizes")
     block = text[start:text.index("```\n", text.index("```bash", start) + 7)]
     commands = [shlex.split(line.partition("#")[0]) for line in block.splitlines()
@@ -153,8 +166,8 @@ def test_readme_shows_the_lm_eval_extra_and_a_write_task_yaml_call_that_runs(tmp
     import sys
     import tomllib
 
-    text = README.read_text(encoding="utf-8")
-    extras = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"][
+    text = USAGE.read_text(encoding="utf-8")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
     assert any(e.startswith("lm-eval[hf]") for e in extras["lmeval"])
     assert "make extra EXTRA=lmeval" in text and "`lm-eval[hf]`" in text
@@ -172,7 +185,7 @@ def test_readme_shows_the_lm_eval_extra_and_a_write_task_yaml_call_that_runs(tmp
 
 
 def test_readme_shows_the_report_page_and_the_wandb_switch():
-    text = README.read_text(encoding="utf-8")
+    text = USAGE.read_text(encoding="utf-8")
     assert "paper_figs/out/index.html" in text and "**The report page.**" in text
     assert "--wandb my-project" in text and "SMALLINIT_WANDB=my-project" in text
     from smallinit.llm.training.sinks import WANDB_ENV

@@ -1,6 +1,7 @@
 """The coordinate check (docs/science.md §9.1): measured slopes of activation scale against
 width at init agree with the γ rule's prediction; the norm's ε saturation shows as §5.2
-predicts; training moves the slopes; same seed, same numbers; the CLI and the README line.
+predicts; training moves the slopes; same seed, same numbers; the CLI and the line
+docs/usage.md shows.
 
 Tolerances. Each slope is a least-squares fit of ln RMS over the widths 32–256 (a ln-range
 of 2.08). For a linear map the RMS is an average over d_out·B·T squares under one random
@@ -183,8 +184,8 @@ def test_cli_json_png_and_table(tmp_path, capsys):
 
 
 def test_readme_coord_check_line_runs(tmp_path, capsys):
-    """The README's command, as a user types it (plus an output folder)."""
-    readme = (ROOT / "README.md").read_text()
+    """docs/usage.md's command, as a user types it (plus an output folder)."""
+    readme = (ROOT / "docs" / "usage.md").read_text()
     line = next(ln for ln in readme.splitlines() if ln.startswith("smallinit llm coord-check"))
     argv = shlex.split(line.split("#")[0])[1:]
     assert main([*argv, "--out", str(tmp_path), "train.threads=1"]) == 0

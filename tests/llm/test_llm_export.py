@@ -401,14 +401,14 @@ def test_lm_eval_task_yaml_refuses_bad_names_and_generative_items(task_dir, tmp_
 
 
 def test_readme_export_block_runs_as_written(trained, tmp_path):
-    """The README's export → from_pretrained → benchmark --hf lines, run as a user types
+    """docs/usage.md's export → from_pretrained → benchmark --hf lines, run as a user types
     them in a fresh folder (the run's key filled in; my_task.jsonl a custom task of the
-    README's schema). The lm_eval line runs where lm-evaluation-harness is installed."""
+    docs' schema). The lm_eval line runs where lm-evaluation-harness is installed."""
     import re
     import shlex
 
     base, run = trained
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "usage.md").read_text()
     block = next(b for b in re.findall(r"```bash\n(.*?)```", readme, re.S)
                  if "smallinit llm export" in b)
     with open(tmp_path / "my_task.jsonl", "w") as fh:

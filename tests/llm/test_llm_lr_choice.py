@@ -102,7 +102,7 @@ def plant_seeds(store: RunStore, cfg: RunConfig, losses: dict[float, list[float]
                              lambda run, loss=loss: {"tune_loss": loss}, version=VERSION)
 
 
-# fair's d_model 128, γ 1 reading (README): 1e-3 and 2e-3 end 0.006 nats apart, inside the
+# fair's d_model 128, γ 1 reading (docs/results.md): 1e-3 and 2e-3 end 0.006 nats apart, inside the
 # seeds' spread (means 2.8947 and 2.8887, standard errors 0.0058 and 0.0049: combined 0.0076)
 TIED = {5e-4: [2.95, 2.96, 2.97], 1e-3: [2.885, 2.905, 2.894], 2e-3: [2.880, 2.897, 2.889],
         4e-3: [2.93, 2.94, 2.95]}
