@@ -302,3 +302,51 @@ def test_the_readme_shows_install_claims_python_and_where_to_go():
     assert sorted(rows) == sorted(set(rows)) and set(rows) == set(ids), (set(rows) ^ set(ids))
     images = [t for t in links(text) if t.endswith(".png")]
     assert len(images) == 1 and images[0].startswith("docs/img/")
+
+
+def _cell(text: str) -> tuple[list[float], str]:
+    """The numbers and the verdict of a claims cell, '0.62 [0.09, 1.14], partial'."""
+    numbers = [float(n.replace("−", "-")) for n in re.findall(r"[−-]?\d+\.\d+", text)]
+    return numbers, text.rsplit(",", 1)[-1].replace("*", "").strip()
+
+
+def _shown_as(shown: float, value: float, text: str) -> bool:
+    """``value`` printed at the decimals ``shown`` has in ``text``."""
+    decimals = len(text.split(".")[1])
+    return abs(shown - value) <= 0.5 * 10 ** -decimals + 1e-12
+
+
+def test_the_readme_claims_table_is_the_committed_records():
+    """The fair column's effects, intervals and verdicts are those of the committed §13.1
+    records (bench-results/claims/rules-13.1/fair.json, fair-reasoning.json for the cells
+    marked ᴿ), and the quick column's effects those of bench-results/claims/quick.json, each
+    at the decimals the README prints: nothing typed by hand, nothing rounded differently."""
+    import json
+
+    claims_dir = ROOT / "bench-results" / "claims"
+    fair = {r["id"]: r for r in json.loads(_read(claims_dir / "rules-13.1" / "fair.json"))}
+    probe = {r["id"]: r for r in json.loads(
+        _read(claims_dir / "rules-13.1" / "fair-reasoning.json"))}
+    quick = {r["id"]: r for r in json.loads(_read(claims_dir / "quick.json"))}
+    text = _read(README)
+    table = text[text.index("## The claims at a glance"):text.index("## From Python")]
+    checked = 0
+    for line in re.findall(r"^\| \[`[\w-]+`\].*$", table, re.MULTILINE):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        cid = re.match(r"\[`([\w-]+)`\]", cells[0]).group(1)
+        fair_cell = cells[3]
+        record = probe[cid] if fair_cell.startswith("ᴿ") else fair[cid]
+        numbers, verdict = _cell(fair_cell)
+        if record["effect"] is None:
+            assert fair_cell == "not run" or fair_cell == "—", (cid, fair_cell)
+        else:
+            strings = re.findall(r"[−-]?\d+\.\d+", fair_cell)
+            values = [record["effect"], record["ci_low"], record["ci_high"]]
+            assert len(numbers) == 3 and verdict == record["verdict"], (cid, fair_cell)
+            assert all(_shown_as(n, v, s) for n, v, s in zip(numbers, values, strings)), cid
+            checked += 1
+        if quick[cid]["effect"] is not None:
+            shown = re.findall(r"[−-]?\d+\.\d+", cells[1])[0]
+            assert _shown_as(float(shown.replace("−", "-")), quick[cid]["effect"], shown), cid
+            checked += 1
+    assert checked >= 20
