@@ -343,7 +343,8 @@ def test_the_readme_claims_table_is_the_committed_records():
             strings = re.findall(r"[−-]?\d+\.\d+", fair_cell)
             values = [record["effect"], record["ci_low"], record["ci_high"]]
             assert len(numbers) == 3 and verdict == record["verdict"], (cid, fair_cell)
-            assert all(_shown_as(n, v, s) for n, v, s in zip(numbers, values, strings)), cid
+            assert all(_shown_as(n, v, s) for n, v, s in zip(numbers, values, strings,
+                                                             strict=True)), cid
             checked += 1
         if quick[cid]["effect"] is not None:
             shown = re.findall(r"[−-]?\d+\.\d+", cells[1])[0]
