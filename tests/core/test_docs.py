@@ -13,6 +13,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SCIENCE = DOCS / "science.md"
@@ -351,3 +353,18 @@ def test_the_readme_claims_table_is_the_committed_records():
             assert _shown_as(float(shown.replace("−", "-")), quick[cid]["effect"], shown), cid
             checked += 1
     assert checked >= 20
+
+
+@pytest.mark.slow  # the quick toy scan behind figure 1 (JAX): 161 s here on 2 shared cores
+def test_the_readme_figure_is_figure_1_as_the_quick_profile_draws_it(tmp_path):
+    """The README's one image is paper_figs/fig01_phase_diagram.py's PNG at the quick
+    profile, byte for byte (figures have stable bytes): made by the code, not by hand."""
+    from smallinit.core.store import RunStore
+    from smallinit.study.figs import make_figures
+
+    (image,) = [t for t in links(_read(README)) if t.endswith(".png")]
+    drawn = make_figures(only=[1], profile="quick", out_dir=tmp_path / "out",
+                         store=RunStore(tmp_path / "runs"))
+    png = next(p for p in drawn[1] if p.suffix == ".png")
+    assert png.name == "fig01_phase_diagram.png"
+    assert png.read_bytes() == (ROOT / image).read_bytes()
