@@ -368,3 +368,16 @@ def test_the_readme_figure_is_figure_1_as_the_quick_profile_draws_it(tmp_path):
     png = next(p for p in drawn[1] if p.suffix == ".png")
     assert png.name == "fig01_phase_diagram.png"
     assert png.read_bytes() == (ROOT / image).read_bytes()
+
+
+def test_usage_lists_every_environment_variable_the_code_reads():
+    """docs/usage.md's table names each SMALLINIT_* variable of the tracked Python files
+    once, and no other."""
+    pattern = "SMALLINIT" + r"_[A-Z_]+"
+    in_code = {name for path in _tracked_files() if path.suffix == ".py"
+               for name in re.findall(pattern, _read(path))}
+    text = _read(DOCS / "usage.md")
+    table = text[text.index("## Environment variables"):]
+    rows = re.findall(rf"^\| `({pattern})` \|", table, re.MULTILINE)
+    assert len(rows) == len(set(rows)), "a variable is listed twice"
+    assert set(rows) == in_code, (sorted(in_code - set(rows)), sorted(set(rows) - in_code))
