@@ -1,7 +1,7 @@
 # smallinit — the three commands a user runs: `make test`, `make figs`, `make bench`.
 # Each one creates .venv on first use (the venv is a prerequisite, not rebuilt) and installs
 # the tested versions from requirements.lock (the dev extra, hashed wheels only), then the
-# project itself. `make lock` refreshes the lock (README: "The lock").
+# project itself. `make lock` refreshes the lock (docs/usage.md: "The lock").
 
 PYTHON  ?= $(shell command -v python3.11 || command -v python3)
 VENV    := .venv
@@ -49,7 +49,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 # WORKERS=N: local processes (default every core: cores // threads per run);
-# EXECUTOR=ray: one Ray task per run on the cluster at $RAY_ADDRESS (README).
+# EXECUTOR=ray: one Ray task per run on the cluster at $RAY_ADDRESS (docs/gpu.md).
 figs: $(STAMP)
 	$(BIN)/smallinit figs --profile $(PROFILE) $(if $(WORKERS),--workers $(WORKERS)) \
 		$(if $(EXECUTOR),--executor $(EXECUTOR))
