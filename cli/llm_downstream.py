@@ -22,7 +22,7 @@ from smallinit.cli.util import (
 _TASKS_HELP = ("comma-separated benchmarks: arc_easy, arc_challenge, hellaswag, piqa, sciq, "
                "boolq, openbookqa, csqa, socialiqa, mmlu, gsm8k, math, math500, bbh, "
                "triviaqa, nq_open; or paths to .jsonl files of your own items (a custom "
-               "task named by the file; schema in the README, 'Custom benchmark tasks')")
+               "task named by the file; schema in docs/usage.md, 'Custom benchmark tasks')")
 
 
 def add_trust_option(parser: argparse.ArgumentParser) -> None:

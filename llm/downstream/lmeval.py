@@ -1,4 +1,5 @@
-"""A local multiple-choice JSONL task (the README's schema) as an lm-evaluation-harness task.
+"""A local multiple-choice JSONL task (schema: docs/usage.md, Custom benchmark tasks) as an
+lm-evaluation-harness task.
 
 lm-evaluation-harness (Gao et al., EleutherAI, ``lm-eval`` ≥ 0.4) reads a task from a YAML
 file in an ``--include_path`` folder. :func:`write_task_yaml` writes one for a JSONL file of

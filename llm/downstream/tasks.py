@@ -327,7 +327,7 @@ def file_task(path: str | Path) -> TaskSpec:
         return TaskSpec(name, "gen", f"custom generative ({path})", answer="exact",
                         stop=("\n\n",), max_new_tokens=CUSTOM_MAX_NEW_TOKENS)
     raise ConfigError(f"{path}:{lineno}: a custom task's first item needs 'choices' (multiple "
-                      "choice) or 'answers' (generative); see the README's Custom benchmark "
+                      "choice) or 'answers' (generative); see docs/usage.md, Custom benchmark "
                       "tasks")
 
 
