@@ -17,7 +17,7 @@ from smallinit.core.store import RunStore
 from smallinit.llm.training import population as population_mod
 from smallinit.llm.training.anchor import ANCHOR, AnchorSpec
 from smallinit.llm.training.population import train_population
-from smallinit.llm.training.train import TrainSpec
+from smallinit.llm.training.train_spec import TrainSpec
 
 
 def test_execution_is_checked(monkeypatch):

@@ -16,7 +16,8 @@ from smallinit.llm.analysis.critical import escape_fit, first_below, knee_gamma,
 from smallinit.llm.run_config import RunConfig
 from smallinit.llm.training import train as train_mod
 from smallinit.llm.training.probes import probe_steps, trajectory
-from smallinit.llm.training.train import TrainSpec, train
+from smallinit.llm.training.train import train
+from smallinit.llm.training.train_spec import TrainSpec
 from smallinit.study import experiments
 from smallinit.study.experiments import llm_plan
 from smallinit.theory.escape import escape_time_gamma
