@@ -274,7 +274,7 @@ def test_population_status_names_its_members(float64_runs):
 
 
 def test_population_bench_measures_both_paths_on_the_same_tokens(cache, capsys):
-    from smallinit.llm.training import population_bench
+    from smallinit.tools import population_bench
 
     assert population_bench.main(["--tiny", "--warmup", "1", "--cache", cache]) == 0
     (result,) = json.loads(capsys.readouterr().out)["results"]

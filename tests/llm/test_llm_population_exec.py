@@ -109,7 +109,7 @@ def test_population_bench_measures_each_execution_and_refuses_graphs_on_a_cpu(tm
                                                                                capsys):
     import json
 
-    from smallinit.llm.training import population_bench
+    from smallinit.tools import population_bench
 
     cache = str(tmp_path / "cache")
     assert population_bench.main(["--tiny", "--warmup", "0", "--cache", cache,
