@@ -60,7 +60,7 @@ bench: $(STAMP)
 		--benchmark-only --benchmark-json=bench-results/bench.json
 
 lint: $(STAMP)
-	$(BIN)/ruff check smallinit core cli compare study theory toy llm kernels paper_figs tests
+	$(BIN)/ruff check smallinit core cli compare study theory toy llm kernels paper_figs tools tests
 
 # The newest versions within pyproject's ranges for Python 3.11 on Linux x86-64, wheels only,
 # with hashes, under constraints.txt; uv runs from its own venv.

@@ -33,6 +33,7 @@ COMMAND_GROUPS = (
     "smallinit.cli.runs",  # smallinit runs ...
     "smallinit.cli.claims",  # smallinit claims
     "smallinit.cli.data",  # smallinit data fetch
+    "smallinit.cli.gpu_check",  # smallinit gpu-check
 )
 
 DESCRIPTION = """\

@@ -43,7 +43,7 @@ def slug(scheme: str) -> str:
 def load_coord_config(args: argparse.Namespace):
     """The coord check's template: coordcheck.DEFAULTS (or --config), then the overrides,
     then --init."""
-    from smallinit.cli.llm import load_run_config
+    from smallinit.cli.llm_config import load_run_config
     from smallinit.core.config import load_config, override
     from smallinit.llm.analysis.coordcheck import DEFAULTS
     from smallinit.llm.run_config import RunConfig
@@ -143,7 +143,7 @@ def cmd_coord_check(args: argparse.Namespace) -> int:
 
 def register_coord_commands(commands) -> None:
     """Add ``coord-check`` to the ``smallinit llm`` group."""
-    from smallinit.cli.llm import CONFIG_HELP
+    from smallinit.cli.llm_config import CONFIG_HELP
 
     p = add_command(commands, "coord-check", cmd_coord_check,
                     help="activation scale per part against width over the first steps "

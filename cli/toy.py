@@ -22,10 +22,9 @@ def _config(args, cls, profile_base):
 
 
 def _scan_config(args):
-    from smallinit.study.experiments.toy_scan import config
-    from smallinit.toy.scan import ScanConfig
+    from smallinit.toy.scan import ScanConfig, from_profile
 
-    return _config(args, ScanConfig, config)
+    return _config(args, ScanConfig, from_profile)
 
 
 def _cmd_scan(args) -> int:
@@ -48,11 +47,10 @@ def _cmd_scan(args) -> int:
 
 def _cmd_condense(args) -> int:
     from smallinit.core.store import RunStore
-    from smallinit.study.experiments.condense import config
     from smallinit.toy import condense
     from smallinit.toy.twolayer import STATUS
 
-    cfg = _config(args, condense.CondenseConfig, config)
+    cfg = _config(args, condense.CondenseConfig, condense.from_profile)
     if print_config(args, cfg):
         return 0
     r = condense.run(cfg, RunStore(args.runs_dir), force=args.force)
@@ -76,10 +74,10 @@ def _cmd_condense(args) -> int:
 
 def _cmd_diagonal(args) -> int:
     from smallinit.core.store import RunStore
-    from smallinit.study.experiments.diagonal import specs
     from smallinit.toy import diagonal
 
-    cfg = _config(args, diagonal.DiagonalConfig, lambda profile: specs(profile)[0].config)
+    cfg = _config(args, diagonal.DiagonalConfig,
+                  lambda profile: diagonal.from_profile(profile)[0])
     if print_config(args, cfg):
         return 0
     r = diagonal.run(cfg, RunStore(args.runs_dir), force=args.force)

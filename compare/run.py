@@ -38,7 +38,8 @@ from smallinit.llm.analysis.ffn import initial_model, measure_layers, trained_mo
 from smallinit.llm.training.cost import training_flops_of
 from smallinit.llm.training.train import KIND as TRAIN_KIND
 from smallinit.llm.training.train import VERSION as TRAIN_VERSION
-from smallinit.llm.training.train import TrainSpec, preflight
+from smallinit.llm.training.train import preflight
+from smallinit.llm.training.train_spec import TrainSpec
 from smallinit.theory.init_rules import gamma_scheme, parse_scheme
 from smallinit.theory.transformer import TransformerShape, ffn_blocks
 from smallinit.toy import condense

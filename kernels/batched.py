@@ -16,28 +16,19 @@ Build ``offsets`` from widths with :func:`offsets_from_widths`.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from . import cpu, pointwise
 from .backend import family, like, to_numpy, use_gpu
+from .layout import GroupedStep, check_layout
 
 _FLOATS = (np.float32, np.float64)
 
 
-class GroupedStep(NamedTuple):
-    """Loss (G,), gradients w.r.t. a (M,), W (M, d), b (M,) or None, and outputs f (G, n)."""
-
-    loss: Any
-    grad_a: Any
-    grad_W: Any
-    grad_b: Any
-    f: Any
-
-
 def _gpu():
-    from . import gpu  # noqa: PLC0415  # lazy: gpu imports batched (GroupedStep, _check_layout)
+    from . import gpu  # noqa: PLC0415  # lazy: the CUDA path loads with the first GPU array
 
     return gpu
 
@@ -75,37 +66,6 @@ def cosine_gram(W: Any) -> Any:
     return like(cpu.cosine_gram(_host(W, "W")), W)
 
 
-def _check_layout(X, y, a, W, b, offsets, alpha):
-    if W.ndim != 2:
-        raise ValueError(f"W has shape {W.shape}; the ragged layout needs (M, d)")
-    M, d = W.shape
-    if a.shape != (M,) or (b is not None and b.shape != (M,)):
-        raise ValueError(
-            f"a {a.shape} / b {None if b is None else b.shape} must both be ({M},) to match W"
-        )
-    if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0 or offsets[-1] != M:
-        raise ValueError(f"offsets={offsets.tolist()} must run from 0 to M={M} (length G+1)")
-    if np.any(np.diff(offsets) < 0):
-        raise ValueError(f"offsets={offsets.tolist()} must be nondecreasing")
-    G = offsets.size - 1
-    if X.ndim == 2:
-        n = X.shape[0]
-        ok = X.shape[1] == d and y.shape in ((n,), (G, n))
-    else:
-        n = X.shape[1] if X.ndim == 3 else -1
-        ok = X.ndim == 3 and X.shape[0] == G and X.shape[2] == d and y.shape == (G, n)
-    if not ok:
-        raise ValueError(
-            f"X {X.shape} / y {y.shape} do not fit G={G}, d={d}: "
-            "use X (n, d) with y (n,) or (G, n), or X (G, n, d) with y (G, n)"
-        )
-    if n < 1:
-        raise ValueError("X has no data points (n=0); at least one is required")
-    if alpha.shape not in ((), (G,)) or np.any(alpha == 0):
-        raise ValueError(f"alpha of shape {alpha.shape} must be a nonzero scalar or ({G},)")
-    return G, n
-
-
 def grouped_two_layer_step(
     X: Any,
     y: Any,
@@ -134,7 +94,7 @@ def grouped_two_layer_step(
     hb = None if b is None else _host(b, "b", dt)
     off = np.asarray(to_numpy(offsets)).astype(np.int64)
     al = np.asarray(to_numpy(alpha), dtype=dt)
-    G, n = _check_layout(hX, hy, ha, hW, hb, off, al)
+    G, n = check_layout(hX, hy, ha, hW, hb, off, al)
     al = np.broadcast_to(al, (G,))
     hy = np.broadcast_to(hy, (G, n))
     out = cpu.grouped_two_layer_step(hX, hy, ha, hW, hb, off, al, activation)

@@ -18,8 +18,8 @@ from typing import Any
 
 from . import gram_paths, launch
 from .backend import cp, family, to_device
-from .batched import GroupedStep
 from .launch import HERE, KERNELS, inline_source
+from .layout import GroupedStep
 
 __all__ = ["HERE", "KERNELS", "cosine_gram", "grouped_two_layer_step", "inline_source",
            "kernel", "module"]

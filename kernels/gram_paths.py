@@ -44,7 +44,8 @@ def chosen(dtype: str, path: Path | None = None) -> str:
 
 def choose(rows: list[dict[str, Any]]) -> dict[str, str]:
     """Per dtype, the path whose time summed over the benchmark's shapes is least (rows
-    with ``dtype``, ``ours_s`` and ``library_s``, as :func:`.bench.gpu_gram_benchmark`)."""
+    with ``dtype``, ``ours_s`` and ``library_s``, as
+    :func:`smallinit.tools.kernel_bench.gpu_gram_benchmark`)."""
     totals: dict[str, dict[str, float]] = {}
     for row in rows:
         sums = totals.setdefault(row["dtype"], dict.fromkeys(PATHS, 0.0))

@@ -1,12 +1,12 @@
 """How the ``*.cu`` kernels are launched: sources, geometry and the host code around them.
 
 One copy of the host side of every kernel, for any :class:`Device`: CuPy on a GPU
-(:mod:`gpu`) or the CPU emulation of CUDA (:mod:`emulation`), which runs the same code on
-NumPy arrays. A device supplies its array module (``xp``: cupy, or numpy), a kernel loader
-with CuPy's ``RawKernel`` call convention (``kernel(source, expr)(grid, block, args,
-shared_mem=...)``) and the conversion of an input to a contiguous device array with its
-kernel type name (``'float'``, ``'double'`` or ``'bf16_t'``, bf16 handed over as uint16
-bits and widened by the kernels).
+(:mod:`gpu`) or the CPU emulation of CUDA (:mod:`smallinit.tools.emulation`, tooling), which
+runs the same code on NumPy arrays. A device supplies its array module (``xp``: cupy, or
+numpy), a kernel loader with CuPy's ``RawKernel`` call convention (``kernel(source,
+expr)(grid, block, args, shared_mem=...)``) and the conversion of an input to a contiguous
+device array with its kernel type name (``'float'``, ``'double'`` or ``'bf16_t'``, bf16
+handed over as uint16 bits and widened by the kernels).
 
 Launch geometry:
 
@@ -35,7 +35,7 @@ import numpy as np
 
 from . import cpu, pointwise
 from .backend import to_numpy
-from .batched import GroupedStep, _check_layout
+from .layout import GroupedStep, check_layout
 
 HERE = Path(__file__).resolve().parent
 TILE = 64
@@ -201,7 +201,7 @@ def grouped_two_layer_step(dev: Device, X, y, a, W, b, offsets, alpha, activatio
     bd = None if b is None else arr(b)
     off = np.asarray(to_numpy(offsets)).astype(np.int64)
     al = np.asarray(to_numpy(alpha), dtype=np.float64)
-    G, n = _check_layout(Xd, yd, ad, Wd, bd, off, al)
+    G, n = check_layout(Xd, yd, ad, Wd, bd, off, al)
     M, d = Wd.shape
     launch = grouped_launch(G, n, d, tname)
     if launch is None:

@@ -1,6 +1,6 @@
 """The GPU section of the report page: the committed GPU checks, goal by goal.
 
-:mod:`smallinit.study.gpu_check` writes one ``gpu_check.json`` per check; a check worth
+:mod:`smallinit.tools.gpu_check` writes one ``gpu_check.json`` per check; a check worth
 keeping is committed as ``bench-results/gpu/<date>/gpu_check.json`` of the checkout
 (:data:`GPU_RESULTS`; the README of that folder says which command made it). This module
 reads those files and renders, per check: its date and device, its goals (what each
@@ -33,10 +33,10 @@ log = logging.getLogger(__name__)
 
 #: where the committed checks lie: ``bench-results/gpu`` of the checkout the package runs
 #: from (absent in an installed package: then no section)
-GPU_RESULTS = Path(__file__).resolve().parents[2] / "bench-results" / "gpu"
+GPU_RESULTS = Path(__file__).resolve().parents[1] / "bench-results" / "gpu"
 CHECK_FILE = "gpu_check.json"
 LIMIT = 4 * 1024**2
-#: what each goal of :data:`smallinit.study.gpu_check.GOALS` measures, with its unit
+#: what each goal of :data:`smallinit.tools.gpu_check.GOALS` measures, with its unit
 GOAL_TEXT = {
     "grouped_vs_loop": ("grouped step of a population against a torch loop over its "
                         "networks (speed-up)", "×"),
@@ -207,6 +207,6 @@ def gpu_section(checks: list[GpuCheck], scroll_box) -> str:
     if not checks:
         return ""
     return ('<section id="gpu-section"><h2>GPU checks</h2><p>The committed runs of the '
-            "prepared GPU check (<code>python -m smallinit.study.gpu_check OUT</code>), "
+            "prepared GPU check (<code>smallinit gpu-check OUT</code>), "
             "newest last: each speed goal, what was measured, and whether it was met.</p>"
             + "".join(check_section(c, scroll_box) for c in checks) + "</section>")

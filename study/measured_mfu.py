@@ -24,7 +24,7 @@ from typing import Any
 from smallinit.llm.training import cost
 
 #: where the committed checks lie (one folder per date, ``YYYY-MM-DD``)
-CHECKS = Path(__file__).resolve().parents[2] / "bench-results" / "gpu"
+CHECKS = Path(__file__).resolve().parents[1] / "bench-results" / "gpu"
 
 
 def _result(check: dict[str, Any], part: str) -> dict[str, Any]:
@@ -32,37 +32,37 @@ def _result(check: dict[str, Any], part: str) -> dict[str, Any]:
     return entry.get("result") or {} if entry.get("status") == "ok" else {}
 
 
-def _full_run_mfu(check: dict[str, Any]) -> dict[str, Any] | None:
-    from smallinit.study import experiments  # lazy: experiments' plan imports this module
-
+def _full_run_mfu(check: dict[str, Any], first: Any) -> dict[str, Any] | None:
     run = _result(check, "full_run")
     rate = run.get("last_tok_per_s")
-    spec = experiments.specs("gamma-sweep", "full")[0]
-    if not rate or run.get("key_of_the_full_run") != spec.key:
+    if not rate or run.get("key_of_the_full_run") != first.key:
         return None
-    per_token = cost.training_flops(spec.config.model, 1)
+    per_token = cost.training_flops(first.config.model, 1)
     return {"mfu": rate * per_token / cost.H200_PEAK_BF16_DENSE, "part": "full_run",
-            "tokens_per_s": rate, "flops_per_token": per_token, "run_key": spec.key}
+            "tokens_per_s": rate, "flops_per_token": per_token, "run_key": first.key}
 
 
-def from_check(check: dict[str, Any]) -> dict[str, Any] | None:
+def from_check(check: dict[str, Any], first: Any) -> dict[str, Any] | None:
     """The MFU of one check's JSON (module docstring), with the part it came from; None
-    for a dry check or one that measured neither."""
+    for a dry check or one that measured neither. ``first`` is the full profile's first
+    run (its run spec: ``.key``, ``.config.model``; the plan passes
+    ``experiments.specs("gamma-sweep", "full")[0]``)."""
     if check.get("dry", True):
         return None
-    found = _full_run_mfu(check)
+    found = _full_run_mfu(check, first)
     if found is None and _result(check, "compiled").get("mfu"):
         found = {"mfu": _result(check, "compiled")["mfu"], "part": "compiled"}
     return found
 
 
-def newest(root: Path = CHECKS) -> dict[str, Any] | None:
+def newest(first: Any, root: Path = CHECKS) -> dict[str, Any] | None:
     """The MFU of the newest check under ``root`` that ran the full profile's first run,
-    else of the newest that measured one at all (module docstring), with ``source``: its
+    (``first``, as :func:`from_check` takes it), else of the newest that measured one at
+    all (module docstring), with ``source``: its
     file, relative to the repository where it lies inside it; None where none did."""
     found = []
     for path in sorted(Path(root).glob("*/gpu_check.json"), reverse=True):
-        one = from_check(json.loads(path.read_text()))
+        one = from_check(json.loads(path.read_text()), first)
         if one is not None:
             try:
                 source = path.resolve().relative_to(CHECKS.parents[1])

@@ -57,7 +57,8 @@ from smallinit.llm.data import synthetic
 from smallinit.llm.run_config import RunConfig
 from smallinit.llm.training import cost
 from smallinit.llm.training.memory import training_bytes
-from smallinit.llm.training.train import TrainSpec, cut_config
+from smallinit.llm.training.train import cut_config
+from smallinit.llm.training.train_spec import TrainSpec
 from smallinit.study import experiments as registry
 
 #: one device call's limit: each run of a GPU part fits it, or resumes from its

@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 REPORT = "index.html"
 MANIFEST = "report.json"
-SCIENCE = Path(__file__).resolve().parents[2] / "docs" / "science.md"
+SCIENCE = Path(__file__).resolve().parents[1] / "docs" / "science.md"
 
 
 @dataclass

@@ -19,7 +19,8 @@ import dataclasses
 
 import numpy as np
 
-from smallinit.core.config import MAX_STEPS, STORE_HINT, check_fields, check_instance
+from smallinit.core import profiles
+from smallinit.core.config import MAX_STEPS, STORE_HINT, check_fields, check_instance, override
 from smallinit.core.errors import require
 from smallinit.core.jobs import RunSpec
 from smallinit.core.memory import check_memory
@@ -30,6 +31,7 @@ from smallinit.toy.jaxsetup import use_all_cpu_cores
 from smallinit.toy.limits import check_family_scales, condense_bytes
 
 KIND = "toy-condense"
+SECTION = "condense"  # the profiles' table of the grid (core/profiles/*.toml)
 VERSION = "3"  # 3: the CPU engine's one-network step sums in another order (rounding)
 # 2: the "stalled" stopping rule of toy.stopping
 
@@ -115,6 +117,13 @@ def run(cfg: CondenseConfig, store=None, *, force: bool = False) -> dict:
 
     r = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
     return {**r.summary, **r.arrays()}
+
+
+def from_profile(profile: str) -> CondenseConfig:
+    """The grid of a profile's ``[condense]`` table; fields it leaves out keep the defaults
+    (read here for the experiment and for ``smallinit toy condense`` alike)."""
+    return override(CondenseConfig(), profiles.section(profile, SECTION),
+                    where=f"{profile}.{SECTION}")
 
 
 @dataclasses.dataclass

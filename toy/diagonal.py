@@ -26,7 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from smallinit.core.config import MAX_STEPS, STORE_HINT, check_fields, check_instance
+from smallinit.core import grids, profiles
+from smallinit.core.config import MAX_STEPS, STORE_HINT, check_fields, check_instance, override
 from smallinit.core.errors import require
 from smallinit.core.jobs import RunSpec
 from smallinit.core.store import RunStore
@@ -34,6 +35,7 @@ from smallinit.theory import lazy_rich as lr
 from smallinit.toy.jaxsetup import enable_x64
 
 KIND = "toy-diagonal"
+SECTION = "diagonal"  # the profiles' table of the runs (core/profiles/*.toml)
 VERSION = "1"
 MAX_DEPTH = 100
 #: |log10| bound of α^{2D}: the curvature bound L_t holds w^{2(D−1)}, Q_α divides by α^D.
@@ -140,6 +142,24 @@ def run(cfg: DiagonalConfig, store=None, *, force: bool = False) -> dict:
 
     r = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
     return {**r.summary, **r.arrays()}
+
+
+def alphas(profile: str) -> tuple[float, ...]:
+    """The α grid of a profile's ``[diagonal]`` table: ``logspace(start, stop, num)[::every]``,
+    each point the correctly rounded double (:func:`smallinit.core.grids.logspace`), so the
+    run key is the same on every processor."""
+    grid = profiles.section(profile, SECTION)["alpha_grid"]
+    values = grids.logspace(grid["start"], grid["stop"], int(grid["num"]))
+    return values[::int(grid.get("every", 1))]
+
+
+def from_profile(profile: str) -> list[DiagonalConfig]:
+    """One run per depth of a profile's ``[diagonal]`` table (read here for the experiment
+    and for ``smallinit toy diagonal`` alike)."""
+    table = profiles.section(profile, SECTION)
+    return [override(DiagonalConfig(), {"alphas": list(alphas(profile)), "depth": depth,
+                                        **table["problem"]}, where=f"{profile}.{SECTION}")
+            for depth in table["depths"]]
 
 
 @dataclasses.dataclass

@@ -53,7 +53,7 @@ import numpy as np
 
 from smallinit.core import profiles
 from smallinit.core.atomic import atomic_save_npz
-from smallinit.core.config import MAX_STEPS, STORE_HINT, check_fields, check_instance
+from smallinit.core.config import MAX_STEPS, STORE_HINT, check_fields, check_instance, override
 from smallinit.core.errors import ConfigError, RunFailed, require
 from smallinit.core.jobs import RunSpec
 from smallinit.core.memory import check_memory
@@ -437,6 +437,14 @@ def format_table(records: list[dict]) -> str:
     lines.append(f"agreement: {n_ok}/{len(graded)} points with a measured slope "
                  f"({len(records) - len(graded)} without)")
     return "\n".join(lines)
+
+
+def from_profile(profile: str, table: str = SECTION) -> ScanConfig:
+    """The scan of a profile's ``[toy-scan]`` table (or another table of the same form,
+    e.g. fig 2's ``[rd-vs-width]``); fields it leaves out keep the defaults. The experiments
+    (:mod:`smallinit.study.experiments.toy_scan`) and ``smallinit toy scan`` both read it
+    here, so the command loads no experiment registry (and no torch)."""
+    return override(ScanConfig(), profiles.section(profile, table), where=f"{profile}.{table}")
 
 
 @dataclasses.dataclass

@@ -29,10 +29,11 @@ from torch import nn
 
 from smallinit.core.config import CONFIG_BYTES, parse_json, read_user_file
 from smallinit.core.errors import ConfigError, StoreError, one_line
-from smallinit.llm.data.tokenizer import TOKENIZER, load_tokenizer
+from smallinit.llm.data.tokenizer import END_OF_TEXT, TOKENIZER, load_tokenizer
 from smallinit.llm.downstream import scoring
 from smallinit.llm.model.hf import _transformers
-from smallinit.llm.training.trained import resolve_run
+from smallinit.llm.training.trained import TrainedRun, resolve_run, run_tokenizer
+from smallinit.llm.training.trained import load_trained as load_weights
 
 DEFAULT_CONTEXT = 2048  # for a config that states no maximum length
 HASH_CHUNK = 1 << 22
@@ -199,16 +200,24 @@ def load_hf(path: str | Path, device: str = "cpu"):
     return model, tok, _eos(hf_model.config)
 
 
+def load_trained(run: TrainedRun, device: str = "cpu", *, trust_data: bool = False):
+    """(model in eval mode, tokenizer, RunConfig, end-of-text id) of a finished run.
+
+    Weights and tokenizer come from the run (:func:`smallinit.llm.training.trained.load_trained`,
+    :func:`~smallinit.llm.training.trained.run_tokenizer`: for an older run without a stored
+    tokenizer, the cached corpus the run was trained on, rebuilt if missing)."""
+    cfg, model = load_weights(run.path)
+    model.to(device).eval()
+    tok = run_tokenizer(run, cfg, trust_data=trust_data)
+    return model, tok, cfg, tok.token_to_id(END_OF_TEXT)
+
+
 def load_lm(source: str | Path, *, runs_dir: str | Path | None = None, device: str = "cpu",
             batch_size: int = 16, trust_data: bool = False) -> scoring.TorchLM:
     """A model ready for :func:`~smallinit.llm.downstream.scoring.score_mc` and
     :func:`~smallinit.llm.downstream.scoring.score_gen`: ``source`` is a Hugging Face folder
     (e.g. an export) or a RUN reference (key, prefix, ``llm-train/<key>`` or a run
     directory, resolved under ``runs_dir``)."""
-    from smallinit.llm.downstream.run import (
-        load_trained,  # lazy: an import cycle (run imports this)
-    )
-
     if is_hf_folder(source):
         model, tok, eot = load_hf(source, device)
     else:
@@ -218,4 +227,4 @@ def load_lm(source: str | Path, *, runs_dir: str | Path | None = None, device: s
 
 
 __all__ = ["HFCausalLM", "is_hf_folder", "check_hf_folder", "hf_model_name", "load_hf",
-           "load_lm"]
+           "load_trained", "load_lm"]

@@ -30,8 +30,8 @@ from smallinit.core.errors import ConfigError
 from smallinit.core.progress import progress
 from smallinit.core.runs import Run
 from smallinit.core.store import RunStore
-from smallinit.llm.data.tokenizer import END_OF_TEXT
 from smallinit.llm.downstream import hf_model, scoring
+from smallinit.llm.downstream.hf_model import load_trained
 from smallinit.llm.downstream.tasks import (
     Found,
     Sources,
@@ -42,8 +42,7 @@ from smallinit.llm.downstream.tasks import (
     subsample,
     task_spec,
 )
-from smallinit.llm.training.trained import TrainedRun, resolve_run, run_tokenizer
-from smallinit.llm.training.trained import load_trained as load_weights
+from smallinit.llm.training.trained import TrainedRun, resolve_run
 
 log = logging.getLogger(__name__)
 
@@ -63,19 +62,6 @@ class BenchConfig:
     n_items: int
     limit: int = 0  # 0: all items
     max_new_tokens: int = 0  # generative tasks only
-
-
-# ----------------------------------------------------------------------------- trained runs
-def load_trained(run: TrainedRun, device: str = "cpu", *, trust_data: bool = False):
-    """(model in eval mode, tokenizer, RunConfig, end-of-text id) of a finished run.
-
-    Weights and tokenizer come from the run (:func:`smallinit.llm.training.trained.load_trained`,
-    :func:`~smallinit.llm.training.trained.run_tokenizer`: for an older run without a stored
-    tokenizer, the cached corpus the run was trained on, rebuilt if missing)."""
-    cfg, model = load_weights(run.path)
-    model.to(device).eval()
-    tok = run_tokenizer(run, cfg, trust_data=trust_data)
-    return model, tok, cfg, tok.token_to_id(END_OF_TEXT)
 
 
 def check_device(device: str) -> None:

@@ -33,7 +33,8 @@ from smallinit.core.runs import Run, config_key
 from smallinit.core.store import RunStore
 from smallinit.llm.run_config import RunConfig
 from smallinit.llm.training.population import population_key, train_populations
-from smallinit.llm.training.train import KIND, VERSION, TrainSpec, train
+from smallinit.llm.training.train import KIND, VERSION, train
+from smallinit.llm.training.train_spec import TrainSpec
 
 TUNED = (0.5, 1.0)  # the γ at which learning rates are tuned; others are interpolated
 TUNE_SEED = 0

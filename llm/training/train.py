@@ -57,9 +57,8 @@ import numpy as np
 import torch
 
 from smallinit.core.atomic import atomic_write_text
-from smallinit.core.config import canonical_json, check_instance, config_to_dict, override
+from smallinit.core.config import check_instance, override
 from smallinit.core.errors import ConfigError, RunFailed, StoreError
-from smallinit.core.jobs import RunSpec
 from smallinit.core.progress import bars_shown, progress
 from smallinit.core.runs import Run
 from smallinit.core.store import RunStore
@@ -692,52 +691,3 @@ def train(cfg: RunConfig, *, runs_dir: str | Path | None = None, force: bool = F
     if Dist.from_env().main and run.state == "done":
         retry_failed_starts(run.path, sinks)  # a sink that failed to start the last time
     return run
-
-
-@dataclass
-class TrainSpec(RunSpec):
-    """A pretraining run for the job driver (:mod:`smallinit.core.jobs`): ``config`` is its
-    :class:`~smallinit.llm.run_config.RunConfig`."""
-
-    kind = KIND
-    version = VERSION
-
-    def compute(self, store: RunStore, force: bool) -> Run:
-        return train(self.config, runs_dir=store.root, force=force)
-
-    def check(self, memory: tuple[int, str] | None = None) -> None:
-        """The checks :func:`train` makes before a run exists (:func:`preflight` for a run
-        to be trained, the corpus source), nothing built; ``memory``: the pool to check
-        the training step against (None: the device's own)."""
-        preflight(self.config, Dist(), memory=memory)
-        corpus_mod.check_source(self.config.data)
-
-    def trial(self, config=None) -> dict[str, Any]:
-        """:func:`trial` of ``config`` (a cut of this spec's, default its own)."""
-        return trial(self.config if config is None else config, LMTask)
-
-    def population_key(self, mode: str) -> str | None:
-        """The run's shape where it trains in a population
-        (:func:`smallinit.llm.training.population.population_key`)."""
-        from smallinit.llm.training import population  # lazy: population builds on this module
-
-        return population.population_key(self.config, mode)
-
-    @classmethod
-    def compute_population(cls, specs: list[RunSpec], store: RunStore, force: bool,
-                           execution: str = "eager") -> None:
-        """The runs of ``specs`` (one shape) as populations
-        (:func:`smallinit.llm.training.population.train_populations`), their step run as
-        ``execution`` says."""
-        from smallinit.llm.training import population  # lazy: population builds on this module
-
-        population.train_populations([s.config for s in specs], runs_dir=store.root,
-                                     force=force, execution=execution)
-
-    @classmethod
-    def prepare(cls, specs: list[RunSpec]) -> None:
-        """Build each distinct corpus once, before workers read it."""
-        corpora = {canonical_json([config_to_dict(s.config.data), s.config.model.vocab_size]):
-                   (s.config.data, s.config.model.vocab_size) for s in specs}
-        for data, vocab in corpora.values():
-            corpus_mod.prepare(data, vocab)

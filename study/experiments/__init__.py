@@ -19,6 +19,7 @@ from smallinit.core.errors import ConfigError
 from smallinit.core.jobs import Results, RunSpec, chosen_population
 from smallinit.core.store import RunStore
 from smallinit.llm.training import cost as cost
+from smallinit.study import measured_mfu
 from smallinit.study.experiments import (
     anchor_scan,
     compare,
@@ -141,7 +142,6 @@ def plan_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     (``measured``: :mod:`smallinit.study.measured_mfu`, with its file; None where none
     did), and the largest peak-memory estimate; with the formula and the figures it
     assumes."""
-    from smallinit.study import measured_mfu  # lazy: it reads the plan's specs
     distinct: dict[tuple[str, str], dict[str, Any] | None] = {}
     for r in rows:
         distinct.setdefault((r["kind"], r["key"]), r["cost"])
@@ -157,7 +157,7 @@ def plan_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "h200_hours_small_mfu": sum(c["h200_hours_small_mfu"] for c in costs),
             "small_mfu": cost.SMALL_MODEL_MFU, "small_mfu_source": cost.SMALL_MFU_SOURCE,
             "measured": measured_mfu.hours(sum(c["flops"] for c in costs),
-                                           measured_mfu.newest()),
+                                           measured_mfu.newest(specs("gamma-sweep", "full")[0])),
             "max_memory_bytes": max((c["memory_bytes"] for c in costs), default=0),
             "mfu": cost.MFU, "peak_flops": cost.H200_PEAK_BF16_DENSE,
             "gpu_memory_gib": cost.H200_MEMORY_GIB,

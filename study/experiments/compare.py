@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from smallinit.compare import comparison
 from smallinit.compare.run import CompareSpec, llm_specs
-from smallinit.llm.training.train import TrainSpec
+from smallinit.llm.training.train_spec import TrainSpec
 from smallinit.study.experiments.experiment import Experiment
 
 

@@ -3,21 +3,12 @@
 
 from __future__ import annotations
 
-from smallinit.core import profiles
-from smallinit.core.config import override
 from smallinit.study.experiments.experiment import Experiment
-from smallinit.toy.condense import CondenseConfig, CondenseSpec
-
-TABLE = "condense"
-
-
-def config(profile: str) -> CondenseConfig:
-    return override(CondenseConfig(), profiles.section(profile, TABLE),
-                    where=f"{profile}.{TABLE}")
+from smallinit.toy.condense import CondenseSpec, from_profile
 
 
 def specs(profile: str) -> list[CondenseSpec]:
-    return [CondenseSpec(config(profile))]
+    return [CondenseSpec(from_profile(profile))]
 
 
 EXPERIMENT = Experiment("condense", (3,), "two-layer ReLU net: condensation maps over (γ, γ')",

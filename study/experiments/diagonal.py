@@ -4,29 +4,12 @@
 
 from __future__ import annotations
 
-from smallinit.core import grids, profiles
-from smallinit.core.config import override
 from smallinit.study.experiments.experiment import Experiment
-from smallinit.toy.diagonal import DiagonalConfig, DiagonalSpec
-
-TABLE = "diagonal"
-
-
-def alphas(profile: str) -> tuple[float, ...]:
-    """The α grid of the diagonal net: ``logspace(start, stop, num)[::every]``, each point
-    the correctly rounded double (:func:`smallinit.core.grids.logspace`), so the run key is
-    the same on every processor."""
-    grid = profiles.section(profile, TABLE)["alpha_grid"]
-    values = grids.logspace(grid["start"], grid["stop"], int(grid["num"]))
-    return values[::int(grid.get("every", 1))]
+from smallinit.toy.diagonal import DiagonalSpec, from_profile
 
 
 def specs(profile: str) -> list[DiagonalSpec]:
-    table = profiles.section(profile, TABLE)
-    return [DiagonalSpec(override(DiagonalConfig(), {"alphas": list(alphas(profile)),
-                                                     "depth": depth, **table["problem"]},
-                                  where=f"{profile}.{TABLE}"), {"depth": depth})
-            for depth in table["depths"]]
+    return [DiagonalSpec(cfg, {"depth": cfg.depth}) for cfg in from_profile(profile)]
 
 
 EXPERIMENT = Experiment("diagonal", (4,), "diagonal linear net trained from init scale α",

@@ -29,7 +29,7 @@ from smallinit.llm.training.lr_choice import (
     TunedSpec,
     tuning_specs,
 )
-from smallinit.llm.training.train import TrainSpec
+from smallinit.llm.training.train_spec import TrainSpec
 from smallinit.theory.init_rules import gamma_scheme
 from smallinit.theory.transformer import matching_eps, rmsnorm_gamma_threshold
 

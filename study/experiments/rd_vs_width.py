@@ -3,13 +3,12 @@ profile's ``[rd-vs-width]`` table."""
 
 from __future__ import annotations
 
-from smallinit.study.experiments import toy_scan
 from smallinit.study.experiments.experiment import Experiment
-from smallinit.toy.scan import ScanSpec
+from smallinit.toy.scan import ScanSpec, from_profile
 
 
 def specs(profile: str) -> list[ScanSpec]:
-    return [ScanSpec(toy_scan.config(profile, "rd-vs-width"))]
+    return [ScanSpec(from_profile(profile, "rd-vs-width"))]
 
 
 EXPERIMENT = Experiment("rd-vs-width", (2,), "two-layer ReLU net: RD against width at γ' = 0",

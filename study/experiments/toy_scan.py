@@ -3,22 +3,12 @@ one scan run (:func:`smallinit.toy.scan.run_scan`) from the profile's ``[toy-sca
 
 from __future__ import annotations
 
-from smallinit.core import profiles
-from smallinit.core.config import override
 from smallinit.study.experiments.experiment import Experiment
-from smallinit.toy.scan import ScanConfig, ScanSpec
-
-TABLE = "toy-scan"
-
-
-def config(profile: str, table: str = TABLE) -> ScanConfig:
-    """The scan of a profile's ``[toy-scan]`` table (or another table of the same form,
-    e.g. fig 2's ``[rd-vs-width]``); fields it leaves out keep the defaults."""
-    return override(ScanConfig(), profiles.section(profile, table), where=f"{profile}.{table}")
+from smallinit.toy.scan import ScanSpec, from_profile
 
 
 def specs(profile: str) -> list[ScanSpec]:
-    return [ScanSpec(config(profile))]
+    return [ScanSpec(from_profile(profile))]
 
 
 EXPERIMENT = Experiment("toy-scan", (1,), "two-layer ReLU net: S_w over the (γ, γ') grid",

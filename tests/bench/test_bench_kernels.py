@@ -5,14 +5,15 @@ import numpy as np
 import pytest
 
 import smallinit.kernels as K
-from smallinit.kernels import bench, cpu
+from smallinit.kernels import cpu
+from smallinit.tools import kernel_bench
 
 pytestmark = pytest.mark.bench
 
 
 def test_bench_grouped_step_cpu_vectorized(benchmark):
-    X, y, a, W, b, off, al = bench.phase_scan_batch(repeats=3, dtype=np.float64)
-    res = bench.cpu_grouped_vs_loop()
+    X, y, a, W, b, off, al = kernel_bench.phase_scan_batch(repeats=3, dtype=np.float64)
+    res = kernel_bench.cpu_grouped_vs_loop()
     benchmark.extra_info.update(res)
     print(f"\ngrouped step CPU: vectorized/loop speedup {res['speedup']:.2f}x")
     out = benchmark(cpu.grouped_two_layer_step, X, y, a, W, b, off, al, "relu")
@@ -21,13 +22,13 @@ def test_bench_grouped_step_cpu_vectorized(benchmark):
 
 
 def test_bench_grouped_step_cpu_naive_loop(benchmark):
-    X, y, a, W, b, off, al = bench.phase_scan_batch(repeats=3, dtype=np.float64)
+    X, y, a, W, b, off, al = kernel_bench.phase_scan_batch(repeats=3, dtype=np.float64)
     benchmark(cpu.grouped_two_layer_step_loop, X, y, a, W, b, off, al, "relu")
 
 
 def test_bench_cosine_gram_cpu(benchmark):
     W = np.random.default_rng(1).standard_normal((64, 64, 32))
-    res = bench.cpu_gram_vs_loop()
+    res = kernel_bench.cpu_gram_vs_loop()
     benchmark.extra_info.update(res)
     print(f"\ncosine Gram CPU: batched/naive-loop speedup {res['speedup']:.2f}x")
     G = benchmark(K.cosine_gram, W)
@@ -37,9 +38,9 @@ def test_bench_cosine_gram_cpu(benchmark):
 @pytest.mark.gpu
 @pytest.mark.skipif(K.backend() != "cupy", reason="needs CuPy and a usable CUDA device")
 def test_bench_gpu_grouped_and_gram(benchmark):
-    res = bench.gpu_grouped_benchmark()
-    gram = bench.gpu_gram_benchmark()
-    stacks = bench.gpu_stack_benchmark()
+    res = kernel_bench.gpu_grouped_benchmark()
+    gram = kernel_bench.gpu_gram_benchmark()
+    stacks = kernel_bench.gpu_stack_benchmark()
     benchmark.extra_info.update({"grouped": res, "gram": gram, "stack": stacks})
     print(
         f"\ngrouped step GPU: {res['speedup_vs_loop']:.1f}x vs torch loop, "
@@ -55,5 +56,5 @@ def test_bench_gpu_grouped_and_gram(benchmark):
               f"{row['speedup']:.1f}x vs per-matrix host loop")
     from smallinit.kernels import gpu
 
-    args = bench.phase_scan_batch(dtype=np.float32)
+    args = kernel_bench.phase_scan_batch(dtype=np.float32)
     benchmark(gpu.grouped_two_layer_step, *args[:5], args[5], args[6], "relu")

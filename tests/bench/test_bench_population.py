@@ -5,14 +5,14 @@ Shape: fair's sweep runs at d_model 32 (vocabulary 512, context 64, 2 layers, 4 
 batch 16), N = 8, one CPU thread. The issue's CPU measurement (N = 10 stacked by ``bmm``:
 0.84-0.99x) says a population should not be faster here: the CPU step is bound by memory
 traffic, and attention has no vmap rule on the CPU (PyTorch loops over the members). The
-GPU measurement is ``python -m smallinit.llm.training.population_bench`` on CUDA.
+GPU measurement is ``python -m smallinit.tools.population_bench`` on CUDA.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from smallinit.llm.training.population_bench import measure, member_configs
+from smallinit.tools.population_bench import measure, member_configs
 
 pytestmark = [pytest.mark.bench, pytest.mark.usefixtures("bench_torch_threads")]
 

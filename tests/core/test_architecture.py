@@ -1,25 +1,28 @@
 """The floor plan and the one-path rules, read with ``ast`` from the source tree (nothing
 is imported).
 
-Floor plan (lowest floor first; an arrow may only point down):
+Floor plan: the table :data:`FLOORS`, lowest floor first (an arrow may only point down):
 
-* **theory/** (``smallinit.theory``) and **kernels/** (``smallinit.kernels``): import
-  nothing of ours outside their own package (they raise plain ``ValueError``).
-* **core** (``core/``: run store, configs, profiles, job driver, errors, progress,
-  plotting, stats, memory, downloads): imports only the core.
-* **toy/** and **llm/**: import theory, kernels and the core; llm never imports toy and
-  toy never imports llm.
-* **the roof**: ``compare/``, ``study/`` (the experiments, the figure
-  driver, the claims, the GPU check) and **paper_figs/** sit on the components; none of
-  them imports the CLI.
-* **cli** (``cli/``): on top of everything; nothing below it imports it.
-  ``smallinit/__init__.py`` (the package's lazy re-exports) and ``smallinit/__main__.py``
-  (the CLI's entry point) stand apart.
+0. **theory/** and **kernels/**: import nothing of ours outside their own folder (they raise
+   plain ``ValueError``);
+1. **core/** (run store, configs, profiles, job driver, errors, progress, plotting, stats,
+   memory, downloads): imports only the core;
+2. **toy/** and **llm/**: import theory, kernels and the core, never each other;
+3. **compare/** and **study/** (the experiments, the figure driver, the claims, the
+   report): study may use compare (:data:`SIDEWAYS`);
+4. **paper_figs/**, **cli/** and **tools/** (the GPU check, benchmark helpers, the CUDA
+   emulation: tooling users never import, run as ``smallinit gpu-check``): the CLI may use
+   tools; nothing below imports any of them.
+
+``smallinit/`` (:data:`SURFACE`: ``__init__``'s lazy re-exports and ``__main__``, the CLI's
+entry point) stands apart: it may import any floor, and only the CLI imports it (its
+``__version__``). No import circle joins our modules, lazy imports included
+(:func:`circles`; :data:`KNOWN_CIRCLE_EDGES` lists the one tolerated for now).
 
 And imports of our own modules sit at the top of their module, where the graph can be
 read: outside ``cli/`` (whose handlers import libraries lazily so that
 ``smallinit --help`` stays fast) a function-level import of ``smallinit...`` is allowed only
-when its line carries ``# lazy: <reason>`` (an import cycle, an optional dependency such as
+when its line carries ``# lazy: <reason>`` (an optional dependency such as
 cupy behind it). The same holds for the heavy third-party packages (torch, jax, sympy) in a
 module that does not import them at its top anyway: lazy only where the module must be
 importable without them, saying why.
@@ -43,26 +46,40 @@ import functools
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The floor plan, lowest floor first: (the source folders on the floor, whether they import
+#: nothing of ours outside their own folder, what the floor holds). Each folder X is installed
+#: as ``smallinit.X`` (pyproject's package-dir). A module may import its own folder and any
+#: folder on a lower floor (none where the floor keeps to itself); a folder beside it on its
+#: floor only where :data:`SIDEWAYS` allows; never a folder on a higher floor.
+FLOORS = (
+    (("theory", "kernels"), True,
+     "foundations: sympy derivations and science constants; CuPy kernels, CPU fallbacks"),
+    (("core",), True,
+     "ground: run store, configs, profiles, stats, job driver, progress, errors"),
+    (("toy", "llm"), False, "the two halves, never each other"),
+    (("compare", "study"), False,
+     "toy-to-LLM; experiments registry, figure driver, claims, report"),
+    (("paper_figs", "cli", "tools"), False,
+     "one module per figure; every command; tooling users never import (GPU check, "
+     "benchmark helpers)"),
+)
+#: imports between two folders of one floor that the plan allows: (importer, imported)
+SIDEWAYS = {("study", "compare"), ("cli", "tools")}
+#: apart from the floors: the public surface (``__init__``'s lazy re-exports) and the CLI's
+#: entry point (``__main__``). It may import any floor; only these folders import it
+SURFACE = "smallinit"
+SURFACE_USERS = ("cli",)  # the CLI reads __version__
 #: source folder -> the package it is installed as (pyproject's package-dir)
-PACKAGES = {
-    "smallinit": "smallinit",
-    "core": "smallinit.core",
-    "cli": "smallinit.cli",
-    "compare": "smallinit.compare",
-    "study": "smallinit.study",
-    "theory": "smallinit.theory",
-    "toy": "smallinit.toy",
-    "llm": "smallinit.llm",
-    "kernels": "smallinit.kernels",
-    "paper_figs": "smallinit.paper_figs",
-}
-COMPONENTS = ("smallinit.theory", "smallinit.toy", "smallinit.llm", "smallinit.kernels")
-ROOF = ("smallinit.compare", "smallinit.study", "smallinit.paper_figs")
+PACKAGES = {SURFACE: SURFACE} | {folder: f"smallinit.{folder}"
+                                 for folders, _, _ in FLOORS for folder in folders}
+FLOOR_OF = {folder: n for n, (folders, _, _) in enumerate(FLOORS) for folder in folders}
 LAZY_MARK = "# lazy:"
 #: heavy third-party packages: lazy only where a module must import without them
 HEAVY = ("torch", "jax", "sympy")
@@ -83,19 +100,45 @@ def within(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
+def folder_of(name: str) -> str:
+    """The source folder of one of our modules: ``smallinit.toy.scan`` -> ``toy``; the
+    package itself and any name it re-exports (``smallinit.load_run``) -> the surface."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in FLOOR_OF else SURFACE
+
+
+def _type_checking_only(tree) -> set[int]:
+    """The ids of the nodes under ``if TYPE_CHECKING:``, which never run."""
+    return {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+            and ast.unparse(node.test).endswith("TYPE_CHECKING") for n in ast.walk(node)}
+
+
+class Statement(NamedTuple):
+    """One import statement: the absolute module names it names (``from X import a``
+    names ``X`` and ``X.a``, which may be a submodule), its line, whether it is at module
+    level, its text, whether it runs (not under ``if TYPE_CHECKING``), and ``X`` of a
+    ``from X import`` (else ``None``)."""
+    names: list[str]
+    line: int
+    top: bool
+    text: str
+    runs: bool
+    base: str | None
+
+
 def imports(module: str, is_package: bool, source: str):
-    """Every import statement of ``source`` as (absolute module names, line, at module
-    level, its text); ``from X import a`` names ``X`` and ``X.a`` (it may be a submodule)."""
+    """Every import statement of ``source``, as :class:`Statement`."""
     tree = ast.parse(source)
     lines = source.splitlines()
     nested: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
             nested.update(id(n) for n in ast.walk(node) if n is not node)
+    never_run = _type_checking_only(tree)
     package = module if is_package else module.rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
+            names, base = [a.name for a in node.names], None
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -105,8 +148,8 @@ def imports(module: str, is_package: bool, source: str):
             names = [base] + [f"{base}.{a.name}" for a in node.names if a.name != "*"]
         else:
             continue
-        yield names, node.lineno, id(node) not in nested, " ".join(
-            lines[node.lineno - 1:node.end_lineno])
+        yield Statement(names, node.lineno, id(node) not in nested, " ".join(
+            lines[node.lineno - 1:node.end_lineno]), id(node) not in never_run, base)
 
 
 def violations(rel: str, source: str) -> list[str]:
@@ -114,9 +157,11 @@ def violations(rel: str, source: str) -> list[str]:
     module, is_package = module_of(rel)
     found = []
     statements = list(imports(module, is_package, source))
-    at_top = {name.split(".")[0] for names, _, top, _ in statements if top for name in names}
-    for names, line, top, text in statements:
-        ours = [name for name in names if within(name, "smallinit")]
+    at_top = {name.split(".")[0] for s in statements if s.top for name in s.names}
+    for names, line, top, text, _, base in statements:
+        # ``from smallinit import llm`` imports smallinit.llm (the package is its parent)
+        ours = [name for name in names if within(name, "smallinit")
+                and not (name == "smallinit" and base == "smallinit" and len(names) > 1)]
         heavy = [name for name in names if name.split(".")[0] in HEAVY
                  and name.split(".")[0] not in at_top]
         if (ours or heavy) and not top and not within(module, "smallinit.cli") \
@@ -125,30 +170,31 @@ def violations(rel: str, source: str) -> list[str]:
                          f"it to the top of the module, or say why it must wait with "
                          f"'{LAZY_MARK} <reason>'")
         for name in ours:
-            found += rule_breaks(module, f"{rel}:{line} imports {name}", name)
+            found += floor_breaks(folder_of(module), f"{rel}:{line} imports {name}",
+                                  folder_of(name))
     return sorted(set(found))
 
 
-def rule_breaks(module: str, where: str, name: str) -> list[str]:
-    """The import-graph rules that ``module`` importing ``name`` (ours) breaks."""
-    found = []
-    for component in ("smallinit.theory", "smallinit.kernels"):
-        if within(module, component) and not within(name, component):
-            found.append(f"{where}: {component} imports nothing of ours outside itself")
-    if within(module, "smallinit.llm") and within(name, "smallinit.toy"):
-        found.append(f"{where}: llm never imports toy")
-    if within(module, "smallinit.toy") and within(name, "smallinit.llm"):
-        found.append(f"{where}: toy never imports llm")
-    if within(module, "smallinit.core") and not within(name, "smallinit.core"):
-        found.append(f"{where}: the core imports only the core")
-    below_roof = within(module, "smallinit.core") or any(within(module, p) for p in COMPONENTS)
-    if below_roof and any(within(name, p) for p in ROOF):
-        found.append(f"{where}: compare, study and paper_figs sit on top of the components "
-                     "and the core")
-    if within(name, "smallinit.cli") and not within(module, "smallinit.cli") \
-            and module != "smallinit.__main__":
-        found.append(f"{where}: only the CLI (and its entry point) imports the CLI")
-    return found
+def floor_breaks(importer: str, where: str, imported: str) -> list[str]:
+    """Why folder ``importer`` may not import folder ``imported`` (:data:`FLOORS`), if so."""
+    if importer == imported:
+        return []
+    if imported == SURFACE:
+        return [] if importer in SURFACE_USERS else [
+            f"{where}: only {', '.join(SURFACE_USERS)} imports the public surface smallinit/"]
+    if importer == SURFACE:
+        return []
+    own, other = FLOOR_OF[importer], FLOOR_OF[imported]
+    folders, alone, _ = FLOORS[own]
+    if alone:
+        return [f"{where}: {importer}/ imports nothing of ours outside itself"]
+    if other > own:
+        return [f"{where}: {importer}/ (floor {own}) imports {imported}/ (floor {other}), "
+                "a floor up"]
+    if other == own and (importer, imported) not in SIDEWAYS:
+        return [f"{where}: {importer}/ imports {imported}/ beside it on floor {own}; "
+                f"allowed sideways: {sorted(SIDEWAYS)}"]
+    return []
 
 
 def source_files() -> list[str]:
@@ -162,8 +208,163 @@ def source_files() -> list[str]:
 def test_the_source_tree_keeps_the_floor_plan():
     files = source_files()
     assert len(files) > 50 and "toy/scan.py" in files and "cli/figs.py" in files
+    assert sorted(PACKAGES) == sorted(p.name for p in ROOT.iterdir()
+                                      if (p / "__init__.py").is_file()), \
+        "every top-level package folder stands on one floor of FLOORS"
     found = [v for rel in files for v in violations(rel, (ROOT / rel).read_text())]
     assert not found, "\n".join(found)
+
+
+def test_pyproject_installs_each_floor_folder_as_its_subpackage():
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert tool["package-dir"] == {package: folder for folder, package in PACKAGES.items()}
+    assert {p.split(".")[1] if "." in p else p for p in tool["packages"]} == set(PACKAGES)
+
+
+# ----------------------------------------------------------------------------- import circles
+#: modules that load others by name, which ``ast`` cannot see as imports: loader -> the
+#: package whose every module it may load
+LOADED_BY_NAME = {"smallinit.study.figs": "smallinit.paper_figs"}
+#: circles the plan tolerates for now, as the edge each one passes through
+KNOWN_CIRCLE_EDGES = {
+    # study/figs.py loads each figure module by name and every figure imports study.figs
+    # (being removed: each figure registers itself in its own module)
+    ("smallinit.study.figs", "smallinit.paper_figs"),
+}
+
+
+def import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
+    """Module -> the modules of ours it imports, at module level or inside a function (a
+    lazy import still closes a circle), not under ``if TYPE_CHECKING``. ``from X import a``
+    points at ``X.a`` where that is a module, else at ``X``; a package's ``__init__`` that
+    Python runs first is no edge of its own. ``sources`` maps paths (``toy/scan.py``) to
+    their text."""
+    modules = {module_of(rel)[0]: rel for rel in sources}
+    graph: dict[str, set[str]] = {module: set() for module in modules}
+    for module, rel in modules.items():
+        for statement in imports(module, module_of(rel)[1], sources[rel]):
+            if not statement.runs:
+                continue
+            names, base = statement.names, statement.base
+            targets = names if base is None else [
+                name if name in modules else base for name in names[1:]] or [base]
+            for target in targets:
+                if not within(target, "smallinit"):
+                    continue
+                while target not in modules and "." in target:
+                    target = target.rpartition(".")[0]
+                if target in modules and target != module:
+                    graph[module].add(target)
+        if module in LOADED_BY_NAME:
+            graph[module] |= {m for m in modules if within(m, LOADED_BY_NAME[module])}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle (``[a, b, ..., a]``) through every edge that lies on one: for each strongly
+    connected group of modules (Tarjan), the shortest way back from each of its edges."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(node: str) -> None:  # recursion depth is bounded by the module count
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = set()
+            while True:
+                member = stack.pop()
+                group.add(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    found: dict[frozenset, list[str]] = {}
+    for group in groups:
+        for start in sorted(group):
+            for nxt in sorted(graph[start] & group):
+                path = _shortest(graph, group, nxt, start)
+                circle = [start, *path]
+                found.setdefault(frozenset(zip(circle, circle[1:], strict=False)), circle)
+    return sorted(found.values())
+
+
+def _shortest(graph, group, start: str, goal: str) -> list[str]:
+    """The shortest path from ``start`` to ``goal`` inside ``group`` (breadth first)."""
+    came = {start: None}
+    queue = [start]
+    for node in queue:
+        if node == goal:
+            break
+        for nxt in sorted(graph[node] & group):
+            if nxt not in came:
+                came[nxt] = node
+                queue.append(nxt)
+    path = [goal]
+    while path[-1] != start:
+        path.append(came[path[-1]])
+    return path[::-1]
+
+
+def excused(circle: list[str]) -> bool:
+    return any(within(a, x) and within(b, y) for x, y in KNOWN_CIRCLE_EDGES
+               for a, b in zip(circle, circle[1:], strict=False))
+
+
+def test_no_import_circle_between_our_modules():
+    sources = {rel: (ROOT / rel).read_text(encoding="utf-8") for rel in source_files()}
+    graph = import_graph(sources)
+    assert "smallinit.kernels.gpu" in graph["smallinit.kernels.stack"] or \
+        "smallinit.kernels.backend" in graph["smallinit.kernels.stack"]
+    found = [c for c in circles(graph) if not excused(c)]
+    assert not found, "import circles (break each: move the shared part down a module):\n" \
+        + "\n".join(" -> ".join(c) for c in found)
+
+
+@pytest.mark.parametrize(("sources", "circle"), [
+    ({"kernels/a.py": "from . import b\n", "kernels/b.py": "from .a import f\n"},
+     ["smallinit.kernels.a", "smallinit.kernels.b", "smallinit.kernels.a"]),
+    ({"cli/x.py": "def f():\n    from smallinit.cli.y import g\n",
+      "cli/y.py": "def g():\n    from smallinit.cli import x  # lazy: a circle\n",
+      "cli/__init__.py": ""},
+     ["smallinit.cli.x", "smallinit.cli.y", "smallinit.cli.x"]),
+    ({"toy/a.py": "import smallinit.toy.b\n", "toy/b.py": "import smallinit.toy.c\n",
+      "toy/c.py": "from smallinit.toy import a\n", "toy/__init__.py": ""},
+     ["smallinit.toy.a", "smallinit.toy.b", "smallinit.toy.c", "smallinit.toy.a"]),
+    ({"study/figs.py": "", "paper_figs/fig01_x.py": "from smallinit.study.figs import one\n"},
+     ["smallinit.paper_figs.fig01_x", "smallinit.study.figs", "smallinit.paper_figs.fig01_x"]),
+])
+def test_the_circle_check_finds_a_planted_circle(sources, circle):
+    assert circle in circles(import_graph(sources))
+
+
+def test_the_circle_check_excuses_only_the_known_circle():
+    planted = {"study/figs.py": "", "paper_figs/fig01_x.py": "from smallinit.study import figs\n",
+               "kernels/a.py": "from . import b\n", "kernels/b.py": "from . import a\n"}
+    found = [c for c in circles(import_graph(planted)) if not excused(c)]
+    assert found == [["smallinit.kernels.a", "smallinit.kernels.b", "smallinit.kernels.a"]]
+
+
+@pytest.mark.parametrize("sources", [
+    {"kernels/a.py": "from . import b\n", "kernels/b.py": "import math\n"},
+    {"kernels/__init__.py": "from .a import f\n", "kernels/a.py": "from . import b\n",
+     "kernels/b.py": "x = 1\n"},  # the package's __init__ runs first: no edge back to it
+    {"theory/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+     "    from .b import B\n", "theory/b.py": "from .a import f\n"},
+])
+def test_the_circle_check_accepts_a_one_way_graph(sources):
+    assert circles(import_graph(sources)) == []
 
 
 def test_building_the_cli_parser_imports_no_heavy_library():
@@ -178,29 +379,66 @@ def test_building_the_cli_parser_imports_no_heavy_library():
     assert proc.stdout.strip() == "[]", proc.stdout
 
 
+def test_the_toy_commands_import_no_torch(tmp_path):
+    """``smallinit toy ...`` reads its profile table in toy/ (``from_profile``), not through
+    the experiment registry, which imports torch with its LLM experiments: the toy commands
+    (their configs, and a run) leave torch unimported."""
+    code = ("import sys\nfrom smallinit.cli import main\n"
+            "for cmd in ('scan', 'condense', 'diagonal'):\n"
+            "    assert main(['toy', cmd, '--print-config']) == 0\n"
+            f"assert main(['toy', 'diagonal', '--runs-dir', {str(tmp_path / 'runs')!r}, "
+            "'--json', 'alphas=[1.0]', 'max_steps=50', 'dim=8', 'n=4']) == 0\n"
+            "print(sorted(m for m in ('torch', 'jax') if m in sys.modules), file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == "['jax']", proc.stderr[-3000:]
+
+
 # ----------------------------------------------------------------------------- the checker
 # Each rule fed a fake source that breaks it (and one that keeps it), so that none can
 # pass by checking nothing.
+UP = "a floor up"
+BESIDE = "beside it on floor"
+ALONE = "imports nothing of ours outside itself"
+
+
 @pytest.mark.parametrize(("rel", "source", "rule"), [
-    ("theory/phase.py", "from smallinit.core.errors import X\n", "theory imports nothing"),
-    ("kernels/measure.py", "import smallinit.core.store\n", "kernels imports nothing"),
-    ("theory/phase.py", "from ..toy import scan\n", "theory imports nothing"),
-    ("llm/analysis/ffn.py", "from smallinit.toy.scan import fit_slopes\n", "llm never imports"),
-    ("toy/scan.py", "from smallinit import llm\n", "toy never imports llm"),
-    ("toy/scan.py", "from smallinit.cli import main\n", "only the CLI"),
-    ("compare/run.py", "from smallinit.cli.util import x\n", "only the CLI"),
-    ("study/experiments/gamma_sweep.py", "import smallinit.cli\n", "only the CLI"),
-    ("paper_figs/fig01_phase_diagram.py", "from smallinit.cli import util\n", "only the CLI"),
-    ("core/runs.py", "from smallinit.compare import run\n", "sit on top"),
-    ("llm/run_config.py", "from smallinit.paper_figs import fig01_phase_diagram\n", "sit on top"),
-    ("toy/scan.py", "from smallinit.study import experiments\n", "sit on top"),
-    ("core/jobs.py", "from smallinit.toy import scan\n", "only the core"),
-    ("core/profiles/__init__.py", "from smallinit.llm import config\n", "only the core"),
-    ("core/store.py", "from smallinit.study.figs import x\n", "only the core"),
+    ("theory/phase.py", "from smallinit.core.errors import X\n", ALONE),
+    ("kernels/measure.py", "import smallinit.core.store\n", ALONE),
+    ("theory/phase.py", "from ..toy import scan\n", ALONE),
+    ("theory/phase.py", "from smallinit.kernels import measure\n", ALONE),  # sideways too
+    ("kernels/stack.py", "def f():\n    from smallinit.theory import phase  # lazy: x\n",
+     ALONE),
+    ("core/jobs.py", "from smallinit.toy import scan\n", ALONE),
+    ("core/profiles/__init__.py", "from smallinit.llm import config\n", ALONE),
+    ("core/store.py", "from smallinit.study.figs import x\n", ALONE),
+    ("core/runs.py", "from smallinit.compare import run\n", ALONE),
+    ("core/stats.py", "from smallinit.kernels import measure\n", ALONE),  # the core keeps to itself
+    ("llm/analysis/ffn.py", "from smallinit.toy.scan import fit_slopes\n", BESIDE),
+    ("toy/scan.py", "from smallinit import llm\n", BESIDE),
+    ("toy/scan.py", "from smallinit.cli import main\n", UP),
+    ("toy/scan.py", "from smallinit.study import experiments\n", UP),
+    ("llm/run_config.py", "from smallinit.paper_figs import fig01_phase_diagram\n", UP),
+    ("llm/training/train.py", "import smallinit.tools.gpu_check\n", UP),
+    ("compare/run.py", "from smallinit.cli.util import x\n", UP),
+    ("compare/run.py", "from smallinit.study import experiments\n", BESIDE),
+    ("study/experiments/gamma_sweep.py", "import smallinit.cli\n", UP),
+    ("study/report.py", "from smallinit.tools import gpu_check\n", UP),
+    ("study/experiments/x.py", "def f():\n    from smallinit.tools import gpu_parts  # lazy: x\n",
+     UP),
+    ("paper_figs/fig01_phase_diagram.py", "from smallinit.cli import util\n", BESIDE),
+    ("paper_figs/fig01_phase_diagram.py", "from smallinit.tools import gpu_report\n", BESIDE),
+    ("tools/gpu_check.py", "from smallinit.cli.util import user_error\n", BESIDE),
+    ("cli/figs.py", "from smallinit.paper_figs import fig01_phase_diagram\n", BESIDE),
+    ("toy/scan.py", "from smallinit import load_run\n", "public surface"),
+    ("study/report.py", "import smallinit\n", "public surface"),
     ("toy/scan.py", "def f():\n    from smallinit.core.store import S\n", "inside a function"),
     ("core/runs.py", "class A:\n    def f(self):\n        import smallinit.core.errors\n",
      "inside a function"),
     ("kernels/stack.py", "def f():\n    from . import gpu  # noqa: PLC0415\n",
+     "inside a function"),
+    ("tools/gpu_check.py", "def f():\n    from smallinit.study import report\n",
      "inside a function"),
     ("toy/escape.py", "def f():\n    import jax.numpy as jnp\n", "inside a function"),
     ("theory/exact.py", "import math\ndef f():\n    import sympy\n", "inside a function"),
@@ -212,13 +450,22 @@ def test_each_rule_catches_a_fake_source(rel, source, rule):
 
 @pytest.mark.parametrize(("rel", "source"), [
     ("theory/phase.py", "from .init_rules import parse_scheme\nimport sympy\n"),
-    ("kernels/bench.py", "from . import measure\nfrom .stack import measure_stack\n"),
+    ("kernels/measure.py", "from . import cpu\nfrom .stack import measure_stack\n"),
     ("toy/scan.py", "from smallinit.theory import phase\nfrom smallinit.core.store import S\n"),
     ("core/store.py", "from smallinit.core.runs import Run\n"),
     ("llm/run_config.py", "from smallinit.kernels import cluster_count\n"),
     ("study/experiments/compare.py", "from smallinit.compare.run import x\n"),
     ("study/figs.py", "from smallinit.study import experiments\n"),
     ("smallinit/__main__.py", "from smallinit.cli import main\n"),
+    ("smallinit/__init__.py", "from smallinit.core.results import load_run\n"),
+    ("cli/__init__.py", "from smallinit import __version__\n"),
+    ("cli/gpu_check.py", "def f():\n    from smallinit.tools.gpu_check import main\n"),
+    ("tools/gpu_check.py", "from smallinit.study import report\nfrom smallinit.llm import x\n"),
+    ("tools/gpu_parts.py", "from smallinit.kernels import measure\nfrom . import gpu_kernels\n"),
+    ("paper_figs/fig01_phase_diagram.py", "from smallinit.study.figs import single\n"),
+    ("compare/run.py", "from smallinit.toy import scan\nfrom smallinit.llm import train\n"),
+    ("llm/training/train.py", "from smallinit.kernels import measure\n"
+     "from smallinit.theory import phase\nfrom smallinit.core.store import S\n"),
     ("cli/figs.py", "def f():\n    from smallinit.study.experiments import plan\n"),
     ("kernels/stack.py", "def f():\n    from . import gpu  # lazy: needs cupy\n"),
     ("toy/scan.py", "import jax\ndef f():\n    import jax.numpy as jnp\n"),

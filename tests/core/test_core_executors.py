@@ -25,7 +25,7 @@ from smallinit.core.jobs import (
 )
 from smallinit.core.store import RunStore
 from smallinit.llm.run_config import RunConfig
-from smallinit.llm.training.train import TrainSpec
+from smallinit.llm.training.train_spec import TrainSpec
 
 HERE = Path(__file__).resolve().parent
 TINY = ["model.vocab_size=300", "model.context=16", "model.d_model=16", "model.n_layers=1",

@@ -33,14 +33,15 @@ def test_regular_install_has_one_top_level_package(tmp_path):
     assert top[0] == "smallinit"
     assert len(top) == 2 and top[1].startswith("smallinit-") and top[1].endswith(".dist-info")
     pkg = target / "smallinit"
-    for component in ("theory", "toy", "llm", "kernels", "core", "cli", "compare", "study"):
+    for component in ("theory", "toy", "llm", "kernels", "core", "cli", "compare", "study",
+                      "tools"):
         assert (pkg / component / "__init__.py").is_file()
     assert (pkg / "core" / "style" / "smallinit.mplstyle").is_file()
-    # the figure scripts, the profiles and the kernels' emulation header ship in the package
+    # the figure scripts, the profiles and the CUDA emulation's header ship in the package
     assert (pkg / "paper_figs" / "fig01_phase_diagram.py").is_file()
     assert {p.name for p in (pkg / "core" / "profiles").glob("*.toml")} >= {"quick.toml",
                                                                           "full.toml"}
-    assert (pkg / "kernels" / "emulation" / "cuda_host.h").is_file()
+    assert (pkg / "tools" / "emulation" / "cuda_host.h").is_file()
     assert (pkg / "study" / "experiments" / "gamma_sweep.py").is_file()
     # the installed copy imports on its own (no site: only the target directory is on the path)
     probe = "import smallinit.theory.init_rules as r; print(r.__file__)"

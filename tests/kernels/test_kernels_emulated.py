@@ -1,5 +1,5 @@
 """The CUDA kernels on the CPU: the unmodified ``kernels/*.cu`` compiled for the host
-(:mod:`smallinit.kernels.emulation`) and launched through :mod:`smallinit.kernels.launch`,
+(:mod:`smallinit.tools.emulation`) and launched through :mod:`smallinit.kernels.launch`,
 the host code the GPU runs, replaying every case of test_kernels_gpu.py (kernel_cases.py)
 against the NumPy references. Outputs start as NaN bytes (``launch`` allocates them empty),
 so an element a kernel does not write fails the comparison.
@@ -22,7 +22,8 @@ import kernel_cases as cases
 import numpy as np
 import pytest
 
-from smallinit.kernels import emulation, launch
+from smallinit.kernels import launch
+from smallinit.tools import emulation
 
 SANITIZE = os.environ.get("SMALLINIT_EMULATION_SANITIZE") == "1"
 
@@ -306,7 +307,8 @@ def test_the_replay_under_address_and_undefined_behaviour_sanitizers(tmp_path):
                  "for (int j = lane; j <= d; j += 32)")
     script = textwrap.dedent(f"""
         import numpy as np
-        from smallinit.kernels import emulation, launch
+        from smallinit.kernels import launch
+        from smallinit.tools import emulation
         W = np.random.default_rng(0).standard_normal((130, 7)).astype(np.float32)
         launch.cosine_gram(emulation.device({str(root)!r}, sanitize=True), W)
     """)

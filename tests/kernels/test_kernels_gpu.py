@@ -1,7 +1,7 @@
 """GPU kernels against the CPU references (marked gpu; skipped without CuPy and a device).
 
 Run on a GPU machine with ``pytest tests/kernels/test_kernels_gpu.py -m gpu`` or through
-``python -m smallinit.kernels.gpu_report`` (tests + benchmarks, JSON out).
+``python -m smallinit.tools.gpu_kernels`` (tests + benchmarks, JSON out).
 """
 
 import kernel_cases as cases

@@ -10,7 +10,8 @@ import kernel_cases as cases
 import numpy as np
 import pytest
 
-from smallinit.kernels import emulation, gpu, gram_paths, launch
+from smallinit.kernels import gpu, gram_paths, launch
+from smallinit.tools import emulation
 
 
 def test_the_shipped_file_is_valid_and_unmeasured_dtypes_take_the_library_path(tmp_path):

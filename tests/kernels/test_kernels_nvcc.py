@@ -6,7 +6,8 @@ from functools import cache
 
 import pytest
 
-from smallinit.kernels import gpu, launch, nvcc_check
+from smallinit.kernels import gpu, launch
+from smallinit.tools import nvcc_check
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 

@@ -274,7 +274,7 @@ def test_population_status_names_its_members(float64_runs):
 
 
 def test_population_bench_measures_both_paths_on_the_same_tokens(cache, capsys):
-    from smallinit.llm.training import population_bench
+    from smallinit.tools import population_bench
 
     assert population_bench.main(["--tiny", "--warmup", "1", "--cache", cache]) == 0
     (result,) = json.loads(capsys.readouterr().out)["results"]
@@ -289,7 +289,7 @@ def test_population_bench_measures_both_paths_on_the_same_tokens(cache, capsys):
 
 def test_job_driver_trains_runs_of_one_shape_together_unless_off(cache, tmp_path):
     from smallinit.core.jobs import run_specs
-    from smallinit.llm.training.train import TrainSpec
+    from smallinit.llm.training.train_spec import TrainSpec
 
     def specs(*extras):
         return [TrainSpec(toy(cache, "train.steps=3", "train.eval_every=0", *extra))

@@ -17,7 +17,7 @@ from smallinit.core.store import RunStore
 from smallinit.llm.training import population as population_mod
 from smallinit.llm.training.anchor import ANCHOR, AnchorSpec
 from smallinit.llm.training.population import train_population
-from smallinit.llm.training.train import TrainSpec
+from smallinit.llm.training.train_spec import TrainSpec
 
 
 def test_execution_is_checked(monkeypatch):
@@ -109,7 +109,7 @@ def test_population_bench_measures_each_execution_and_refuses_graphs_on_a_cpu(tm
                                                                                capsys):
     import json
 
-    from smallinit.llm.training import population_bench
+    from smallinit.tools import population_bench
 
     cache = str(tmp_path / "cache")
     assert population_bench.main(["--tiny", "--warmup", "0", "--cache", cache,

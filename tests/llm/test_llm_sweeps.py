@@ -14,9 +14,10 @@ from smallinit.core.jobs import run_specs
 from smallinit.core.store import RunStore
 from smallinit.llm.analysis.critical import escape_fit, first_below, knee_gamma, plateau_steps
 from smallinit.llm.run_config import RunConfig
-from smallinit.llm.training import train as train_mod
+from smallinit.llm.training import train_spec
 from smallinit.llm.training.probes import probe_steps, trajectory
-from smallinit.llm.training.train import TrainSpec, train
+from smallinit.llm.training.train import train
+from smallinit.llm.training.train_spec import TrainSpec
 from smallinit.study import experiments
 from smallinit.study.experiments import llm_plan
 from smallinit.theory.escape import escape_time_gamma
@@ -100,13 +101,13 @@ def test_driver_resumes_half_finished_sweep(tmp_path, monkeypatch):
     half.status_path.write_text(json.dumps(status))
     assert half.state == "stale"
     calls = []
-    real = train_mod.train
+    real = train_spec.train
 
     def counting(cfg, **kwargs):
         calls.append(cfg)
         return real(cfg, **kwargs)
 
-    monkeypatch.setattr(train_mod, "train", counting)
+    monkeypatch.setattr(train_spec, "train", counting)  # the spec computes its run
     pairs = run_specs(jobs + jobs[:1], store)  # a duplicate is run once
     assert len(calls) == 1 and calls[0].init == "gamma:0.75"
     assert [r.status_path.read_text() for _, r in pairs[:2]] == first  # not rerun

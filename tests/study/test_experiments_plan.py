@@ -74,7 +74,7 @@ def test_llm_train_config_names_read_the_profiles_unchanged(profile, key):
     [llm-train] table, under the trainer's current VERSION."""
     import argparse
 
-    from smallinit.cli.llm import load_run_config
+    from smallinit.cli.llm_config import load_run_config
     from smallinit.core.runs import config_key
     from smallinit.llm.training import train
 

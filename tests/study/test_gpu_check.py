@@ -1,4 +1,4 @@
-"""The prepared GPU check (smallinit.study.gpu_check): its parts in processes of their own
+"""The prepared GPU check (smallinit.tools.gpu_check): its parts in processes of their own
 with time limits, the JSON rewritten after each, the loud failure on a GPU machine whose
 CuPy is not live, and its CPU dry mode (a quick version here; every part, slow)."""
 
@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from smallinit.kernels import gpu_report
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import ModelConfig
 from smallinit.llm.training import throughput
-from smallinit.study import gpu_check, gpu_parts
+from smallinit.tools import gpu_check, gpu_kernels, gpu_parts
 
 
 def _parts(tmp_path) -> dict:
@@ -37,7 +36,7 @@ def test_a_quick_dry_check_writes_each_part_where_tomli_w_is_missing(tmp_path):
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 1 and "no tomli_w on this image" in proc.stderr
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "smallinit.study.gpu_check", str(out),
+    proc = subprocess.run([sys.executable, "-m", "smallinit.tools.gpu_check", str(out),
                            "--dry", "--parts", "environment,kernels,throughput",
                            "--loss-chunk", "24"], env=env,
                           capture_output=True, text=True, check=False, timeout=600)
@@ -218,7 +217,7 @@ def test_the_gpu_tests_part_stops_pytest_before_its_own_limit(tmp_path, monkeypa
     come back as a timeout before the part itself is killed."""
     assert gpu_check.part_command("gpu_tests", tmp_path, True, 150)[-3:] == [
         "--limit", "150", "--dry"]
-    monkeypatch.setattr(gpu_parts.gpu_report, "gpu_tests",
+    monkeypatch.setattr(gpu_parts.gpu_kernels, "gpu_tests",
                         lambda dry, timeout: {"dry": dry, "timeout": timeout})
     out = tmp_path / "gpu_tests.json"
     assert gpu_parts.main(["gpu_tests", str(out), "--limit", "150", "--dry"]) == 0
@@ -232,8 +231,8 @@ def test_pytest_stopped_at_its_timeout_reports_the_tests_that_finished(tmp_path)
     target.write_text("import time\n\n\ndef test_quick():\n    pass\n\n\n"
                       "def test_slow():\n    time.sleep(300)\n")
     t0 = time.perf_counter()
-    result = gpu_report.run_pytest(str(target), "not slow", timeout=10)
-    assert time.perf_counter() - t0 < 10 + gpu_report.PYTEST_GRACE_S + 5
+    result = gpu_kernels.run_pytest(str(target), "not slow", timeout=10)
+    assert time.perf_counter() - t0 < 10 + gpu_kernels.PYTEST_GRACE_S + 5
     assert result["timed_out"] and "stopped" in result["error"]
     assert result["passed"] == result["tests"] == 1, result["tail"]
     problem = gpu_check.problems({"gpu_tests": {"status": "ok", "result": result}},
@@ -260,7 +259,7 @@ def test_sigterm_kills_the_running_part_records_it_and_exits_143(tmp_path):
     part and the process it started), the part is recorded as killed, the JSON is written
     and no later part starts."""
     pidfile, out = tmp_path / "grandchild.pid", tmp_path / "out"
-    script = ("import sys\nfrom smallinit.study import gpu_check\n"
+    script = ("import sys\nfrom smallinit.tools import gpu_check\n"
               f"gpu_check.part_command = lambda *a: [sys.executable, '-c', {_SLOW_PART!r}, "
               f"{str(pidfile)!r}]\n"
               f"sys.exit(gpu_check.main([{str(out)!r}, '--dry', '--parts', "

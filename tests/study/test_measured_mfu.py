@@ -28,18 +28,18 @@ def write(root, date, data):
 
 
 def test_the_full_runs_own_tokens_per_second_give_the_mfu():
-    got = measured_mfu.from_check(check(rate=2e6, compiled=0.39))
+    got = measured_mfu.from_check(check(rate=2e6, compiled=0.39), FIRST)
     per_token = cost.training_flops(FIRST.config.model, 1)
     assert got["part"] == "full_run"
     assert got["mfu"] == pytest.approx(2e6 * per_token / 989e12, rel=1e-12)
 
 
 def test_the_compiled_model_stands_in_when_the_full_run_is_another_key_or_absent():
-    assert measured_mfu.from_check(check(rate=2e6, key="0" * 16, compiled=0.39)) == {
+    assert measured_mfu.from_check(check(rate=2e6, key="0" * 16, compiled=0.39), FIRST) == {
         "mfu": 0.39, "part": "compiled"}
-    assert measured_mfu.from_check(check(compiled=0.39))["mfu"] == 0.39
-    assert measured_mfu.from_check(check(compiled=0.39, dry=True)) is None
-    assert measured_mfu.from_check(check()) is None
+    assert measured_mfu.from_check(check(compiled=0.39), FIRST)["mfu"] == 0.39
+    assert measured_mfu.from_check(check(compiled=0.39, dry=True), FIRST) is None
+    assert measured_mfu.from_check(check(), FIRST) is None
 
 
 def test_the_newest_check_that_measured_decides_and_is_named(tmp_path):
@@ -48,11 +48,11 @@ def test_the_newest_check_that_measured_decides_and_is_named(tmp_path):
     write(tmp_path, "2026-12-04", check(compiled=0.30))
     write(tmp_path, "2026-12-06", check(compiled=0.45, dry=True))  # newest, but dry
     write(tmp_path, "2026-12-05", check(compiled=0.40))
-    got = measured_mfu.newest(tmp_path)
+    got = measured_mfu.newest(FIRST, tmp_path)
     assert got["mfu"] == 0.40 and got["source"].endswith("2026-12-05/gpu_check.json")
-    assert measured_mfu.newest(tmp_path / "none") is None
+    assert measured_mfu.newest(FIRST, tmp_path / "none") is None
     write(tmp_path, "2026-12-03", check(rate=2e6, compiled=0.2))  # older, but the full run
-    full = measured_mfu.newest(tmp_path)
+    full = measured_mfu.newest(FIRST, tmp_path)
     assert full["part"] == "full_run" and full["source"].endswith("2026-12-03/gpu_check.json")
     hours = measured_mfu.hours(3.6e18, got)
     assert hours["h200_hours"] == pytest.approx(3.6e18 / (0.40 * 989e12) / 3600)

@@ -46,15 +46,15 @@ fi
 
 mark bench_start
 if [ "$DRY" = 0 ]; then
-    timeout 60 $PY -m smallinit.llm.training.population_bench --members 40 --sizes 32 128 \
+    timeout 60 $PY -m smallinit.tools.population_bench --members 40 --sizes 32 128 \
         --steps 20 --warmup 5 --executions eager > "$OUT/population_bench.json"
     echo "bench_rc $?" >> "$OUT/marks.txt"
-    timeout 100 $PY -m smallinit.llm.training.population_bench --members 40 --sizes 128 \
+    timeout 100 $PY -m smallinit.tools.population_bench --members 40 --sizes 128 \
         --steps 20 --warmup 5 --executions compile cudagraphs \
         > "$OUT/population_compiled.json"
     echo "compiled_rc $?" >> "$OUT/marks.txt"
 else
-    timeout 60 $PY -m smallinit.llm.training.population_bench --tiny --warmup 1 \
+    timeout 60 $PY -m smallinit.tools.population_bench --tiny --warmup 1 \
         --executions eager > "$OUT/population_bench.json"
     echo "bench_rc $?" >> "$OUT/marks.txt"
 fi

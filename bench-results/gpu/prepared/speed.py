@@ -2,7 +2,7 @@
 the step profile, eager and compiled, in one JSON (the check itself measures the plain loss).
 
 ``python3 bench-results/gpu/prepared/speed.py OUT.json [--chunk N] [--dry]``: the GPU
-check's throughput model (:func:`smallinit.study.gpu_parts.run_config`) with
+check's throughput model (:func:`smallinit.tools.gpu_parts.run_config`) with
 ``train.loss_chunk=N`` (default 8192 tokens of the 16,384 a step holds; dry: 24 of 128, on
 the CPU at the check's toy size); each measurement in a ``try`` of its own and the JSON
 rewritten after each, so a run cut short keeps what finished.
@@ -28,12 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     chunk = args.chunk if args.chunk is not None else (24 if args.dry else 8192)
     if chunk < 1:
         parser.error(f"--chunk {chunk}: give a positive number of tokens")
-    from smallinit.study.gpu_check import LOSS_CHUNK_ENV
+    from smallinit.tools.gpu_check import LOSS_CHUNK_ENV
 
     os.environ[LOSS_CHUNK_ENV] = str(chunk)
     if args.dry:
         os.environ["SMALLINIT_FASTPATH"] = "0"  # the ops a GPU runs, as the dry check
-    from smallinit.study import gpu_parts  # after the variables: read at import and call
+    from smallinit.tools import gpu_parts  # after the variables: read at import and call
 
     result: dict = {"dry": args.dry, "loss_chunk": chunk, "started": time.time()}
     steps = {"throughput": gpu_parts.throughput, "compiled": gpu_parts.compiled,

@@ -12,7 +12,7 @@ nvidia-smi > "$OUT/smi.txt" 2>&1
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . 2>&1 | tail -2
 # every part whose limit fits the budget in this order (full_run's 240 s would not: the
 # full profile's own MFU stays the first check's, which measured_mfu.py prefers)
-timeout 390 python3 -m smallinit.study.gpu_check "$OUT" --budget 370 \
+timeout 390 python3 -m smallinit.tools.gpu_check "$OUT" --budget 370 \
     --parts environment,kernels,gpu_tests,throughput,compiled,step_profile
 echo "check rc $? at ${SECONDS} s"
 left=$((575 - SECONDS))

@@ -1,4 +1,4 @@
-// smallinit.kernels.emulation — the CUDA kernels of this package, compiled unmodified by a
+// smallinit.tools.emulation — the CUDA kernels of smallinit.kernels, compiled unmodified by a
 // host C++ compiler and run on the CPU, to check their arithmetic without a GPU.
 //
 // Execution model. A launch runs its blocks one after another on the calling thread; the
@@ -512,7 +512,7 @@ inline int launch(const char* name, const unsigned grid[3], const unsigned block
 
 #define EMU_API __attribute__((visibility("default")))
 
-// the launcher's C interface (kernels/emulation/__init__.py loads it with ctypes)
+// the launcher's C interface (tools/emulation/__init__.py loads it with ctypes)
 #define EMU_EXPORTS                                                                          \
     extern "C" EMU_API int emu_launch(const char* name, const unsigned* grid, const unsigned* block,  \
                               unsigned long long shared_bytes, void** args, int order,        \

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import launch
+from smallinit.kernels import launch
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "cuda_host.h"

@@ -11,7 +11,7 @@ path per dtype is written to ``gram_paths.json``, which the GPU dispatch reads) 
 batched stack measurements (against the per-matrix host loop) on CUDA, or through the CPU
 emulation of the kernels at toy sizes in a dry run (:mod:`.bench`).
 
-Standalone: ``python -m smallinit.kernels.gpu_report [OUT_DIR]`` (default ``$OUT`` or
+Standalone: ``python -m smallinit.tools.gpu_kernels [OUT_DIR]`` (default ``$OUT`` or
 ``bench-results``) writes both into ``gpu_check.json``; exit status 1 unless the tests
 passed on the cupy backend.
 """
@@ -28,8 +28,9 @@ import traceback
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from . import bench, gram_paths
-from .backend import BACKEND, cupy_status
+from smallinit.kernels import gram_paths
+from smallinit.kernels.backend import BACKEND, cupy_status
+from smallinit.tools import kernel_bench
 
 REPO = Path(__file__).resolve().parent.parent
 GPU_TESTS = "tests/kernels/test_kernels_gpu.py"
@@ -120,15 +121,15 @@ def benchmarks(dry: bool = False) -> dict:
     caught on its own: a failing one is recorded with its traceback."""
     result: dict = {"backend": BACKEND, **cupy_status()}
     try:
-        dev = bench.emulated_bench_device() if dry else bench.cuda_bench_device()
+        dev = kernel_bench.emulated_bench_device() if dry else kernel_bench.cuda_bench_device()
     except Exception:
         result["error"] = traceback.format_exc()[-3000:]
         return result
     result["device"] = dev.name
     sizes = DRY_SIZES if dry else {}
-    for key, fn, size in (("grouped_step", bench.gpu_grouped_benchmark, "grouped"),
-                          ("cosine_gram", bench.gpu_gram_benchmark, "gram"),
-                          ("measure_stack", bench.gpu_stack_benchmark, "stack")):
+    for key, fn, size in (("grouped_step", kernel_bench.gpu_grouped_benchmark, "grouped"),
+                          ("cosine_gram", kernel_bench.gpu_gram_benchmark, "gram"),
+                          ("measure_stack", kernel_bench.gpu_stack_benchmark, "stack")):
         try:
             result[key] = fn(dev, **sizes.get(size, {}))
         except Exception:

@@ -1,6 +1,6 @@
 """Step throughput of a population against the same runs one after another, as JSON.
 
-    python -m smallinit.llm.training.population_bench [--members 40] [--sizes 32 128]
+    python -m smallinit.tools.population_bench [--members 40] [--sizes 32 128]
         [--steps 20] [--warmup 5] [--device auto] [--executions eager compile cudagraphs]
     [--cache DIR] [--tiny]
 
@@ -112,7 +112,7 @@ def measure(cfgs: list[RunConfig], *, steps: int, warmup: int,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m smallinit.llm.training.population_bench",
+        prog="python -m smallinit.tools.population_bench",
         description="Step throughput of one population against the same runs one after "
                     "another (tokens/s and their ratio), as JSON on stdout.")
     parser.add_argument("--members", type=int, default=40, help="runs per population")

@@ -6,7 +6,7 @@ Each ``*.cu`` file is compiled exactly as CuPy will see it (local includes inlin
 Flags: ``-arch=sm_90 -std=c++17 -Xptxas -v -Werror all-warnings``. The ptxas report is
 parsed for register spills and static shared memory.
 
-Run ``python -m smallinit.kernels.nvcc_check`` to print a per-kernel summary.
+Run ``python -m smallinit.tools.nvcc_check`` to print a per-kernel summary.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .launch import KERNELS, inline_source
+from smallinit.kernels.launch import KERNELS, inline_source
 
 ARCH = "sm_90"
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")

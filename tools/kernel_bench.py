@@ -23,11 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from . import cpu, emulation, gpu, gram_paths, launch
-from .backend import cp
-from .batched import offsets_from_widths
-from .measure import measure_all
-from .stack import measure_stack
+from smallinit.kernels import cpu, gpu, gram_paths, launch
+from smallinit.kernels.backend import cp
+from smallinit.kernels.batched import offsets_from_widths
+from smallinit.kernels.measure import measure_all
+from smallinit.kernels.stack import measure_stack
+from smallinit.tools import emulation
 
 # Peak throughput of known devices (dense FLOP/s: FP32 and FP64 without tensor cores, FP64
 # and BF16 on the tensor cores; HBM bytes/s), NVIDIA's H100 SXM and H200 datasheets.

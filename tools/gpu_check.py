@@ -1,21 +1,21 @@
 """The prepared GPU check: one command, one JSON, within 9 minutes on one GPU.
 
-``python -m smallinit.study.gpu_check OUT_DIR [--dry]`` runs the parts of
-:mod:`smallinit.study.gpu_parts` in order — environment (what the verdict reads about the
-machine), then the parts that carry the speed goals (kernels, throughput, compiled), then
-step_profile (where the step's time goes), gpu_tests and full_run — each in a process of
-its own with a time limit of its own (:data:`LIMITS`), all within ``--budget`` seconds
-(default 540: a machine that ends a command at 10 minutes leaves the check a minute to
-spare; dry: the sum of :data:`DRY_LIMITS`). A part starts only while the budget left holds
-its whole limit; one that does not fit is recorded as ``skipped: budget`` and a later,
-shorter part may still run. ``OUT_DIR/gpu_check.json`` is rewritten (atomically) after
-every part, so a check killed from outside keeps every part that finished; SIGTERM
-(``timeout 570`` sends it) kills the running part's process group, records that part as
-``killed``, writes the JSON and exits 143. A part that raises, dies (a CUDA fault poisons
-its own process only) or runs past its limit is recorded with its status, time and the tail
-of its output; the others still run. This module itself imports nothing but the standard
-library: the check starts on any Python, and only the parts need torch, CuPy and the
-project's packages.
+``smallinit gpu-check OUT_DIR [--dry]`` (or ``python -m smallinit.tools.gpu_check``, the
+same options) runs the parts of :mod:`smallinit.tools.gpu_parts` in order — environment
+(what the verdict reads about the machine), then the parts that carry the speed goals
+(kernels, throughput, compiled), then step_profile (where the step's time goes), gpu_tests
+and full_run — each in a process of its own with a time limit of its own (:data:`LIMITS`),
+all within ``--budget`` seconds (default 540: a machine that ends a command at 10 minutes
+leaves the check a minute to spare; dry: the sum of :data:`DRY_LIMITS`). A part starts only
+while the budget left holds its whole limit; one that does not fit is recorded as ``skipped:
+budget`` and a later, shorter part may still run. ``OUT_DIR/gpu_check.json`` is rewritten
+(atomically) after every part, so a check killed from outside keeps every part that
+finished; SIGTERM (``timeout 570`` sends it) kills the running part's process group, records
+that part as ``killed``, writes the JSON and exits 143. A part that raises, dies (a CUDA
+fault poisons its own process only) or runs past its limit is recorded with its status, time
+and the tail of its output; the others still run. This module itself imports nothing but the
+standard library: the check starts on any Python, and only the parts need torch, CuPy and
+the project's packages.
 
 The JSON holds ``dry``, the start and end times, the budget, and per part ``status``
 (``ok``, ``error``, ``timeout``, ``died``, ``killed``, ``skipped: budget`` or ``not run``),
@@ -33,7 +33,7 @@ On a GPU (not ``--dry``) the check **fails loudly** — exit status 1 and a line
 torch sees no CUDA device, when every GPU test skipped (a broken CuPy would otherwise give
 a green check), when a goal was not measured or a kernel benchmark failed (each is caught
 inside the kernels part, which still finishes), or when any part did not finish.
-``--dry`` walks the same parts on the CPU at toy sizes (:mod:`smallinit.study.gpu_parts`),
+``--dry`` walks the same parts on the CPU at toy sizes (:mod:`smallinit.tools.gpu_parts`),
 judges no goal, and fails only when a part did not finish.
 """
 
@@ -119,7 +119,7 @@ def _last_line(text: str) -> str:
 
 def part_command(name: str, out: Path, dry: bool, limit: float) -> list[str]:
     """The command that runs part ``name`` and writes its result to ``out``."""
-    cmd = [sys.executable, "-m", "smallinit.study.gpu_parts", name, str(out),
+    cmd = [sys.executable, "-m", "smallinit.tools.gpu_parts", name, str(out),
            "--limit", f"{limit:g}"]
     return [*cmd, "--dry"] if dry else cmd
 
@@ -326,9 +326,9 @@ def check(out_dir: Path, dry: bool, budget: float | None = None,
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m smallinit.study.gpu_check",
-                                     description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The check's options, for ``python -m smallinit.tools.gpu_check`` and ``smallinit
+    gpu-check`` alike."""
     parser.add_argument("out", nargs="?", default=os.environ.get("OUT", "bench-results/gpu"),
                         help="folder for gpu_check.json (default $OUT or bench-results/gpu)")
     parser.add_argument("--dry", action="store_true",
@@ -344,18 +344,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loss-chunk", type=int, default=0,
                         help="train.loss_chunk of the throughput model's steps: tokens whose "
                              "logits the loss builds at a time (default 0: the plain loss)")
-    args = parser.parse_args(argv)
+
+
+def chosen_parts(args: argparse.Namespace) -> list[str] | None:
+    """The parts ``--parts`` names (None: all), after checking every option's value;
+    ``ValueError`` naming a bad one and what is allowed."""
     chosen = None
     if args.parts is not None:
         chosen = [p.strip() for p in args.parts.split(",") if p.strip()]
         bad = [p for p in chosen if p not in LIMITS]
         if bad or not chosen:
-            parser.error(f"--parts {args.parts!r}: choose from {', '.join(LIMITS)}")
+            raise ValueError(f"--parts {args.parts!r}: choose from {', '.join(LIMITS)}")
     if args.budget is not None and args.budget <= 0:
-        parser.error(f"--budget {args.budget:g}: give a positive number of seconds")
+        raise ValueError(f"--budget {args.budget:g}: give a positive number of seconds")
     if args.loss_chunk < 0:
-        parser.error(f"--loss-chunk {args.loss_chunk}: give 0 (the plain loss) or a "
-                     "positive number of tokens")
+        raise ValueError(f"--loss-chunk {args.loss_chunk}: give 0 (the plain loss) or a "
+                         "positive number of tokens")
+    return chosen
+
+
+def run(args: argparse.Namespace, chosen: list[str] | None) -> int:
+    """The check of ``args`` (:func:`add_arguments`) over the ``chosen`` parts: the JSON
+    written, the summary printed; the exit status (:func:`_report`)."""
     os.environ[LOSS_CHUNK_ENV] = str(args.loss_chunk)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -366,6 +376,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     return _report(result)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m smallinit.tools.gpu_check",
+                                     description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        chosen = chosen_parts(args)
+    except ValueError as err:
+        parser.error(str(err))
+    return run(args, chosen)
 
 
 def _report(result: dict[str, Any]) -> int:

@@ -1,6 +1,6 @@
-"""The parts of the GPU check (:mod:`smallinit.study.gpu_check`), one function each.
+"""The parts of the GPU check (:mod:`smallinit.tools.gpu_check`), one function each.
 
-Each part runs in a process of its own (``python -m smallinit.study.gpu_parts PART OUT
+Each part runs in a process of its own (``python -m smallinit.tools.gpu_parts PART OUT
 [--limit S] [--dry]``), started by the check with a time limit of its own (``--limit``, which
 each part function receives with ``dry``), and writes its result as JSON to ``OUT``; a part
 that raises, dies (a CUDA fault poisons its process only) or runs past its limit is
@@ -8,13 +8,13 @@ recorded by the check and the others still run. In a dry run (``--dry``) every p
 the code a GPU run takes, on the CPU at toy sizes: bf16 autocast, the PyTorch ops a
 GPU takes instead of the CPU fast path (``SMALLINIT_FASTPATH=0``, set by the check),
 ``torch.compile``, the full profile's first run, and the CUDA kernels through their CPU
-emulation (:mod:`smallinit.kernels.emulation`).
+emulation (:mod:`smallinit.tools.emulation`).
 
 * ``environment`` — the host record a run stores (:func:`smallinit.core.host.record`: CPU,
   Python, the loaded libraries' versions), torch's CUDA, the GPU's name and memory (each
   read inside a ``try``), the kernels' backend and why CuPy is not live if it is not, JAX's
   devices;
-* ``kernels`` — the kernel benchmarks (:func:`smallinit.kernels.gpu_report.benchmarks`);
+* ``kernels`` — the kernel benchmarks (:func:`smallinit.tools.gpu_kernels.benchmarks`);
 * ``throughput`` — tokens/s and MFU of a ~100M-parameter model in bf16, eager, and the
   share of a step its output layer and loss take
   (:func:`smallinit.llm.training.throughput.measure`, :func:`head_loss_share`);
@@ -24,7 +24,7 @@ emulation (:mod:`smallinit.kernels.emulation`).
   norm, other) and the attention backend ``scaled_dot_product_attention`` picked under
   ``torch.profiler`` (:func:`smallinit.llm.training.throughput.breakdown`);
 * ``gpu_tests`` — the gpu-marked kernel tests (dry: their cases through the emulation),
-  with pass and skip counts (:func:`smallinit.kernels.gpu_report.gpu_tests`), pytest
+  with pass and skip counts (:func:`smallinit.tools.gpu_kernels.gpu_tests`), pytest
   stopped :data:`PYTEST_MARGIN_S` before the part's limit so that its counts so far are
   recorded as a timeout rather than lost with the part;
 * ``full_run`` — the full profile's first run (fig 7's first) shortened to a few hundred
@@ -50,14 +50,14 @@ import torch
 
 from smallinit.core import host
 from smallinit.core.config import override
-from smallinit.kernels import gpu_report
 from smallinit.kernels.backend import cupy_status
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import ModelConfig, RunConfig, TrainConfig
 from smallinit.llm.training import throughput as tp
 from smallinit.llm.training import train
 from smallinit.study import experiments
-from smallinit.study.gpu_check import LOSS_CHUNK_ENV
+from smallinit.tools import gpu_kernels
+from smallinit.tools.gpu_check import LOSS_CHUNK_ENV
 
 #: the ~100M configuration: GPT-2-small widths (Radford et al. 2019: d 768, 12 layers,
 #: 12 heads, context 1024) with the project's default block (RMSNorm, RoPE, SwiGLU)
@@ -111,16 +111,16 @@ def pytest_timeout(limit: float | None) -> float | None:
 
 
 def gpu_tests(dry: bool, limit: float | None = None) -> dict[str, Any]:
-    return gpu_report.gpu_tests(dry, timeout=pytest_timeout(limit))
+    return gpu_kernels.gpu_tests(dry, timeout=pytest_timeout(limit))
 
 
 def kernels(dry: bool, limit: float | None = None) -> dict[str, Any]:
-    return gpu_report.benchmarks(dry)
+    return gpu_kernels.benchmarks(dry)
 
 
 def loss_chunk() -> int:
     """``train.loss_chunk`` of the throughput model: the check's ``--loss-chunk``
-    (:data:`~smallinit.study.gpu_check.LOSS_CHUNK_ENV`), 0 where it gave none."""
+    (:data:`~smallinit.tools.gpu_check.LOSS_CHUNK_ENV`), 0 where it gave none."""
     return int(os.environ.get(LOSS_CHUNK_ENV) or 0)
 
 
@@ -234,7 +234,7 @@ PARTS: dict[str, Callable[[bool, float | None], dict[str, Any]]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m smallinit.study.gpu_parts",
+    parser = argparse.ArgumentParser(prog="python -m smallinit.tools.gpu_parts",
                                      description="one part of the GPU check (module doc)")
     parser.add_argument("part", choices=sorted(PARTS))
     parser.add_argument("out", help="file for the part's JSON result")
