@@ -186,8 +186,6 @@ def _cmd_figs(args: argparse.Namespace) -> int:
         if isinstance(paths, FigureFailed):
             failed += 1
             print(f"{label} {paths} (traceback in the log above)")
-        elif paths is None:
-            print(f"{label} not yet available (its experiment is not built)")
         elif not paths:
             print(f"{label} nothing drawn (its experiment has no runs at this profile)")
         else:

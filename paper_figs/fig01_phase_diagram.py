@@ -11,11 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from smallinit.core.plotting import use_style
-from smallinit.study.figs import single
+from smallinit.study.figure import Figure, single
 from smallinit.theory import diagram
-
-NUMBER = 1
-TITLE = "Phase diagram of the two-layer ReLU network"
 
 #: Axes box: covers the toy scan's full grid (γ in [0, 2], γ' in [-1, 1]).
 XLIM = (-0.1, 2.25)
@@ -62,3 +59,7 @@ def make(ctx):
         draw_theory_layer(ax)
         draw_simulation_layer(ax, ctx)
         return ctx.save(fig)
+
+
+FIGURE = Figure(number=1, caption=__doc__, make=make,
+                title="Phase diagram of the two-layer ReLU network")

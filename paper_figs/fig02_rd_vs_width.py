@@ -4,11 +4,8 @@
 from __future__ import annotations
 
 from smallinit.core.plotting import use_style
-from smallinit.study.figs import single
+from smallinit.study.figure import Figure, single
 from smallinit.theory import phase
-
-NUMBER = 2
-TITLE = "RD vs width at γ' = 0"
 
 
 def make(ctx):
@@ -34,3 +31,7 @@ def make(ctx):
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2))
         ax.set_title("RD vs width, γ' = 0 (median of seeds)")
         return ctx.save(fig)
+
+
+FIGURE = Figure(number=2, caption=__doc__, make=make,
+                title="RD vs width at γ' = 0")

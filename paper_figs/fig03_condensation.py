@@ -5,11 +5,8 @@ initial-condensation cosine heatmaps for activations of multiplicity p = 1, 2, 3
 from __future__ import annotations
 
 from smallinit.core.plotting import use_style
-from smallinit.study.figs import outputs, single
+from smallinit.study.figure import Figure, outputs, single
 from smallinit.toy import condense
-
-NUMBER = 3
-TITLE = "Condensation maps and initial condensation"
 
 
 def make(ctx):
@@ -41,3 +38,7 @@ def make(ctx):
             ax.set_yticks([])
         sub[1].colorbar(im, ax=axes2, shrink=0.6, label="cosine")
         return ctx.save(fig)
+
+
+FIGURE = Figure(number=3, caption=__doc__, make=make,
+                title="Condensation maps and initial condensation")

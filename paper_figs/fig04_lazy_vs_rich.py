@@ -13,11 +13,8 @@ import numpy as np
 
 from smallinit.core.errors import ConfigError
 from smallinit.core.plotting import use_style
-from smallinit.study.figs import outputs
+from smallinit.study.figure import Figure, outputs
 from smallinit.theory import lazy_rich
-
-NUMBER = 4
-TITLE = "Lazy versus rich: argmin Q_alpha across alpha"
 
 #: The regression of panel (b): arguments of theory.lazy_rich.planted_sparse_problem.
 PROBLEM = {"n": 10, "dim": 40, "k": 3, "seed": 0}
@@ -96,3 +93,7 @@ def make(ctx):
         draw_theory_layer(ax_b)
         draw_simulation_layer(ax_b, ctx)
         return ctx.save(fig)
+
+
+FIGURE = Figure(number=4, caption=__doc__, make=make,
+                title="Lazy versus rich: argmin Q_alpha across alpha")

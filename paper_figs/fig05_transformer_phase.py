@@ -18,13 +18,10 @@ from __future__ import annotations
 import numpy as np
 
 from smallinit.core.plotting import use_style
-from smallinit.study.figs import single
+from smallinit.study.figure import Figure, single
 from smallinit.theory import diagram
 from smallinit.theory.init_rules import gamma_scheme, parse_scheme
 from smallinit.theory.transformer import TransformerShape, ffn_blocks, ffn_point_from_rates
-
-NUMBER = 5
-TITLE = "Transformer FFN blocks on the phase diagram"
 
 XLIM = (-0.1, 2.7)
 YLIM = (-0.6, 1.4)
@@ -151,3 +148,7 @@ def make(ctx):
         draw_theory_layer(ax_c)
         draw_measured_layer(ax_c, measured_records(ctx))
         return ctx.save(fig)
+
+
+FIGURE = Figure(number=5, caption=__doc__, make=make,
+                title="Transformer FFN blocks on the phase diagram")

@@ -25,9 +25,8 @@ import numpy as np
 from smallinit.core.plotting import use_style
 from smallinit.study import claims
 from smallinit.study.experiments.anchor_scan import format_table, scan_table, seed_shares
+from smallinit.study.figure import Figure
 
-NUMBER = 6
-TITLE = "Anchor task: inferential vs symmetric solutions over (γ, depth) and (γ, λ)"
 FIT_THRESHOLD = 0.9
 log = logging.getLogger(__name__)
 
@@ -184,3 +183,7 @@ def make(ctx):
                                             [j.tags["gamma"] for j, _ in mech]),
                           suffix="_mechanism")
     return paths
+
+
+FIGURE = Figure(number=6, caption=__doc__, make=make,
+                title="Anchor task: inferential vs symmetric solutions over (γ, depth) and (γ, λ)")

@@ -30,9 +30,8 @@ from smallinit.paper_figs.reasoning_panels import (
     paired_by_seed,
     run_cells,
 )
+from smallinit.study.figure import Figure
 
-NUMBER = 7
-TITLE = "LLM loss, reasoning and memorization versus γ across model sizes"
 log = logging.getLogger(__name__)
 
 
@@ -155,3 +154,7 @@ def make(ctx):
                      ", ".join(f"{c.name} {c.acc:.3f} (chance {c.chance:.3f})"
                                for c in r["cells"].values()))
     return paths
+
+
+FIGURE = Figure(number=7, caption=__doc__, make=make,
+                title="LLM loss, reasoning and memorization versus γ across model sizes")

@@ -31,10 +31,9 @@ from smallinit.core.plotting import use_style
 from smallinit.llm.analysis.critical import reasoning_answer_loss
 from smallinit.llm.training.probes import trajectory
 from smallinit.study import claims
+from smallinit.study.figure import Figure
 from smallinit.theory.transformer import rmsnorm_gamma_threshold
 
-NUMBER = 8
-TITLE = "RMSNorm ε × gated attention at γ = 0.5 and γ = 1, with saturation and sink diagnostics"
 log = logging.getLogger(__name__)
 SETTINGS = [("standard", False), ("standard", True), ("relaxed", False), ("relaxed", True)]
 
@@ -180,3 +179,8 @@ def make(ctx):
                  tr["saturation"][0], tr["saturation"][-1], tr["sink"][-1],
                  tr["resid_ratio"][-1])
     return paths
+
+
+FIGURE = Figure(number=8, caption=__doc__, make=make,
+                title="RMSNorm ε × gated attention at γ = 0.5 and γ = 1, with saturation and "
+                      "sink diagnostics")

@@ -39,9 +39,8 @@ from smallinit.paper_figs.reasoning_panels import (
     paired_by_seed,
     run_cells,
 )
+from smallinit.study.figure import Figure
 
-NUMBER = 9
-TITLE = "Critical initialization: training loss, plateau and reasoning versus γ"
 log = logging.getLogger(__name__)
 
 
@@ -174,3 +173,7 @@ def make(ctx):
              np.round(mean_of("train_loss"), 4).tolist(), np.round(plateau, 1).tolist(),
              np.round(mean_of("excess"), 4).tolist(), np.round(mean_of("val_loss"), 4).tolist())
     return paths
+
+
+FIGURE = Figure(number=9, caption=__doc__, make=make,
+                title="Critical initialization: training loss, plateau and reasoning versus γ")

@@ -23,9 +23,8 @@ import numpy as np
 from smallinit.core.plotting import use_style
 from smallinit.llm.training.probes import trajectory
 from smallinit.study import claims
+from smallinit.study.figure import Figure
 
-NUMBER = 10
-TITLE = "Condense then expand: effective rank, top share and clusters over training"
 log = logging.getLogger(__name__)
 GROUPS = [("emb", "token embedding"), ("q", "W_Q"), ("k", "W_K"), ("ffn_in", "FFN input (gate)")]
 METRICS = [("effective_rank", "effective rank"), ("top_singular_share", "σ₁ / Σσ"),
@@ -97,3 +96,7 @@ def make(ctx):
             log.info("fig 10 γ=%g seed %d %s %s: init %.3f extreme %.3f at step %d final %.3f",
                      job.tags["gamma"], job.tags["seed"], name, metric, v0, ext, at, end)
     return paths
+
+
+FIGURE = Figure(number=10, caption=__doc__, make=make,
+                title="Condense then expand: effective rank, top share and clusters over training")

@@ -25,9 +25,8 @@ from smallinit.core.plotting import use_style
 from smallinit.llm.analysis.tokens import bucket_families, gain_shares, total_gain_ci
 from smallinit.llm.data import corpus as corpus_mod
 from smallinit.study import claims
+from smallinit.study.figure import Figure
 
-NUMBER = 11
-TITLE = "Token-level gains of γ = 1 over γ = 0.5 by context-dependence bucket"
 log = logging.getLogger(__name__)
 FAMILIES = [("unigram", "unigram loss quartile"), ("bigram", "bigram loss quartile"),
             ("copyable", "copyable from context"), ("category", "corpus category")]
@@ -105,3 +104,7 @@ def make(ctx):
                      "[%.4f, %.4f]", r.label, r.n_tokens, r.token_share, r.share, *r.share_ci,
                      r.mean_gain, *r.mean_gain_ci)
     return paths
+
+
+FIGURE = Figure(number=11, caption=__doc__, make=make,
+                title="Token-level gains of γ = 1 over γ = 0.5 by context-dependence bucket")

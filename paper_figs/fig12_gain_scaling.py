@@ -18,9 +18,8 @@ import numpy as np
 
 from smallinit.core.plotting import use_style
 from smallinit.study import claims
+from smallinit.study.figure import Figure
 
-NUMBER = 12
-TITLE = "Gain of γ = 1 over γ = 0.5 against model size under ε × gated attention"
 log = logging.getLogger(__name__)
 SETTINGS = [("standard", False), ("standard", True), ("relaxed", False), ("relaxed", True)]
 
@@ -73,3 +72,7 @@ def make(ctx):
                      f"sequences at every size; ε imitating d = "
                      f"{results.specs[0].tags['d_large']}", fontsize=10)
         return ctx.save(fig)
+
+
+FIGURE = Figure(number=12, caption=__doc__, make=make,
+                title="Gain of γ = 1 over γ = 0.5 against model size under ε × gated attention")

@@ -22,10 +22,9 @@ import numpy as np
 
 from smallinit.core.plotting import use_style
 from smallinit.study import claims
+from smallinit.study.figure import Figure
 from smallinit.theory.escape import escape_time_gamma
 
-NUMBER = 13
-TITLE = "Gain of small init against the training budget, beside theory's escape time"
 log = logging.getLogger(__name__)
 
 
@@ -111,3 +110,7 @@ def make(ctx):
         ax.legend(fontsize=7)
         fig.suptitle(f"{judged.label('end gain', 3)}; {judged.detail}", fontsize=8)
         return ctx.save(fig)
+
+
+FIGURE = Figure(number=13, caption=__doc__, make=make,
+                title="Gain of small init against the training budget, beside theory's escape time")

@@ -245,22 +245,6 @@ def share_rule(claimed: dict[int, float], opposite: dict[int, float]) -> Judgeme
                      Design((Condition("share", 0.5),), share=True))
 
 
-@dataclasses.dataclass(frozen=True)
-class CellScore:
-    """One reasoning task × difficulty cell of one run (the fields of
-    ``smallinit.llm.analysis.reasoning.Cell`` the rules use)."""
-
-    task: str
-    difficulty: Any
-    acc: float
-    chance: float
-    majority: float = math.nan
-
-    @property
-    def baseline(self) -> float:
-        return self.chance if math.isnan(self.majority) else max(self.chance, self.majority)
-
-
 def chance_rule(by_gamma: dict[float, dict[int, Sequence[Any]]]) -> Judgement:
     """§13 chance rule. ``by_gamma[γ][seed]``: that run's reasoning cells (objects with
     ``task``, ``difficulty``, ``acc`` and ``baseline`` = max(chance, majority), §13's

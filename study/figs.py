@@ -1,91 +1,47 @@
 """The figure pipeline behind ``smallinit figs`` and ``make figs``.
 
 The figure scripts belong to the package: ``paper_figs/`` is installed as
-:mod:`smallinit.paper_figs`, one module per figure of docs/science.md §7 named ``figNN_name``. A
-module defines ``NUMBER``, ``TITLE`` and ``make(ctx: FigureContext) -> list[Path]``: it
-reads ``ctx.results(experiment)``, the runs of one of its experiments at ``ctx.profile``
-(the experiments the registry :mod:`smallinit.study.experiments` lists for it), and saves
-the drawing with ``ctx.save(fig)``. The driver computes the runs of every chosen figure
-once, side by side, before any figure draws (a second ``make figs`` only draws). Scripts
-are imported as modules of the package, never executed from a user folder; where the
-figures are
-*written* is a separate choice (``--out``, ``$SMALLINIT_FIGS_OUT``, else the checkout's
-``paper_figs/out``). A figure whose module does not exist yet is listed as not yet
-available; nothing is drawn in its place. Every call also writes the report page
-``index.html`` into the output folder (:mod:`smallinit.study.report`): every figure of the
-folder with its caption, statistics, runs and commands, and the claims table of every
-profile in the store.
+:mod:`smallinit.paper_figs`, one module per figure of docs/science.md §7 named ``figNN_name``.
+Each module registers itself once, at its end: ``FIGURE = Figure(number=NN, title=...,
+caption=__doc__, make=make)`` (:class:`smallinit.study.figure.Figure`), where
+``make(ctx: FigureContext) -> list[Path]`` reads ``ctx.results(experiment)``, the runs of
+one of its experiments at ``ctx.profile`` (the experiments the registry
+:mod:`smallinit.study.experiments` lists for it), and saves the drawing with
+``ctx.save(fig)``. The driver finds the modules by their names (:func:`figure_modules`,
+sorted by number: no list of figures to keep), imports the chosen ones and reads their
+``FIGURE``; the figure modules import :mod:`smallinit.study.figure`, never this module. It
+computes the runs of every chosen figure once, side by side, before any figure draws (a
+second ``make figs`` only draws). Scripts are imported as modules of the package, never
+executed from a user folder; where the figures are *written* is a separate choice
+(``--out``, ``$SMALLINIT_FIGS_OUT``, else the checkout's ``paper_figs/out``). Every call
+also writes the report page ``index.html`` into the output folder
+(:mod:`smallinit.study.report`): every figure of the folder with its caption, statistics,
+runs and commands, and the claims table of every profile in the store.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
-import importlib.util
 import logging
 import os
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from smallinit.core import profiles
-from smallinit.core.errors import ConfigError, RunFailed, SmallinitError, check_choice, one_line
+from smallinit.core.errors import ConfigError, SmallinitError, check_choice, one_line
 from smallinit.core.jobs import Results, run_specs
-from smallinit.core.plotting import save_figure
-from smallinit.core.runs import Run
 from smallinit.core.store import RunStore
 from smallinit.llm.training.cost import training_flops_of
 from smallinit.study import report
 from smallinit.study.experiments import Experiment, existing, of_figure
-from smallinit.study.figure_list import FIGURES
+from smallinit.study.figure import Figure, FigureContext
+from smallinit.study.figure_list import FIGURES as FIGURES  # the paper's figures, by number
+from smallinit.study.figure_list import figure_names
 
 log = logging.getLogger(__name__)
 
 PACKAGE = "smallinit.paper_figs"
-
-
-@dataclasses.dataclass
-class FigureContext:
-    """What a figure script receives: its experiments' runs and where to write its files."""
-
-    number: int
-    profile: str
-    out_dir: Path
-    runs: dict[str, Results]  # experiment name -> its runs, computed by the driver
-
-    @property
-    def stem(self) -> str:
-        return f"fig{self.number:02d}_{FIGURES[self.number]}"
-
-    def save(self, fig, suffix: str = "") -> list[Path]:
-        """Save ``fig`` as ``figNN_name[suffix].png`` and ``.pdf`` in the output folder."""
-        return save_figure(fig, self.out_dir, self.stem + suffix)
-
-    def results(self, experiment: str) -> Results:
-        """The runs of ``experiment`` at this profile (one of this figure's experiments)."""
-        if experiment not in self.runs:
-            raise ConfigError(f"figure {self.number} reads experiment {experiment!r}, which "
-                              "the registry does not list for it (smallinit.study.experiments: "
-                              f"{', '.join(self.runs) or 'none'})")
-        return self.runs[experiment]
-
-
-def single(results: Results) -> Run:
-    """The one run of a one-run experiment; a run that did not finish raises RunFailed
-    with its recorded reason."""
-    if len(results.runs) != 1:
-        raise ValueError(f"expected one run, got {len(results.runs)}")
-    run = results.runs[0]
-    if not run.done:
-        raise RunFailed(f"{run.kind} run {run.path} is {run.state}: "
-                        f"{run.status().get('reason')}")
-    return run
-
-
-def outputs(run: Run) -> dict[str, Any]:
-    """A finished toy run's summary and arrays in one dict (what its module returns)."""
-    return {**run.summary, **run.arrays()}
 
 
 def compute(experiments: list[Experiment], profile: str, store: RunStore, *,
@@ -122,26 +78,23 @@ class FigureFailed(SmallinitError):
     """A figure script that raised: the one-line reason, in place of the figure's files."""
 
 
-def module_name(number: int) -> str:
-    return f"{PACKAGE}.fig{number:02d}_{FIGURES[number]}"
-
-
 def figure_modules() -> dict[int, str]:
-    """Module names of the figure scripts that exist, by number."""
-    found = {}
-    for number in FIGURES:
-        if importlib.util.find_spec(module_name(number)) is not None:
-            found[number] = module_name(number)
-    return found
+    """The figure modules of the figure package (:data:`PACKAGE`) by number, sorted: each
+    module ``figNN_<name>`` found by its name (:func:`smallinit.study.figure_list.figure_names`),
+    none imported."""
+    names = figure_names(importlib.import_module(PACKAGE).__path__)
+    return {number: f"{PACKAGE}.fig{number:02d}_{name}" for number, name in names.items()}
 
 
-def load_figure(number: int) -> ModuleType:
-    """Import figure ``number``'s module from the package."""
-    check_choice("figure number", number, FIGURES)
-    module = importlib.import_module(module_name(number))
-    if not callable(getattr(module, "make", None)):
-        raise ConfigError(f"figure module {module.__name__} has no make(ctx) function")
-    return module
+def load_figure(number: int) -> Figure:
+    """Figure ``number``'s registration: the ``FIGURE`` its module declares."""
+    modules = figure_modules()
+    check_choice("figure number", number, modules)
+    figure = importlib.import_module(modules[number]).FIGURE
+    if not isinstance(figure, Figure) or figure.number != number:
+        raise ConfigError(f"figure module {modules[number]} declares FIGURE={figure!r}; it "
+                          f"must be Figure(number={number}, ...)")
+    return figure
 
 
 def default_out_dir() -> Path:
@@ -150,7 +103,7 @@ def default_out_dir() -> Path:
     env = os.environ.get("SMALLINIT_FIGS_OUT")
     if env:
         return Path(env)
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]  # study/figs.py in the checkout
     if (root / "pyproject.toml").is_file() and (root / "paper_figs").is_dir():
         return root / "paper_figs" / "out"
     return Path.cwd() / "paper_figs_out"
@@ -185,9 +138,10 @@ def make_figures(
     executor: str | None = None,
     population: str | None = None,
     population_exec: str | None = None,
-) -> dict[int, list[Path] | FigureFailed | None]:
-    """Render the chosen figures; value ``None`` marks a figure not yet available, ``[]`` one
-    whose experiments have no runs at ``profile`` (arms a profile cuts), a
+) -> dict[int, list[Path] | FigureFailed]:
+    """Render the chosen figures (default: every figure module of the package); value
+    ``[]`` marks a figure whose experiments have no runs at ``profile`` (arms a profile
+    cuts), a
     :class:`FigureFailed` one whose script raised (logged with its traceback; the other
     figures and the report page are still drawn). The
     runs of all chosen figures are computed first, side by side
@@ -196,20 +150,17 @@ def make_figures(
     ``population_exec``: how their step runs, :func:`smallinit.core.jobs.run_specs`); then
     each figure draws, and the report page is written (:func:`write_report`)."""
     check_choice("profile", profile, (*profiles.names(), *profiles.derived()))
+    available = figure_modules()
     for n in only or []:
-        check_choice("figure number", n, FIGURES)
+        check_choice("figure number", n, available)
     out_dir = prepare_out_dir(Path(out_dir) if out_dir else default_out_dir())
     store = store or RunStore()
-    available = figure_modules()
-    chosen = [n for n in sorted(only or FIGURES) if n in available]
+    chosen = sorted(only or available)
     needed = list({e.name: e for n in chosen for e in of_figure(n)}.values())
     runs = compute(needed, profile, store, force=force, workers=workers, executor=executor,
                    population=population, population_exec=population_exec)
-    results: dict[int, list[Path] | FigureFailed | None] = {}
-    for number in sorted(only or FIGURES):
-        if number not in available:
-            results[number] = None
-            continue
+    results: dict[int, list[Path] | FigureFailed] = {}
+    for number in chosen:
         if not any(runs[e.name].specs for e in of_figure(number)):
             results[number] = []  # its arms are cut at this profile: nothing to draw
             log.info("fig %02d: no runs at profile %s, not drawn", number, profile)
@@ -244,16 +195,17 @@ def drawn_at(info: dict[str, Any]) -> str | None:
 
 
 def write_report(out_dir: Path, store: RunStore, profile: str,
-                 drawn: dict[int, list[Path] | Exception | None],
+                 drawn: dict[int, list[Path] | Exception],
                  runs: dict[str, Results] | None = None) -> Path:
     """The report page of ``out_dir`` (:mod:`smallinit.study.report`): the figures drawn now
     (``drawn``, at ``profile``, their experiments' runs in ``runs``) and those drawn there
     before (``report.json``), their runs looked up read-only at the profile each was drawn
     at."""
     runs = runs or {}
+    modules = figure_modules()
     entries = []
     for number, info in report.record_drawn(out_dir, profile, drawn).items():
-        if number not in FIGURES or importlib.util.find_spec(module_name(number)) is None:
+        if number not in modules:
             continue
         at = drawn_at(info)
         if at is None:
@@ -261,14 +213,13 @@ def write_report(out_dir: Path, store: RunStore, profile: str,
                         "no longer applies; not on the report page", number, out_dir,
                         info.get("base", info["profile"]))
             continue
-        module = load_figure(number)
+        figure = load_figure(number)
         now = {e.name: runs[e.name] for e in of_figure(number)
                if at == profile and e.name in runs}
         entries.append(report.FigureEntry(
-            number, f"fig{number:02d}_{FIGURES[number]}", getattr(module, "TITLE", ""),
-            module.__doc__ or "", at, info["files"],
+            number, modules[number].rpartition(".")[2], figure.title, figure.caption or "",
+            at, info["files"],
             {e.name: now.get(e.name) or existing(e.name, at, store) for e in of_figure(number)},
             {e.name: Results(inner, [s.run_of(store) for s in inner])
              for e in of_figure(number) if (inner := e.inner(at))}))
-    missing = [n for n in FIGURES if importlib.util.find_spec(module_name(n)) is None]
-    return report.write_report(out_dir, entries, store, missing=missing)
+    return report.write_report(out_dir, entries, store)

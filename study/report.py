@@ -377,7 +377,7 @@ def table_profiles(records: Sequence[claims_mod.Record],
 
 
 def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
-           in_store: Sequence[str], missing: Sequence[str],
+           in_store: Sequence[str],
            captions: dict[int, tuple[str, str]], gpu_checks: Sequence[GpuCheck] = ()) -> str:
     """The whole page (a pure function of its inputs: the same inputs, the same bytes);
     ``gpu_checks``: the committed GPU checks (:mod:`smallinit.study.gpu_report`), a section
@@ -392,8 +392,6 @@ def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
     nav = ('<a href="#gpu-section">GPU</a>' if gpu_checks else "") + "".join(
         f'<a href="#fig{e.number:02d}">Fig {e.number}</a>' for e in entries)
     shown = ", ".join(f"<code>{_e(p)}</code>" for p in in_store) or "none"
-    not_yet = (f"<p>Not yet available (no figure module): {', '.join(map(str, missing))}.</p>"
-               if missing else "")
     shown_profiles, left_out = table_profiles(records, in_store)
     table_records = [r for r in records if r.profile in shown_profiles]
     left_html = f'<p class="left-out">{_e(left_out)}</p>' if left_out and records else ""
@@ -420,12 +418,10 @@ def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
         f"profiles whose design decides the claim; quick cuts seeds and grid points to fit "
         f"its time, so its verdicts are a first look.</p>{claims_html}</section>"
         + gpu_section(list(gpu_checks), scroll_box)
-        + f"{not_yet}"
         + "".join(sections) + "</body></html>\n")
 
 
 def write_report(out_dir: Path, entries: Sequence[FigureEntry], store: RunStore, *,
-                 missing: Sequence[int] = (),
                  table: Callable[[Sequence[str], RunStore], list[claims_mod.Record]] | None
                  = None, gpu_results: Path | None = None) -> Path:
     """Write ``out_dir/index.html`` for ``entries`` (module docstring) and return its path;
@@ -435,7 +431,7 @@ def write_report(out_dir: Path, entries: Sequence[FigureEntry], store: RunStore,
     :func:`smallinit.study.gpu_report.read_checks`)."""
     in_store = profiles_in_store(store)
     records = (table or claims_mod.table)(in_store, store) if in_store else []
-    page = render(entries, records, in_store, [str(n) for n in missing], science_captions(),
+    page = render(entries, records, in_store, science_captions(),
                   read_checks(gpu_results))
     path = Path(out_dir) / REPORT
     atomic_write_text(path, page)

@@ -221,17 +221,3 @@ def decide_family(claims: Sequence[tuple[Mapping[str, Series], Design]],
             t.p_permutation, _bound(t, 1 - alpha / t.k, design.share),
             _bound(t, level_holm, design.share) if step else NAN, detail))
     return out
-
-
-def from_records(records: Sequence[Mapping[str, Any]], alpha: float = ALPHA
-                 ) -> list[Decision | None]:
-    """:func:`decide_family` on claims records read back from JSON (``values`` and
-    ``conditions``; one profile's records): None for a record with no design (``not
-    run``)."""
-    judged = [i for i, r in enumerate(records) if r.get("conditions")]
-    decisions = decide_family([(records[i]["values"], Design.from_json(records[i]["conditions"]))
-                               for i in judged], alpha)
-    out: list[Decision | None] = [None] * len(records)
-    for i, d in zip(judged, decisions, strict=True):
-        out[i] = d
-    return out

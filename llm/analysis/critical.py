@@ -32,13 +32,6 @@ from smallinit.llm.data.synthetic import CATEGORIES, REASONING
 from smallinit.theory.escape import escape_time_gamma
 
 
-def first_below(steps, loss, threshold: float) -> int | None:
-    """The first logged step whose loss is ≤ ``threshold`` (None if none)."""
-    loss = np.asarray(loss, dtype=float)
-    hit = np.flatnonzero(loss <= threshold)
-    return int(np.asarray(steps)[hit[0]]) if hit.size else None
-
-
 def plateau_steps(steps, loss, threshold: float) -> float:
     """Interpolated step at which the loss first reaches ``threshold`` (NaN if never)."""
     steps = np.asarray(steps, dtype=float)

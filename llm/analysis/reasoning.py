@@ -31,8 +31,6 @@ import math
 import re
 from dataclasses import dataclass
 
-from smallinit.llm.data.synthetic import LEVELS, REASONING
-
 _CELL = re.compile(r"^acc_([a-z]+)_d(\d+)$")
 
 
@@ -88,8 +86,3 @@ def cells(summary: dict) -> list[Cell]:
                         float(summary.get(cell_key("answer_loss", task, level), nan)),
                         float(summary.get(cell_key("majority", task, level), nan))))
     return sorted(out, key=lambda c: (c.task, c.difficulty))
-
-
-def all_cells() -> list[tuple[str, int]]:
-    """Every (task, difficulty) the synthetic corpus has, in :func:`cells`' order."""
-    return sorted((t, k) for t in REASONING for k in LEVELS)

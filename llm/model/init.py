@@ -31,7 +31,6 @@ Three lines for a Hugging Face model::
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Any
 
@@ -320,15 +319,6 @@ def recorded_scheme(model: nn.Module) -> str | None:
         if isinstance(legacy, str):
             return legacy
     return None
-
-
-def truncated_std_factor(k: float | None) -> float:
-    """Std of N(0,1) truncated at ±k relative to 1: √(1 − 2kφ(k)/(2Φ(k) − 1))."""
-    if k is None:
-        return 1.0
-    phi = math.exp(-k * k / 2) / math.sqrt(2 * math.pi)
-    mass = math.erf(k / math.sqrt(2))
-    return math.sqrt(1 - 2 * k * phi / mass)
 
 
 def init_table(model: nn.Module, scheme: InitScheme | str) -> list[dict[str, Any]]:

@@ -4,8 +4,10 @@ import numpy as np
 
 from smallinit.core.jobs import run_specs
 from smallinit.core.store import RunStore
+from smallinit.paper_figs import fig06_anchor_phase
 from smallinit.study.experiments import anchor_scan
-from smallinit.study.figs import FigureContext, load_figure
+from smallinit.study.figs import load_figure
+from smallinit.study.figure import FigureContext
 
 TINY = ["task.n_train=2000", "task.n_test=200", "model.d_model=16", "model.n_layers=1",
         "model.n_heads=2", "train.steps=10", "train.batch_size=32", "train.log_every=5",
@@ -15,7 +17,7 @@ TINY = ["task.n_train=2000", "task.n_test=200", "model.d_model=16", "model.n_lay
 
 def test_fig06_renders_and_hatches_unfit_cells(tmp_path):
     fig06 = load_figure(6)
-    assert fig06.NUMBER == 6
+    assert fig06.number == 6
     store = RunStore(tmp_path / "runs")
     base, scan = anchor_scan.load("quick", TINY)
     results = run_specs(anchor_scan.cell_specs(base, scan)
@@ -28,18 +30,18 @@ def test_fig06_renders_and_hatches_unfit_cells(tmp_path):
     assert all(p.stat().st_size > 1000 for p in paths)
     # 10 steps fit nothing: every cell is hatched in every panel
     rows = anchor_scan.scan_table(results)
-    assert all(r["acc_seen_test"] < fig06.FIT_THRESHOLD for r in rows)
+    assert all(r["acc_seen_test"] < fig06_anchor_phase.FIT_THRESHOLD for r in rows)
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
-    fig06._heatmap(ax, rows, "depth", "share_inferential", "layers", "Blues")
+    fig06_anchor_phase._heatmap(ax, rows, "depth", "share_inferential", "layers", "Blues")
     hatched = [p for p in ax.patches if p.get_hatch()]
     assert len(hatched) == len([r for r in rows if r["panel"] == "depth"]) == 2
     plt.close(fig)
     # a fitted cell is not hatched
     fitted = [dict(r, acc_seen_test=1.0) if r["gamma"] == 1.0 else r for r in rows]
     fig, ax = plt.subplots()
-    fig06._heatmap(ax, fitted, "depth", "share_inferential", "layers", "Blues")
+    fig06_anchor_phase._heatmap(ax, fitted, "depth", "share_inferential", "layers", "Blues")
     assert len([p for p in ax.patches if p.get_hatch()]) == 1
     plt.close(fig)
     assert np.isfinite([r["share_inferential"] for r in rows]).all()

@@ -13,7 +13,6 @@ from smallinit.llm.model.init import (
     init_table,
     matrix_table,
     recorded_scheme,
-    truncated_std_factor,
 )
 from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import ModelConfig
@@ -22,6 +21,15 @@ from smallinit.theory.init_rules import matrix_std, parse_scheme, sigma_part, tr
 SCHEMES = ["gamma:1.0", "gamma:0.5,qk=1.0,mlp_out=0.8,attn_gate=0.7,depth", "nanogpt",
            "fixed:0.05", "megatron:0.02", "mitchell", "mup:32", "xavier", "kaiming"]
 SIZES = dict(vocab_size=300, context=40, d_model=64, n_layers=3, n_heads=4, d_ff=192)
+
+
+def truncated_std_factor(k: float | None) -> float:
+    """Std of N(0,1) truncated at ±k relative to 1: √(1 − 2kφ(k)/(2Φ(k) − 1))."""
+    if k is None:
+        return 1.0
+    phi = math.exp(-k * k / 2) / math.sqrt(2 * math.pi)
+    mass = math.erf(k / math.sqrt(2))
+    return math.sqrt(1 - 2 * k * phi / mass)
 
 
 def check_stats(model, scheme_text: str, n_layers: int) -> int:

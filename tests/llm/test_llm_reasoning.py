@@ -13,7 +13,7 @@ import pytest
 import torch
 from scipy import stats
 
-from smallinit.llm.analysis.reasoning import Cell, all_cells, cell_key, cells
+from smallinit.llm.analysis.reasoning import Cell, cell_key, cells
 from smallinit.llm.data import corpus, synthetic
 from smallinit.llm.data.tokenizer import encode_many
 from smallinit.llm.run_config import DataConfig
@@ -21,6 +21,11 @@ from smallinit.llm.training.evaluate import answer_accuracy
 
 MIX = (0.25, 0.2, 0.2, 0.35)
 SHIFT = {1: 5, 2: 1, 3: -2, 4: -8}
+
+
+def all_cells() -> list[tuple[str, int]]:
+    """Every (task, difficulty) the synthetic corpus has, in :func:`cells`' order."""
+    return sorted((t, k) for t in synthetic.REASONING for k in synthetic.LEVELS)
 
 
 def _solve(item: synthetic.Item) -> tuple[str, int]:

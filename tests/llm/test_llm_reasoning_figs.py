@@ -8,9 +8,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from test_llm_reasoning import all_cells  # tests/llm is on the import path
 
 from smallinit.llm.analysis.critical import best_gamma, excess_accuracy
-from smallinit.llm.analysis.reasoning import Cell, all_cells
+from smallinit.llm.analysis.reasoning import Cell
 from smallinit.llm.data import synthetic
 from smallinit.llm.run_config import RunConfig
 from smallinit.paper_figs import fig07_gamma_sweep, fig09_critical_init

@@ -12,7 +12,7 @@ from smallinit.core.config import load_config
 from smallinit.core.errors import ConfigError
 from smallinit.core.jobs import run_specs
 from smallinit.core.store import RunStore
-from smallinit.llm.analysis.critical import escape_fit, first_below, knee_gamma, plateau_steps
+from smallinit.llm.analysis.critical import escape_fit, knee_gamma, plateau_steps
 from smallinit.llm.run_config import RunConfig
 from smallinit.llm.training import train_spec
 from smallinit.llm.training.probes import probe_steps, trajectory
@@ -28,6 +28,13 @@ TINY = ["model.vocab_size=300", "model.context=16", "model.d_model=16", "model.n
         "data.synthetic_facts=10", "train.steps=6", "train.batch_size=4", "train.warmup=2",
         "train.log_every=2", "train.eval_every=0", "train.checkpoint_every=2",
         "train.threads=1", "train.device=cpu", "eval.answer_items=5", "eval.token_windows=2"]
+
+
+def first_below(steps, loss, threshold: float) -> int | None:
+    """The first logged step whose loss is ≤ ``threshold`` (None if none)."""
+    loss = np.asarray(loss, dtype=float)
+    hit = np.flatnonzero(loss <= threshold)
+    return int(np.asarray(steps)[hit[0]]) if hit.size else None
 
 
 def tiny(tmp_path, *extra) -> RunConfig:

@@ -4,9 +4,11 @@ on an empty store (``not run`` everywhere, nothing trained or written)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,7 +18,6 @@ from smallinit.core.jobs import Results, RunSpec
 from smallinit.core.store import RunStore
 from smallinit.study import claims, experiments
 from smallinit.study.claims import (
-    CellScore,
     chance_rule,
     condensation,
     condensation_rule,
@@ -25,6 +26,22 @@ from smallinit.study.claims import (
     gain_condition,
     share_rule,
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class CellScore:
+    """One reasoning task × difficulty cell of one run (the fields of
+    ``smallinit.llm.analysis.reasoning.Cell`` the rules use)."""
+
+    task: str
+    difficulty: Any
+    acc: float
+    chance: float
+    majority: float = math.nan
+
+    @property
+    def baseline(self) -> float:
+        return self.chance if math.isnan(self.majority) else max(self.chance, self.majority)
 
 
 def seeds(values) -> dict[int, float]:
@@ -554,7 +571,7 @@ def test_records_carry_per_seed_values_and_decide_again_from_them_alone(tmp_path
     from scipy import stats as sps
 
     from smallinit.cli.claims import format_table
-    from smallinit.study.verdicts import from_records
+    from test_committed_claims import from_records  # tests/study is on the import path
 
     store = RunStore(tmp_path / "runs")
     eps = experiments.specs("eps-gating", "quick")

@@ -8,16 +8,32 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from smallinit.study import power
-from smallinit.study.verdicts import from_records
+from smallinit.study.verdicts import ALPHA, Decision, Design, decide_family
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAIMS = ROOT / "bench-results" / "claims"
 FILES = sorted(CLAIMS.rglob("*.json"))
+
+
+def from_records(records: Sequence[Mapping[str, Any]], alpha: float = ALPHA
+                 ) -> list[Decision | None]:
+    """:func:`~smallinit.study.verdicts.decide_family` on claims records read back from JSON
+    (``values`` and ``conditions``; one profile's records): None for a record with no design
+    (``not run``)."""
+    judged = [i for i, r in enumerate(records) if r.get("conditions")]
+    decisions = decide_family([(records[i]["values"], Design.from_json(records[i]["conditions"]))
+                               for i in judged], alpha)
+    out: list[Decision | None] = [None] * len(records)
+    for i, d in zip(judged, decisions, strict=True):
+        out[i] = d
+    return out
 
 
 def _same(recorded, computed) -> bool:

@@ -70,10 +70,9 @@ def test_tiny_compare_end_to_end(tiny_compare, capsys):
 def test_fig5_measured_layer_draws_the_slopes(tiny_compare):
     import matplotlib.pyplot as plt
 
-    from smallinit.study.figs import load_figure
+    from smallinit.paper_figs import fig05_transformer_phase as fig05
 
     root, _ = tiny_compare
-    fig05 = load_figure(5)
     records = [{"gamma": 0.5, "toy_S_w": -0.1, "llm_S_w": [0.3, 0.4],
                 "llm_S_w_qk": [0.5, None]},
                {"gamma": 1.0, "toy_S_w": 0.6, "llm_S_w": [2.5, 0.9],

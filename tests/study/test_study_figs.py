@@ -13,7 +13,7 @@ from smallinit.core.errors import ConfigError
 from smallinit.core.jobs import RunSpec
 from smallinit.core.store import RunStore
 from smallinit.study.experiments import Experiment
-from smallinit.study.figs import FIGURES, make_figures
+from smallinit.study.figs import FIGURES, load_figure, make_figures
 
 TINY_FIGURE = textwrap.dedent(
     """
@@ -49,11 +49,8 @@ def test_figures_are_byte_identical_across_processes(tmp_path):
 SCRIPT = textwrap.dedent(
     """
     import matplotlib.pyplot as plt
-    from smallinit.study.figs import single
+    from smallinit.study.figure import Figure, single
     from smallinit.core.plotting import use_style
-
-    NUMBER = 1
-    TITLE = "test figure"
 
     def make(ctx):
         run = single(ctx.results("testfig"))
@@ -61,6 +58,8 @@ SCRIPT = textwrap.dedent(
             fig, ax = plt.subplots()
             ax.plot(run.arrays()["y"])
             return ctx.save(fig)
+
+    FIGURE = Figure(number=1, title="test figure", caption=__doc__, make=make)
     """
 )
 
@@ -87,7 +86,7 @@ TESTFIG = Experiment("testfig", (1,), "squares",
 
 @pytest.fixture
 def figs_dir(tmp_path, monkeypatch):
-    """A stand-in figure package holding only figure 1 (the driver imports figures as
+    """A stand-in figure package holding only figure 1 (the driver finds figures as the
     modules of ``smallinit.study.figs.PACKAGE``), drawing the one experiment ``testfig``."""
     import smallinit.study.figs as figs_mod
 
@@ -104,12 +103,13 @@ def figs_dir(tmp_path, monkeypatch):
         del sys.modules[name]
 
 
-def test_driver_renders_existing_and_lists_missing(figs_dir, tmp_path):
+def test_driver_renders_the_figures_it_finds(figs_dir, tmp_path):
+    """The driver draws every figure module of the package and no other number: the
+    stand-in package has figure 1 alone."""
     store = RunStore(tmp_path / "runs")
     results = make_figures(store=store)
-    assert set(results) == set(FIGURES)
+    assert set(results) == {1}
     assert [p.name for p in results[1]] == ["fig01_phase_diagram.png", "fig01_phase_diagram.pdf"]
-    assert all(results[n] is None for n in FIGURES if n != 1)
     first = (tmp_path / "out" / "fig01_phase_diagram.png").read_bytes()
     make_figures(only=[1], store=store)  # second call reuses the stored run
     assert (tmp_path / "runs" / "calls.txt").read_text() == "x"
@@ -149,7 +149,9 @@ def test_a_figure_that_raises_leaves_the_others_and_the_report_page(
     from smallinit.cli import main
 
     (figs_dir / "fake_paper_figs" / "fig02_rd_vs_width.py").write_text(
-        "NUMBER = 2\ndef make(ctx):\n    raise IndexError('list index out of range')\n")
+        "from smallinit.study.figure import Figure\n"
+        "def make(ctx):\n    raise IndexError('list index out of range')\n"
+        "FIGURE = Figure(number=2, title='', caption='', make=make)\n")
     monkeypatch.setattr(figs_mod, "of_figure", lambda n: [TESTFIG] if n in (1, 2) else [])
     results = make_figures(only=[2, 1], store=RunStore(tmp_path / "runs"))
     assert isinstance(results[2], figs_mod.FigureFailed)
@@ -170,13 +172,31 @@ def test_driver_rejects_bad_profile_and_number(figs_dir):
         make_figures(only=[99])
 
 
-def test_cli_lists_unavailable_figures(figs_dir, tmp_path, capsys):
-    from smallinit.cli import main
+def test_a_figure_module_must_declare_its_own_number(figs_dir, tmp_path):
+    """A module whose ``FIGURE`` is another number's (a copied script) is refused with
+    its name, not drawn under the wrong number."""
+    (figs_dir / "fake_paper_figs" / "fig02_rd_vs_width.py").write_text(
+        "from smallinit.study.figure import Figure\n"
+        "FIGURE = Figure(number=1, title='', caption='', make=print)\n")
+    with pytest.raises(ConfigError, match="fig02_rd_vs_width declares FIGURE=.*"
+                                          "must be Figure\\(number=2"):
+        load_figure(2)
+    with pytest.raises(ConfigError, match="figure number=3 is not allowed"):
+        load_figure(3)
 
-    assert main(["figs", "--only", "2,1", "--runs-dir", str(tmp_path / "runs")]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("fig  1 phase_diagram") and "fig01_phase_diagram.png" in lines[0]
-    assert lines[1] == "fig  2 rd_vs_width        not yet available (its experiment is not built)"
+
+def test_the_figures_are_the_packages_figure_modules_in_order():
+    """No list to keep: the driver finds every ``figNN_<name>`` module, sorted by number,
+    each declaring its own ``FIGURE`` with its number, title, caption and ``make``."""
+    import smallinit.study.figs as figs_mod
+
+    modules = figs_mod.figure_modules()
+    assert list(modules) == sorted(modules) == list(FIGURES) == list(range(1, 14))
+    for number, name in modules.items():
+        figure = load_figure(number)
+        assert name == f"smallinit.paper_figs.fig{number:02d}_{FIGURES[number]}"
+        assert figure.number == number and figure.title and figure.caption
+        assert figure.make.__module__ == name
 
 
 def test_a_figure_reads_only_the_experiments_the_registry_lists_for_it(tmp_path):
@@ -203,9 +223,10 @@ def test_figure_scripts_come_from_the_package_not_the_environment(tmp_path, monk
     package = Path(smallinit.paper_figs.__file__).resolve().parent
     assert set(figs_mod.figure_modules()) == set(FIGURES)
     for number in FIGURES:
-        module = figs_mod.load_figure(number)
+        figure = figs_mod.load_figure(number)
+        module = sys.modules[figure.make.__module__]
         assert Path(module.__file__).resolve().parent == package
-        assert module.NUMBER == number
+        assert figure.number == number
     assert not marker.exists()
 
 

@@ -2,8 +2,10 @@
 
 import pytest
 
-from smallinit.study.figs import load_figure
+from smallinit.paper_figs import fig01_phase_diagram, fig04_lazy_vs_rich, fig05_transformer_phase
 from smallinit.theory import diagram
+
+MODULES = {1: fig01_phase_diagram, 4: fig04_lazy_vs_rich, 5: fig05_transformer_phase}
 
 
 @pytest.mark.parametrize("number", [1, 4, 5])
@@ -14,7 +16,7 @@ def test_theory_layers_render(number, tmp_path):
 
     from smallinit.core.plotting import save_figure, use_style
 
-    module = load_figure(number)
+    module = MODULES[number]
     with use_style():
         fig, ax = plt.subplots()
         module.draw_theory_layer(ax)
@@ -26,8 +28,8 @@ def test_theory_layers_render(number, tmp_path):
 
 @pytest.mark.parametrize("number", [1, 4, 5])
 def test_theory_layer_is_a_separate_function(number):
-    module = load_figure(number)
-    assert callable(module.draw_theory_layer) and callable(module.make)
+    module = MODULES[number]
+    assert callable(module.draw_theory_layer) and module.FIGURE.make is module.make
 
 
 def test_condensed_region_polygon():

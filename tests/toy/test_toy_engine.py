@@ -9,6 +9,7 @@ jax = pytest.importorskip("jax")
 
 from smallinit.theory.phase import conserved_quantities  # noqa: E402
 from smallinit.toy import twolayer as tl  # noqa: E402
+from smallinit.toy.grouped_engine import train_grouped  # noqa: E402
 
 
 def _batch(points, m, seeds=(0,)):
@@ -57,6 +58,56 @@ def test_closed_form_gradients_match_autodiff(act):
                              jnp.asarray(y), act)
     np.testing.assert_allclose(ca, ga, rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(cW, gW, rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("act", ["relu", "tanh"])
+@pytest.mark.parametrize("rule", ["fixed", "gram"])
+def test_each_fast_step_is_the_plain_gradient_step(act, rule):
+    """The engine's two fast steps, the lockstep batch's packed ``_step`` and the
+    one-network ``_single_step``, both take the plain step of docs/science.md §2,
+    ā ← ā − (η̄/κ') ∇_ā R and w̄ ← w̄ − η̄ κ' ∇_w̄ R, with the closed-form gradients of
+    :func:`~smallinit.toy.twolayer.gradients` (checked against autodiff above) at the step
+    size η̄ each reports (the Gram rule's or the fixed one), from the same loss. Tolerance:
+    the fast paths sum over points and neurons in another order (packed lanes, matrix
+    products), a few float64 ulps of rounding. The grouped engine (ReLU only under the Gram
+    rule) takes the same step, in the ragged layout of the kernels' grouped step."""
+    import jax.numpy as jnp
+
+    tl.enable_x64()  # the engine's float64, as its public entry points set it
+    X, y = tl.reference_data()
+    rng = np.random.default_rng(1)
+    m = 12  # not a multiple of the 8 lanes: the packed layout pads
+    a0, W0 = rng.normal(size=(1, m)), rng.normal(size=(1, m, 2))
+    kappa, kappa_p = 0.3, 0.7
+    settings = tl.TrainSettings(activation=act, step_rule=rule, lr=1e-2)
+    state, const, mask = tl._setup(a0, W0, np.array([kappa]), np.array([kappa_p]), X, y,
+                                   settings)
+    Xj, yj = jnp.asarray(X), jnp.asarray(y)
+    packed, (loss_packed, _, _) = tl._step(state, {**const, "mask": mask}, Xj, yj, settings)
+    single = tl._single_step(*tl._unpacked(state, const, 0, m), Xj, yj, settings)
+
+    loss, ga, gW = tl.gradients(jnp.asarray(a0[0]), jnp.asarray(W0[0]), kappa, Xj, yj, act)
+    eta = float(single["eta"])
+    np.testing.assert_allclose(float(packed["time"][0]), eta, rtol=1e-12)
+    plain_a = a0[0] - eta / kappa_p * np.asarray(ga)
+    plain_W = W0[0] - eta * kappa_p * np.asarray(gW)
+    for got_loss, got_a, got_W in (
+            (loss_packed[0], tl.unpack(packed["a"], m)[0],
+             np.swapaxes(tl.unpack(packed["W"], m), -1, -2)[0]),
+            (single["loss"], single["a"], np.asarray(single["W"]).T)):
+        assert float(got_loss) == pytest.approx(float(loss), rel=1e-12)
+        np.testing.assert_allclose(got_a, plain_a, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(got_W, plain_W, rtol=1e-12, atol=1e-14)
+    if act != "relu" and rule == "gram":
+        return  # the grouped engine's Gram rule is ReLU's alone (check_settings refuses)
+    # the grouped engine's step (the kernels' grouped_two_layer_step, ragged layout), one
+    # step of a one-step budget
+    one = tl.TrainSettings(activation=act, step_rule=rule, lr=1e-2, max_steps=1)
+    grouped = train_grouped([a0[0]], [W0[0]], [kappa], [kappa_p], X, y, one)
+    assert grouped["step"][0] == 1
+    np.testing.assert_allclose(grouped["time"][0], eta, rtol=1e-12)
+    np.testing.assert_allclose(grouped["a"], plain_a, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(grouped["W"], plain_W, rtol=1e-12, atol=1e-14)
 
 
 def test_conservation_law_drift_small_under_small_fixed_step():
