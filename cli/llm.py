@@ -8,55 +8,60 @@ from pathlib import Path
 from smallinit.cli.llm_downstream import add_trust_option
 from smallinit.cli.util import (
     add_command,
+    add_config_options,
     add_group,
     add_json_option,
-    add_print_config_option,
-    add_run_options,
+    add_print_key_option,
     add_sink_options,
     path_arg,
     positive_int,
     print_config,
     print_json,
+    print_key,
     run_arg,
     user_error,
 )
 
-CONFIG_HELP = ("a TOML config file, or the name of a packaged one: quick (CPU minutes) or full "
-               "(GPU scale)")
 
-
-def config_path(name: str | None) -> Path | None:
-    """A TOML file given by path (None for a packaged profile name or no config)."""
-    if name is None:
-        return None
-    path = Path(name)
-    if path.exists() or path.suffix == ".toml":
-        return path
+def profile_alias(args) -> None:
+    """``--config NAME`` where NAME is no file but a packaged profile: the older spelling of
+    ``--profile NAME`` (``--config`` takes a TOML overlay file, as in every command), kept
+    with a warning; a NAME that is neither is refused in one line."""
     from smallinit.core import profiles
+    from smallinit.core.errors import SmallinitWarning
 
-    if name in profiles.names():
-        return None
-    raise user_error(f"config {name!r} is neither a file nor a packaged config "
-                     f"({', '.join(profiles.names())})")
+    name = args.config
+    if name is None or Path(name).exists() or Path(name).suffix == ".toml":
+        return
+    if name not in profiles.names():
+        raise user_error(f"config {name!r} is neither a file nor a packaged config "
+                         f"({', '.join(profiles.names())})")
+    given = getattr(args, "profile", None)
+    if given not in (None, name):
+        raise user_error(f"--config {name} names profile {name!r} and --profile {given}; give "
+                         "one profile (--config takes a TOML file)")
+    import warnings
+
+    warnings.warn(f"--config {name} names a profile: write --profile {name} (--config takes "
+                  "a TOML file laid over the profile)", SmallinitWarning, stacklevel=2)
+    args.profile, args.config = name, None
 
 
-def load_run_config(args):
-    """The run config: a TOML file, or the ``[llm-train]`` table of a packaged profile
-    (core/profiles/<name>.toml), then the ``key=value`` overrides."""
-    from smallinit.core import profiles
-    from smallinit.core.config import load_config, override, parse_overrides, read_toml
+def load_run_config(args, default=None):
+    """The run config (:data:`smallinit.cli.util.PRECEDENCE`): the defaults in code with
+    ``--profile``'s ``[llm-train]`` table laid over them (without ``--profile``: ``default``,
+    else the defaults alone), then ``--config FILE``, then the ``key=value`` overrides."""
+    from smallinit.core.config import load_config, parse_overrides, read_toml
 
-    path = config_path(args.config)
-    if path is not None:  # a bad file or override is refused before sympy is imported
-        read_toml(path)
+    profile_alias(args)
+    if args.config is not None:  # a bad file or override is refused before sympy is imported
+        read_toml(args.config)
     parse_overrides(args.overrides)
-    from smallinit.llm.run_config import RunConfig
+    from smallinit.llm.run_config import RunConfig, profile_config
 
-    base = None
-    if args.config is not None and path is None:
-        base = override(RunConfig(), profiles.section(args.config, "llm-train"),
-                        where=f"{args.config}.llm-train")
-    return load_config(RunConfig, path, args.overrides, base=base)
+    profile = getattr(args, "profile", None)
+    base = profile_config(profile) if profile is not None else default
+    return load_config(RunConfig, args.config, args.overrides, base=base)
 
 
 def _number(value, digits: int = 3) -> str:
@@ -96,8 +101,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     if print_config(args, cfg):
         return 0
     from smallinit.llm.training.sinks import chosen_sinks
-    from smallinit.llm.training.train import Dist, train
+    from smallinit.llm.training.train import Dist, TrainSpec, train
 
+    if print_key(args, TrainSpec(cfg)):
+        return 0
     sinks = chosen_sinks(args.tensorboard, args.wandb)
     run = train(cfg, runs_dir=args.runs_dir, force=args.force, callbacks=sinks)
     if not Dist.from_env().main:
@@ -172,13 +179,10 @@ def cmd_init_table(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config_args(parser: argparse.ArgumentParser, required: bool) -> None:
-    parser.add_argument("--config", type=path_arg, required=required, default=None, metavar="FILE",
-                        help=CONFIG_HELP + ("" if required else "; default: built-in defaults"))
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                        help="config overrides, e.g. init=gamma:1.0 model.d_model=256 "
-                             "train.steps=1000")
-    add_print_config_option(parser)
+def _config_args(parser: argparse.ArgumentParser) -> None:
+    add_config_options(parser, "the defaults in code with the profile's [llm-train] table "
+                       "laid over them", "init=gamma:1.0 model.d_model=256 train.steps=1000",
+                       profile_default=None)
 
 
 def register(subparsers) -> None:
@@ -194,12 +198,12 @@ def register(subparsers) -> None:
         description="Train a decoder-only transformer on a corpus under an init scheme. "
         "A finished run with the same config is reused; a killed one resumes from its last "
         "checkpoint. Runs under torchrun too:\n"
-        "  torchrun --nproc_per_node 2 -m smallinit llm train --config quick",
+        "  torchrun --nproc_per_node 2 -m smallinit llm train --profile quick",
     )
-    _config_args(p, required=False)
+    _config_args(p)
+    add_print_key_option(p)
     add_json_option(p, help="print one JSON object (run path, kind, key, state, the whole "
                     "summary) instead of the run line and the table of main results")
-    add_run_options(p)
     add_sink_options(p)
     p = add_command(commands, "eval", cmd_eval,
                     help="re-evaluate a trained run on its held-out split",
@@ -220,7 +224,8 @@ def register(subparsers) -> None:
                     help="print every matrix's σ and effective γ under an init scheme",
                     description="σ of every weight matrix (from smallinit.theory.init_rules) "
                     "and its effective rate γ_eff = −ln σ / ln d_in (docs/science.md §1).")
-    _config_args(p, required=False)
+    add_config_options(p, "the defaults in code with the profile's [llm-train] table laid "
+                       "over them", "model.d_model=256", profile_default=None, store=False)
     p.add_argument("--init", default=None, metavar="SCHEME",
                    help="init scheme (overrides the config's init), e.g. gamma:1.0, "
                         "gamma:0.5,qk=1.0,depth, nanogpt, fixed:0.02, mitchell, mup:128")
