@@ -68,7 +68,7 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-# ----------------------------------------------------------------------------- overrides
+# ----------------------------------------------------------------------------- KEY=VALUE items
 def _full(value: Any) -> Any:
     """Plain data of a config with every field (key-neutral ones at their default too)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -105,7 +105,7 @@ def toml_value(value: Any, where: str = "value") -> str:
                       "give the whole config in a --config FILE instead")
 
 
-def overrides(config: Any, base: Any) -> list[str]:
+def differences(config: Any, base: Any) -> list[str]:
     """``KEY=VALUE`` items (dotted keys, in field order) that turn ``base`` into ``config``:
     one for every leaf whose value differs, type included (``1`` is not ``1.0``)."""
     have = dict(_leaves(_full(base)))
@@ -127,7 +127,7 @@ def command(kind: str, config: Any, profile: str) -> str:
     starts = [profile, None] if cmd.bare else [profile]
     forms = []
     for start in starts:
-        items = overrides(config, cmd.base(start))
+        items = differences(config, cmd.base(start))
         forms.append([PROGRAM, *cmd.words, *(["--profile", start] if start else []), *items])
     return shlex.join(min(forms, key=len))
 
@@ -206,7 +206,7 @@ def command_for(ref: str, among: Iterable[str] | None = None,
         run = load_run(text, runs_dir=runs_dir)
     except ConfigError as err:
         where = f"profile{'s' * (len(among) > 1)} {', '.join(among)}"
-        said = str(err).removeprefix(f"RUN {text!r} ").removeprefix(": ")
+        said = str(err).removeprefix(f"RUN {text!r}").lstrip(": ")
         raise ConfigError(f"RUN {text!r} is in no plan of {where} (`smallinit figs --plan "
-                          f"--profile P` lists their runs); in the store it {said}") from None
+                          f"--profile P` lists their runs); the store: {said}") from None
     return stored_command(run.kind, run.config, among[0])

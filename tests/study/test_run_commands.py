@@ -152,3 +152,20 @@ def test_figs_plan_commands_prints_one_command_per_distinct_run(plans, capsys):
     assert all(line.startswith("smallinit ") for line in lines)
     assert main(["figs", "--commands"]) == 2
     assert "applies with --plan only" in capsys.readouterr().err
+
+
+def test_a_stored_run_of_no_plan_gets_its_command_from_its_config(capsys, tmp_path):
+    """An ad hoc run (here a condensation grid no profile plans, stored without computing)
+    is found in the store and its command reproduces its key."""
+    from smallinit.core.store import RunStore
+    from smallinit.study.experiments.condense import config
+    from smallinit.toy import condense
+
+    cfg = override(config("quick"), {"gammas": [0.5, 0.75], "seed": 9})
+    spec = condense.CondenseSpec(cfg)
+    RunStore(tmp_path).get_or_run(spec.kind, cfg, lambda run: {}, version=spec.version)
+    assert main(["runs", "show", spec.key[:8], "--command", "--profile", "quick",
+                 "--runs-dir", str(tmp_path)]) == 0
+    command = capsys.readouterr().out.strip()
+    assert "seed=9" in command
+    assert printed_key(command, capsys) == expected(spec)
