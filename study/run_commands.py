@@ -147,9 +147,10 @@ def command_of(spec: RunSpec, profile: str, store: RunStore | None = None) -> st
         config = tuned_config(spec, store)
         if config is None:
             raise ConfigError(f"run {spec.key} of profile {profile} trains at a learning rate "
-                              "tuned on runs the store does not hold yet; compute them with "
-                              f"`smallinit figs --profile {shlex.quote(profile)}` (or `smallinit "
-                              "llm sweep`), then ask again")
+                              "tuned on runs the store does not hold yet (its tuning runs, "
+                              "listed by `smallinit figs --plan --commands --profile "
+                              f"{shlex.quote(profile)}`); compute them, then ask again (with "
+                              "--runs-dir of that store)")
     return command(spec.kind, config, profile)
 
 

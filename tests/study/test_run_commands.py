@@ -23,6 +23,7 @@ from smallinit.study.experiments import planned
 SAMPLE = 20  # runs per profile
 SEED = 2026  # the sample's seed
 TUNED_LR = 0.00123  # a stand-in for a tuned run's chosen learning rate (no tuning runs here)
+CHOSEN = TunedSpec.chosen  # the real one: lr* from the tuning runs in the store
 
 
 @pytest.fixture(autouse=True)
@@ -169,3 +170,13 @@ def test_a_stored_run_of_no_plan_gets_its_command_from_its_config(capsys, tmp_pa
     command = capsys.readouterr().out.strip()
     assert "seed=9" in command
     assert printed_key(command, capsys) == expected(spec)
+
+
+def test_a_tuned_run_without_its_tuning_runs_is_refused_in_one_line(plans, capsys, tmp_path,
+                                                                     monkeypatch):
+    monkeypatch.setattr(TunedSpec, "chosen", CHOSEN)
+    spec = next(s for s in plans("decisive") if isinstance(s, TunedSpec))
+    assert main(["runs", "show", spec.key, "--command", "--profile", "decisive",
+                 "--runs-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tuned on runs the store does not hold yet" in err
