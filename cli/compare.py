@@ -14,9 +14,12 @@ from smallinit.cli.util import (
     HelpFormatter,
     add_config_options,
     add_executor_options,
+    add_print_key_option,
     add_sink_options,
+    command_config,
     print_config,
     print_json,
+    print_key,
 )
 
 DESCRIPTION = """\
@@ -45,23 +48,22 @@ Examples:
 
 
 def build_config(args: argparse.Namespace):
-    """The comparison config: the profile's (or ``--config``'s), then the overrides."""
+    """The comparison config: the profile's, then ``--config FILE``, then the overrides
+    (:data:`smallinit.cli.util.PRECEDENCE`)."""
     from smallinit.compare.comparison import CompareConfig, profile_config
-    from smallinit.core.config import load_config
 
-    base = None if args.config else profile_config(args.profile)
-    return load_config(CompareConfig, args.config, args.overrides, base=base)
+    return command_config(args, CompareConfig, profile_config(args.profile))
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from smallinit.compare.run import llm_specs, run_compare
+    from smallinit.compare.run import CompareSpec, llm_specs, run_compare
     from smallinit.compare.table import format_table
     from smallinit.core.store import RunStore
     from smallinit.llm.training.sinks import sink_environment
     from smallinit.study.run_names import spec_names
 
     cfg = build_config(args)
-    if print_config(args, cfg):
+    if print_config(args, cfg) or print_key(args, CompareSpec(cfg)):
         return 0
     with sink_environment(args.tensorboard, args.wandb,
                           lambda: spec_names(llm_specs(cfg), prefix="compare")):
@@ -89,5 +91,6 @@ def register(subparsers) -> None:
     add_executor_options(parser)
     add_config_options(parser, "the profile's [compare] table",
                        "gammas=0.5,1 widths=32,64,128,256 llm.train.steps=400 toy_seeds=5")
+    add_print_key_option(parser)
     add_sink_options(parser)
     parser.set_defaults(func=_cmd_compare)

@@ -67,6 +67,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                     "estimate": est.as_dict(),
                     "power": {"sd_source": source, "claims": powers}}, indent=1)
         return 0
+    if args.commands:
+        return _print_commands(args.profile, args.only, RunStore(args.runs_dir))
     seen = set()
     for r in rows:
         again = " (shared)" if (r["kind"], r["key"]) in seen else ""
@@ -97,6 +99,26 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         print(f"{totals['populations']} populations train {totals['in_populations']} runs "
               "together (one process each)")
     print(f"{totals['runs']} distinct runs in {len(rows)} rows at profile {args.profile}")
+    return 0
+
+
+def _print_commands(profile: str, only: list[int] | None, store) -> int:
+    """One line per distinct run of the plan: the shell command that recomputes it
+    (:mod:`smallinit.study.run_commands`); a tuned run whose learning rate the store cannot
+    tell yet gets a comment line (``# ...``) saying why."""
+    from smallinit.study.experiments import planned
+    from smallinit.study.run_commands import command_of
+
+    seen = set()
+    for number, experiment, spec, _ in planned(profile, only):
+        if spec.ident in seen:
+            continue
+        seen.add(spec.ident)
+        try:
+            line = command_of(spec, profile, store)
+        except ConfigError as err:
+            line = f"# fig {number} {experiment.name} {spec.kind}/{spec.key}: {err}"
+        print(line)
     return 0
 
 
@@ -147,6 +169,10 @@ def _cmd_figs(args: argparse.Namespace) -> int:
         raise ConfigError("figs --plan and --preflight: give one of them")
     if args.preflight_items is not None and not args.preflight:
         raise ConfigError("figs --preflight-items applies with --preflight only")
+    if args.commands and not args.plan:
+        raise ConfigError("figs --commands applies with --plan only")
+    if args.commands and args.json:
+        raise ConfigError("figs --plan --commands and --json: give one of them")
     base = args.profile
     args.profile = overlaid_profile(args, args.profile)
     if args.print_config and args.profile != base:
@@ -223,6 +249,10 @@ def register(subparsers) -> None:
                              "training FLOPs, peak memory and H200 hours), the totals and "
                              "each figure's estimated minutes beside the profile's budget "
                              "(smallinit.study.budget), without computing anything")
+    parser.add_argument("--commands", action="store_true",
+                        help="with --plan: print, instead of the listing, one shell command "
+                             "per distinct run that recomputes exactly that run (as `smallinit "
+                             "runs show KEY --command`)")
     parser.add_argument("--spread", type=path_arg, default=None, metavar="FILE",
                         help="with --plan: the claims JSON (smallinit claims --json) whose "
                              "per-seed spread gives each claim's power at the profile's "

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from smallinit.cli.llm_config import CONFIG_HELP, load_run_config
+from smallinit.cli.llm_config import load_run_config
 from smallinit.cli.llm_downstream import add_trust_option
 from smallinit.cli.util import (
     add_command,
+    add_config_options,
     add_group,
     add_json_option,
-    add_print_config_option,
-    add_run_options,
+    add_print_key_option,
     add_sink_options,
     path_arg,
     positive_int,
     print_config,
     print_json,
+    print_key,
     run_arg,
 )
 
@@ -59,7 +60,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     from smallinit.llm.training.sinks import chosen_sinks
     from smallinit.llm.training.train import Dist, train
+    from smallinit.llm.training.train_spec import TrainSpec
 
+    if print_key(args, TrainSpec(cfg)):
+        return 0
     sinks = chosen_sinks(args.tensorboard, args.wandb)
     run = train(cfg, runs_dir=args.runs_dir, force=args.force, callbacks=sinks)
     if not Dist.from_env().main:
@@ -134,13 +138,10 @@ def cmd_init_table(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config_args(parser: argparse.ArgumentParser, required: bool) -> None:
-    parser.add_argument("--config", type=path_arg, required=required, default=None, metavar="FILE",
-                        help=CONFIG_HELP + ("" if required else "; default: built-in defaults"))
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                        help="config overrides, e.g. init=gamma:1.0 model.d_model=256 "
-                             "train.steps=1000")
-    add_print_config_option(parser)
+def _config_args(parser: argparse.ArgumentParser) -> None:
+    add_config_options(parser, "the defaults in code with the profile's [llm-train] table "
+                       "laid over them", "init=gamma:1.0 model.d_model=256 train.steps=1000",
+                       profile_default=None)
 
 
 def register(subparsers) -> None:
@@ -156,12 +157,12 @@ def register(subparsers) -> None:
         description="Train a decoder-only transformer on a corpus under an init scheme. "
         "A finished run with the same config is reused; a killed one resumes from its last "
         "checkpoint. Runs under torchrun too:\n"
-        "  torchrun --nproc_per_node 2 -m smallinit llm train --config quick",
+        "  torchrun --nproc_per_node 2 -m smallinit llm train --profile quick",
     )
-    _config_args(p, required=False)
+    _config_args(p)
+    add_print_key_option(p)
     add_json_option(p, help="print one JSON object (run path, kind, key, state, the whole "
                     "summary) instead of the run line and the table of main results")
-    add_run_options(p)
     add_sink_options(p)
     p = add_command(commands, "eval", cmd_eval,
                     help="re-evaluate a trained run on its held-out split",
@@ -182,7 +183,8 @@ def register(subparsers) -> None:
                     help="print every matrix's σ and effective γ under an init scheme",
                     description="σ of every weight matrix (from smallinit.theory.init_rules) "
                     "and its effective rate γ_eff = −ln σ / ln d_in (docs/science.md §1).")
-    _config_args(p, required=False)
+    add_config_options(p, "the defaults in code with the profile's [llm-train] table laid "
+                       "over them", "model.d_model=256", profile_default=None, store=False)
     p.add_argument("--init", default=None, metavar="SCHEME",
                    help="init scheme (overrides the config's init), e.g. gamma:1.0, "
                         "gamma:0.5,qk=1.0,depth, nanogpt, fixed:0.02, mitchell, mup:128")

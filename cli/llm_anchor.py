@@ -12,9 +12,11 @@ from smallinit.cli.util import (
     add_config_options,
     add_executor_options,
     add_json_option,
+    add_print_key_option,
     add_sink_options,
     print_config,
     print_json,
+    print_key,
 )
 from smallinit.core.errors import ConfigError
 
@@ -45,17 +47,17 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def _load(args: argparse.Namespace):
     from smallinit.study.experiments.anchor_scan import load
 
-    return load(args.config or args.profile, args.overrides)
+    return load(args.profile, args.overrides, file=args.config)
 
 
 def cmd_anchor(args: argparse.Namespace) -> int:
     from smallinit.core.store import RunStore
-    from smallinit.llm.training.anchor import run_anchor
+    from smallinit.llm.training.anchor import AnchorSpec, run_anchor
     from smallinit.llm.training.sinks import sink_environment
     from smallinit.study.experiments.anchor_scan import init_gamma
 
     cfg, _ = _load(args)
-    if print_config(args, cfg):
+    if print_config(args, cfg) or print_key(args, AnchorSpec(cfg)):
         return 0
     with sink_environment(args.tensorboard, args.wandb):
         run = run_anchor(cfg, RunStore(args.runs_dir), force=args.force)
@@ -109,6 +111,7 @@ def register_anchor_commands(commands) -> None:
                      "(docs/science.md §6)",
                     description=DESCRIPTION_ONE)
     _common(p)
+    add_print_key_option(p)
     s = add_command(commands, "anchor-scan", cmd_anchor_scan,
                     help="phase diagram over (γ, depth) and (γ, weight decay) (fig 6)",
                     description=DESCRIPTION_SCAN)

@@ -10,8 +10,8 @@ from typing import Any
 
 from smallinit.cli.util import (
     add_command,
+    add_config_options,
     add_json_option,
-    add_print_config_option,
     nonnegative_int,
     path_arg,
     positive_int,
@@ -41,17 +41,14 @@ def slug(scheme: str) -> str:
 
 
 def load_coord_config(args: argparse.Namespace):
-    """The coord check's template: coordcheck.DEFAULTS (or --config), then the overrides,
-    then --init."""
+    """The coord check's template: coordcheck.DEFAULTS (or --profile's [llm-train] run),
+    then --config FILE, then the overrides (:data:`smallinit.cli.util.PRECEDENCE`), then
+    --init."""
     from smallinit.cli.llm_config import load_run_config
-    from smallinit.core.config import load_config, override
+    from smallinit.core.config import override
     from smallinit.llm.analysis.coordcheck import DEFAULTS
-    from smallinit.llm.run_config import RunConfig
 
-    if args.config is None:
-        cfg = load_config(RunConfig, None, args.overrides, base=DEFAULTS)
-    else:
-        cfg = load_run_config(args)
+    cfg = load_run_config(args, default=DEFAULTS)
     if args.init is not None:
         cfg = override(cfg, {"init": args.init})
     return cfg
@@ -143,8 +140,6 @@ def cmd_coord_check(args: argparse.Namespace) -> int:
 
 def register_coord_commands(commands) -> None:
     """Add ``coord-check`` to the ``smallinit llm`` group."""
-    from smallinit.cli.llm_config import CONFIG_HELP
-
     p = add_command(commands, "coord-check", cmd_coord_check,
                     help="activation scale per part against width over the first steps "
                          "(the γ-rule coordinate check)", description=DESCRIPTION)
@@ -161,9 +156,7 @@ def register_coord_commands(commands) -> None:
     p.add_argument("--out", type=path_arg, default="coord-check", metavar="DIR",
                    help="folder for coord-<scheme>.png, .pdf and .json")
     add_json_option(p, help="print the whole result as JSON instead of the slope table")
-    p.add_argument("--config", type=path_arg, default=None, metavar="FILE",
-                   help=CONFIG_HELP + "; default: the coord check's small template")
-    add_print_config_option(p)
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                   help="config overrides, e.g. model.n_layers=4 model.norm_eps=1e-10 "
-                        "train.lr=0.01 train.threads=1")
+    add_config_options(p, "the coord check's small template, or with --profile the "
+                       "defaults in code with the profile's [llm-train] table laid over them",
+                       "model.n_layers=4 model.norm_eps=1e-10 train.lr=0.01 train.threads=1",
+                       profile_default=None, store=False)

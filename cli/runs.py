@@ -110,8 +110,16 @@ def _listing_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from smallinit.core.errors import ConfigError
     from smallinit.core.results import load_run
 
+    if args.profile and not args.command:
+        raise ConfigError("runs show --profile applies with --command only")
+    if args.command:
+        from smallinit.study.run_commands import command_for
+
+        print(command_for(args.run, [args.profile] if args.profile else None, args.runs_dir))
+        return 0
     run = load_run(args.run, runs_dir=args.runs_dir)
     info = run.describe()
     if args.json:
@@ -202,10 +210,20 @@ def register(subparsers) -> None:
     _listing_options(p)
     p = add_command(commands, "show", cmd_show, help="show one run: config, state, metrics, "
                     "files", description="The full config (as TOML), state, summary, "
-                    "metrics overview and files of one run.")
+                    "metrics overview and files of one run; with --command, the shell command that "
+                    "recomputes it.")
     p.add_argument("run", type=run_arg, metavar="KEY", help="a run key, a unique key prefix, "
                    "KIND/KEY or a run directory")
     add_json_option(p, help="print everything as one JSON object")
+    p.add_argument("--command", action="store_true",
+                   help="print one shell command that recomputes exactly this run (the same "
+                        "key): smallinit <command> --profile P KEY=VALUE..., for a run of any "
+                        "profile's plan (`smallinit figs --plan`; the run need not be in the "
+                        "store) or of the store; add --print-key to the command to check the "
+                        "key without running")
+    p.add_argument("--profile", type=profile_arg, default=None, metavar="P",
+                   help="with --command: look the key up in this profile's plan only "
+                        "(default: every profile's, quick first, then the store)")
     _runs_dir_option(p)
     p = add_command(commands, "verify", cmd_verify, help="check that runs are what their keys "
                     "say", description="For every run (or the KEYs given): its config.json "

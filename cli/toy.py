@@ -7,18 +7,19 @@ from smallinit.cli.util import (
     add_config_options,
     add_group,
     add_json_option,
+    add_print_key_option,
+    command_config,
     print_config,
     print_json,
+    print_key,
 )
 
 
 def _config(args, cls, profile_base):
-    """A toy command's config: ``--config FILE`` over the class defaults, else the
-    profile's (``profile_base(profile)``), then the ``key=value`` overrides."""
-    from smallinit.core.config import load_config
-
-    base = None if args.config else profile_base(args.profile)
-    return load_config(cls, args.config, args.overrides, base=base)
+    """A toy command's config: the profile's (``profile_base(profile)``: the class defaults
+    with the profile's table laid over them), then ``--config FILE``, then the
+    ``key=value`` overrides (:data:`smallinit.cli.util.PRECEDENCE`)."""
+    return command_config(args, cls, profile_base(args.profile))
 
 
 def _scan_config(args):
@@ -29,10 +30,10 @@ def _scan_config(args):
 
 def _cmd_scan(args) -> int:
     from smallinit.core.store import RunStore
-    from smallinit.toy.scan import format_table, run_scan
+    from smallinit.toy.scan import ScanSpec, format_table, run_scan
 
     cfg = _scan_config(args)
-    if print_config(args, cfg):
+    if print_config(args, cfg) or print_key(args, ScanSpec(cfg), engine=args.engine):
         return 0
     result = run_scan(cfg, RunStore(args.runs_dir), force=args.force, engine=args.engine)
     if args.json:
@@ -51,7 +52,7 @@ def _cmd_condense(args) -> int:
     from smallinit.toy.twolayer import STATUS
 
     cfg = _config(args, condense.CondenseConfig, condense.from_profile)
-    if print_config(args, cfg):
+    if print_config(args, cfg) or print_key(args, condense.CondenseSpec(cfg)):
         return 0
     r = condense.run(cfg, RunStore(args.runs_dir), force=args.force)
     rows = []
@@ -72,13 +73,36 @@ def _cmd_condense(args) -> int:
     return 0
 
 
+def _cmd_initial_condensation(args) -> int:
+    from smallinit.core.store import RunStore
+    from smallinit.study.experiments.initial_condensation import config
+    from smallinit.toy import initial_condensation as ic
+
+    cfg = _config(args, ic.InitialCondensationConfig, config)
+    if print_config(args, cfg) or print_key(args, ic.InitialCondensationSpec(cfg)):
+        return 0
+    r = ic.run(cfg, RunStore(args.runs_dir), force=args.force)
+    summary = {k: v for k, v in r.items() if not hasattr(v, "shape")}
+    if args.json:
+        print_json(summary)
+        return 0
+    print(f"{cfg.activation} (p = {summary['p']}, at most {summary['max_orientations']} "
+          f"orientations): {summary['clusters']} clusters ({summary['lines']} lines), "
+          f"{summary['clusters_at_init']} at init; mean |cos| {summary['mean_abs_cos']:.3f} "
+          f"(init {summary['mean_abs_cos_init']:.3f}); loss {summary['loss_first']:.4g} -> "
+          f"{summary['loss_last']:.4g}"
+          + (f"; median |cos| to theory's direction {summary['median_abs_cos_to_theory']:.3f}"
+             if "median_abs_cos_to_theory" in summary else ""))
+    return 0
+
+
 def _cmd_diagonal(args) -> int:
     from smallinit.core.store import RunStore
     from smallinit.toy import diagonal
 
     cfg = _config(args, diagonal.DiagonalConfig,
                   lambda profile: diagonal.from_profile(profile)[0])
-    if print_config(args, cfg):
+    if print_config(args, cfg) or print_key(args, diagonal.DiagonalSpec(cfg)):
         return 0
     r = diagonal.run(cfg, RunStore(args.runs_dir), force=args.force)
     rows = [{"alpha": float(a), "rel_err": float(r["rel_err"][i]),
@@ -135,6 +159,7 @@ def register(subparsers) -> None:
     )
     add_config_options(p, "the profile's [toy-scan] table",
                        "gammas=0.5,1,1.75 widths=250,500 seeds=3")
+    add_print_key_option(p)
     p.add_argument("--engine", choices=("auto", "jax", "grouped"), default=None,
                    help="jax (compiled JAX loops, one call per width) or grouped (all "
                         "widths in one ragged batch through the kernels' grouped two-layer "
@@ -156,6 +181,21 @@ def register(subparsers) -> None:
         ),
     )
     add_config_options(p, "the profile's [condense] table", "gammas=0.5,1 width=500")
+    add_print_key_option(p)
+    add_json_option(p)
+
+    p = add_command(
+        commands, "initial-condensation", _cmd_initial_condensation,
+        help="early condensation of a small-init two-layer net, one activation (fig 3)",
+        description=(
+            "Train the two-layer net of docs/science.md §3 (Zhou et al. 2022) from a small "
+            "init a few Adam steps and count the orientations its input weights gather on "
+            "(at most 2p for an activation of multiplicity p); one activation per run."
+        ),
+    )
+    add_config_options(p, "the profile's [initial-condensation] table at its first "
+                       "activation", "activation=xtanh steps=200")
+    add_print_key_option(p)
     add_json_option(p)
 
     p = add_command(
@@ -169,6 +209,7 @@ def register(subparsers) -> None:
     )
     add_config_options(p, "the profile's [diagonal] table at its first depth",
                        "depth=3 alphas=0.01,1")
+    add_print_key_option(p)
     add_json_option(p)
 
     p = add_command(

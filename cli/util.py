@@ -103,27 +103,51 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_config_options(parser: argparse.ArgumentParser, starts: str, example: str) -> None:
+#: The one order in which a value reaches a command's config, lowest first (every command
+#: that has these options; ``--config FILE`` means the same in each of them):
+PRECEDENCE = ("the defaults in code (the config dataclass)", "--profile P (its table)",
+              "--config FILE (a TOML overlay)", "KEY=VALUE overrides")
+PRECEDENCE_TEXT = " < ".join(PRECEDENCE)
+CONFIG_FILE_HELP = ("a TOML file laid over what --profile gives, before the KEY=VALUE "
+                    "overrides (order: " + PRECEDENCE_TEXT + ")")
+
+
+def add_config_options(parser: argparse.ArgumentParser, starts: str, example: str, *,
+                       profile_default: str | None = "quick", store: bool = True) -> None:
     """What every command that computes runs takes for its config: ``--profile``, ``--config
     FILE``, ``key=value`` overrides and ``--print-config``, then the run-store options;
-    ``starts``: where its config starts at a profile; ``example``: override examples."""
-    parser.add_argument("--profile", type=profile_arg, default="quick",
-                        help=f"where the config starts: {starts} (quick or full)")
+    ``starts``: where its config starts at a profile; ``example``: override examples;
+    ``profile_default``: the profile without ``--profile`` (None: the defaults in code);
+    ``store``: whether the command computes through the run store (its options).
+    The order is :data:`PRECEDENCE` (applied by :func:`smallinit.core.config.load_config`)."""
+    parser.add_argument("--profile", type=profile_arg, default=profile_default,
+                        help=f"where the config starts: {starts} (default: "
+                             f"{profile_default or 'none'})")
     parser.add_argument("--config", type=path_arg, default=None, metavar="FILE",
-                        help="a TOML file of the config's keys, instead of the profile")
+                        help=CONFIG_FILE_HELP + "; it holds the config's own keys")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help=f"config overrides, e.g. {example} (--print-config shows every "
                              "key)")
     add_print_config_option(parser)
-    add_run_options(parser)
+    if store:
+        add_run_options(parser)
+
+
+def command_config(args: argparse.Namespace, cls: type, base: Any) -> Any:
+    """The config a command runs: ``base`` (the defaults in code, with ``--profile``'s table
+    laid over them; None: ``cls()``), then ``--config FILE``, then the ``key=value``
+    overrides (:data:`PRECEDENCE`)."""
+    from smallinit.core.config import load_config
+
+    return load_config(cls, args.config, args.overrides, base=base)
 
 
 def add_overlay_options(parser: argparse.ArgumentParser, example: str) -> None:
     """``--config FILE`` and ``key=value`` overrides laid over the profile that the command's
     ``--profile`` names (:func:`overlaid_profile`); ``example``: a whole command line."""
     parser.add_argument("--config", type=path_arg, default=None, metavar="FILE",
-                        help="a TOML file of profile tables laid over --profile (its extends "
-                             "= \"NAME\", if it has one, must name that profile)")
+                        help=CONFIG_FILE_HELP + "; it holds profile tables (its extends = "
+                             "\"NAME\", if it has one, must name that profile)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="dotted paths into the profile's tables, laid over it after "
                              f"--config, e.g. {example}; the derived profile's name "
@@ -228,6 +252,30 @@ def print_config(args: argparse.Namespace, config: Any, **tables: Any) -> bool:
     if not getattr(args, "print_config", False):
         return False
     print(toml_text({**_plain(config), **{k: _plain(v) for k, v in tables.items()}}), end="")
+    return True
+
+
+def add_print_key_option(parser: argparse.ArgumentParser) -> None:
+    """``--print-key``: print the run's KIND/KEY and exit 0 without running (a dry run)."""
+    parser.add_argument("--print-key", action="store_true",
+                        help="print the run's KIND/KEY (what the run store names it by) and "
+                             "exit without running")
+
+
+def print_key(args: argparse.Namespace, spec: Any, engine: str | None = None) -> bool:
+    """With ``--print-key``: print ``KIND/KEY`` of the run ``spec`` (a
+    :class:`smallinit.core.jobs.RunSpec`; ``engine``: a toy scan's engine, whose version is
+    part of the key) and return True (the handler then returns 0 without running)."""
+    if not getattr(args, "print_key", False):
+        return False
+    key = spec.key
+    if engine is not None:
+        from smallinit.core.runs import config_key
+        from smallinit.toy.scan import chosen_engine, scan_version
+
+        key = config_key(spec.kind, spec.config, scan_version(chosen_engine(spec.config,
+                                                                           engine)))
+    print(f"{spec.kind}/{key}")
     return True
 
 

@@ -28,23 +28,33 @@ from smallinit.theory.init_rules import gamma_scheme
 SECTION = "compare"  # the profiles' table of the comparison (core/profiles/*.toml)
 
 
-def _quick(name: str):
-    """A field's default: the quick profile's value (tuples for lists, a RunConfig for
-    ``llm``)."""
-    if name == "llm":
-        return profile_config("quick").llm
-    return tuple(profiles.section("quick", SECTION)[name])
+def default_llm() -> RunConfig:
+    """The base transformer run of a comparison (``CompareConfig.llm``'s default; d_model,
+    d_ff, n_heads and init are set per point): 240 AdamW steps of 16 sequences of 64
+    tokens, held-out loss at the end only. A profile's ``[compare.llm]`` is an overlay on the
+    plain RunConfig defaults (:func:`profile_config`), not on this."""
+    return override(RunConfig(), {
+        "seed": 0,
+        "model": {"vocab_size": 512, "context": 64, "d_model": 64, "n_layers": 2,
+                  "n_heads": 2, "mlp": "gelu"},
+        "data": {"synthetic_items": 10000, "synthetic_val_items": 500,
+                 "synthetic_facts": 100},
+        "train": {"steps": 240, "batch_size": 16, "lr": 3e-3, "warmup": 24,
+                  "weight_decay": 0.1, "threads": 1, "log_every": 20, "eval_every": 0,
+                  "eval_batches": 4, "checkpoint_every": 80},
+        "eval": {"answer_items": 0, "token_windows": 4}})
 
 
 @dataclass
 class CompareConfig:
     """One comparison: theory, toy and transformer at every γ (module docstring)."""
 
-    gammas: tuple[float, ...] = field(default_factory=lambda: _quick("gammas"))
-    widths: tuple[int, ...] = field(default_factory=lambda: _quick("widths"))  # d_model
+    # the defaults live here; a profile's [compare] table is an overlay on them
+    gammas: tuple[float, ...] = (0.3, 0.5, 0.75, 1.0, 1.25)
+    widths: tuple[int, ...] = (32, 64, 128)  # d_model
     ffn_ratio: int = 4  # d_ff = ffn_ratio · d_model
     head_dim: int = 32
-    llm: RunConfig = field(default_factory=lambda: _quick("llm"))
+    llm: RunConfig = field(default_factory=default_llm)
     toy_widths: tuple[int, ...] = (250, 500, 1000)
     toy_seeds: int = 3
     toy_max_steps: int = 20000
@@ -105,8 +115,5 @@ def profile_config(profile: str) -> CompareConfig:
     """The comparison of a profile's ``[compare]`` table (``quick``: CPU minutes; ``full``:
     GPU scale). Its ``[compare.llm]`` run is laid over the plain RunConfig defaults."""
     table = profiles.section(profile, SECTION)
-    table.setdefault("gammas", list(_quick("gammas")))
-    table.setdefault("widths", list(_quick("widths")))
-    neutral = CompareConfig(gammas=tuple(table["gammas"]), widths=tuple(table["widths"]),
-                            llm=RunConfig())
+    neutral = CompareConfig(llm=RunConfig())
     return override(neutral, table, where=f"{profile}.{SECTION}")

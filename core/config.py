@@ -6,6 +6,13 @@ A config class is any ``@dataclass`` whose fields have type annotations from thi
 unknown keys are rejected with the list of allowed ones, so a typo never passes silently.
 Further checks belong in the dataclass's ``__post_init__`` (raise :class:`ConfigError`).
 
+One order of precedence, lowest first, for every command and function that builds a run's
+config: the defaults in code (the dataclass's field defaults) < a profile's table (an
+overlay, :mod:`smallinit.core.profiles`) < a ``--config FILE`` (a TOML overlay) <
+``key=value`` overrides. :func:`load_config` applies the last three in that order over a
+``base`` (the defaults, or the defaults with the profile's table laid over them); the
+CLI states it once as ``smallinit.cli.util.PRECEDENCE``.
+
 Overrides use dotted keys for nested configs (``model.d_model=256``); their values are
 read as TOML literals (``3``, ``1e-5``, ``true``, ``"text"``, ``[1, 2]``) and fall back to
 plain strings, and a comma-separated string fills a tuple field (``widths=64,128,256``).

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from smallinit.core.config import KEY_NEUTRAL, MAX_STEPS, MAX_THREADS, check_fields
+from smallinit.core import profiles
+from smallinit.core.config import KEY_NEUTRAL, MAX_STEPS, MAX_THREADS, check_fields, override
 from smallinit.core.errors import ConfigError, require
 from smallinit.theory.init_rules import canonical_scheme, parse_scheme
 
@@ -269,3 +270,16 @@ def canonical_init(init: str) -> str:
         return canonical_scheme(init)
     except ValueError as err:
         raise ConfigError(f"init={init!r}: {err}") from None
+
+
+#: The profiles' table of ``smallinit llm train --profile P`` (core/profiles/*.toml).
+TRAIN_TABLE = "llm-train"
+
+
+def profile_config(profile: str | None) -> RunConfig:
+    """The run config ``smallinit llm train --profile P`` starts from: the defaults in code
+    with the profile's ``[llm-train]`` table laid over them (None: the defaults alone)."""
+    if profile is None:
+        return RunConfig()
+    return override(RunConfig(), profiles.section(profile, TRAIN_TABLE),
+                    where=f"{profile}.{TRAIN_TABLE}")

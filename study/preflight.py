@@ -120,7 +120,7 @@ def profile_specs(profile: str, figures: list[int] | None = None) -> tuple[list[
                 unique.setdefault(spec.ident, spec)
         except Exception as err:
             checks.append(Check("runs", experiment.name, False, _failure(err)))
-    if figures is None:  # and the profile's single run, `smallinit llm train --config P`
+    if figures is None:  # and the profile's single run, `smallinit llm train --profile P`
         try:
             cfg = override(RunConfig(), profiles.section(profile, "llm-train"),
                            where=f"{profile}.llm-train")

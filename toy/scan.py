@@ -51,7 +51,6 @@ from typing import Literal
 
 import numpy as np
 
-from smallinit.core import profiles
 from smallinit.core.atomic import atomic_save_npz
 from smallinit.core.config import MAX_STEPS, STORE_HINT, check_fields, check_instance, override
 from smallinit.core.errors import ConfigError, RunFailed, require
@@ -82,19 +81,14 @@ BENCH_WIDTHS = (250, 500, 1000, 2000, 4000)
 SECTION = "toy-scan"  # the profiles' table of the phase scan (core/profiles/*.toml)
 
 
-def _quick(name: str):
-    """A grid field's default: the quick profile's value."""
-    return tuple(profiles.section("quick", SECTION)[name])
-
-
 @dataclasses.dataclass
 class ScanConfig:
     """One phase scan (docs/science.md §2 reference setting)."""
 
-    gammas: tuple[float, ...] = dataclasses.field(default_factory=lambda: _quick("gammas"))
-    gamma_primes: tuple[float, ...] = dataclasses.field(
-        default_factory=lambda: _quick("gamma_primes"))
-    widths: tuple[int, ...] = dataclasses.field(default_factory=lambda: _quick("widths"))
+    # the defaults live here; a profile's [toy-scan] table is an overlay on them
+    gammas: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75)
+    gamma_primes: tuple[float, ...] = (-0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75)
+    widths: tuple[int, ...] = (250, 500, 1000)
     seeds: int = 3
     activation: str = "relu"
     tol: float = 1e-6

@@ -5,8 +5,12 @@ profile may start from another, ``extends = "quick"``, and state only what diffe
 tables are laid over the base's key by key. Each top-level table belongs to one
 experiment of :mod:`smallinit.study.experiments` (``toy-scan``, ``compare``, ``anchor``,
 ``llm-sweeps``, ...) or to a packaged run config (``llm-train``: what
-``smallinit llm train --config quick`` trains). The code that builds an experiment's runs
+``smallinit llm train --profile quick`` trains). The code that builds an experiment's runs
 reads its table with :func:`section` and nothing else decides its sizes.
+
+A profile is an overlay: the defaults live in code (the config dataclasses); a table states
+only the values it sets, and ``--config FILE`` and ``key=value`` overrides are laid over it
+in turn (:mod:`smallinit.core.config`, the one order of precedence).
 
 A *derived* profile is a packaged one with a user's overlay on top (:func:`derive`: a TOML
 file of the same tables, then dotted ``key=value`` overrides), held in memory for the

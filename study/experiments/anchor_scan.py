@@ -24,6 +24,7 @@ from smallinit.core import profiles
 from smallinit.core.config import (
     check_fields,
     config_from_dict,
+    merge_tables,
     override,
     parse_overrides,
     read_toml,
@@ -79,15 +80,15 @@ class AnchorScan:
                 f"scan.mechanism_gammas={list(self.mechanism_gammas)} must be two numbers > 0")
 
 
-def load(source: str | Path = "quick", overrides=()) -> tuple[AnchorConfig, AnchorScan]:
-    """Run config and scan grid from a profile name (its ``[anchor]`` table; a derived
-    profile's too) or a TOML file
-    of the same form (run config at the top, grid in ``[scan]``), with ``key=value``
-    overrides applied to that one tree (module doc)."""
-    if profiles.exists(str(source)):
-        data = profiles.section(str(source), TABLE)
-    else:
-        data = read_toml(Path(source))
+def load(profile: str = "quick", overrides=(), *,
+         file: str | Path | None = None) -> tuple[AnchorConfig, AnchorScan]:
+    """Run config and scan grid of a profile (its ``[anchor]`` table; a derived profile's
+    too), then the TOML ``file`` of the same form (run config at the top, grid in
+    ``[scan]``) laid over it, then ``key=value`` overrides, applied to that one tree
+    (module doc); the fields none of them states keep the defaults in code."""
+    data = profiles.section(profile, TABLE)
+    if file is not None:
+        data = merge_tables(data, read_toml(Path(file)))
     data = override(data, parse_overrides(overrides))
     scan = config_from_dict(AnchorScan, data.pop("scan", {}), where="scan")
     return config_from_dict(AnchorConfig, data), scan

@@ -15,15 +15,28 @@ from smallinit.toy.initial_condensation import (
 TABLE = "initial-condensation"
 
 
-def specs(profile: str) -> list[InitialCondensationSpec]:
-    table = profiles.section(profile, TABLE)
-    activations = table.pop("activations", ["tanh"])
-    require(isinstance(activations, list) and len(activations) > 0,
-            f"{profile}.{TABLE}.activations={activations!r} is not allowed; give a list of at "
+def activations(profile: str) -> list[str]:
+    """The activations of the profile's ``[initial-condensation]`` table, one run each."""
+    found = profiles.section(profile, TABLE).get("activations", ["tanh"])
+    require(isinstance(found, list) and len(found) > 0,
+            f"{profile}.{TABLE}.activations={found!r} is not allowed; give a list of at "
             "least one activation (figure 3 draws one panel per activation)")
-    return [InitialCondensationSpec(
-        override(InitialCondensationConfig(), {**table, "activation": a},
-                 where=f"{profile}.{TABLE}"), {"activation": a}) for a in activations]
+    return found
+
+
+def config(profile: str, activation: str | None = None) -> InitialCondensationConfig:
+    """The run of ``activation`` (None: the table's first) at ``profile``: the defaults in
+    code with the table's other keys laid over them."""
+    table = profiles.section(profile, TABLE)
+    table.pop("activations", None)
+    activation = activations(profile)[0] if activation is None else activation
+    return override(InitialCondensationConfig(), {**table, "activation": activation},
+                    where=f"{profile}.{TABLE}")
+
+
+def specs(profile: str) -> list[InitialCondensationSpec]:
+    return [InitialCondensationSpec(config(profile, a), {"activation": a})
+            for a in activations(profile)]
 
 
 EXPERIMENT = Experiment("initial-condensation", (3,), "initial condensation per activation",

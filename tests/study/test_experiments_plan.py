@@ -70,7 +70,7 @@ def test_cli_plan_lists_runs_without_computing(tmp_path, capsys):
 @pytest.mark.parametrize("profile, key", [("quick", "bd6a322e6a057b9a"),
                                           ("full", "390ad37ff67f51ad")])
 def test_llm_train_config_names_read_the_profiles_unchanged(profile, key):
-    """``smallinit llm train --config quick|full`` trains the run of the profile's
+    """``smallinit llm train --profile quick|full`` trains the run of the profile's
     [llm-train] table, under the trainer's current VERSION."""
     import argparse
 
@@ -78,7 +78,7 @@ def test_llm_train_config_names_read_the_profiles_unchanged(profile, key):
     from smallinit.core.runs import config_key
     from smallinit.llm.training import train
 
-    cfg = load_run_config(argparse.Namespace(config=profile, overrides=[]))
+    cfg = load_run_config(argparse.Namespace(profile=profile, config=None, overrides=[]))
     assert config_key(train.KIND, cfg, train.VERSION) == key
 
 
