@@ -8,6 +8,7 @@ from pathlib import Path
 
 from smallinit.cli.util import user_error
 
+
 def profile_alias(args) -> None:
     """``--config NAME`` where NAME is no file but a packaged profile: the older spelling of
     ``--profile NAME`` (``--config`` takes a TOML overlay file, as in every command), kept

@@ -89,7 +89,7 @@ RAY_RETRIES = 2
 class RunSpec:
     """One run of an experiment: its config and tags that say what it stands for. A spec
     type exists per run kind, next to the code that computes that kind (e.g.
-    :class:`smallinit.llm.training.train.TrainSpec`), and says the kind, the code version
+    :class:`smallinit.llm.training.train_spec.TrainSpec`), and says the kind, the code version
     and how to compute the run: :meth:`compute` goes through
     :meth:`~smallinit.core.store.RunStore.get_or_run` with that kind and version, in whatever
     process the driver chooses (specs pickle, for worker processes and Ray)."""
