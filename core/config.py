@@ -297,6 +297,8 @@ def _type_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+#: a class's type hints, cached per class (a plain callable to mypy, which does not take every
+#: ``type[...]`` as Hashable for functools.cache's wrapper)
 _hints: Callable[[type], dict[str, Any]] = functools.cache(_type_hints)
 
 
