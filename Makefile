@@ -59,8 +59,23 @@ bench: $(STAMP)
 	$(BIN)/python -m pytest tests -m bench -p no:randomly \
 		--benchmark-only --benchmark-json=bench-results/bench.json
 
+# Lint, types, format: ruff's rules, mypy on the packages of pyproject's [tool.mypy] (the
+# ground floor), then ruff's formatter as a check (`ruff format` applies it), over every source
+# folder (pyproject's package-dir: each folder X is smallinit.X) and tests/. mypy cannot see the
+# editable install's import hook, so it reads smallinit.X through links smallinit/X -> X/ under
+# $(TYPE_ROOT), made afresh each run.
+SOURCES = $(shell $(PYTHON) -c "import tomllib; print(*tomllib.load(open('pyproject.toml', \
+	'rb'))['tool']['setuptools']['package-dir'].values())") tests
+TYPE_ROOT := $(VENV)/mypy-path
+
 lint: $(STAMP)
-	$(BIN)/ruff check smallinit core cli compare study theory toy llm kernels paper_figs tools tests
+	$(BIN)/ruff check $(SOURCES)
+	rm -rf $(TYPE_ROOT) && mkdir -p $(TYPE_ROOT)/smallinit
+	ln -s $(CURDIR)/smallinit/*.py $(CURDIR)/smallinit/py.typed $(TYPE_ROOT)/smallinit/
+	for d in $(filter-out smallinit tests,$(SOURCES)); do \
+		ln -s $(CURDIR)/$$d $(TYPE_ROOT)/smallinit/$$d; done
+	MYPYPATH=$(TYPE_ROOT) $(BIN)/mypy
+	$(BIN)/ruff format --check --output-format concise $(SOURCES)
 
 # The newest versions within pyproject's ranges for Python 3.11 on Linux x86-64, wheels only,
 # with hashes, under constraints.txt; uv runs from its own venv.

@@ -124,7 +124,8 @@ def finite_json(obj: Any) -> Any:
 def atomic_save_npz(path: str | Path, arrays: dict[str, Any]) -> None:
     """``np.savez_compressed`` through a temporary file (no pickles: plain arrays only)."""
     buf = io.BytesIO()
-    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    plain: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}
+    np.savez_compressed(buf, **plain)
     atomic_write_bytes(path, buf.getvalue())
 
 

@@ -39,14 +39,17 @@ import stat
 import tomllib
 import types
 import typing
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from smallinit.core.errors import ConfigError, one_line
 from smallinit.core.memory import human
 
-C = TypeVar("C")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+C = TypeVar("C", bound="DataclassInstance")  # a config class
 
 # A field added to a config class after runs of it were stored is declared with
 # ``field(default=..., metadata={KEY_NEUTRAL: True})``: at its default value it is left out
@@ -272,7 +275,7 @@ def _coerce(tp: Any, value: Any, name: str) -> Any:
         item_tp = args[0] if args else Any
         items = [_coerce(item_tp, v, f"{name}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
         return config_from_dict(tp, value, where=name)
@@ -297,9 +300,13 @@ def _coerce(tp: Any, value: Any, name: str) -> Any:
     return value
 
 
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
+def _type_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
+
+
+#: a class's type hints, cached per class (a plain callable to mypy, which does not take every
+#: ``type[...]`` as Hashable for functools.cache's wrapper)
+_hints: Callable[[type], dict[str, Any]] = functools.cache(_type_hints)
 
 
 def _takes_str(tp: Any) -> bool:
@@ -333,8 +340,9 @@ def _numeric(tp: Any, items: bool = False) -> type | None:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         return _numeric(args[0], items) if len(args) == 1 else None
     if items:
-        args = typing.get_args(tp)
-        return _numeric(args[0]) if typing.get_origin(tp) in (tuple, list) and args else None
+        item_args = typing.get_args(tp)
+        return (_numeric(item_args[0]) if typing.get_origin(tp) in (tuple, list) and item_args
+                else None)
     return tp if tp in (int, float) else None
 
 
@@ -508,7 +516,13 @@ def _apply(data: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def override(cfg: C, changes: Mapping[str, Any], *, where: str = "config") -> C:
+@overload
+def override(cfg: Mapping[str, Any], changes: Mapping[str, Any], *,
+             where: str = "config") -> dict[str, Any]: ...
+@overload
+def override(cfg: C, changes: Mapping[str, Any], *, where: str = "config") -> C: ...
+def override(cfg: Mapping[str, Any] | C, changes: Mapping[str, Any], *,
+             where: str = "config") -> dict[str, Any] | C:
     """``cfg`` with the values at dotted paths replaced: the one way a config is changed
     (command-line ``key=value``, profiles, experiments)::
 

@@ -47,8 +47,8 @@ class SmallinitWarning(UserWarning):
     said in one line (the CLI prints it as ``smallinit: warning: ...``)."""
 
 
-def one_line(text: str) -> str:
-    """Collapse whitespace so a message always prints on one line."""
+def one_line(text: object) -> str:
+    """Collapse whitespace so a message (or an exception's) always prints on one line."""
     return " ".join(str(text).split())
 
 

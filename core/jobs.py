@@ -61,8 +61,9 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any, ClassVar, cast
 
 from smallinit.core import interrupts
 from smallinit.core.errors import ConfigError, one_line
@@ -216,6 +217,7 @@ def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: boo
             position = {id(s): i for i, s in enumerate(todo)}
             together, todo = populations(todo, mode, to_force)
             planned = [([position[id(s)] for s in group], len(group)) for group in together]
+            groups: Sequence[tuple[list[RunSpec], int | None]]  # (specs, workers; ray: None)
             if executor == "ray":
                 groups = [(todo, None)] if todo else []
             else:
@@ -237,6 +239,7 @@ def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: boo
                             _run_here(spec, store, spec.ident in to_force)
                             bar.finish(i, _state(spec, store), _name(spec))
                     else:
+                        assert count is not None  # a local group (ray's ran above)
                         _run_in_workers(group, store, to_force, count, bar,
                                         [position[id(s)] for s in group])
     runs = [j.run_of(store) for j in specs]
@@ -281,8 +284,9 @@ def default_workers(specs: list[RunSpec], cores: int | None = None) -> int:
     """``max(1, cores // threads)``, threads the most any of ``specs`` uses per run (a run
     without a thread count uses every core, so it runs alone)."""
     cores = cores or local_cores()
-    threads = [run_threads(j) for j in specs] or [None]
-    most = cores if any(t is None for t in threads) else max(threads)
+    threads = [run_threads(j) for j in specs]
+    known = [t for t in threads if t is not None]
+    most = max(known) if known and len(known) == len(threads) else cores
     return max(1, cores // most)
 
 
@@ -344,7 +348,7 @@ def chosen_population_exec(execution: str | None) -> str:
                    POPULATION_EXECS, ", ")
 
 
-def populations(todo: list[RunSpec], mode: str, to_force: set = frozenset()
+def populations(todo: list[RunSpec], mode: str, to_force: AbstractSet[Any] = frozenset()
                 ) -> tuple[list[list[RunSpec]], list[RunSpec]]:
     """The specs of ``todo`` that train together: groups of two or more of one type,
     population key (:meth:`RunSpec.population_key`) and force, in order of first
@@ -483,7 +487,7 @@ def _run_in_workers(todo: list[RunSpec], store: RunStore, to_force: set, workers
                 running[proc.sentinel] = (spec, proc, here, i)
             if not running:
                 break
-            ready = wait(list(running), timeout=1.0)
+            ready = cast(list[int], wait(list(running), timeout=1.0))  # the sentinels given
             if not ready:
                 bar.tick()  # the bar's clock and ETA move while runs train
             for sentinel in ready:

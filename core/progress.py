@@ -149,7 +149,7 @@ def expected_seconds(kind: str, weight: float | None,
     times = [t for _, _, t in pool]
     if weight is None:
         return sum(times) / len(times)
-    a, b = _affine([w for _, w, _ in pool], times)
+    a, b = _affine([w for _, w, _ in pool if w is not None], times)  # all, since costed
     return a + b * weight
 
 
@@ -243,8 +243,10 @@ class RunProgress:
                                                 else 0.0))
             if slots is None:
                 wall = now - self.t0
-                slots = max(1.0, sum(self.took.values()) / wall) if wall > 0 else 1.0
-            total += seconds / max(1, min(slots, len(left)))
+                parallel = max(1.0, sum(self.took.values()) / wall) if wall > 0 else 1.0
+            else:
+                parallel = slots
+            total += seconds / max(1, min(parallel, len(left)))
         return total, untimed
 
     def eta(self) -> float | None:

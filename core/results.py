@@ -206,7 +206,8 @@ def open_dir(path: Path) -> StoredRun:
         if not isinstance(meta, dict):
             raise StoreError(f"{path / 'config.json'} is corrupt (not a JSON object)")
         run.version = str(meta.get("version", ""))
-        run.config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+        config = meta.get("config")
+        run.config = config if isinstance(config, dict) else {}
         live = Run(path, kind, key, run.config, run.version)
         run.status = live.status()
         run.state = live._state_of(run.status)

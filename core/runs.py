@@ -390,6 +390,7 @@ class RunWriter(Run):
         self._lease.start_heartbeat()
 
     def _write_start(self) -> None:
+        assert self._lease is not None  # taken just before
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_json(
             self.path / "config.json",

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Literal, cast
 
 import numpy as np
 from scipy import stats as sps
@@ -66,13 +67,17 @@ class Estimate:
                 f"{p}, n = {self.n}")
 
 
-def _values(x: Sequence[float], what: str) -> np.ndarray:
+def _values(x: Sequence[float] | np.ndarray, what: str) -> np.ndarray:
     arr = np.asarray(x, dtype=float).ravel()
     if arr.size == 0:
         raise ValueError(f"{what}: no values (need at least one seed)")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{what}: non-finite value in {arr.tolist()}")
     return arr
+
+
+#: scipy's name of a test's alternative (the functions check a given one, then pass it on)
+Alternative = Literal["two-sided", "greater", "less"]
 
 
 def _check_alternative(alternative: str) -> None:
@@ -93,7 +98,7 @@ def _t_estimate(d: np.ndarray, alternative: str, level: float) -> Estimate:
                         "less": mean < 0.0}[alternative]
         return Estimate(mean, mean, mean, 0.0 if in_direction else 1.0, n)
     half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
-    p = float(sps.ttest_1samp(d, 0.0, alternative=alternative).pvalue)
+    p = float(sps.ttest_1samp(d, 0.0, alternative=cast(Alternative, alternative)).pvalue)
     return Estimate(mean, mean - half, mean + half, p, n)
 
 
@@ -162,7 +167,7 @@ def _one_sided_alternative(alternative: str) -> None:
         raise ValueError(f"alternative {alternative!r}: a one-sided test is greater or less")
 
 
-def t_bound(x: Sequence[float], alternative: str, level: float = LEVEL) -> float:
+def t_bound(x: Sequence[float] | np.ndarray, alternative: str, level: float = LEVEL) -> float:
     """The one-sided Student-t confidence bound for mean(x) at ``level``: the lower bound
     mean − t_{level, n−1}·sd/√n for ``greater``, the upper mean + … for ``less`` (the bound
     that excludes μ₀ exactly when the one-sided t test rejects at 1 − level). NaN below 2
@@ -175,8 +180,8 @@ def t_bound(x: Sequence[float], alternative: str, level: float = LEVEL) -> float
     return float(arr.mean()) + (-half if alternative == "greater" else half)
 
 
-def sign_test(x: Sequence[float], reference: float = 0.0, *, alternative: str = "greater"
-              ) -> float:
+def sign_test(x: Sequence[float] | np.ndarray, reference: float = 0.0, *,
+              alternative: str = "greater") -> float:
     """Exact sign test of the median against ``reference`` (Dixon & Mood 1946): with k the
     number of values strictly on the ``alternative`` side, p = P(B ≥ k), B ~ Bin(n, 1/2).
     Values equal to the reference count against the alternative (a conservative
@@ -187,7 +192,7 @@ def sign_test(x: Sequence[float], reference: float = 0.0, *, alternative: str = 
     return float(sps.binom.sf(k - 1, arr.size, 0.5))
 
 
-def sign_bound(x: Sequence[float], alternative: str, level: float = LEVEL) -> float:
+def sign_bound(x: Sequence[float] | np.ndarray, alternative: str, level: float = LEVEL) -> float:
     """The sign test's one-sided confidence bound for the median at ``level``: for
     ``greater`` the k-th smallest value with k the largest integer such that
     P(B ≤ k − 1) ≤ 1 − level, B ~ Bin(n, 1/2) (then P(x_(k) ≤ median) ≥ level); for
@@ -227,7 +232,8 @@ def one_sided(x: Sequence[float], reference: float = 0.0, *, alternative: str = 
         return OneSided(math.nan, "none", int(arr.size))
     if _degenerate(arr):
         return OneSided(sign_test(arr, reference, alternative=alternative), "sign", arr.size)
-    p = float(sps.ttest_1samp(arr, float(reference), alternative=alternative).pvalue)
+    p = float(sps.ttest_1samp(arr, float(reference),
+                              alternative=cast(Alternative, alternative)).pvalue)
     return OneSided(p, "t", int(arr.size))
 
 

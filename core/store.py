@@ -185,7 +185,7 @@ def _log_reuse(run: Run, status: dict[str, Any]) -> None:
         log.info("reusing failed %s: %s", run.name, status.get("reason"))
 
 
-def _set_aside_if_corrupt(run: Run, status: dict[str, Any]) -> dict[str, Any]:
+def _set_aside_if_corrupt(run: RunWriter, status: dict[str, Any]) -> dict[str, Any]:
     """With the run's lock held: a run folder that is not what its key says (a damaged
     status, a config that does not hash to the key, a file that differs from its manifest)
     is moved aside (:meth:`Run.set_aside`) with a warning, and the run is then absent."""
@@ -201,7 +201,7 @@ def _set_aside_if_corrupt(run: Run, status: dict[str, Any]) -> dict[str, Any]:
     return status
 
 
-def _await_remote_writer(run: Run) -> dict[str, Any]:
+def _await_remote_writer(run: RunWriter) -> dict[str, Any]:
     """With the run's lock held: wait while a writer on another kernel (which the lock does
     not see) holds a live lease; returns the status found after it."""
     waited = False

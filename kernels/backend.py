@@ -55,6 +55,9 @@ def decide(requested: str | None, probe=_probe_cupy) -> tuple[str, Any | None]:
     return "cpu", None
 
 
+#: CuPy when the backend is "cupy", else None; Any, since CuPy ships no type hints and the
+#: GPU modules use it only under that backend
+cp: Any
 BACKEND, cp = decide(os.environ.get(ENV_VAR))
 
 

@@ -361,7 +361,8 @@ def parse_scheme(text: str) -> InitScheme:
         if not arg:
             raise ValueError(f"init scheme {text!r} has no γ; write gamma:G, e.g. gamma:0.5")
         gamma = number(arg, "gamma")
-        overrides, depth = [], False
+        overrides: list[tuple[str, float]] = []
+        depth = False
         for piece in rest:
             if piece == "depth":
                 depth = True

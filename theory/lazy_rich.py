@@ -325,7 +325,7 @@ def min_l1_interpolant(X: Any, y: Any) -> np.ndarray:
     res = scipy.optimize.linprog(
         np.ones(2 * dim), A_eq=np.hstack([X, -X]), b_eq=y, bounds=(0, None), method="highs"
     )
-    if not res.success:
+    if not res.success or res.x is None:
         raise ValueError(f"minimum-l1 interpolant: linear program failed ({res.message})")
     return res.x[:dim] - res.x[dim:]
 

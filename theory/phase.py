@@ -211,12 +211,13 @@ def _coordinates_cached(alpha: sp.Expr, beta1: sp.Expr, beta2: sp.Expr, scaling:
     return _rate(k, "kappa"), _rate(kp, "kappa'")
 
 
-def coordinates(alpha: Any, beta1: Any, beta2: Any, scaling: Scaling = "fixed"):
+def coordinates(alpha: Any, beta1: Any, beta2: Any, scaling: str = "fixed"):
     """Exact (γ, γ') = (lim −ln κ/ln m, lim −ln κ'/ln m) as m → ∞ (docs/science.md §2, Luo et al.
     eq. 7).
 
     α, β1, β2 are sympy expressions in :data:`m` and :data:`d` (and possibly a parameter).
-    ``scaling="fixed"`` keeps d constant; ``"proportional"`` puts d = m/r first.
+    ``scaling="fixed"`` keeps d constant; ``"proportional"`` puts d = m/r first (one of
+    :data:`Scaling`; any other is a ValueError).
     """
     args = tuple(sp.sympify(to_exact(v, n)) for v, n in
                  ((alpha, "alpha"), (beta1, "beta1"), (beta2, "beta2")))
@@ -366,11 +367,11 @@ def regime_intervals(gamma: Any, gamma_prime: Any, param: sp.Symbol) -> list[tup
     regime is constant and is decided by :func:`classify`; adjacent equal pieces are merged.
     """
     g, gp = sp.sympify(gamma), sp.sympify(gamma_prime)
-    cuts = set()
+    roots: set[sp.Expr] = set()
     for expr in (gp, g - 1, g - 1 - gp):
         if expr.has(param):
-            cuts.update(s for s in sp.solve(expr, param) if s.is_real)
-    cuts = sorted(cuts, key=float)
+            roots.update(s for s in sp.solve(expr, param) if s.is_real)
+    cuts = sorted(roots, key=float)
     probes: list[tuple[sp.Set, sp.Expr]] = []
     if not cuts:
         probes.append((sp.S.Reals, sp.Integer(0)))

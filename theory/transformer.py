@@ -143,12 +143,14 @@ def matrix_kinds(shape: TransformerShape) -> list[MatrixKind]:
     d, ff = shape.d_model, shape.ffn_dim
     kinds = [MatrixKind("embedding", "embedding", d, shape.vocab, in_blocks=False)]
     if shape.positions == "learned":
+        assert shape.context is not None  # the shape's check: learned positions need it
         kinds.append(MatrixKind("positions", "embedding", d, shape.context, in_blocks=False))
     kinds += [MatrixKind("attn.q", "qk", d, d), MatrixKind("attn.k", "qk", d, d),
               MatrixKind("attn.v", "vo", d, d),
               MatrixKind("attn.o", "vo", d, d, residual_out=True)]
     if shape.gated_attention:
         gate_out = d if shape.gate_kind == "elementwise" else shape.n_heads
+        assert gate_out is not None  # the shape's check: a headwise gate needs n_heads
         kinds.append(MatrixKind("attn.gate", "attn_gate", d, gate_out))
     if shape.mlp == "swiglu":
         kinds.append(MatrixKind("mlp.gate", "mlp", d, ff))

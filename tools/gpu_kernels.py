@@ -27,6 +27,7 @@ import tempfile
 import traceback
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 from smallinit.kernels import gram_paths
 from smallinit.kernels.backend import BACKEND, cupy_status
@@ -36,10 +37,10 @@ REPO = Path(__file__).resolve().parent.parent
 GPU_TESTS = "tests/kernels/test_kernels_gpu.py"
 EMULATED_TESTS = "tests/kernels/test_kernels_emulated.py"
 #: toy sizes of a dry run's benchmarks (seconds through the emulation)
-DRY_SIZES = {"grouped": {"batch": {"n_widths": 3, "repeats": 1, "lo": 16, "hi": 64},
-                         "repeat": 1},
-             "gram": {"shapes": ((1, 70, 33), (3, 65, 17)), "repeat": 1},
-             "stack": {"shapes": ((2, 32, 16),), "repeat": 1}}
+DRY_SIZES: dict[str, dict[str, Any]] = {
+    "grouped": {"batch": {"n_widths": 3, "repeats": 1, "lo": 16, "hi": 64}, "repeat": 1},
+    "gram": {"shapes": ((1, 70, 33), (3, 65, 17)), "repeat": 1},
+    "stack": {"shapes": ((2, 32, 16),), "repeat": 1}}
 #: seconds pytest has, after the SIGINT that stops it at its timeout, to write its report
 PYTEST_GRACE_S = 10
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -208,10 +209,10 @@ def gpu_grouped_benchmark(dev: BenchDevice | None = None, repeat: int = 20,
     dev = dev or cuda_bench_device()
     args = phase_scan_batch(dtype=np.float32, **(batch or {}))
     X, y, a, W, b, off, al = args
-    arrays = [dev.xp.asarray(v) for v in (X, y, a, W, b)]
+    Xd, yd, ad, Wd, bd = (dev.xp.asarray(v) for v in (X, y, a, W, b))
 
     def ours():
-        return launch.grouped_two_layer_step(dev.launch, *arrays, off, al, "relu")
+        return launch.grouped_two_layer_step(dev.launch, Xd, yd, ad, Wd, bd, off, al, "relu")
 
     per_network, padded = _torch_baselines(args, dev.torch_device)
     t_ours = timeit(ours, repeat, dev.sync)
@@ -319,6 +320,11 @@ def _host_copy(x: Any) -> np.ndarray:
     return x.get() if hasattr(x, "get") else np.asarray(x)
 
 
+def _on_host(W: Any) -> list[dict[str, float]]:
+    """``measure_all`` of each matrix of the torch stack ``W``, one at a time on the host."""
+    return [measure_all(w.cpu().numpy()) for w in W]
+
+
 def gpu_stack_benchmark(dev: BenchDevice | None = None,
                         shapes=((16, 512, 512), (8, 1536, 512)), repeat: int = 5) -> list[dict]:
     """:func:`stack.measure_stack` of a torch stack on ``dev``'s torch device (on CUDA one
@@ -331,9 +337,9 @@ def gpu_stack_benchmark(dev: BenchDevice | None = None,
     rows = []
     for batch, m, d in shapes:
         W = torch.randn(batch, m, d, device=dev.torch_device)
-        t_stack = timeit(lambda W=W: measure_stack(W), repeat, dev.sync)
-        t_loop = timeit(lambda W=W: [measure_all(w.cpu().numpy()) for w in W], 1, dev.sync)
-        got, want = measure_stack(W), [measure_all(w.cpu().numpy()) for w in W]
+        t_stack = timeit(partial(measure_stack, W), repeat, dev.sync)
+        t_loop = timeit(partial(_on_host, W), 1, dev.sync)
+        got, want = measure_stack(W), _on_host(W)
         err = max(abs(got[k][i] - want[i][k]) / max(abs(want[i][k]), 1e-12)
                   for i in range(batch) for k in want[i])
         rows.append({"batch": batch, "m": m, "d": d, "stack_s": t_stack,

@@ -92,6 +92,7 @@ def section(profile: str, name: str) -> dict[str, Any]:
 def lineage(profile: str) -> tuple[str, ...]:
     """``profile``, then the profile it extends, and so on (a derived profile: itself, then
     its packaged base's lineage)."""
+    base: object  # a name, then whatever a file's ``extends`` holds
     base, _ = overlay(profile)
     chain = (profile,) if base != profile else ()
     seen: list[str] = []

@@ -141,5 +141,15 @@ def test_the_makefile_installs_from_the_lock_for_test_figs_and_bench():
     assert "--require-hashes" in locked and "--only-binary :all:" in locked
     assert "-r $(LOCK)" in locked
     assert "--no-deps" in own and "--no-index" in own and "-e ." in own
-    for target in ("test", "figs", "bench"):
+    for target in ("test", "figs", "bench", "lint"):
         assert "$(STAMP)" in makefile_rule(target).splitlines()[0], target
+
+
+def test_make_lint_runs_the_dev_extras_tools_from_the_venv(pyproject):
+    """`make lint` runs ruff and mypy from the venv (installed from the lock, above), and both
+    are in the dev extra, so the lock pins them (a tool from PATH would check with whatever
+    version the machine has)."""
+    tools = set(re.findall(r"\$\(BIN\)/([\w.-]+)", makefile_rule("lint")))
+    dev = {canonicalize_name(Requirement(text).name)
+           for text in pyproject["project"]["optional-dependencies"]["dev"]}
+    assert {"ruff", "mypy"} <= tools <= dev

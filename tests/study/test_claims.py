@@ -633,6 +633,8 @@ def test_records_carry_per_seed_values_and_decide_again_from_them_alone(tmp_path
     seeds = sorted(edges["edge low"], key=int)
     low = [edges["edge low"][s] for s in seeds]
     high = [edges["edge high"][s] for s in seeds]
+    assert by["critical-init"]["p_raw"] == pytest.approx(max(
+        sps.ttest_1samp(e, 0.0, alternative="greater").pvalue for e in (low, high)), rel=1e-9)
     raw = [r["p_raw"] for r in judged]
     assert [r["p_holm"] for r in judged] == pytest.approx(list(stats.holm(raw)), rel=1e-12)
     assert all(r["verdict"] == "not run" and r["p_raw"] is None for r in records
