@@ -46,13 +46,20 @@ Run `smallinit GROUP --help` for the commands of a group."""
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="smallinit", description=DESCRIPTION,
-                            formatter_class=HelpFormatter)
+    parser = ArgumentParser(
+        prog="smallinit", description=DESCRIPTION, formatter_class=HelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"smallinit {__version__}")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no progress bars, warnings and errors only")
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="debug logging (and tracebacks on errors)")
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bars, warnings and errors only"
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="debug logging (and tracebacks on errors)",
+    )
     groups = parser.add_subparsers(dest="group", metavar="GROUP", required=True)
     for module in COMMAND_GROUPS:
         importlib.import_module(module).register(groups)
@@ -138,8 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"smallinit: error: {describe_os_error(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("smallinit: interrupted (finished runs are kept in the store; unfinished ones "
-              "resume on the next call)", file=sys.stderr)
+        print(
+            "smallinit: interrupted (finished runs are kept in the store; unfinished ones "
+            "resume on the next call)",
+            file=sys.stderr,
+        )
         return 130
 
 

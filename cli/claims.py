@@ -47,8 +47,10 @@ def format_table(records) -> str:
     level (docs/science.md §13.2, 3 and 4)."""
     w = max([8, *(len(r.profile) for r in records)])
     d = max([10, *(len(", ".join(r.decided_at)) for r in records)])
-    head = (f"{'id':<32} {'profile':<{w}} {'effect':>8} {'95% CI':>19} {'p':>7} "
-            f"{'p Holm':>7} {'bound':>8} {'n':>3}  {'decided at':<{d}}  verdict")
+    head = (
+        f"{'id':<32} {'profile':<{w}} {'effect':>8} {'95% CI':>19} {'p':>7} "
+        f"{'p Holm':>7} {'bound':>8} {'n':>3}  {'decided at':<{d}}  verdict"
+    )
     lines = [head, "-" * len(head)]
     notes = []
     for r in records:
@@ -59,17 +61,21 @@ def format_table(records) -> str:
         if r.detail or r.missing:
             notes.append((r, len(notes) + 1))
             mark = f" [{len(notes)}]"
-        lines.append(f"{r.id:<32} {r.profile:<{w}} {_number(e.effect):>8} {ci:>19} "
-                     f"{_p(r.p_value):>7} {holm:>7} {_bound(r):>8} {e.n if e.n else '—':>3}  "
-                     f"{', '.join(r.decided_at):<{d}}  {r.verdict}{mark}")
+        lines.append(
+            f"{r.id:<32} {r.profile:<{w}} {_number(e.effect):>8} {ci:>19} "
+            f"{_p(r.p_value):>7} {holm:>7} {_bound(r):>8} {e.n if e.n else '—':>3}  "
+            f"{', '.join(r.decided_at):<{d}}  {r.verdict}{mark}"
+        )
     if notes:
         lines.append("")
     for r in records:
         for name, j in r.arms.items():
             e = j.estimate
-            lines.append(f"  beside {r.id} at {r.profile}, arm {name}: effect "
-                         f"{_number(e.effect)} [{_number(e.ci_low)}, {_number(e.ci_high)}], "
-                         f"p {_p(e.p_value)}, n {e.n}, {j.verdict}")
+            lines.append(
+                f"  beside {r.id} at {r.profile}, arm {name}: effect "
+                f"{_number(e.effect)} [{_number(e.ci_low)}, {_number(e.ci_high)}], "
+                f"p {_p(e.p_value)}, n {e.n}, {j.verdict}"
+            )
     for r, i in notes:
         lines.append(f"[{i}] {r.id} at {r.profile}: {r.detail}")
         shown = r.missing[:5]
@@ -92,11 +98,12 @@ def _chosen(args: argparse.Namespace) -> list[str]:
     given = [p for p in args.profile or [] if "=" not in p]
     overrides = [p for p in args.profile or [] if "=" in p] + args.overrides
     if args.config is None and not overrides:
-        return list(dict.fromkeys(given or [p for p in DEFAULT_PROFILES
-                                            if p in profiles.names()]))
+        return list(dict.fromkeys(given or [p for p in DEFAULT_PROFILES if p in profiles.names()]))
     if len(set(given)) != 1:
-        raise ConfigError(f"claims --config and KEY=VALUE lay over one profile; give one "
-                          f"--profile P (given: {', '.join(given) or 'none'})")
+        raise ConfigError(
+            f"claims --config and KEY=VALUE lay over one profile; give one "
+            f"--profile P (given: {', '.join(given) or 'none'})"
+        )
     return [overlaid_profile(args, given[0], overrides)]
 
 
@@ -149,24 +156,43 @@ def register(subparsers) -> None:
             "raw p, §13.2's Holm-adjusted p and one-sided bound.\n"
             "A profile with an overlay (one --profile, --config FILE and KEY=VALUE, as "
             "smallinit figs took them) judges the runs figs made at it, e.g.\n"
-            "  smallinit claims --profile quick llm-sweeps.plan.seeds=[0]"),
+            "  smallinit claims --profile quick llm-sweeps.plan.seeds=[0]"
+        ),
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--profile", type=_profile_or_assignment, nargs="+", action="extend",
-                        default=None, metavar="P",
-                        help="profiles to judge, e.g. --profile quick medium full (default: "
-                        "quick, medium, fair and fair-reasoning)")
+    parser.add_argument(
+        "--profile",
+        type=_profile_or_assignment,
+        nargs="+",
+        action="extend",
+        default=None,
+        metavar="P",
+        help="profiles to judge, e.g. --profile quick medium full (default: "
+        "quick, medium, fair and fair-reasoning)",
+    )
     add_overlay_options(parser, "llm-sweeps.plan.seeds=[0] (with one --profile)")
-    parser.add_argument("--rules", choices=("13.1", "13.2"), default="13.1",
-                        help="the verdict rules: 13.1 (docs/science.md §13 and §13.1, what the "
-                        "committed claims files hold) or 13.2 (Holm over the profile's claims, "
-                        "exact tests at sd 0, equivalence for `not at this scale`, else "
-                        "`undecided`); the records carry §13.2's numbers under either")
-    parser.add_argument("--runs-dir", type=path_arg, default=None, metavar="DIR",
-                        help="run store root (default: $SMALLINIT_RUNS or ./runs)")
-    add_json_option(parser, help="print a JSON list of records (id, claim, profile, effect, "
-                    "ci_low, ci_high, p_value, n_seeds, verdict, detail, arms, runs: the "
-                    "kind/key of every run behind it; rules, values: the per-seed values, "
-                    "conditions, effect_of_interest, test, p_raw, p_holm and the other "
-                    "§13.2 numbers) instead of the table")
+    parser.add_argument(
+        "--rules",
+        choices=("13.1", "13.2"),
+        default="13.1",
+        help="the verdict rules: 13.1 (docs/science.md §13 and §13.1, what the "
+        "committed claims files hold) or 13.2 (Holm over the profile's claims, "
+        "exact tests at sd 0, equivalence for `not at this scale`, else "
+        "`undecided`); the records carry §13.2's numbers under either",
+    )
+    parser.add_argument(
+        "--runs-dir",
+        type=path_arg,
+        default=None,
+        metavar="DIR",
+        help="run store root (default: $SMALLINIT_RUNS or ./runs)",
+    )
+    add_json_option(
+        parser,
+        help="print a JSON list of records (id, claim, profile, effect, "
+        "ci_low, ci_high, p_value, n_seeds, verdict, detail, arms, runs: the "
+        "kind/key of every run behind it; rules, values: the per-seed values, "
+        "conditions, effect_of_interest, test, p_raw, p_holm and the other "
+        "§13.2 numbers) instead of the table",
+    )
     parser.set_defaults(func=_cmd_claims)

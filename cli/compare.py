@@ -65,10 +65,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     cfg = build_config(args)
     if print_config(args, cfg) or print_key(args, CompareSpec(cfg)):
         return 0
-    with sink_environment(args.tensorboard, args.wandb,
-                          lambda: spec_names(llm_specs(cfg), prefix="compare")):
-        result = run_compare(cfg, RunStore(args.runs_dir), force=args.force,
-                             workers=args.workers, executor=args.executor)
+    with sink_environment(
+        args.tensorboard, args.wandb, lambda: spec_names(llm_specs(cfg), prefix="compare")
+    ):
+        result = run_compare(
+            cfg,
+            RunStore(args.runs_dir),
+            force=args.force,
+            workers=args.workers,
+            executor=args.executor,
+        )
     if args.json:
         print_json(result.records, sort_keys=True)
         return 0
@@ -86,11 +92,17 @@ def register(subparsers) -> None:
         description=DESCRIPTION,
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--json", action="store_true",
-                        help="print the table's records as JSON instead of the text table")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the table's records as JSON instead of the text table",
+    )
     add_executor_options(parser)
-    add_config_options(parser, "the profile's [compare] table",
-                       "gammas=0.5,1 widths=32,64,128,256 llm.train.steps=400 toy_seeds=5")
+    add_config_options(
+        parser,
+        "the profile's [compare] table",
+        "gammas=0.5,1 widths=32,64,128,256 llm.train.steps=400 toy_seeds=5",
+    )
     add_print_key_option(parser)
     add_sink_options(parser)
     parser.set_defaults(func=_cmd_compare)

@@ -26,8 +26,9 @@ from smallinit.core.errors import ConfigError
 def _item_count(text: str) -> int:
     value = integer(text)
     if value < 10:
-        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; give an integer >= 10 "
-                                         "(data.synthetic_items' own floor)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed; give an integer >= 10 (data.synthetic_items' own floor)"
+        )
     return value
 
 
@@ -57,15 +58,23 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     rows = plan(args.profile, args.only, population=args.population)
     totals = plan_totals(rows)
     if args.spread is not None and not Path(args.spread).is_file():
-        raise ConfigError(f"--spread {args.spread}: no such file; give a claims JSON "
-                          "(smallinit claims --json)")
+        raise ConfigError(
+            f"--spread {args.spread}: no such file; give a claims JSON (smallinit claims --json)"
+        )
     spread_file = Path(args.spread) if args.spread else power.default_spread(args.profile)
     powers, source = _powers(args.profile, spread_file)
     est = estimate(args.profile, args.only, RunStore(args.runs_dir))
     if args.json:
-        print_json({"profile": args.profile, "runs": rows, "total": totals,
-                    "estimate": est.as_dict(),
-                    "power": {"sd_source": source, "claims": powers}}, indent=1)
+        print_json(
+            {
+                "profile": args.profile,
+                "runs": rows,
+                "total": totals,
+                "estimate": est.as_dict(),
+                "power": {"sd_source": source, "claims": powers},
+            },
+            indent=1,
+        )
         return 0
     if args.commands:
         return _print_commands(args.profile, args.only, RunStore(args.runs_dir))
@@ -75,29 +84,43 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         again += f" (inside {r['experiment']})" if r["inner"] else ""
         seen.add((r["kind"], r["key"]))
         c = r["cost"]
-        size = (f"  N={c['params']:.3g} (non-emb {c['params_non_embedding']:.3g}) "
-                f"T={c['tokens']:.3g} C={c['flops']:.3g} mem {human(c['memory_bytes'])} "
-                f"{c['h200_hours']:.3f} H200-h" if c else "")
+        size = (
+            f"  N={c['params']:.3g} (non-emb {c['params_non_embedding']:.3g}) "
+            f"T={c['tokens']:.3g} C={c['flops']:.3g} mem {human(c['memory_bytes'])} "
+            f"{c['h200_hours']:.3f} H200-h"
+            if c
+            else ""
+        )
         together = f" (population {r['population']})" if r["population"] else ""
-        print(f"fig {r['figure']:2d} {r['experiment']:<20} {r['kind']:<24} {r['key']}  "
-              f"{r['summary']}{again}{together}{size}")
+        print(
+            f"fig {r['figure']:2d} {r['experiment']:<20} {r['kind']:<24} {r['key']}  "
+            f"{r['summary']}{again}{together}{size}"
+        )
     print(power.format_rows(powers, source))
-    print(f"{totals['transformer_runs']} transformer runs: {totals['flops']:.3g} training "
-          f"FLOPs, {totals['h200_hours']:.1f} H200-hours at {totals['mfu']:.0%} MFU of "
-          f"{totals['peak_flops'] / 1e12:.0f} TFLOP/s ({totals['h200_hours_small_mfu']:.1f} "
-          f"at {totals['small_mfu']:.0%}, a small model's published MFU), largest peak memory "
-          f"{human(totals['max_memory_bytes'])} (of {totals['gpu_memory_gib']} GiB)")
+    print(
+        f"{totals['transformer_runs']} transformer runs: {totals['flops']:.3g} training "
+        f"FLOPs, {totals['h200_hours']:.1f} H200-hours at {totals['mfu']:.0%} MFU of "
+        f"{totals['peak_flops'] / 1e12:.0f} TFLOP/s ({totals['h200_hours_small_mfu']:.1f} "
+        f"at {totals['small_mfu']:.0%}, a small model's published MFU), largest peak memory "
+        f"{human(totals['max_memory_bytes'])} (of {totals['gpu_memory_gib']} GiB)"
+    )
     if totals["measured"]:
         m = totals["measured"]
-        print(f"  at the measured {m['mfu']:.1%} MFU ({m['part']} of {m['source']}): "
-              f"{m['h200_hours']:.1f} H200-hours")
-    print(f"  {totals['formula']}  [{totals['sources']}; {totals['peak_source']}; "
-          f"{totals['small_mfu']:.0%}: {totals['small_mfu_source']}]")
+        print(
+            f"  at the measured {m['mfu']:.1%} MFU ({m['part']} of {m['source']}): "
+            f"{m['h200_hours']:.1f} H200-hours"
+        )
+    print(
+        f"  {totals['formula']}  [{totals['sources']}; {totals['peak_source']}; "
+        f"{totals['small_mfu']:.0%}: {totals['small_mfu_source']}]"
+    )
     for line in format_estimate(est, FIGURES):
         print(line)
     if totals["populations"]:
-        print(f"{totals['populations']} populations train {totals['in_populations']} runs "
-              "together (one process each)")
+        print(
+            f"{totals['populations']} populations train {totals['in_populations']} runs "
+            "together (one process each)"
+        )
     print(f"{totals['runs']} distinct runs in {len(rows)} rows at profile {args.profile}")
     return 0
 
@@ -135,8 +158,9 @@ def _powers(profile: str, spread_file: Path) -> tuple[list[dict], str]:
             records = json.loads(spread_file.read_text())
         except (OSError, ValueError) as err:
             raise ConfigError(f"--spread {spread_file}: not a claims JSON ({err})") from None
-        if not isinstance(records, list) or not all(isinstance(r, dict) and "id" in r
-                                                    for r in records):
+        if not isinstance(records, list) or not all(
+            isinstance(r, dict) and "id" in r for r in records
+        ):
             raise ConfigError(f"--spread {spread_file}: not a claims JSON (a list of records)")
     source = str(spread_file) if records is not None else f"nowhere ({spread_file} absent)"
     return power.table(profile, records), source
@@ -150,12 +174,20 @@ def _cmd_preflight(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     shown = None if args.json else (lambda check: print(check.line(), flush=True))
-    checks = preflight.preflight(args.profile, args.only, max_items=args.preflight_items,
-                                 on_check=shown)
+    checks = preflight.preflight(
+        args.profile, args.only, max_items=args.preflight_items, on_check=shown
+    )
     line = preflight.summary(checks, args.profile, time.perf_counter() - t0)
     if args.json:
-        print_json({"profile": args.profile, "checks": [dataclasses.asdict(c) for c in checks],
-                    "failed": sum(not c.ok for c in checks), "summary": line}, indent=1)
+        print_json(
+            {
+                "profile": args.profile,
+                "checks": [dataclasses.asdict(c) for c in checks],
+                "failed": sum(not c.ok for c in checks),
+                "summary": line,
+            },
+            indent=1,
+        )
     else:
         print(line)
     return 1 if any(not c.ok for c in checks) else 0
@@ -193,8 +225,9 @@ def _cmd_figs(args: argparse.Namespace) -> int:
     from smallinit.study.run_names import profile_names
 
     chosen = None if args.only is None else [e.name for n in args.only for e in of_figure(n)]
-    with sink_environment(args.tensorboard, args.wandb,
-                          lambda: profile_names(args.profile, chosen)):
+    with sink_environment(
+        args.tensorboard, args.wandb, lambda: profile_names(args.profile, chosen)
+    ):
         results = make_figures(
             only=args.only,
             profile=args.profile,
@@ -233,60 +266,103 @@ def register(subparsers) -> None:
         ),
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--only", type=_figure_numbers, default=None, metavar="N[,N...]",
-                        help="only these figure numbers (default: all)")
-    parser.add_argument("--profile", type=profile_arg, default="quick",
-                        help="where the experiments' sizes start: quick (CPU minutes), full "
-                             "(GPU scale) or another packaged profile")
+    parser.add_argument(
+        "--only",
+        type=_figure_numbers,
+        default=None,
+        metavar="N[,N...]",
+        help="only these figure numbers (default: all)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=profile_arg,
+        default="quick",
+        help="where the experiments' sizes start: quick (CPU minutes), full "
+        "(GPU scale) or another packaged profile",
+    )
     add_overlay_options(parser, "llm-sweeps.plan.seeds=[0] anchor.train.steps=200")
-    parser.add_argument("--out", type=dir_path, default=None, metavar="DIR",
-                        help="where the PNG/PDF files go (default: $SMALLINIT_FIGS_OUT, else "
-                             "paper_figs/out of the checkout, else ./paper_figs_out); the "
-                             "figure scripts themselves always come from the package")
-    parser.add_argument("--plan", action="store_true",
-                        help="list every run of the chosen figures (figure, experiment, kind, "
-                             "run key, config summary; for transformers parameters, tokens, "
-                             "training FLOPs, peak memory and H200 hours), the totals and "
-                             "each figure's estimated minutes beside the profile's budget "
-                             "(smallinit.study.budget), without computing anything")
-    parser.add_argument("--commands", action="store_true",
-                        help="with --plan: print, instead of the listing, one shell command "
-                             "per distinct run that recomputes exactly that run (as `smallinit "
-                             "runs show KEY --command`)")
-    parser.add_argument("--spread", type=path_arg, default=None, metavar="FILE",
-                        help="with --plan: the claims JSON (smallinit claims --json) whose "
-                             "per-seed spread gives each claim's power at the profile's "
-                             "seeds, docs/science.md §13.2 (default: the first of "
-                             "bench-results/claims/P.json and bench-results/claims/"
-                             "rules-13.1/P.json that exists, P the profile, then the "
-                             "profile it extends, and so on)")
-    parser.add_argument("--preflight", action="store_true",
-                        help="check, on this machine and storing nothing, what would fail: "
-                             "every run's config (init table on the meta device, memory of "
-                             "its device; a GPU run on a machine without one against the "
-                             "planned H200), every corpus and anchor task built, and one "
-                             "optimizer step of each distinct configuration at a cut width "
-                             "through the trainer (exit 1 if anything fails)")
-    parser.add_argument("--preflight-items", type=_item_count, default=None, metavar="N",
-                        help="with --preflight: build synthetic corpora at N training items "
-                             "at most, by the same rules (their held-out capacity is still "
-                             "checked at the profile's count)")
-    parser.add_argument("--json", action="store_true",
-                        help="with --plan: print JSON ({profile, runs: [rows], total}); with "
-                             "--preflight: {profile, checks, failed, summary}")
-    parser.add_argument("--population", choices=("auto", "on", "off"), default=None,
-                        help="train the missing runs of one shape together, one process per "
-                             "population (smallinit.llm.training.population): auto where "
-                             "that pays (runs on a CUDA device), on also on a CPU, off every "
-                             "run alone (default: $SMALLINIT_POPULATION, else auto); with "
-                             "--plan: which runs go together")
-    parser.add_argument("--population-exec", choices=("eager", "compile", "cudagraphs"),
-                        default=None,
-                        help="how a population's training step runs: eager (op by op), "
-                             "compile (torch.compile of the members' batched forward and "
-                             "backward) or cudagraphs (compiled and replayed as CUDA graphs; "
-                             "CUDA only). Never part of a run's key (default: "
-                             "$SMALLINIT_POPULATION_EXEC, else eager)")
+    parser.add_argument(
+        "--out",
+        type=dir_path,
+        default=None,
+        metavar="DIR",
+        help="where the PNG/PDF files go (default: $SMALLINIT_FIGS_OUT, else "
+        "paper_figs/out of the checkout, else ./paper_figs_out); the "
+        "figure scripts themselves always come from the package",
+    )
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="list every run of the chosen figures (figure, experiment, kind, "
+        "run key, config summary; for transformers parameters, tokens, "
+        "training FLOPs, peak memory and H200 hours), the totals and "
+        "each figure's estimated minutes beside the profile's budget "
+        "(smallinit.study.budget), without computing anything",
+    )
+    parser.add_argument(
+        "--commands",
+        action="store_true",
+        help="with --plan: print, instead of the listing, one shell command "
+        "per distinct run that recomputes exactly that run (as `smallinit "
+        "runs show KEY --command`)",
+    )
+    parser.add_argument(
+        "--spread",
+        type=path_arg,
+        default=None,
+        metavar="FILE",
+        help="with --plan: the claims JSON (smallinit claims --json) whose "
+        "per-seed spread gives each claim's power at the profile's "
+        "seeds, docs/science.md §13.2 (default: the first of "
+        "bench-results/claims/P.json and bench-results/claims/"
+        "rules-13.1/P.json that exists, P the profile, then the "
+        "profile it extends, and so on)",
+    )
+    parser.add_argument(
+        "--preflight",
+        action="store_true",
+        help="check, on this machine and storing nothing, what would fail: "
+        "every run's config (init table on the meta device, memory of "
+        "its device; a GPU run on a machine without one against the "
+        "planned H200), every corpus and anchor task built, and one "
+        "optimizer step of each distinct configuration at a cut width "
+        "through the trainer (exit 1 if anything fails)",
+    )
+    parser.add_argument(
+        "--preflight-items",
+        type=_item_count,
+        default=None,
+        metavar="N",
+        help="with --preflight: build synthetic corpora at N training items "
+        "at most, by the same rules (their held-out capacity is still "
+        "checked at the profile's count)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="with --plan: print JSON ({profile, runs: [rows], total}); with "
+        "--preflight: {profile, checks, failed, summary}",
+    )
+    parser.add_argument(
+        "--population",
+        choices=("auto", "on", "off"),
+        default=None,
+        help="train the missing runs of one shape together, one process per "
+        "population (smallinit.llm.training.population): auto where "
+        "that pays (runs on a CUDA device), on also on a CPU, off every "
+        "run alone (default: $SMALLINIT_POPULATION, else auto); with "
+        "--plan: which runs go together",
+    )
+    parser.add_argument(
+        "--population-exec",
+        choices=("eager", "compile", "cudagraphs"),
+        default=None,
+        help="how a population's training step runs: eager (op by op), "
+        "compile (torch.compile of the members' batched forward and "
+        "backward) or cudagraphs (compiled and replayed as CUDA graphs; "
+        "CUDA only). Never part of a run's key (default: "
+        "$SMALLINIT_POPULATION_EXEC, else eager)",
+    )
     add_print_config_option(parser)
     add_executor_options(parser)
     add_run_options(parser)

@@ -30,7 +30,10 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "gpu-check", help="the prepared GPU check: every part's result, goals and verdict "
-                          "as one JSON", description=DESCRIPTION, formatter_class=HelpFormatter)
+        "gpu-check",
+        help="the prepared GPU check: every part's result, goals and verdict as one JSON",
+        description=DESCRIPTION,
+        formatter_class=HelpFormatter,
+    )
     gpu_check.add_arguments(parser)
     parser.set_defaults(func=cmd_gpu_check)

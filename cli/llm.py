@@ -33,22 +33,32 @@ def results_table(summary: dict) -> str:
     from smallinit.llm.analysis.reasoning import cells
 
     lines = []
-    size = [f"{name} {summary[name]:,}" for name in ("params", "steps", "tokens")
-            if isinstance(summary.get(name), int)]
+    size = [
+        f"{name} {summary[name]:,}"
+        for name in ("params", "steps", "tokens")
+        if isinstance(summary.get(name), int)
+    ]
     if size:
         lines.append("  ".join(size))
-    lines.append(f"loss      train {_number(summary.get('train_loss'))}   held-out "
-                 f"{_number(summary.get('val_loss'))}")
+    lines.append(
+        f"loss      train {_number(summary.get('train_loss'))}   held-out "
+        f"{_number(summary.get('val_loss'))}"
+    )
     scored = cells(summary)
     if scored or "acc_fact" in summary:
-        lines.append(f"{'task':<10}{'level':>5}{'n':>6}{'acc':>8}{'baseline':>10}"
-                     f"{'answer loss':>13}")
+        lines.append(
+            f"{'task':<10}{'level':>5}{'n':>6}{'acc':>8}{'baseline':>10}{'answer loss':>13}"
+        )
     for c in scored:
-        lines.append(f"{c.task:<10}{c.difficulty:>5}{c.n:>6}{_number(c.acc):>8}"
-                     f"{_number(c.baseline):>10}{_number(c.answer_loss):>13}")
+        lines.append(
+            f"{c.task:<10}{c.difficulty:>5}{c.n:>6}{_number(c.acc):>8}"
+            f"{_number(c.baseline):>10}{_number(c.answer_loss):>13}"
+        )
     if "acc_fact" in summary:
-        lines.append(f"{'fact':<10}{'':>5}{'':>6}{_number(summary['acc_fact']):>8}{'':>10}"
-                     f"{_number(summary.get('answer_loss_fact')):>13}")
+        lines.append(
+            f"{'fact':<10}{'':>5}{'':>6}{_number(summary['acc_fact']):>8}{'':>10}"
+            f"{_number(summary.get('answer_loss_fact')):>13}"
+        )
     if "acc_reasoning" in summary:
         lines.append(f"reasoning accuracy, pooled: {_number(summary['acc_reasoning'])}")
     return "\n".join(lines)
@@ -70,9 +80,17 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     status = run.status()
     if args.json:
-        print_json({"run": str(run.path), "kind": run.kind, "key": run.key,
-                    "state": status["state"], "reason": status.get("reason"),
-                    "summary": status.get("summary", {})}, sort_keys=True)
+        print_json(
+            {
+                "run": str(run.path),
+                "kind": run.kind,
+                "key": run.key,
+                "state": status["state"],
+                "reason": status.get("reason"),
+                "summary": status.get("summary", {}),
+            },
+            sort_keys=True,
+        )
         return 1 if status["state"] == "failed" else 0
     if status["state"] == "failed":
         print(f"run {run.path} failed: {status.get('reason')}")
@@ -87,8 +105,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from smallinit.llm.training.trained import evaluate_run, resolve_run
 
-    metrics = evaluate_run(resolve_run(args.run, args.runs_dir), n_items=args.items,
-                           n_windows=args.windows, trust_data=args.trust_run_data)
+    metrics = evaluate_run(
+        resolve_run(args.run, args.runs_dir),
+        n_items=args.items,
+        n_windows=args.windows,
+        trust_data=args.trust_run_data,
+    )
     print_json(metrics, sort_keys=True)
     return 0
 
@@ -123,25 +145,34 @@ def cmd_init_table(args: argparse.Namespace) -> int:
     if args.format == "csv":
         print(",".join(cols))
         for r in rows:
-            print(",".join(["x".join(map(str, r["shape"])) if c == "shape" else str(r[c])
-                            for c in cols]))
+            print(
+                ",".join(
+                    ["x".join(map(str, r["shape"])) if c == "shape" else str(r[c]) for c in cols]
+                )
+            )
         return 0
-    print(f"init {scheme} on {args.model} (d_model={cfg.model.d_model}, "
-          f"n_layers={cfg.model.n_layers}, d_ff={cfg.model.ffn_dim})")
+    print(
+        f"init {scheme} on {args.model} (d_model={cfg.model.d_model}, "
+        f"n_layers={cfg.model.n_layers}, d_ff={cfg.model.ffn_dim})"
+    )
     width = max(len(r["name"]) for r in rows)
-    print(f"{'matrix':<{width}}  {'part':<9}  {'shape':>11}  {'d_in':>5}  {'sigma':>9}  "
-          "gamma_eff")
+    print(f"{'matrix':<{width}}  {'part':<9}  {'shape':>11}  {'d_in':>5}  {'sigma':>9}  gamma_eff")
     for r in rows:
         shape = "x".join(map(str, r["shape"]))
-        print(f"{r['name']:<{width}}  {r['part']:<9}  {shape:>11}  {r['d_in']:>5}  "
-              f"{r['std']:>9.3g}  {r['gamma_eff']:.3f}")
+        print(
+            f"{r['name']:<{width}}  {r['part']:<9}  {shape:>11}  {r['d_in']:>5}  "
+            f"{r['std']:>9.3g}  {r['gamma_eff']:.3f}"
+        )
     return 0
 
 
 def _config_args(parser: argparse.ArgumentParser) -> None:
-    add_config_options(parser, "the defaults in code with the profile's [llm-train] table "
-                       "laid over them", "init=gamma:1.0 model.d_model=256 train.steps=1000",
-                       profile_default=None)
+    add_config_options(
+        parser,
+        "the defaults in code with the profile's [llm-train] table laid over them",
+        "init=gamma:1.0 model.d_model=256 train.steps=1000",
+        profile_default=None,
+    )
 
 
 def register(subparsers) -> None:
@@ -153,7 +184,10 @@ def register(subparsers) -> None:
         "(docs/science.md §1, §5, §6).",
     )
     p = add_command(
-        commands, "train", cmd_train, help="train (or resume, or reuse) a language model",
+        commands,
+        "train",
+        cmd_train,
+        help="train (or resume, or reuse) a language model",
         description="Train a decoder-only transformer on a corpus under an init scheme. "
         "A finished run with the same config is reused; a killed one resumes from its last "
         "checkpoint. Runs under torchrun too:\n"
@@ -161,39 +195,83 @@ def register(subparsers) -> None:
     )
     _config_args(p)
     add_print_key_option(p)
-    add_json_option(p, help="print one JSON object (run path, kind, key, state, the whole "
-                    "summary) instead of the run line and the table of main results")
+    add_json_option(
+        p,
+        help="print one JSON object (run path, kind, key, state, the whole "
+        "summary) instead of the run line and the table of main results",
+    )
     add_sink_options(p)
-    p = add_command(commands, "eval", cmd_eval,
-                    help="re-evaluate a trained run on its held-out split",
-                    description="Loss per category, greedy answer accuracy and per-token "
-                    "losses of a finished run (writes nothing; prints JSON).")
-    p.add_argument("run", type=run_arg, metavar="RUN", help="llm-train/<key> or a unique key "
-                   "prefix under RUNS_DIR, or a run directory")
-    p.add_argument("--items", type=positive_int, default=None,
-                   help="held-out items per category for answer accuracy (default: the "
-                        "run's eval.answer_items)")
-    p.add_argument("--windows", type=positive_int, default=None,
-                   help="held-out context windows for the losses (default: the run's "
-                        "eval.token_windows)")
-    p.add_argument("--runs-dir", type=path_arg, default=None, metavar="DIR",
-                   help="run store root (default: $SMALLINIT_RUNS or ./runs)")
+    p = add_command(
+        commands,
+        "eval",
+        cmd_eval,
+        help="re-evaluate a trained run on its held-out split",
+        description="Loss per category, greedy answer accuracy and per-token "
+        "losses of a finished run (writes nothing; prints JSON).",
+    )
+    p.add_argument(
+        "run",
+        type=run_arg,
+        metavar="RUN",
+        help="llm-train/<key> or a unique key prefix under RUNS_DIR, or a run directory",
+    )
+    p.add_argument(
+        "--items",
+        type=positive_int,
+        default=None,
+        help="held-out items per category for answer accuracy (default: the "
+        "run's eval.answer_items)",
+    )
+    p.add_argument(
+        "--windows",
+        type=positive_int,
+        default=None,
+        help="held-out context windows for the losses (default: the run's eval.token_windows)",
+    )
+    p.add_argument(
+        "--runs-dir",
+        type=path_arg,
+        default=None,
+        metavar="DIR",
+        help="run store root (default: $SMALLINIT_RUNS or ./runs)",
+    )
     add_trust_option(p)
-    p = add_command(commands, "init-table", cmd_init_table,
-                    help="print every matrix's σ and effective γ under an init scheme",
-                    description="σ of every weight matrix (from smallinit.theory.init_rules) "
-                    "and its effective rate γ_eff = −ln σ / ln d_in (docs/science.md §1).")
-    add_config_options(p, "the defaults in code with the profile's [llm-train] table laid "
-                       "over them", "model.d_model=256", profile_default=None, store=False)
-    p.add_argument("--init", default=None, metavar="SCHEME",
-                   help="init scheme (overrides the config's init), e.g. gamma:1.0, "
-                        "gamma:0.5,qk=1.0,depth, nanogpt, fixed:0.02, mitchell, mup:128")
-    p.add_argument("--model", choices=("ours", "gpt2", "llama", "phi3"), default="ours",
-                   help="which model family to build from the config's sizes (gpt2, llama "
-                        "and phi3 need the transformers package)")
+    p = add_command(
+        commands,
+        "init-table",
+        cmd_init_table,
+        help="print every matrix's σ and effective γ under an init scheme",
+        description="σ of every weight matrix (from smallinit.theory.init_rules) "
+        "and its effective rate γ_eff = −ln σ / ln d_in (docs/science.md §1).",
+    )
+    add_config_options(
+        p,
+        "the defaults in code with the profile's [llm-train] table laid over them",
+        "model.d_model=256",
+        profile_default=None,
+        store=False,
+    )
+    p.add_argument(
+        "--init",
+        default=None,
+        metavar="SCHEME",
+        help="init scheme (overrides the config's init), e.g. gamma:1.0, "
+        "gamma:0.5,qk=1.0,depth, nanogpt, fixed:0.02, mitchell, mup:128",
+    )
+    p.add_argument(
+        "--model",
+        choices=("ours", "gpt2", "llama", "phi3"),
+        default="ours",
+        help="which model family to build from the config's sizes (gpt2, llama "
+        "and phi3 need the transformers package)",
+    )
     add_json_option(p, help="print the rows as JSON (same as --format json)")
-    p.add_argument("--format", choices=("text", "csv", "json"), default="text",
-                   help="output format (json: the same as --json)")
+    p.add_argument(
+        "--format",
+        choices=("text", "csv", "json"),
+        default="text",
+        help="output format (json: the same as --json)",
+    )
     # commands of the other llm modules (anchor task, benchmarks, figure sweeps)
     from smallinit.cli.llm_anchor import register_anchor_commands
     from smallinit.cli.llm_coord import register_coord_commands

@@ -38,9 +38,11 @@ scan.gammas=0.5,1 scan.layers=2,3), the cells' run config with KEY=VALUE."""
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    add_config_options(parser, "the profile's [anchor] table",
-                       "init=gamma:1 train.steps=2000 model.d_model=128 (scan.KEY=VALUE for "
-                       "the grid)")
+    add_config_options(
+        parser,
+        "the profile's [anchor] table",
+        "init=gamma:1 train.steps=2000 model.d_model=128 (scan.KEY=VALUE for the grid)",
+    )
     add_sink_options(parser)
 
 
@@ -61,17 +63,21 @@ def cmd_anchor(args: argparse.Namespace) -> int:
         return 0
     with sink_environment(args.tensorboard, args.wandb):
         run = run_anchor(cfg, RunStore(args.runs_dir), force=args.force)
-    label = (f"{cfg.init} layers={cfg.model.n_layers} "
-             f"weight_decay={cfg.train.weight_decay:g} seed={cfg.seed}")
+    label = (
+        f"{cfg.init} layers={cfg.model.n_layers} "
+        f"weight_decay={cfg.train.weight_decay:g} seed={cfg.seed}"
+    )
     if not run.done:
         print(f"{label}: failed: {run.status().get('reason')}")
         return 1
     s = run.summary
-    print(f"{label}: seen pairs {s['acc_seen_train']:.3f} (train) "
-          f"{s['acc_seen_test']:.3f} (held-out x/position) | (4,3): inferential "
-          f"{s['share_inferential']:.3f} symmetric {s['share_symmetric']:.3f} other "
-          f"{s['share_other']:.3f} | W_Q condensation {s['wq_condensation']:.3f}"
-          + ("" if init_gamma(cfg.init) is not None else " (not a plain γ scheme)"))
+    print(
+        f"{label}: seen pairs {s['acc_seen_train']:.3f} (train) "
+        f"{s['acc_seen_test']:.3f} (held-out x/position) | (4,3): inferential "
+        f"{s['share_inferential']:.3f} symmetric {s['share_symmetric']:.3f} other "
+        f"{s['share_other']:.3f} | W_Q condensation {s['wq_condensation']:.3f}"
+        + ("" if init_gamma(cfg.init) is not None else " (not a plain γ scheme)")
+    )
     print(f"  run {run.path}")
     return 0
 
@@ -88,14 +94,23 @@ def cmd_anchor_scan(args: argparse.Namespace) -> int:
     if print_config(args, base, scan=scan):
         return 0
     if not scan.seeds:
-        raise ConfigError("scan.seeds=[] names no seed; the scan needs at least one (an "
-                          "empty list only cuts the anchor task from a profile's figures)")
+        raise ConfigError(
+            "scan.seeds=[] names no seed; the scan needs at least one (an "
+            "empty list only cuts the anchor task from a profile's figures)"
+        )
     cells = cell_specs(base, scan)
-    with sink_environment(args.tensorboard, args.wandb,
-                          lambda: spec_names(cells, prefix="anchor-scan")):
-        results = run_specs(cells, RunStore(args.runs_dir), force=args.force,
-                            workers=args.workers, executor=args.executor, desc="anchor scan",
-                            weigh=training_flops_of)
+    with sink_environment(
+        args.tensorboard, args.wandb, lambda: spec_names(cells, prefix="anchor-scan")
+    ):
+        results = run_specs(
+            cells,
+            RunStore(args.runs_dir),
+            force=args.force,
+            workers=args.workers,
+            executor=args.executor,
+            desc="anchor scan",
+            weigh=training_flops_of,
+        )
     rows = scan_table(results)
     if args.json:
         print_json(rows)
@@ -106,15 +121,22 @@ def cmd_anchor_scan(args: argparse.Namespace) -> int:
 
 def register_anchor_commands(commands) -> None:
     """Add ``anchor`` and ``anchor-scan`` to the ``llm`` group's command subparsers."""
-    p = add_command(commands, "anchor", cmd_anchor,
-                    help="train on the anchor task and classify the unseen pair "
-                     "(docs/science.md §6)",
-                    description=DESCRIPTION_ONE)
+    p = add_command(
+        commands,
+        "anchor",
+        cmd_anchor,
+        help="train on the anchor task and classify the unseen pair (docs/science.md §6)",
+        description=DESCRIPTION_ONE,
+    )
     _common(p)
     add_print_key_option(p)
-    s = add_command(commands, "anchor-scan", cmd_anchor_scan,
-                    help="phase diagram over (γ, depth) and (γ, weight decay) (fig 6)",
-                    description=DESCRIPTION_SCAN)
+    s = add_command(
+        commands,
+        "anchor-scan",
+        cmd_anchor_scan,
+        help="phase diagram over (γ, depth) and (γ, weight decay) (fig 6)",
+        description=DESCRIPTION_SCAN,
+    )
     add_executor_options(s)
     add_json_option(s, help="print the per-cell table as JSON instead of the text table")
     _common(s)

@@ -20,16 +20,24 @@ def profile_alias(args) -> None:
     if name is None or Path(name).exists() or Path(name).suffix == ".toml":
         return
     if name not in profiles.names():
-        raise user_error(f"config {name!r} is neither a file nor a packaged config "
-                         f"({', '.join(profiles.names())})")
+        raise user_error(
+            f"config {name!r} is neither a file nor a packaged config "
+            f"({', '.join(profiles.names())})"
+        )
     given = getattr(args, "profile", None)
     if given not in (None, name):
-        raise user_error(f"--config {name} names profile {name!r} and --profile {given}; give "
-                         "one profile (--config takes a TOML file)")
+        raise user_error(
+            f"--config {name} names profile {name!r} and --profile {given}; give "
+            "one profile (--config takes a TOML file)"
+        )
     import warnings
 
-    warnings.warn(f"--config {name} names a profile: write --profile {name} (--config takes "
-                  "a TOML file laid over the profile)", SmallinitWarning, stacklevel=2)
+    warnings.warn(
+        f"--config {name} names a profile: write --profile {name} (--config takes "
+        "a TOML file laid over the profile)",
+        SmallinitWarning,
+        stacklevel=2,
+    )
     args.profile, args.config = name, None
 
 

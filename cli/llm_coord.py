@@ -78,8 +78,14 @@ def draw(result: dict[str, Any]):
             ax.plot(widths, ys, "o-", color=color, ms=3, label=f"step {step}")
         if predicted[part] is not None and (0, widths[0]) in logs:
             y0 = np.exp(np.mean(logs[(0, widths[0])]))
-            ax.plot(widths, [y0 * (w / widths[0]) ** predicted[part] for w in widths], "--",
-                    color="black", lw=1, label="γ rule at init")
+            ax.plot(
+                widths,
+                [y0 * (w / widths[0]) ** predicted[part] for w in widths],
+                "--",
+                color="black",
+                lw=1,
+                label="γ rule at init",
+            )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         lo, hi = ax.get_ylim()
@@ -97,8 +103,10 @@ def draw(result: dict[str, Any]):
     axes.flat[0].set_ylabel("RMS of activation")
     axes.flat[4].set_ylabel("RMS of activation")
     axes.flat[-1].legend(fontsize=7)
-    fig.suptitle(f"coord check: {result['init']}, {result['model']['n_layers']} layers, "
-                 f"AdamW lr {result['lr']:g}")
+    fig.suptitle(
+        f"coord check: {result['init']}, {result['model']['n_layers']} layers, "
+        f"AdamW lr {result['lr']:g}"
+    )
     fig.tight_layout()
     return fig
 
@@ -126,37 +134,68 @@ def cmd_coord_check(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
         return 0
-    print(f"coord check of {cfg.init} over d_model = {', '.join(map(str, result['widths']))}"
-          f" ({len(result['steps']) - 1} AdamW steps at lr {cfg.train.lr:g})")
-    print(f"{'part':<10} {'block':>5}  {'slope@init':>10}  {'γ rule':>7}  "
-          f"{'slope@last':>10}")
+    print(
+        f"coord check of {cfg.init} over d_model = {', '.join(map(str, result['widths']))}"
+        f" ({len(result['steps']) - 1} AdamW steps at lr {cfg.train.lr:g})"
+    )
+    print(f"{'part':<10} {'block':>5}  {'slope@init':>10}  {'γ rule':>7}  {'slope@last':>10}")
     for s in result["slopes"]:
         pred = "" if s["predicted_init"] is None else f"{s['predicted_init']:+.3f}"
-        print(f"{s['part']:<10} {s['layer']:>5}  {s['slope_init']:>+10.3f}  {pred:>7}  "
-              f"{s['slope_last']:>+10.3f}")
+        print(
+            f"{s['part']:<10} {s['layer']:>5}  {s['slope_init']:>+10.3f}  {pred:>7}  "
+            f"{s['slope_last']:>+10.3f}"
+        )
     print("wrote " + ", ".join(str(p) for p in [*paths, out / f"{stem}.json"]))
     return 0
 
 
 def register_coord_commands(commands) -> None:
     """Add ``coord-check`` to the ``smallinit llm`` group."""
-    p = add_command(commands, "coord-check", cmd_coord_check,
-                    help="activation scale per part against width over the first steps "
-                         "(the γ-rule coordinate check)", description=DESCRIPTION)
-    p.add_argument("--init", default=None, metavar="SCHEME",
-                   help="init scheme, e.g. gamma:0.5, gamma:1, nanogpt, mup:32 (default: "
-                        "the config's init, gamma:0.5)")
-    p.add_argument("--widths", type=positive_int_list, default=[32, 64, 128, 256],
-                   metavar="W,W,...", help="d_model values, at least two, each a multiple "
-                   "of 2·model.n_heads for RoPE (default: 32,64,128,256)")
-    p.add_argument("--steps", type=nonnegative_int, default=4,
-                   help="AdamW steps after init (0: init only)")
-    p.add_argument("--seeds", type=positive_int, default=1,
-                   help="seeds averaged (geometric mean of the RMS), from the config's seed")
-    p.add_argument("--out", type=path_arg, default="coord-check", metavar="DIR",
-                   help="folder for coord-<scheme>.png, .pdf and .json")
+    p = add_command(
+        commands,
+        "coord-check",
+        cmd_coord_check,
+        help="activation scale per part against width over the first steps "
+        "(the γ-rule coordinate check)",
+        description=DESCRIPTION,
+    )
+    p.add_argument(
+        "--init",
+        default=None,
+        metavar="SCHEME",
+        help="init scheme, e.g. gamma:0.5, gamma:1, nanogpt, mup:32 (default: "
+        "the config's init, gamma:0.5)",
+    )
+    p.add_argument(
+        "--widths",
+        type=positive_int_list,
+        default=[32, 64, 128, 256],
+        metavar="W,W,...",
+        help="d_model values, at least two, each a multiple "
+        "of 2·model.n_heads for RoPE (default: 32,64,128,256)",
+    )
+    p.add_argument(
+        "--steps", type=nonnegative_int, default=4, help="AdamW steps after init (0: init only)"
+    )
+    p.add_argument(
+        "--seeds",
+        type=positive_int,
+        default=1,
+        help="seeds averaged (geometric mean of the RMS), from the config's seed",
+    )
+    p.add_argument(
+        "--out",
+        type=path_arg,
+        default="coord-check",
+        metavar="DIR",
+        help="folder for coord-<scheme>.png, .pdf and .json",
+    )
     add_json_option(p, help="print the whole result as JSON instead of the slope table")
-    add_config_options(p, "the coord check's small template, or with --profile the "
-                       "defaults in code with the profile's [llm-train] table laid over them",
-                       "model.n_layers=4 model.norm_eps=1e-10 train.lr=0.01 train.threads=1",
-                       profile_default=None, store=False)
+    add_config_options(
+        p,
+        "the coord check's small template, or with --profile the "
+        "defaults in code with the profile's [llm-train] table laid over them",
+        "model.n_layers=4 model.norm_eps=1e-10 train.lr=0.01 train.threads=1",
+        profile_default=None,
+        store=False,
+    )

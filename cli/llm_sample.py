@@ -34,18 +34,22 @@ def temperature(text: str) -> float:
     if not (value == 0 or MIN_TEMPERATURE <= value <= MAX_TEMPERATURE):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not allowed; use 0 (greedy) or a number in [{MIN_TEMPERATURE:g}, "
-            f"{MAX_TEMPERATURE:g}]")
+            f"{MAX_TEMPERATURE:g}]"
+        )
     return value
 
 
 def count_up_to(high: int):
     """An integer option in 1..high."""
+
     def parse(text: str) -> int:
         value = integer(text)
         if not 1 <= value <= high:
-            raise argparse.ArgumentTypeError(f"{text!r} is not allowed; give an integer in "
-                                             f"1..{high}")
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not allowed; give an integer in 1..{high}"
+            )
         return value
+
     return parse
 
 
@@ -55,9 +59,10 @@ def utf8_text(text: str) -> str:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
         code = ord(text[err.start])
-        what = f"byte 0x{code - 0xdc00:02x}" if 0xdc80 <= code <= 0xdcff else f"{chr(code)!r}"
-        raise argparse.ArgumentTypeError(f"the text is not UTF-8: {what} at character "
-                                         f"{err.start}; give UTF-8 text") from None
+        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"{chr(code)!r}"
+        raise argparse.ArgumentTypeError(
+            f"the text is not UTF-8: {what} at character {err.start}; give UTF-8 text"
+        ) from None
     return text
 
 
@@ -77,19 +82,38 @@ def cmd_sample(args: argparse.Namespace) -> int:
     check_device(args.device)
     run = resolve_run(args.run, args.runs_dir)
     model, tok, cfg, eot = load_trained(run, args.device, trust_data=args.trust_run_data)
-    out = sample_texts(model, tok, args.prompt, max_new_tokens=args.max_new_tokens,
-                       temperature=args.temperature, top_k=args.top_k,
-                       num_samples=args.num_samples, seed=args.seed, eot_id=eot,
-                       device=args.device)
+    out = sample_texts(
+        model,
+        tok,
+        args.prompt,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        num_samples=args.num_samples,
+        seed=args.seed,
+        eot_id=eot,
+        device=args.device,
+    )
     context = cfg.model.context
     if out["prompt_tokens"] + args.max_new_tokens - 1 > context:
-        print(f"note: the prompt ({out['prompt_tokens']} tokens) plus --max-new-tokens "
-              f"{args.max_new_tokens} exceed the model's context of {context} tokens; later "
-              f"steps see the last {context} tokens only (sliding window)", file=sys.stderr)
+        print(
+            f"note: the prompt ({out['prompt_tokens']} tokens) plus --max-new-tokens "
+            f"{args.max_new_tokens} exceed the model's context of {context} tokens; later "
+            f"steps see the last {context} tokens only (sliding window)",
+            file=sys.stderr,
+        )
     if args.json:
-        print_json({"run": run.name, "prompt": args.prompt, "seed": args.seed,
-                    "temperature": args.temperature, "top_k": args.top_k,
-                    "max_new_tokens": args.max_new_tokens, **out})
+        print_json(
+            {
+                "run": run.name,
+                "prompt": args.prompt,
+                "seed": args.seed,
+                "temperature": args.temperature,
+                "top_k": args.top_k,
+                "max_new_tokens": args.max_new_tokens,
+                **out,
+            }
+        )
         return 0
     for j, sample in enumerate(out["samples"]):
         if j:
@@ -101,7 +125,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
 def register_sample_command(commands) -> None:
     """Add ``sample`` to the ``llm`` group."""
     p = add_command(
-        commands, "sample", cmd_sample,
+        commands,
+        "sample",
+        cmd_sample,
         help="continue a prompt with a trained run's model (KV-cache generation)",
         description="Print the continuation of --prompt by a trained run's model, decoded "
         "with the run's tokenizer. Each token is drawn from softmax(logits / temperature) "
@@ -110,30 +136,64 @@ def register_sample_command(commands) -> None:
         "sample ends at the end-of-text token or after --max-new-tokens; a prompt longer "
         "than the model's context is read through a sliding window of its last `context` "
         "tokens.\n\nexample: smallinit llm sample llm-train/<key> --prompt $'Question: "
-        "2 plus 3?\\nAnswer:' --temperature 0")
-    p.add_argument("run", type=run_arg, metavar="RUN",
-                   help="trained run: llm-train/<key> or a key prefix under RUNS_DIR, or a "
-                   "run directory")
-    p.add_argument("--prompt", type=utf8_text, default="", metavar="TEXT",
-                   help="text to continue (default: empty, start from the end-of-text token)")
-    p.add_argument("--max-new-tokens", type=count_up_to(MAX_NEW_TOKENS), default=64,
-                   metavar="N", help=f"tokens to generate at most, 1..{MAX_NEW_TOKENS} (a "
-                   "progress bar, or a log line every 10 s, shows a long sample)")
-    p.add_argument("--temperature", type=temperature, default=0.8, metavar="T",
-                   help=f"softmax temperature: 0 picks the most likely token (greedy), else "
-                   f"{MIN_TEMPERATURE:g}..{MAX_TEMPERATURE:g} (below, a draw is greedy in all "
-                   "but name and float32 logits / T overflow; above, uniform over the top-k)")
-    p.add_argument("--top-k", type=positive_int, default=200, metavar="K",
-                   help="sample among the K most likely tokens only")
-    p.add_argument("--num-samples", type=count_up_to(MAX_SAMPLES), default=1, metavar="N",
-                   help=f"independent samples, 1..{MAX_SAMPLES}, generated as one batch "
-                   "(printed between '---' lines)")
+        "2 plus 3?\\nAnswer:' --temperature 0",
+    )
+    p.add_argument(
+        "run",
+        type=run_arg,
+        metavar="RUN",
+        help="trained run: llm-train/<key> or a key prefix under RUNS_DIR, or a run directory",
+    )
+    p.add_argument(
+        "--prompt",
+        type=utf8_text,
+        default="",
+        metavar="TEXT",
+        help="text to continue (default: empty, start from the end-of-text token)",
+    )
+    p.add_argument(
+        "--max-new-tokens",
+        type=count_up_to(MAX_NEW_TOKENS),
+        default=64,
+        metavar="N",
+        help=f"tokens to generate at most, 1..{MAX_NEW_TOKENS} (a "
+        "progress bar, or a log line every 10 s, shows a long sample)",
+    )
+    p.add_argument(
+        "--temperature",
+        type=temperature,
+        default=0.8,
+        metavar="T",
+        help=f"softmax temperature: 0 picks the most likely token (greedy), else "
+        f"{MIN_TEMPERATURE:g}..{MAX_TEMPERATURE:g} (below, a draw is greedy in all "
+        "but name and float32 logits / T overflow; above, uniform over the top-k)",
+    )
+    p.add_argument(
+        "--top-k",
+        type=positive_int,
+        default=200,
+        metavar="K",
+        help="sample among the K most likely tokens only",
+    )
+    p.add_argument(
+        "--num-samples",
+        type=count_up_to(MAX_SAMPLES),
+        default=1,
+        metavar="N",
+        help=f"independent samples, 1..{MAX_SAMPLES}, generated as one batch "
+        "(printed between '---' lines)",
+    )
     p.add_argument("--seed", type=seed_int, default=0, help="seed of the sampling generator")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     add_json_option(p, help="print the samples and settings as JSON")
     add_trust_option(p)
-    p.add_argument("--runs-dir", type=path_arg, default=None, metavar="DIR",
-                   help="run store root (default: $SMALLINIT_RUNS or ./runs)")
+    p.add_argument(
+        "--runs-dir",
+        type=path_arg,
+        default=None,
+        metavar="DIR",
+        help="run store root (default: $SMALLINIT_RUNS or ./runs)",
+    )
 
 
 __all__ = ["register_sample_command"]

@@ -47,39 +47,64 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     specs = experiments.specs(args.experiment, args.profile)
     workers = args.workers or experiment.workers(args.profile)
-    with sink_environment(args.tensorboard, args.wandb,
-                          lambda: profile_names(args.profile, [args.experiment])):
-        pairs = run_specs(specs, RunStore(args.runs_dir), force=args.force, workers=workers,
-                          executor=args.executor, desc=args.experiment,
-                          weigh=training_flops_of)
+    with sink_environment(
+        args.tensorboard, args.wandb, lambda: profile_names(args.profile, [args.experiment])
+    ):
+        pairs = run_specs(
+            specs,
+            RunStore(args.runs_dir),
+            force=args.force,
+            workers=workers,
+            executor=args.executor,
+            desc=args.experiment,
+            weigh=training_flops_of,
+        )
     failed = 0
     for spec, run in pairs:
-        label = " ".join(f"{k}={v}" for k, v in spec.tags.items() if k in
-                         ("size", "init", "seed", "eps_setting", "eps", "gated"))
+        label = " ".join(
+            f"{k}={v}"
+            for k, v in spec.tags.items()
+            if k in ("size", "init", "seed", "eps_setting", "eps", "gated")
+        )
         if not run.done:
             failed += 1
             print(f"{label}: {run.state} ({run.status().get('reason', '')})")
             continue
         s = run.summary
-        print(f"{label}: val_loss {s['val_loss']:.4f} train_loss {s['train_loss']:.4f} "
-              f"acc_reasoning {s.get('acc_reasoning', float('nan')):.3f} "
-              f"acc_fact {s.get('acc_fact', float('nan')):.3f}  [{run.kind}/{run.key}]")
-    print(f"{len(pairs) - failed} of {len(pairs)} runs finished"
-          + (f", {failed} failed (reasons above; rerun to retry)" if failed else ""))
+        print(
+            f"{label}: val_loss {s['val_loss']:.4f} train_loss {s['train_loss']:.4f} "
+            f"acc_reasoning {s.get('acc_reasoning', float('nan')):.3f} "
+            f"acc_fact {s.get('acc_fact', float('nan')):.3f}  [{run.kind}/{run.key}]"
+        )
+    print(
+        f"{len(pairs) - failed} of {len(pairs)} runs finished"
+        + (f", {failed} failed (reasons above; rerun to retry)" if failed else "")
+    )
     return 1 if failed else 0
 
 
 def register_sweep_commands(commands) -> None:
     """Add ``sweep`` to the ``llm`` group's command subparsers."""
-    p = add_command(commands, "sweep", cmd_sweep,
-                    help="compute the runs of one LLM experiment of figs 7-12",
-                    description=DESCRIPTION)
-    p.add_argument("--experiment", required=True, metavar="NAME",
-                   help="which experiment's runs to compute (gamma-sweep, eps-gating, "
-                        "critical-init, condense-expand, token-gains, gain-scaling)")
-    p.add_argument("--profile", type=profile_arg, default="quick",
-                   help="quick (CPU minutes, tiny models), full (GPU scale) or another "
-                        "packaged profile")
+    p = add_command(
+        commands,
+        "sweep",
+        cmd_sweep,
+        help="compute the runs of one LLM experiment of figs 7-12",
+        description=DESCRIPTION,
+    )
+    p.add_argument(
+        "--experiment",
+        required=True,
+        metavar="NAME",
+        help="which experiment's runs to compute (gamma-sweep, eps-gating, "
+        "critical-init, condense-expand, token-gains, gain-scaling)",
+    )
+    p.add_argument(
+        "--profile",
+        type=profile_arg,
+        default="quick",
+        help="quick (CPU minutes, tiny models), full (GPU scale) or another packaged profile",
+    )
     add_overlay_options(p, "llm-sweeps.plan.seeds=[0] llm-sweeps.base.train.steps=100")
     add_print_config_option(p)
     add_executor_options(p)

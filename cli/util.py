@@ -91,8 +91,10 @@ def add_command(
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """``--force`` and ``--runs-dir``, for every command that computes through the store."""
     parser.add_argument(
-        "--force", action="store_true", help="recompute runs even if finished results exist "
-        "(a run another process is computing is waited for, and the result it finishes kept)"
+        "--force",
+        action="store_true",
+        help="recompute runs even if finished results exist "
+        "(a run another process is computing is waited for, and the result it finishes kept)",
     )
     parser.add_argument(
         "--runs-dir",
@@ -105,29 +107,52 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 
 #: The one order in which a value reaches a command's config, lowest first (every command
 #: that has these options; ``--config FILE`` means the same in each of them):
-PRECEDENCE = ("the defaults in code (the config dataclass)", "--profile P (its table)",
-              "--config FILE (a TOML overlay)", "KEY=VALUE overrides")
+PRECEDENCE = (
+    "the defaults in code (the config dataclass)",
+    "--profile P (its table)",
+    "--config FILE (a TOML overlay)",
+    "KEY=VALUE overrides",
+)
 PRECEDENCE_TEXT = " < ".join(PRECEDENCE)
-CONFIG_FILE_HELP = ("a TOML file laid over what --profile gives, before the KEY=VALUE "
-                    "overrides (order: " + PRECEDENCE_TEXT + ")")
+CONFIG_FILE_HELP = (
+    "a TOML file laid over what --profile gives, before the KEY=VALUE "
+    "overrides (order: " + PRECEDENCE_TEXT + ")"
+)
 
 
-def add_config_options(parser: argparse.ArgumentParser, starts: str, example: str, *,
-                       profile_default: str | None = "quick", store: bool = True) -> None:
+def add_config_options(
+    parser: argparse.ArgumentParser,
+    starts: str,
+    example: str,
+    *,
+    profile_default: str | None = "quick",
+    store: bool = True,
+) -> None:
     """What every command that computes runs takes for its config: ``--profile``, ``--config
     FILE``, ``key=value`` overrides and ``--print-config``, then the run-store options;
     ``starts``: where its config starts at a profile; ``example``: override examples;
     ``profile_default``: the profile without ``--profile`` (None: the defaults in code);
     ``store``: whether the command computes through the run store (its options).
     The order is :data:`PRECEDENCE` (applied by :func:`smallinit.core.config.load_config`)."""
-    parser.add_argument("--profile", type=profile_arg, default=profile_default,
-                        help=f"where the config starts: {starts} (default: "
-                             f"{profile_default or 'none'})")
-    parser.add_argument("--config", type=path_arg, default=None, metavar="FILE",
-                        help=CONFIG_FILE_HELP + "; it holds the config's own keys")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                        help=f"config overrides, e.g. {example} (--print-config shows every "
-                             "key)")
+    parser.add_argument(
+        "--profile",
+        type=profile_arg,
+        default=profile_default,
+        help=f"where the config starts: {starts} (default: {profile_default or 'none'})",
+    )
+    parser.add_argument(
+        "--config",
+        type=path_arg,
+        default=None,
+        metavar="FILE",
+        help=CONFIG_FILE_HELP + "; it holds the config's own keys",
+    )
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help=f"config overrides, e.g. {example} (--print-config shows every key)",
+    )
     add_print_config_option(parser)
     if store:
         add_run_options(parser)
@@ -145,17 +170,27 @@ def command_config(args: argparse.Namespace, cls: type, base: Any) -> Any:
 def add_overlay_options(parser: argparse.ArgumentParser, example: str) -> None:
     """``--config FILE`` and ``key=value`` overrides laid over the profile that the command's
     ``--profile`` names (:func:`overlaid_profile`); ``example``: a whole command line."""
-    parser.add_argument("--config", type=path_arg, default=None, metavar="FILE",
-                        help=CONFIG_FILE_HELP + "; it holds profile tables (its extends = "
-                             "\"NAME\", if it has one, must name that profile)")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                        help="dotted paths into the profile's tables, laid over it after "
-                             f"--config, e.g. {example}; the derived profile's name "
-                             "(PROFILE+HASH) is logged, and the same overlay gives it again")
+    parser.add_argument(
+        "--config",
+        type=path_arg,
+        default=None,
+        metavar="FILE",
+        help=CONFIG_FILE_HELP + "; it holds profile tables (its extends = "
+        '"NAME", if it has one, must name that profile)',
+    )
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="dotted paths into the profile's tables, laid over it after "
+        f"--config, e.g. {example}; the derived profile's name "
+        "(PROFILE+HASH) is logged, and the same overlay gives it again",
+    )
 
 
-def overlaid_profile(args: argparse.Namespace, base: str,
-                     overrides: list[str] | None = None) -> str:
+def overlaid_profile(
+    args: argparse.Namespace, base: str, overrides: list[str] | None = None
+) -> str:
     """The profile a command runs at: ``base`` with ``args.config`` and the ``key=value``
     overrides (``overrides``, default ``args.overrides``) laid over it
     (:func:`smallinit.core.profiles.derive`); a derived one is named once on stderr."""
@@ -166,8 +201,9 @@ def overlaid_profile(args: argparse.Namespace, base: str,
     name = profiles.derive(base, args.config, parse_overrides(items))
     if name != base:
         given = ([f"--config {args.config}"] if args.config else []) + list(items)
-        logging.getLogger("smallinit.cli").info("profile %s: %s with %s", name, base,
-                                                " ".join(given))
+        logging.getLogger("smallinit.cli").info(
+            "profile %s: %s with %s", name, base, " ".join(given)
+        )
     return name
 
 
@@ -175,14 +211,21 @@ def add_executor_options(parser: argparse.ArgumentParser) -> None:
     """``--workers`` and ``--executor``, for every command that runs many runs (the job
     driver, :func:`smallinit.core.jobs.run_specs`)."""
     parser.add_argument(
-        "--workers", type=positive_int, default=None, metavar="N",
+        "--workers",
+        type=positive_int,
+        default=None,
+        metavar="N",
         help="local processes computing runs side by side (default: a profile's pin, else "
-             "$SMALLINIT_WORKERS, else every core: max(1, cores // threads per run))")
+        "$SMALLINIT_WORKERS, else every core: max(1, cores // threads per run))",
+    )
     parser.add_argument(
-        "--executor", choices=("local", "ray"), default=None,
+        "--executor",
+        choices=("local", "ray"),
+        default=None,
         help="where runs compute: local worker processes, or one Ray task per run on the "
-             "cluster at $RAY_ADDRESS (else a local Ray); needs the ray extra and a run "
-             "store every node mounts (default: $SMALLINIT_EXECUTOR, else local)")
+        "cluster at $RAY_ADDRESS (else a local Ray); needs the ray extra and a run "
+        "store every node mounts (default: $SMALLINIT_EXECUTOR, else local)",
+    )
 
 
 def add_sink_options(parser: argparse.ArgumentParser) -> None:
@@ -191,16 +234,23 @@ def add_sink_options(parser: argparse.ArgumentParser) -> None:
     (``llm train``), the others through :func:`smallinit.llm.training.sinks.
     sink_environment`, which reaches their worker processes."""
     parser.add_argument(
-        "--tensorboard", type=path_arg, default=None, metavar="DIR",
+        "--tensorboard",
+        type=path_arg,
+        default=None,
+        metavar="DIR",
         help="also log every metric of each transformer run it trains to TensorBoard in "
-             "DIR/<run name>/<key> (needs pip install 'smallinit[tb]'; default: "
-             "$SMALLINIT_TENSORBOARD, else off); not part of a run's config or key")
+        "DIR/<run name>/<key> (needs pip install 'smallinit[tb]'; default: "
+        "$SMALLINIT_TENSORBOARD, else off); not part of a run's config or key",
+    )
     parser.add_argument(
-        "--wandb", default=None, metavar="PROJECT",
+        "--wandb",
+        default=None,
+        metavar="PROJECT",
         help="also log every metric, the config and the final evaluation of each transformer "
-             "run it trains to the Weights & Biases project PROJECT (needs pip install "
-             "'smallinit[wandb]'; W&B's own settings apply, e.g. WANDB_MODE=offline; "
-             "default: $SMALLINIT_WANDB, else off); not part of a run's config or key")
+        "run it trains to the Weights & Biases project PROJECT (needs pip install "
+        "'smallinit[wandb]'; W&B's own settings apply, e.g. WANDB_MODE=offline; "
+        "default: $SMALLINIT_WANDB, else off); not part of a run's config or key",
+    )
 
 
 def print_json(obj: Any, *, indent: int = 2, sort_keys: bool = False) -> None:
@@ -209,8 +259,16 @@ def print_json(obj: Any, *, indent: int = 2, sort_keys: bool = False) -> None:
     values JSON has no type for (exact fractions) print as strings."""
     from smallinit.core.atomic import finite_json
 
-    print(json.dumps(finite_json(obj), indent=indent, sort_keys=sort_keys, allow_nan=False,
-                     ensure_ascii=False, default=str))
+    print(
+        json.dumps(
+            finite_json(obj),
+            indent=indent,
+            sort_keys=sort_keys,
+            allow_nan=False,
+            ensure_ascii=False,
+            default=str,
+        )
+    )
 
 
 def _plain(data: Any) -> Any:
@@ -241,9 +299,12 @@ def toml_text(data: Any) -> str:
 
 def add_print_config_option(parser: argparse.ArgumentParser) -> None:
     """``--print-config``: print the resolved config as TOML and exit 0 without running."""
-    parser.add_argument("--print-config", action="store_true",
-                        help="print the resolved config (defaults, profile, file, options and "
-                             "overrides applied) as TOML and exit without running")
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved config (defaults, profile, file, options and "
+        "overrides applied) as TOML and exit without running",
+    )
 
 
 def print_config(args: argparse.Namespace, config: Any, **tables: Any) -> bool:
@@ -257,9 +318,11 @@ def print_config(args: argparse.Namespace, config: Any, **tables: Any) -> bool:
 
 def add_print_key_option(parser: argparse.ArgumentParser) -> None:
     """``--print-key``: print the run's KIND/KEY and exit 0 without running (a dry run)."""
-    parser.add_argument("--print-key", action="store_true",
-                        help="print the run's KIND/KEY (what the run store names it by) and "
-                             "exit without running")
+    parser.add_argument(
+        "--print-key",
+        action="store_true",
+        help="print the run's KIND/KEY (what the run store names it by) and exit without running",
+    )
 
 
 def print_key(args: argparse.Namespace, spec: Any, engine: str | None = None) -> bool:
@@ -273,14 +336,14 @@ def print_key(args: argparse.Namespace, spec: Any, engine: str | None = None) ->
         from smallinit.core.runs import config_key
         from smallinit.toy.scan import chosen_engine, scan_version
 
-        key = config_key(spec.kind, spec.config, scan_version(chosen_engine(spec.config,
-                                                                           engine)))
+        key = config_key(spec.kind, spec.config, scan_version(chosen_engine(spec.config, engine)))
     print(f"{spec.kind}/{key}")
     return True
 
 
-def add_json_option(parser: argparse.ArgumentParser,
-                    help: str = "print JSON records instead of a table") -> None:
+def add_json_option(
+    parser: argparse.ArgumentParser, help: str = "print JSON records instead of a table"
+) -> None:
     """``--json``: machine-readable output for scripts."""
     parser.add_argument("--json", action="store_true", help=help)
 
@@ -296,9 +359,7 @@ def _typed_list(item: Callable[[str], Any], what: str) -> Callable[[str], list[A
             try:
                 out.append(item(t))
             except (ValueError, argparse.ArgumentTypeError):
-                raise argparse.ArgumentTypeError(
-                    f"{t!r} in {text!r} is not {what}"
-                ) from None
+                raise argparse.ArgumentTypeError(f"{t!r} in {text!r} is not {what}") from None
         return out
 
     return parse
@@ -354,8 +415,9 @@ def dir_path(text: str) -> Path:
 def run_arg(text: str) -> str:
     """A run reference (a key, a key prefix, KIND/KEY or a run directory); not empty."""
     if not text.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is empty; give a run key, a key prefix, "
-                                         "KIND/KEY or a run directory")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is empty; give a run key, a key prefix, KIND/KEY or a run directory"
+        )
     return text
 
 
@@ -377,8 +439,9 @@ def profile_arg(text: str) -> str:
     from smallinit.core import profiles
 
     if text not in profiles.names():
-        raise argparse.ArgumentTypeError(f"profile {text!r} is not allowed; use "
-                                         f"{' or '.join(profiles.names())}")
+        raise argparse.ArgumentTypeError(
+            f"profile {text!r} is not allowed; use {' or '.join(profiles.names())}"
+        )
     return text
 
 

@@ -33,16 +33,34 @@ def default_llm() -> RunConfig:
     d_ff, n_heads and init are set per point): 240 AdamW steps of 16 sequences of 64
     tokens, held-out loss at the end only. A profile's ``[compare.llm]`` is an overlay on the
     plain RunConfig defaults (:func:`profile_config`), not on this."""
-    return override(RunConfig(), {
-        "seed": 0,
-        "model": {"vocab_size": 512, "context": 64, "d_model": 64, "n_layers": 2,
-                  "n_heads": 2, "mlp": "gelu"},
-        "data": {"synthetic_items": 10000, "synthetic_val_items": 500,
-                 "synthetic_facts": 100},
-        "train": {"steps": 240, "batch_size": 16, "lr": 3e-3, "warmup": 24,
-                  "weight_decay": 0.1, "threads": 1, "log_every": 20, "eval_every": 0,
-                  "eval_batches": 4, "checkpoint_every": 80},
-        "eval": {"answer_items": 0, "token_windows": 4}})
+    return override(
+        RunConfig(),
+        {
+            "seed": 0,
+            "model": {
+                "vocab_size": 512,
+                "context": 64,
+                "d_model": 64,
+                "n_layers": 2,
+                "n_heads": 2,
+                "mlp": "gelu",
+            },
+            "data": {"synthetic_items": 10000, "synthetic_val_items": 500, "synthetic_facts": 100},
+            "train": {
+                "steps": 240,
+                "batch_size": 16,
+                "lr": 3e-3,
+                "warmup": 24,
+                "weight_decay": 0.1,
+                "threads": 1,
+                "log_every": 20,
+                "eval_every": 0,
+                "eval_batches": 4,
+                "checkpoint_every": 80,
+            },
+            "eval": {"answer_items": 0, "token_windows": 4},
+        },
+    )
 
 
 @dataclass
@@ -66,27 +84,39 @@ class CompareConfig:
     def __post_init__(self) -> None:
         check_fields(self, bounds={"toy_max_steps": (1, MAX_STEPS)})
         require(len(self.gammas) > 0, "gammas is empty; give at least one γ")
-        require(len(set(self.gammas)) == len(self.gammas),
-                f"gammas={list(self.gammas)} has duplicates")
+        require(
+            len(set(self.gammas)) == len(self.gammas), f"gammas={list(self.gammas)} has duplicates"
+        )
         for g in self.gammas:
-            require(math.isfinite(g) and 0 < g <= 2,
-                    f"gamma {g} is not allowed; use values in (0, 2] (the toy runs at 2γ ≤ 4)")
-        require(len(self.widths) >= 2,
-                f"widths={list(self.widths)} needs at least two widths to fit a slope")
-        require(len(set(self.widths)) == len(self.widths),
-                f"widths={list(self.widths)} has duplicates")
+            require(
+                math.isfinite(g) and 0 < g <= 2,
+                f"gamma {g} is not allowed; use values in (0, 2] (the toy runs at 2γ ≤ 4)",
+            )
+        require(
+            len(self.widths) >= 2,
+            f"widths={list(self.widths)} needs at least two widths to fit a slope",
+        )
+        require(
+            len(set(self.widths)) == len(self.widths), f"widths={list(self.widths)} has duplicates"
+        )
         require(self.ffn_ratio >= 1, f"ffn_ratio={self.ffn_ratio} must be >= 1")
-        require(self.head_dim >= 2 and self.head_dim % 2 == 0,
-                f"head_dim={self.head_dim} is not allowed; it must be even and >= 2 (RoPE)")
+        require(
+            self.head_dim >= 2 and self.head_dim % 2 == 0,
+            f"head_dim={self.head_dim} is not allowed; it must be even and >= 2 (RoPE)",
+        )
         for w in self.widths:
             heads = n_heads(w, self.head_dim)
-            require(w >= 2 and w % heads == 0 and (w // heads) % 2 == 0,
-                    f"width {w} is not allowed; its {heads} heads (width // head_dim="
-                    f"{self.head_dim}) need an even head dimension that divides it; use a "
-                    "multiple of head_dim")
+            require(
+                w >= 2 and w % heads == 0 and (w // heads) % 2 == 0,
+                f"width {w} is not allowed; its {heads} heads (width // head_dim="
+                f"{self.head_dim}) need an even head dimension that divides it; use a "
+                "multiple of head_dim",
+            )
         require(self.toy_seeds >= 1, f"toy_seeds={self.toy_seeds} must be >= 1")
-        require(self.condense_width >= 2 and self.condense_width % 2 == 0,
-                f"condense_width={self.condense_width} must be even and >= 2 (ASI)")
+        require(
+            self.condense_width >= 2 and self.condense_width % 2 == 0,
+            f"condense_width={self.condense_width} must be even and >= 2 (ASI)",
+        )
         require(self.critical_tol > 0, f"critical_tol={self.critical_tol} must be > 0")
         require(self.top_k >= 1, f"top_k={self.top_k} must be >= 1")
         require(-1 < self.threshold <= 1, f"threshold={self.threshold} must be in (-1, 1]")
@@ -99,9 +129,15 @@ class CompareConfig:
         """The transformer run at (γ, d_model): the base run with its width, heads, d_ff
         and init ``gamma:<γ>``."""
         try:
-            return override(self.llm, {"model.d_model": width, "model.d_ff": self.ffn_ratio * width,
-                                       "model.n_heads": n_heads(width, self.head_dim),
-                                       "init": gamma_scheme(float(gamma))})
+            return override(
+                self.llm,
+                {
+                    "model.d_model": width,
+                    "model.d_ff": self.ffn_ratio * width,
+                    "model.n_heads": n_heads(width, self.head_dim),
+                    "init": gamma_scheme(float(gamma)),
+                },
+            )
         except ValueError as err:
             raise ConfigError(f"transformer at γ={gamma}, d_model={width}: {err}") from None
 

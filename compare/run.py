@@ -55,10 +55,16 @@ def theory_points(cfg: CompareConfig) -> list[dict[str, Any]]:
     """Theory's FFN point for each γ (proportional widths, width law), as plain data."""
     m = cfg.llm.model
     width = max(cfg.widths)
-    shape = TransformerShape(d_model=width, d_ff=cfg.ffn_ratio * width,
-                             n_heads=cfg.llm_run(cfg.gammas[0], width).model.n_heads,
-                             n_layers=m.n_layers, vocab=m.vocab_size, mlp=m.mlp,
-                             gated_attention=m.gated_attention, tie_embeddings=m.tie_embeddings)
+    shape = TransformerShape(
+        d_model=width,
+        d_ff=cfg.ffn_ratio * width,
+        n_heads=cfg.llm_run(cfg.gammas[0], width).model.n_heads,
+        n_layers=m.n_layers,
+        vocab=m.vocab_size,
+        mlp=m.mlp,
+        gated_attention=m.gated_attention,
+        tie_embeddings=m.tie_embeddings,
+    )
     out = []
     for g in cfg.gammas:
         blocks = ffn_blocks(shape, parse_scheme(gamma_scheme(g)))
@@ -69,53 +75,92 @@ def theory_points(cfg: CompareConfig) -> list[dict[str, Any]]:
     return out
 
 
-def toy_points(cfg: CompareConfig, predictions: list[dict], store: RunStore,
-               force: bool) -> list[dict[str, Any]]:
+def toy_points(
+    cfg: CompareConfig, predictions: list[dict], store: RunStore, force: bool
+) -> list[dict[str, Any]]:
     """S_w and condensation score of the two-layer net at each predicted (γ, γ')."""
     coords = [(p["gamma_value"], p["gamma_prime_value"]) for p in predictions]
     gammas = tuple(sorted({c[0] for c in coords}))
     gamma_primes = tuple(sorted({c[1] for c in coords}))
-    scan = run_scan(ScanConfig(gammas=gammas, gamma_primes=gamma_primes,
-                               widths=tuple(cfg.toy_widths), seeds=cfg.toy_seeds,
-                               max_steps=cfg.toy_max_steps, critical_tol=cfg.critical_tol),
-                    store, force=force)
+    scan = run_scan(
+        ScanConfig(
+            gammas=gammas,
+            gamma_primes=gamma_primes,
+            widths=tuple(cfg.toy_widths),
+            seeds=cfg.toy_seeds,
+            max_steps=cfg.toy_max_steps,
+            critical_tol=cfg.critical_tol,
+        ),
+        store,
+        force=force,
+    )
     s_w = {(r["gamma"], r["gamma_prime"]): r["S_w"] for r in scan.records}
-    cond = condense.run(condense.CondenseConfig(
-        gammas=gammas, gamma_primes=gamma_primes, width=cfg.condense_width,
-        max_steps=cfg.toy_max_steps, top_k=cfg.top_k, threshold=cfg.threshold),
-        store, force=force)
+    cond = condense.run(
+        condense.CondenseConfig(
+            gammas=gammas,
+            gamma_primes=gamma_primes,
+            width=cfg.condense_width,
+            max_steps=cfg.toy_max_steps,
+            top_k=cfg.top_k,
+            threshold=cfg.threshold,
+        ),
+        store,
+        force=force,
+    )
     out = []
     for g, gp in coords:
         i, j = gammas.index(g), gamma_primes.index(gp)
         converged = int(cond["status"][i, j]) == 0
-        out.append({"S_w": s_w[(g, gp)],
-                    "score": float(cond["score"][i, j]) if converged else None,
-                    "score_init": float(cond["init_score"]),
-                    "scan": scan.run_path})
+        out.append(
+            {
+                "S_w": s_w[(g, gp)],
+                "score": float(cond["score"][i, j]) if converged else None,
+                "score_init": float(cond["init_score"]),
+                "scan": scan.run_path,
+            }
+        )
     return out
 
 
 def llm_specs(cfg: CompareConfig) -> list[TrainSpec]:
     """One transformer training run per (γ, width), for the job driver."""
-    return [TrainSpec(cfg.llm_run(g, w), {"gamma": g, "width": w})
-            for g in cfg.gammas for w in cfg.widths]
+    return [
+        TrainSpec(cfg.llm_run(g, w), {"gamma": g, "width": w})
+        for g in cfg.gammas
+        for w in cfg.widths
+    ]
 
 
 def llm_point(cfg: CompareConfig, gamma: float, width: int, run) -> dict[str, Any]:
     """Measure the trained transformer at (γ, width) (its run from the job driver)."""
     run_cfg = cfg.llm_run(gamma, width)
-    entry: dict[str, Any] = {"gamma": gamma, "width": width, "d_ff": cfg.ffn_ratio * width,
-                             "run": str(run.path), "state": run.state}
+    entry: dict[str, Any] = {
+        "gamma": gamma,
+        "width": width,
+        "d_ff": cfg.ffn_ratio * width,
+        "run": str(run.path),
+        "state": run.state,
+    }
     if run.state != "done":
         entry["reason"] = run.status().get("reason")
-        log.warning("transformer γ=%s d_model=%d: %s (%s)", gamma, width, run.state,
-                    entry["reason"])
+        log.warning(
+            "transformer γ=%s d_model=%d: %s (%s)", gamma, width, run.state, entry["reason"]
+        )
         return entry
-    entry["layers"] = measure_layers(trained_model(run_cfg, run.path), initial_model(run_cfg),
-                                     top_k=cfg.top_k, threshold=cfg.threshold)
+    entry["layers"] = measure_layers(
+        trained_model(run_cfg, run.path),
+        initial_model(run_cfg),
+        top_k=cfg.top_k,
+        threshold=cfg.threshold,
+    )
     entry["val_loss"] = run.summary.get("val_loss")
-    log.info("transformer γ=%s d_model=%d: RD_FFN %s, val loss %.3f", gamma, width,
-             [round(lay["rd_ffn"], 4) for lay in entry["layers"]], entry["val_loss"])
+    log.info(
+        "transformer γ=%s d_model=%d: RD_FFN %s, val loss %.3f",
+        gamma,
+        width,
+        [round(lay["rd_ffn"], 4) for lay in entry["layers"]],
+        entry["val_loss"],
+    )
     return entry
 
 
@@ -126,9 +171,11 @@ def check_outcomes(runs: Iterable[Run]) -> None:
     calls reuse; a run that diverged is an outcome, counted in ``llm_failed``."""
     for run in runs:
         if not run.reusable():
-            raise StoreError(f"transformer run {run.name} is {run.state} "
-                             f"({run.status().get('reason')}); the comparison is recorded "
-                             "once every transformer has an outcome: run it again")
+            raise StoreError(
+                f"transformer run {run.name} is {run.state} "
+                f"({run.status().get('reason')}); the comparison is recorded "
+                "once every transformer has an outcome: run it again"
+            )
 
 
 def check_transformers(cfg: CompareConfig, store: RunStore, *, force: bool = False) -> None:
@@ -169,9 +216,14 @@ class CompareResult:
         return self.run.read_json("measurements.json")
 
 
-def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
-                force: bool = False, workers: int | None = None,
-                executor: str | None = None) -> CompareResult:
+def run_compare(
+    cfg: CompareConfig,
+    store: RunStore | None = None,
+    *,
+    force: bool = False,
+    workers: int | None = None,
+    executor: str | None = None,
+) -> CompareResult:
     """Compute (or reuse) the comparison through the run store (module docstring);
     ``force`` recomputes it and every run under it; the transformers train side by side
     (``workers``, None: every core; ``executor``: local or ray,
@@ -183,9 +235,15 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
     def body(run):
         predictions = theory_points(cfg)
         toy = toy_points(cfg, predictions, store, force)
-        trained = run_specs(llm_specs(cfg), store, force=force, workers=workers,
-                            executor=executor, desc="compare: transformers",
-                            weigh=training_flops_of)
+        trained = run_specs(
+            llm_specs(cfg),
+            store,
+            force=force,
+            workers=workers,
+            executor=executor,
+            desc="compare: transformers",
+            weigh=training_flops_of,
+        )
         check_outcomes(r for _, r in trained)
         llm = [llm_point(cfg, job.tags["gamma"], job.tags["width"], r) for job, r in trained]
         run.write_json("measurements.json", llm)
@@ -193,9 +251,12 @@ def run_compare(cfg: CompareConfig, store: RunStore | None = None, *,
         run.write_json("table.json", {"records": records, "theory": predictions, "toy": toy})
         atomic_write_text(run.path / "table.csv", to_csv(records))
         graded = [r for r in records if r["agree"] is not None]
-        return {"gammas": len(records), "graded": len(graded),
-                "agree": sum(bool(r["agree"]) for r in graded),
-                "llm_failed": sum(e["state"] != "done" for e in llm)}
+        return {
+            "gammas": len(records),
+            "graded": len(graded),
+            "agree": sum(bool(r["agree"]) for r in graded),
+            "llm_failed": sum(e["state"] != "done" for e in llm),
+        }
 
     run = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
     if run.state != "done":

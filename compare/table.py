@@ -42,8 +42,9 @@ def _finite(x: Any) -> float | None:
     return float(x) if x is not None and math.isfinite(float(x)) else None
 
 
-def build_table(cfg, predictions: list[dict], toy: list[dict],
-                llm: list[dict]) -> list[dict[str, Any]]:
+def build_table(
+    cfg, predictions: list[dict], toy: list[dict], llm: list[dict]
+) -> list[dict[str, Any]]:
     """One record per γ of ``cfg.gammas``.
 
     ``predictions[i]``: theory's point for γ_i (keys gamma_value, gamma_prime_value,
@@ -77,36 +78,48 @@ def build_table(cfg, predictions: list[dict], toy: list[dict],
         llm_agree = [slope_agrees(regime, _finite(s), cfg.critical_tol) for s in s_ffn]
         top = max((j for j in range(len(cfg.widths)) if ok[j]), default=None)
         score = per_layer("score")[:, top] if top is not None else np.full(n_layers, np.nan)
-        score0 = per_layer("score_init")[:, top] if top is not None else \
-            np.full(n_layers, np.nan)
+        score0 = per_layer("score_init")[:, top] if top is not None else np.full(n_layers, np.nan)
         toy_s = _finite(t["S_w"])
-        records.append({
-            "gamma": g,
-            "gamma_toy": pred["gamma_value"], "gamma_prime": pred["gamma_prime_value"],
-            "delta": pred["delta_value"], "regime": regime, "interval": [lo, hi],
-            "toy_S_w": toy_s,
-            "toy_agree": slope_agrees(regime, toy_s, cfg.critical_tol),
-            "toy_in_interval": slope_in_interval(regime, lo, hi, toy_s, cfg.toy_widths,
-                                           cfg.critical_tol),
-            "toy_score": _finite(t["score"]), "toy_score_init": _finite(t["score_init"]),
-            "llm_S_w": [_finite(s) for s in s_ffn],
-            "llm_S_w_qk": [_finite(s) for s in s_qk],
-            "llm_agree": llm_agree,
-            "llm_in_interval": [slope_in_interval(regime, lo, hi, _finite(s), m_widths,
-                                            cfg.critical_tol) for s in s_ffn],
-            "llm_score": [_finite(s) for s in score],
-            "llm_score_init": [_finite(s) for s in score0],
-            "llm_score_width": cfg.widths[top] if top is not None else None,
-            "llm_rd_ffn": {str(w): [_finite(v) for v in rd_ffn[:, j]]
-                           for j, w in enumerate(cfg.widths)},
-            "llm_rd_qk": {str(w): [_finite(v) for v in rd_qk[:, j]]
-                          for j, w in enumerate(cfg.widths)},
-            "llm_dw_rms_ffn": {str(w): [_finite(v) for v in per_layer("dw_rms")[:, j]]
-                               for j, w in enumerate(cfg.widths)},
-            "llm_val_loss": {str(w): runs[w].get("val_loss") for w in cfg.widths},
-            "llm_runs_failed": [w for j, w in enumerate(cfg.widths) if not ok[j]],
-            "agree": None if any(a is None for a in llm_agree) else all(llm_agree),
-        })
+        records.append(
+            {
+                "gamma": g,
+                "gamma_toy": pred["gamma_value"],
+                "gamma_prime": pred["gamma_prime_value"],
+                "delta": pred["delta_value"],
+                "regime": regime,
+                "interval": [lo, hi],
+                "toy_S_w": toy_s,
+                "toy_agree": slope_agrees(regime, toy_s, cfg.critical_tol),
+                "toy_in_interval": slope_in_interval(
+                    regime, lo, hi, toy_s, cfg.toy_widths, cfg.critical_tol
+                ),
+                "toy_score": _finite(t["score"]),
+                "toy_score_init": _finite(t["score_init"]),
+                "llm_S_w": [_finite(s) for s in s_ffn],
+                "llm_S_w_qk": [_finite(s) for s in s_qk],
+                "llm_agree": llm_agree,
+                "llm_in_interval": [
+                    slope_in_interval(regime, lo, hi, _finite(s), m_widths, cfg.critical_tol)
+                    for s in s_ffn
+                ],
+                "llm_score": [_finite(s) for s in score],
+                "llm_score_init": [_finite(s) for s in score0],
+                "llm_score_width": cfg.widths[top] if top is not None else None,
+                "llm_rd_ffn": {
+                    str(w): [_finite(v) for v in rd_ffn[:, j]] for j, w in enumerate(cfg.widths)
+                },
+                "llm_rd_qk": {
+                    str(w): [_finite(v) for v in rd_qk[:, j]] for j, w in enumerate(cfg.widths)
+                },
+                "llm_dw_rms_ffn": {
+                    str(w): [_finite(v) for v in per_layer("dw_rms")[:, j]]
+                    for j, w in enumerate(cfg.widths)
+                },
+                "llm_val_loss": {str(w): runs[w].get("val_loss") for w in cfg.widths},
+                "llm_runs_failed": [w for j, w in enumerate(cfg.widths) if not ok[j]],
+                "agree": None if any(a is None for a in llm_agree) else all(llm_agree),
+            }
+        )
     return records
 
 
@@ -131,9 +144,11 @@ def format_table(records: list[dict]) -> str:
     """Plain text: one line per γ; per-layer values are joined by '/' (layer 0 first).
     "LLM in int": the FFN slope lies in theory's interval (the stricter test); "toy ok" and
     "agree": the toy's and every transformer layer's slope have the predicted sign."""
-    head = (f"{'γ':>5} {'(γ,γ′)':>11} {'regime':>9} {'S_w interval':>14} {'toy S_w':>7} "
-            f"{'LLM S_w FFN':>13} {'LLM S_w QK':>13} {'toy cond':>8} {'LLM cond (init)':>21} "
-            f"{'LLM in int':>10} {'toy ok':>6} {'agree':>5}")
+    head = (
+        f"{'γ':>5} {'(γ,γ′)':>11} {'regime':>9} {'S_w interval':>14} {'toy S_w':>7} "
+        f"{'LLM S_w FFN':>13} {'LLM S_w QK':>13} {'toy cond':>8} {'LLM cond (init)':>21} "
+        f"{'LLM in int':>10} {'toy ok':>6} {'agree':>5}"
+    )
     lines = [head, "-" * len(head)]
     for r in records:
         coords = f"({r['gamma_toy']:g},{r['gamma_prime']:g})"
@@ -144,19 +159,38 @@ def format_table(records: list[dict]) -> str:
             f"{_layers(r['llm_S_w']):>13} {_layers(r['llm_S_w_qk']):>13} "
             f"{_num(r['toy_score'], '.2f'):>8} {cond:>21} "
             f"{'/'.join(_yn(v) for v in r['llm_in_interval']):>10} {_yn(r['toy_agree']):>6} "
-            f"{_yn(r['agree']):>5}")
+            f"{_yn(r['agree']):>5}"
+        )
     graded = [r for r in records if r["agree"] is not None]
-    lines.append(f"transformer agrees with theory (sign of S_w, every layer): "
-                 f"{sum(bool(r['agree']) for r in graded)}/{len(graded)} γ; toy: "
-                 f"{sum(bool(r['toy_agree']) for r in records if r['toy_agree'] is not None)}"
-                 f"/{sum(r['toy_agree'] is not None for r in records)}")
+    lines.append(
+        f"transformer agrees with theory (sign of S_w, every layer): "
+        f"{sum(bool(r['agree']) for r in graded)}/{len(graded)} γ; toy: "
+        f"{sum(bool(r['toy_agree']) for r in records if r['toy_agree'] is not None)}"
+        f"/{sum(r['toy_agree'] is not None for r in records)}"
+    )
     return "\n".join(lines)
 
 
-CSV_SCALARS = ("gamma", "gamma_toy", "gamma_prime", "delta", "regime", "toy_S_w",
-               "toy_agree", "toy_in_interval", "toy_score", "toy_score_init")
-CSV_LAYERED = ("llm_S_w", "llm_S_w_qk", "llm_agree", "llm_in_interval", "llm_score",
-               "llm_score_init")
+CSV_SCALARS = (
+    "gamma",
+    "gamma_toy",
+    "gamma_prime",
+    "delta",
+    "regime",
+    "toy_S_w",
+    "toy_agree",
+    "toy_in_interval",
+    "toy_score",
+    "toy_score_init",
+)
+CSV_LAYERED = (
+    "llm_S_w",
+    "llm_S_w_qk",
+    "llm_agree",
+    "llm_in_interval",
+    "llm_score",
+    "llm_score_init",
+)
 
 
 def to_csv(records: list[dict]) -> str:

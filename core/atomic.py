@@ -42,8 +42,9 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers never see a partial file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
-                               dir=path.parent)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
+    )
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -78,8 +79,9 @@ def write_failure(path: str | Path, err: Exception) -> OSError | None:
         full = False
     if full:
         return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-    return OSError(errno.EIO, f"writing failed ({type(err).__name__}: "
-                   f"{one_line(err)[:200]})", str(path))
+    return OSError(
+        errno.EIO, f"writing failed ({type(err).__name__}: {one_line(err)[:200]})", str(path)
+    )
 
 
 def temp_path(path: str | Path) -> Path:
@@ -149,8 +151,10 @@ def read_json(path: str | Path) -> Any:
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise StoreError(f"{path} is corrupt ({one_line(err)}){hint}") from None
     except (RecursionError, MemoryError) as err:
-        raise StoreError(f"{path} is corrupt ({type(err).__name__}: nested too deeply or too "
-                         f"large){hint}") from None
+        raise StoreError(
+            f"{path} is corrupt ({type(err).__name__}: nested too deeply or too large){hint}"
+        ) from None
     except ConfigError:
-        raise StoreError(f"{path} is corrupt (nested more than {MAX_DEPTH} levels "
-                         f"deep){hint}") from None
+        raise StoreError(
+            f"{path} is corrupt (nested more than {MAX_DEPTH} levels deep){hint}"
+        ) from None

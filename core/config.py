@@ -70,10 +70,14 @@ MAX_DEPTH = 64
 # ----------------------------------------------------------------------------- user-given files
 def file_kind(mode: int) -> str:
     """What a file of ``st_mode`` ``mode`` is, in words (``"a FIFO (named pipe)"``, ...)."""
-    for test, kind in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"),
-                       (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
+    for test, kind in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return kind
     return "not a regular file"
@@ -83,8 +87,9 @@ def _checked(path: Path, info: os.stat_result, what: str, limit: int | None) -> 
     if not stat.S_ISREG(info.st_mode):
         raise ConfigError(f"{what} {path} is {file_kind(info.st_mode)}; give a regular file")
     if limit is not None and info.st_size > limit:
-        raise ConfigError(f"{what} {path} is {human(info.st_size)}; at most {human(limit)} "
-                          "is allowed")
+        raise ConfigError(
+            f"{what} {path} is {human(info.st_size)}; at most {human(limit)} is allowed"
+        )
 
 
 def _os_error(path: Path, what: str, err: OSError) -> ConfigError:
@@ -109,8 +114,7 @@ def check_user_file(path: str | Path, *, what: str, limit: int | None = None) ->
     return info.st_size
 
 
-def open_user_file(path: str | Path, *, what: str,
-                   limit: int | None = None) -> io.BufferedReader:
+def open_user_file(path: str | Path, *, what: str, limit: int | None = None) -> io.BufferedReader:
     """``path`` opened for reading in binary, when it is a regular file of at most ``limit``
     bytes (None: any size); else a :class:`ConfigError` naming ``what``, the path and what
     is allowed.
@@ -140,8 +144,7 @@ def read_user_file(path: str | Path, *, what: str, limit: int | None = None) -> 
     with open_user_file(path, what=what, limit=limit) as fh:
         data = fh.read() if limit is None else fh.read(limit + 1)
     if limit is not None and len(data) > limit:
-        raise ConfigError(f"{what} {path} holds more than {human(limit)}; at most that is "
-                          "allowed")
+        raise ConfigError(f"{what} {path} holds more than {human(limit)}; at most that is allowed")
     return data
 
 
@@ -153,8 +156,10 @@ def check_depth(data: Any, what: str, limit: int = MAX_DEPTH) -> Any:
     while level:
         containers = [x for x in level if isinstance(x, dict | list | tuple)]
         if containers and depth >= limit:
-            raise ConfigError(f"{what}: tables or arrays nest more than {limit} levels deep; "
-                              f"at most {limit} are allowed")
+            raise ConfigError(
+                f"{what}: tables or arrays nest more than {limit} levels deep; "
+                f"at most {limit} are allowed"
+            )
         level = [v for x in containers for v in (x.values() if isinstance(x, dict) else x)]
         depth += 1
     return data
@@ -166,11 +171,14 @@ def parse_json(text: str | bytes, what: str) -> Any:
     try:
         data = json.loads(text)
     except RecursionError:
-        raise ConfigError(f"{what}: arrays or objects nest too deeply to be read; at most "
-                          f"{MAX_DEPTH} levels are allowed") from None
+        raise ConfigError(
+            f"{what}: arrays or objects nest too deeply to be read; at most "
+            f"{MAX_DEPTH} levels are allowed"
+        ) from None
     except json.JSONDecodeError as err:
-        raise ConfigError(f"{what}: not valid JSON ({err.msg}, line {err.lineno} column "
-                          f"{err.colno})") from None
+        raise ConfigError(
+            f"{what}: not valid JSON ({err.msg}, line {err.lineno} column {err.colno})"
+        ) from None
     except UnicodeDecodeError as err:
         raise ConfigError(f"{what}: not UTF-8 text (byte {err.start})") from None
     return check_depth(data, what)
@@ -182,8 +190,11 @@ def config_to_dict(cfg: Any) -> dict[str, Any]:
     :data:`KEY_NEUTRAL` field at its default is left out."""
     if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
         raise TypeError(f"expected a dataclass instance, got {type(cfg).__name__}")
-    return {f.name: _plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)
-            if not (f.metadata.get(KEY_NEUTRAL) and getattr(cfg, f.name) == f.default)}
+    return {
+        f.name: _plain(getattr(cfg, f.name))
+        for f in dataclasses.fields(cfg)
+        if not (f.metadata.get(KEY_NEUTRAL) and getattr(cfg, f.name) == f.default)
+    }
 
 
 def _plain(value: Any) -> Any:
@@ -231,9 +242,7 @@ def config_from_dict(cls: type[C], data: Mapping[str, Any], *, where: str = "con
         raise ConfigError(
             f"unknown key {where}.{unknown[0]}; allowed keys: {', '.join(sorted(fields))}"
         )
-    kwargs = {
-        name: _coerce(hints[name], value, f"{where}.{name}") for name, value in data.items()
-    }
+    kwargs = {name: _coerce(hints[name], value, f"{where}.{name}") for name, value in data.items()}
     try:
         return cls(**kwargs)
     except TypeError as err:  # a required field without a default is missing
@@ -251,8 +260,10 @@ def _coerce(tp: Any, value: Any, name: str) -> Any:
         errors = []
         # Scalar members first: a scalar also fills a one-element tuple (below), which
         # must not win over an exact scalar match.
-        members = sorted((a for a in args if a is not type(None)),
-                         key=lambda a: typing.get_origin(a) in (tuple, list))
+        members = sorted(
+            (a for a in args if a is not type(None)),
+            key=lambda a: typing.get_origin(a) in (tuple, list),
+        )
         for arg in members:
             try:
                 return _coerce(arg, value, name)
@@ -310,8 +321,9 @@ _hints: Callable[[type], dict[str, Any]] = functools.cache(_type_hints)
 
 
 def _takes_str(tp: Any) -> bool:
-    return tp is str or (typing.get_origin(tp) in (typing.Union, types.UnionType)
-                         and str in typing.get_args(tp))
+    return tp is str or (
+        typing.get_origin(tp) in (typing.Union, types.UnionType) and str in typing.get_args(tp)
+    )
 
 
 def _number_in_float(value: Any, checked: Any) -> bool:
@@ -341,8 +353,9 @@ def _numeric(tp: Any, items: bool = False) -> type | None:
         return _numeric(args[0], items) if len(args) == 1 else None
     if items:
         item_args = typing.get_args(tp)
-        return (_numeric(item_args[0]) if typing.get_origin(tp) in (tuple, list) and item_args
-                else None)
+        return (
+            _numeric(item_args[0]) if typing.get_origin(tp) in (tuple, list) and item_args else None
+        )
     return tp if tp in (int, float) else None
 
 
@@ -364,10 +377,12 @@ def check_bound(name: str, value: Any, kind: type, bound: Bound | None = None) -
     if kind is int:
         lo = -INT_BOUND if lo is None else lo
         hi = INT_BOUND if hi is None else hi
-    if (kind is float and not math.isfinite(value)) or (lo is not None and value < lo) or (
-            hi is not None and value > hi):
-        raise ConfigError(f"{name}={value!r} is not allowed; it must be "
-                          f"{_allowed(kind, lo, hi)}")
+    if (
+        (kind is float and not math.isfinite(value))
+        or (lo is not None and value < lo)
+        or (hi is not None and value > hi)
+    ):
+        raise ConfigError(f"{name}={value!r} is not allowed; it must be {_allowed(kind, lo, hi)}")
 
 
 def check_fields(cfg: Any, where: str = "", bounds: Mapping[str, Bound] | None = None) -> None:
@@ -403,17 +418,22 @@ def check_fields(cfg: Any, where: str = "", bounds: Mapping[str, Bound] | None =
         checked = _coerce(tp, value, f"{where}.{f.name}" if where else f.name)
         if isinstance(value, list | tuple) and isinstance(checked, list | tuple):
             # an int item of a tuple[float, ...] stays as given: (1, 2) keeps its run key
-            items = [v if _number_in_float(v, c) else c
-                     for v, c in zip(value, checked, strict=True)]
+            items = [
+                v if _number_in_float(v, c) else c for v, c in zip(value, checked, strict=True)
+            ]
             same = type(value) is type(checked) and all(
-                v is c for v, c in zip(value, items, strict=True))
+                v is c for v, c in zip(value, items, strict=True)
+            )
             checked = value if same else type(checked)(items)
         elif _number_in_float(value, checked):
             checked = value  # likewise an int in a float field
         if checked is not getattr(cfg, f.name):
             object.__setattr__(cfg, f.name, checked)
-        name, kind, item = f"{where}.{f.name}" if where else f.name, _numeric(tp), _numeric(
-            tp, items=True)
+        name, kind, item = (
+            f"{where}.{f.name}" if where else f.name,
+            _numeric(tp),
+            _numeric(tp, items=True),
+        )
         if kind is not None and checked is not None:
             check_bound(name, checked, kind, bounds.get(f.name))
         if item is not None and isinstance(checked, list | tuple):
@@ -432,10 +452,13 @@ def check_instance(value: Any, cls: type, where: str, hint: str | None = None) -
     if not isinstance(value, cls):
         shown = repr(value)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        hint = hint or (f"build one with {cls.__name__}(...) or smallinit.core.config.load_config("
-                        f"{cls.__name__}, path, overrides)")
-        raise TypeError(f"{where} needs a {cls.__name__}, got {type(value).__name__} {shown}; "
-                        f"{hint}")
+        hint = hint or (
+            f"build one with {cls.__name__}(...) or smallinit.core.config.load_config("
+            f"{cls.__name__}, path, overrides)"
+        )
+        raise TypeError(
+            f"{where} needs a {cls.__name__}, got {type(value).__name__} {shown}; {hint}"
+        )
     return value
 
 
@@ -447,8 +470,10 @@ def _literal(text: str) -> Any:
     except tomllib.TOMLDecodeError:
         return text
     except RecursionError:
-        raise ConfigError(f"value {text[:40]!r}... nests arrays or tables too deeply; at "
-                          f"most {MAX_DEPTH} levels are allowed") from None
+        raise ConfigError(
+            f"value {text[:40]!r}... nests arrays or tables too deeply; at "
+            f"most {MAX_DEPTH} levels are allowed"
+        ) from None
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
@@ -461,8 +486,10 @@ def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
         if not sep or not key or "" in key.split("."):
             raise ConfigError(f"override {item!r} is not allowed; write key=value")
         if len(key.split(".")) > MAX_DEPTH:
-            raise ConfigError(f"override key {key[:40]!r}... has {len(key.split('.'))} dotted "
-                              f"parts; at most {MAX_DEPTH} are allowed")
+            raise ConfigError(
+                f"override key {key[:40]!r}... has {len(key.split('.'))} dotted "
+                f"parts; at most {MAX_DEPTH} are allowed"
+            )
         out[key] = check_depth(_literal(raw.strip()), f"override {key}")
     return out
 
@@ -503,9 +530,11 @@ def _apply(data: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
             if child is None:
                 child = node[part] = {}
             elif not isinstance(child, dict):
-                where = ".".join(parents[:i + 1])
-                raise ConfigError(f"override {path}={value!r} is not allowed: {where} is a "
-                                  "value, not a table of keys")
+                where = ".".join(parents[: i + 1])
+                raise ConfigError(
+                    f"override {path}={value!r} is not allowed: {where} is a "
+                    "value, not a table of keys"
+                )
             else:
                 child = node[part] = dict(child)
             node = child
@@ -517,12 +546,14 @@ def _apply(data: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @overload
-def override(cfg: Mapping[str, Any], changes: Mapping[str, Any], *,
-             where: str = "config") -> dict[str, Any]: ...
+def override(
+    cfg: Mapping[str, Any], changes: Mapping[str, Any], *, where: str = "config"
+) -> dict[str, Any]: ...
 @overload
 def override(cfg: C, changes: Mapping[str, Any], *, where: str = "config") -> C: ...
-def override(cfg: Mapping[str, Any] | C, changes: Mapping[str, Any], *,
-             where: str = "config") -> dict[str, Any] | C:
+def override(
+    cfg: Mapping[str, Any] | C, changes: Mapping[str, Any], *, where: str = "config"
+) -> dict[str, Any] | C:
     """``cfg`` with the values at dotted paths replaced: the one way a config is changed
     (command-line ``key=value``, profiles, experiments)::
 
@@ -545,11 +576,14 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise ConfigError(f"config file {path} is not UTF-8 text (byte {err.start}); a "
-                          "config is TOML") from None
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {err.start}); a config is TOML"
+        ) from None
     except RecursionError:
-        raise ConfigError(f"config file {path}: tables or arrays nest too deeply to be "
-                          f"read; at most {MAX_DEPTH} levels are allowed") from None
+        raise ConfigError(
+            f"config file {path}: tables or arrays nest too deeply to be "
+            f"read; at most {MAX_DEPTH} levels are allowed"
+        ) from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"config file {path} is not valid TOML: {err}") from None
     return check_depth(data, f"config file {path}")

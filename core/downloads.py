@@ -45,8 +45,10 @@ def verify(path: Path, pin: PinnedFile) -> Path:
     """``path`` if its SHA-256 is the pinned one, else a one-line :class:`ConfigError`."""
     got = sha256_of(Path(path))
     if got != pin.sha256:
-        raise ConfigError(f"{path} has sha256 {got}, not the pinned {pin.sha256} of "
-                          f"{pin.filename}; refusing it (delete it to download it again)")
+        raise ConfigError(
+            f"{path} has sha256 {got}, not the pinned {pin.sha256} of "
+            f"{pin.filename}; refusing it (delete it to download it again)"
+        )
     return path
 
 
@@ -107,12 +109,16 @@ def fetch_pinned(pin: PinnedFile, folder: str | Path) -> Path:
                 digest.update(block)
                 out.write(block)
         if digest.hexdigest() != pin.sha256:
-            raise ConfigError(f"{url} has sha256 {digest.hexdigest()}, not the pinned "
-                              f"{pin.sha256} of {pin.filename}; refusing it")
+            raise ConfigError(
+                f"{url} has sha256 {digest.hexdigest()}, not the pinned "
+                f"{pin.sha256} of {pin.filename}; refusing it"
+            )
         os.replace(tmp, path)
     except OSError as err:  # URLError, timeouts, disk full
-        raise ConfigError(f"could not download {pin.filename} from {index_url()} "
-                          f"({one_line(err)}); put the file into {folder} by hand") from None
+        raise ConfigError(
+            f"could not download {pin.filename} from {index_url()} "
+            f"({one_line(err)}); put the file into {folder} by hand"
+        ) from None
     finally:
         tmp.unlink(missing_ok=True)
     return path

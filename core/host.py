@@ -66,9 +66,12 @@ def _version(module) -> str:
 @lru_cache(maxsize=1)
 def _fixed() -> dict[str, Any]:
     info = _cpuinfo()
-    return {"machine": platform.machine(), "cpu": _cpu_model(info),
-            "cpu_vector_extensions": _vector_extensions(info),
-            "python": platform.python_version()}
+    return {
+        "machine": platform.machine(),
+        "cpu": _cpu_model(info),
+        "cpu_vector_extensions": _vector_extensions(info),
+        "python": platform.python_version(),
+    }
 
 
 def same_machine(record: Any) -> bool:
@@ -77,7 +80,8 @@ def same_machine(record: Any) -> bool:
     kernels; the Python and library versions are left aside)."""
     here = _fixed()
     return isinstance(record, dict) and all(
-        record.get(k) == here[k] for k in ("machine", "cpu", "cpu_vector_extensions"))
+        record.get(k) == here[k] for k in ("machine", "cpu", "cpu_vector_extensions")
+    )
 
 
 def record() -> dict[str, Any]:

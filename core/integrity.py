@@ -84,8 +84,7 @@ def first_link(folder: Path) -> Path | None:
     return None
 
 
-def kept_files(folder: Path, left_out: frozenset[str] = LEFT_OUT
-               ) -> Iterator[tuple[str, Path]]:
+def kept_files(folder: Path, left_out: frozenset[str] = LEFT_OUT) -> Iterator[tuple[str, Path]]:
     """(name relative to ``folder``, path) of every file a manifest lists, sorted: regular
     files below ``folder``, without ``left_out`` (the file that holds the manifest) and
     without names starting with a dot (nor anything inside a folder whose name does).
@@ -102,8 +101,7 @@ def kept_files(folder: Path, left_out: frozenset[str] = LEFT_OUT
                 yield rel, path
 
 
-def build_manifest(folder: Path, left_out: frozenset[str] = LEFT_OUT
-                   ) -> dict[str, dict[str, Any]]:
+def build_manifest(folder: Path, left_out: frozenset[str] = LEFT_OUT) -> dict[str, dict[str, Any]]:
     """``{name: {"bytes": size, "sha256": hex}}`` of every file :func:`kept_files` lists."""
     return {rel: file_entry(path) for rel, path in kept_files(folder, left_out)}
 
@@ -111,8 +109,11 @@ def build_manifest(folder: Path, left_out: frozenset[str] = LEFT_OUT
 def entry_problem(folder: Path, name: str, entry: Any, *, hashes: bool = True) -> str | None:
     """Why the file ``name`` below ``folder`` does not match its manifest ``entry`` (size,
     then, with ``hashes``, SHA-256), or None when it matches."""
-    if not (isinstance(entry, dict) and isinstance(entry.get("bytes"), int)
-            and isinstance(entry.get("sha256"), str)) or not _inside(name):
+    if not (
+        isinstance(entry, dict)
+        and isinstance(entry.get("bytes"), int)
+        and isinstance(entry.get("sha256"), str)
+    ) or not _inside(name):
         return f"the manifest entry {name!r} is damaged"
     path = folder / name
     try:
@@ -141,8 +142,7 @@ def _inside(name: str) -> bool:
     return bool(parts) and not Path(name).is_absolute() and ".." not in parts
 
 
-def first_mismatch(folder: Path, manifest: Any, *, hashes: bool = True
-                   ) -> tuple[str, str] | None:
+def first_mismatch(folder: Path, manifest: Any, *, hashes: bool = True) -> tuple[str, str] | None:
     """(name, why) of the first file below ``folder`` that does not match ``manifest``
     (every entry, sizes first so a truncated file is found without hashing; name ``""``
     for a damaged manifest), or None when all match."""

@@ -58,8 +58,11 @@ def _again() -> None:
 
 def _unraisable(previous):
     def hook(unraisable) -> None:
-        if (issubclass(unraisable.exc_type, KeyboardInterrupt) and _requested.is_set()
-                and signal.getsignal(signal.SIGINT) is _on_sigint):
+        if (
+            issubclass(unraisable.exc_type, KeyboardInterrupt)
+            and _requested.is_set()
+            and signal.getsignal(signal.SIGINT) is _on_sigint
+        ):
             # raised again from another thread a moment later, when the main thread has
             # left the callback (and if not, this hook runs once more)
             threading.Thread(target=_again, name="sigint-again", daemon=True).start()

@@ -106,8 +106,7 @@ class RunSpec:
     def compute(self, store: RunStore, force: bool) -> Any:
         """Compute (or resume, or reuse) the run in ``store``."""
         if self.runner is None:
-            raise NotImplementedError(f"{type(self).__name__} does not say how to compute "
-                                      "its run")
+            raise NotImplementedError(f"{type(self).__name__} does not say how to compute its run")
         return self.runner(self.config, store, force=force)
 
     @classmethod
@@ -122,8 +121,9 @@ class RunSpec:
         return None
 
     @classmethod
-    def compute_population(cls, specs: list[RunSpec], store: RunStore, force: bool,
-                           execution: str = "eager") -> None:
+    def compute_population(
+        cls, specs: list[RunSpec], store: RunStore, force: bool, execution: str = "eager"
+    ) -> None:
         """Compute (or resume, or reuse) ``specs``, of this type and one population key,
         together; by default one after another. ``execution``: how the population's step
         runs (:data:`POPULATION_EXECS`)."""
@@ -184,10 +184,18 @@ class Results:
 _FORCED: set[tuple[str, str, str]] = set()  # (store root, kind, key) forced in this process
 
 
-def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: bool = False,
-              workers: int | None = None, executor: str | None = None,
-              desc: str = "runs", weigh: Callable[[Any], float | None] | None = None,
-              population: str | None = None, population_exec: str | None = None) -> Results:
+def run_specs(
+    specs: list[RunSpec],
+    store: RunStore | None = None,
+    *,
+    force: bool = False,
+    workers: int | None = None,
+    executor: str | None = None,
+    desc: str = "runs",
+    weigh: Callable[[Any], float | None] | None = None,
+    population: str | None = None,
+    population_exec: str | None = None,
+) -> Results:
     """Compute every spec not finished yet (module docstring) and return all of them.
     ``workers``: local processes at a time (None: ``$SMALLINIT_WORKERS``, else every core,
     :func:`default_workers`); ``executor``: ``local`` or ``ray`` (None:
@@ -222,11 +230,18 @@ def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: boo
                 groups = [(todo, None)] if todo else []
             else:
                 groups = _local_groups(todo, workers) if todo else []
-            bar.plan(planned + [([position[id(s)] for s in group], count)
-                                for group, count in groups])
+            bar.plan(
+                planned + [([position[id(s)] for s in group], count) for group, count in groups]
+            )
             for group in together:
-                _run_population(group, store, group[0].ident in to_force, bar,
-                                [position[id(s)] for s in group], execution)
+                _run_population(
+                    group,
+                    store,
+                    group[0].ident in to_force,
+                    bar,
+                    [position[id(s)] for s in group],
+                    execution,
+                )
             if executor == "ray" and todo:
                 _run_on_ray(todo, store, to_force, bar, [position[id(s)] for s in todo])
             elif todo:
@@ -240,14 +255,19 @@ def run_specs(specs: list[RunSpec], store: RunStore | None = None, *, force: boo
                             bar.finish(i, _state(spec, store), _name(spec))
                     else:
                         assert count is not None  # a local group (ray's ran above)
-                        _run_in_workers(group, store, to_force, count, bar,
-                                        [position[id(s)] for s in group])
+                        _run_in_workers(
+                            group, store, to_force, count, bar, [position[id(s)] for s in group]
+                        )
     runs = [j.run_of(store) for j in specs]
     failed = [(j, r) for j, r in zip(specs, runs, strict=True) if not r.done]
     if failed:
         reasons = sorted({str(r.status().get("reason")) for _, r in failed})
-        log.warning("%d of %d runs not done: %s", len({r.key for _, r in failed}),
-                    len(unique), "; ".join(reasons))
+        log.warning(
+            "%d of %d runs not done: %s",
+            len({r.key for _, r in failed}),
+            len(unique),
+            "; ".join(reasons),
+        )
     return Results(list(specs), runs)
 
 
@@ -302,15 +322,18 @@ def chosen_workers(workers: int | None) -> int | None:
         try:
             workers = int(text)
         except ValueError:
-            raise ConfigError(f"{WORKERS_ENV}={text!r} is not allowed; give an integer "
-                              ">= 1 (or unset it: every core)") from None
+            raise ConfigError(
+                f"{WORKERS_ENV}={text!r} is not allowed; give an integer "
+                ">= 1 (or unset it: every core)"
+            ) from None
     if workers < 1:
         raise ConfigError(f"{where}={workers} is not allowed; it must be >= 1")
     return workers
 
 
-def _chosen(value: str | None, name: str, env: str, default: str,
-            allowed: tuple[str, ...], joiner: str) -> str:
+def _chosen(
+    value: str | None, name: str, env: str, default: str, allowed: tuple[str, ...], joiner: str
+) -> str:
     """``value`` checked against ``allowed``; None becomes ``$env``, else ``default``."""
     where = name
     if value is None:
@@ -344,12 +367,14 @@ def chosen_population(mode: str | None) -> str:
 
 def chosen_population_exec(execution: str | None) -> str:
     """``execution`` checked; None becomes ``$SMALLINIT_POPULATION_EXEC``, else ``eager``."""
-    return _chosen(execution, "population execution", POPULATION_EXEC_ENV, "eager",
-                   POPULATION_EXECS, ", ")
+    return _chosen(
+        execution, "population execution", POPULATION_EXEC_ENV, "eager", POPULATION_EXECS, ", "
+    )
 
 
-def populations(todo: list[RunSpec], mode: str, to_force: AbstractSet[Any] = frozenset()
-                ) -> tuple[list[list[RunSpec]], list[RunSpec]]:
+def populations(
+    todo: list[RunSpec], mode: str, to_force: AbstractSet[Any] = frozenset()
+) -> tuple[list[list[RunSpec]], list[RunSpec]]:
     """The specs of ``todo`` that train together: groups of two or more of one type,
     population key (:meth:`RunSpec.population_key`) and force, in order of first
     appearance; and the rest, in their order. ``mode`` ``off``: no groups."""
@@ -365,8 +390,14 @@ def populations(todo: list[RunSpec], mode: str, to_force: AbstractSet[Any] = fro
     return together, [s for s in todo if id(s) not in grouped]
 
 
-def _run_population(group: list[RunSpec], store: RunStore, force: bool, bar: RunProgress,
-                    ids: list[int], execution: str = "eager") -> None:
+def _run_population(
+    group: list[RunSpec],
+    store: RunStore,
+    force: bool,
+    bar: RunProgress,
+    ids: list[int],
+    execution: str = "eager",
+) -> None:
     """Compute one population in this process; an error fails its runs (recorded by the
     store), not the sweep, as a worker's would."""
     for i in ids:
@@ -376,8 +407,7 @@ def _run_population(group: list[RunSpec], store: RunStore, force: bool, bar: Run
     except ConfigError:
         raise
     except Exception as err:
-        log.error("a population of %d runs failed: %s: %s", len(group), type(err).__name__,
-                  err)
+        log.error("a population of %d runs failed: %s: %s", len(group), type(err).__name__, err)
     for spec, i in zip(group, ids, strict=True):
         bar.finish(i, _state(spec, store), _name(spec))
 
@@ -464,8 +494,14 @@ def _death_reason(exitcode: int | None) -> str:
     return f"worker process exited with code {exitcode} without a result"
 
 
-def _run_in_workers(todo: list[RunSpec], store: RunStore, to_force: set, workers: int,
-                    bar: RunProgress, ids: list[int]) -> None:
+def _run_in_workers(
+    todo: list[RunSpec],
+    store: RunStore,
+    to_force: set,
+    workers: int,
+    bar: RunProgress,
+    ids: list[int],
+) -> None:
     from multiprocessing.connection import wait
 
     ctx = multiprocessing.get_context("spawn")
@@ -478,9 +514,11 @@ def _run_in_workers(todo: list[RunSpec], store: RunStore, to_force: set, workers
             while pending and len(running) < workers and config_error is None:
                 spec, i = pending.pop(0)
                 here, there = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_worker, name=f"run-{spec.kind}-{spec.key}",
-                                   args=(spec, str(store.root), spec.ident in to_force,
-                                         os.getpid(), there))
+                proc = ctx.Process(
+                    target=_worker,
+                    name=f"run-{spec.kind}-{spec.key}",
+                    args=(spec, str(store.root), spec.ident in to_force, os.getpid(), there),
+                )
                 bar.start(i)
                 proc.start()
                 there.close()
@@ -517,8 +555,10 @@ def _import_ray():
     try:
         import ray  # lazy: the optional `ray` extra, needed only with executor="ray"
     except ImportError:
-        raise ConfigError("executor 'ray' needs Ray: pip install 'smallinit[ray]' (or "
-                          "pip install ray), or use --executor local") from None
+        raise ConfigError(
+            "executor 'ray' needs Ray: pip install 'smallinit[ray]' (or "
+            "pip install ray), or use --executor local"
+        ) from None
     return ray
 
 
@@ -542,10 +582,13 @@ def _ray_task(spec: RunSpec, root: str, force: bool, probe: str) -> tuple[str, s
     if not os.path.isfile(probe):
         import socket  # lazy: only for this message
 
-        return ("config", f"run store {root} is not visible from Ray node "
-                f"{socket.gethostname()}: with --executor ray the store must be on a file "
-                "system every node mounts at the same path (--runs-dir or $SMALLINIT_RUNS)",
-                0.0)
+        return (
+            "config",
+            f"run store {root} is not visible from Ray node "
+            f"{socket.gethostname()}: with --executor ray the store must be on a file "
+            "system every node mounts at the same path (--runs-dir or $SMALLINIT_RUNS)",
+            0.0,
+        )
     logging.basicConfig(level=logging.WARNING)
     set_quiet(True)
     t0 = time.perf_counter()
@@ -579,16 +622,19 @@ def _ray_resources(ray, spec: RunSpec) -> dict[str, float]:
 def _forwarded_env() -> dict[str, str]:
     """The driver's ``SMALLINIT_*`` settings (cache folder, memory limit, quiet), which Ray
     workers do not inherit by themselves."""
-    return {k: v for k, v in os.environ.items()
-            if k.startswith("SMALLINIT_") and k not in (WORKERS_ENV, EXECUTOR_ENV)}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k.startswith("SMALLINIT_") and k not in (WORKERS_ENV, EXECUTOR_ENV)
+    }
 
 
-def _run_on_ray(todo: list[RunSpec], store: RunStore, to_force: set,
-                bar: RunProgress, ids: list[int]) -> None:
+def _run_on_ray(
+    todo: list[RunSpec], store: RunStore, to_force: set, bar: RunProgress, ids: list[int]
+) -> None:
     ray = _import_ray()
     if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS") or None,
-                 logging_level=logging.WARNING)
+        ray.init(address=os.environ.get("RAY_ADDRESS") or None, logging_level=logging.WARNING)
     store.check_root()
     root = str(store.root.resolve())
     probe = store.root.resolve() / ".executor" / f"ray-{os.getpid()}-{time.time_ns()}"
@@ -601,13 +647,15 @@ def _run_on_ray(todo: list[RunSpec], store: RunStore, to_force: set,
     config_error: str | None = None
     try:
         for i, spec in zip(ids, todo, strict=True):
-            options: dict[str, Any] = dict(_ray_resources(ray, spec), max_retries=retries,
-                                           retry_exceptions=True,
-                                           name=f"{spec.kind}-{spec.key}")
+            options: dict[str, Any] = dict(
+                _ray_resources(ray, spec),
+                max_retries=retries,
+                retry_exceptions=True,
+                name=f"{spec.kind}-{spec.key}",
+            )
             if env:
                 options["runtime_env"] = {"env_vars": env}
-            ref = task.options(**options).remote(spec, root, spec.ident in to_force,
-                                                 str(probe))
+            ref = task.options(**options).remote(spec, root, spec.ident in to_force, str(probe))
             pending[ref] = (spec, i)
         while pending:
             interrupts.check()
@@ -620,8 +668,10 @@ def _run_on_ray(todo: list[RunSpec], store: RunStore, to_force: set,
                 try:
                     kind, message, seconds = ray.get(ref)
                 except Exception as err:  # retries spent: the worker died or the run raised
-                    reason = (f"failed on Ray after {retries + 1} attempts: "
-                              f"{type(err).__name__}: {one_line(str(err))[:500]}")
+                    reason = (
+                        f"failed on Ray after {retries + 1} attempts: "
+                        f"{type(err).__name__}: {one_line(str(err))[:500]}"
+                    )
                     _record_death(spec, store, reason)
                     log.error("run %s (%s/%s) %s", spec.tags, spec.kind, spec.key, reason)
                 else:

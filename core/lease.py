@@ -127,9 +127,16 @@ class Lease:
         self._thread: threading.Thread | None = None
 
     def status(self) -> dict[str, Any]:
-        return {"state": "running", "pid": os.getpid(), "host": socket.gethostname(),
-                "boot": BOOT_ID, "token": self.token, "started": now(),
-                "renewed": time.time(), "lease_s": LEASE_S}
+        return {
+            "state": "running",
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "boot": BOOT_ID,
+            "token": self.token,
+            "started": now(),
+            "renewed": time.time(),
+            "lease_s": LEASE_S,
+        }
 
     def start_heartbeat(self) -> None:
         ref = weakref.ref(self)
@@ -153,8 +160,12 @@ class Lease:
             try:
                 status = self.run.status()
                 if status.get("token") != self.token or status["state"] != "running":
-                    log.error("run %s was taken over by pid %s on %s; this process no longer "
-                              "owns it", self.run.path, status.get("pid"), status.get("host"))
+                    log.error(
+                        "run %s was taken over by pid %s on %s; this process no longer owns it",
+                        self.run.path,
+                        status.get("pid"),
+                        status.get("host"),
+                    )
                     return False
                 status["renewed"] = time.time()
                 atomic_write_json(self.run.status_path, status)

@@ -29,8 +29,10 @@ def parse_size(text: str) -> int:
     """Bytes from ``"123"``, ``"512M"``, ``"64G"``, ``"1.5T"`` (binary units, case-free)."""
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]?)[iI]?[bB]?\s*", text)
     if not match:
-        raise ConfigError(f"{ENV}={text!r} is not a size; give bytes or a number with a unit, "
-                          "e.g. 512M, 64G (0 or off: no limit)")
+        raise ConfigError(
+            f"{ENV}={text!r} is not a size; give bytes or a number with a unit, "
+            "e.g. 512M, 64G (0 or off: no limit)"
+        )
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
@@ -71,8 +73,9 @@ def human(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-def check_memory(estimate: float, what: str, *, available: int | None = None,
-                 pool: str = "host memory") -> None:
+def check_memory(
+    estimate: float, what: str, *, available: int | None = None, pool: str = "host memory"
+) -> None:
     """Raise :class:`ConfigError` naming ``what``, the estimate and the limit when
     ``estimate`` bytes exceed the limit; ``what`` names the values responsible, e.g.
     ``"training model.d_model=1000000 (weights, gradients, AdamW state, activations)"``.
@@ -81,8 +84,13 @@ def check_memory(estimate: float, what: str, *, available: int | None = None,
     limit = limit_bytes(available)
     if limit is None or estimate <= limit:
         return
-    source = "" if os.environ.get(ENV, "").strip() else \
-        f" ({SHARE_OF_AVAILABLE:.0%} of the {pool} available)"
-    raise ConfigError(f"{what} needs about {human(estimate)}, more than the limit of "
-                      f"{human(limit)}{source}; reduce it, or raise the limit with {ENV}=SIZE "
-                      "(e.g. 64G; off disables the check)")
+    source = (
+        ""
+        if os.environ.get(ENV, "").strip()
+        else f" ({SHARE_OF_AVAILABLE:.0%} of the {pool} available)"
+    )
+    raise ConfigError(
+        f"{what} needs about {human(estimate)}, more than the limit of "
+        f"{human(limit)}{source}; reduce it, or raise the limit with {ENV}=SIZE "
+        "(e.g. 64G; off disables the check)"
+    )

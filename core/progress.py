@@ -80,8 +80,9 @@ def _number(value: Any) -> str:
     return str(value)
 
 
-def step_line(desc: str, step: int | None, total: int, fields: dict[str, Any],
-              elapsed: float) -> str:
+def step_line(
+    desc: str, step: int | None, total: int, fields: dict[str, Any], elapsed: float
+) -> str:
     """One plain log line of a loop's step: ``desc step S/TOTAL name value ... elapsed Xs``
     (``tok_per_s`` is written ``tok/s`` and rounded to an integer)."""
     parts = [desc or "step", f"step {step}/{total}" if total else f"step {step}"]
@@ -106,14 +107,24 @@ def duration(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def run_line(desc: str, done: int, total: int, name: str, state: str, seconds: float,
-             elapsed: float, eta: float | str | None) -> str:
+def run_line(
+    desc: str,
+    done: int,
+    total: int,
+    name: str,
+    state: str,
+    seconds: float,
+    elapsed: float,
+    eta: float | str | None,
+) -> str:
     """One plain log line per finished run: ``desc: run D/TOTAL done kind/key (41s),
     elapsed 3m12s, ETA 41m30s`` (``eta``: seconds, or the text of :meth:`RunProgress.
     eta_text`)."""
     eta = eta if isinstance(eta, str) else duration(eta)
-    return (f"{desc or 'runs'}: run {done}/{total} {state} {name} ({duration(seconds)}), "
-            f"elapsed {duration(elapsed)}, ETA {eta}")
+    return (
+        f"{desc or 'runs'}: run {done}/{total} {state} {name} ({duration(seconds)}), "
+        f"elapsed {duration(elapsed)}, ETA {eta}"
+    )
 
 
 def _affine(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
@@ -132,8 +143,9 @@ def _affine(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
     return 0.0, sum(u * v for u, v in zip(x, y, strict=True)) / sum(u * u for u in x)
 
 
-def expected_seconds(kind: str, weight: float | None,
-                     finished: Sequence[tuple[str, float | None, float]]) -> float | None:
+def expected_seconds(
+    kind: str, weight: float | None, finished: Sequence[tuple[str, float | None, float]]
+) -> float | None:
     """The expected seconds of a run of ``kind`` with cost ``weight`` (None: no cost), from
     ``finished`` runs as (kind, cost, seconds): the module docstring's model. The pool is
     the finished runs of its kind, else of its class (with a cost, without one); without
@@ -161,9 +173,15 @@ class RunProgress:
     bar shows runs done/total, elapsed and ETA; elsewhere each finished run is one INFO
     line of ``logger`` (:func:`run_line`)."""
 
-    def __init__(self, kinds: Sequence[str], weights: Sequence[float | None], *,
-                 desc: str = "runs", logger: logging.Logger | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        kinds: Sequence[str],
+        weights: Sequence[float | None],
+        *,
+        desc: str = "runs",
+        logger: logging.Logger | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.kinds = list(kinds)
         self.weights = [w if w is not None and w > 0 else None for w in weights]
         self.desc = desc
@@ -173,9 +191,13 @@ class RunProgress:
         self.groups: list[tuple[list[int], int | None]] = [(list(range(len(self.kinds))), 1)]
         self.began: dict[int, float] = {}
         self.took: dict[int, float] = {}
-        self.bar = progress(total=len(self.kinds), desc=desc, unit="run", leave=True,
-                            bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| "
-                                       "[{elapsed}{postfix}]")
+        self.bar = progress(
+            total=len(self.kinds),
+            desc=desc,
+            unit="run",
+            leave=True,
+            bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| [{elapsed}{postfix}]",
+        )
         self.bar.set_postfix_str("ETA ?")
 
     def plan(self, groups: Sequence[tuple[Sequence[int], int | None]]) -> None:
@@ -186,20 +208,31 @@ class RunProgress:
     def start(self, i: int) -> None:
         self.began[i] = self.clock()
 
-    def finish(self, i: int, state: str = "done", name: str = "",
-               seconds: float | None = None) -> None:
+    def finish(
+        self, i: int, state: str = "done", name: str = "", seconds: float | None = None
+    ) -> None:
         """Run ``i`` ended (``state``: done or failed) after ``seconds`` of its own (None:
         since :meth:`start`)."""
         now = self.clock()
-        self.took[i] = max(0.0, seconds if seconds is not None else
-                           now - self.began.get(i, now))
+        self.took[i] = max(0.0, seconds if seconds is not None else now - self.began.get(i, now))
         self.began.pop(i, None)
         eta = self.eta_text()
         self.bar.set_postfix_str(f"ETA {eta}", refresh=False)
         self.bar.update(1)
         if not bars_shown():
-            self.log.info("%s", run_line(self.desc, len(self.took), len(self.kinds), name,
-                                         state, self.took[i], now - self.t0, eta))
+            self.log.info(
+                "%s",
+                run_line(
+                    self.desc,
+                    len(self.took),
+                    len(self.kinds),
+                    name,
+                    state,
+                    self.took[i],
+                    now - self.t0,
+                    eta,
+                ),
+            )
 
     def tick(self) -> None:
         """Refresh the bar's elapsed time and ETA between runs (terminal only)."""
@@ -220,9 +253,11 @@ class RunProgress:
     def expected(self, i: int) -> float | None:
         """Run ``i``'s expected seconds from the runs finished so far
         (:func:`expected_seconds`); None while nothing comparable has finished."""
-        return expected_seconds(self.kinds[i], self.weights[i],
-                                [(self.kinds[j], self.weights[j], self.took[j])
-                                 for j in self.took])
+        return expected_seconds(
+            self.kinds[i],
+            self.weights[i],
+            [(self.kinds[j], self.weights[j], self.took[j]) for j in self.took],
+        )
 
     def estimate(self) -> tuple[float, int]:
         """(seconds until the timed runs have finished, runs that cannot be timed yet): the
@@ -239,8 +274,7 @@ class RunProgress:
                 if expected is None:
                     untimed += 1
                     continue
-                seconds += max(0.0, expected - (now - self.began[i] if i in self.began
-                                                else 0.0))
+                seconds += max(0.0, expected - (now - self.began[i] if i in self.began else 0.0))
             if slots is None:
                 wall = now - self.t0
                 parallel = max(1.0, sum(self.took.values()) / wall) if wall > 0 else 1.0
@@ -284,7 +318,11 @@ class _StderrHandler(logging.StreamHandler):
 def configure_logging(verbosity: int = 0) -> None:
     """INFO for the CLI by default; DEBUG with ``-v``; WARNING with ``--quiet``."""
     level = logging.DEBUG if verbosity > 0 else logging.WARNING if _quiet else logging.INFO
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=True,
-                        handlers=[_StderrHandler()])
+    logging.basicConfig(
+        level=level,
+        format="%(levelname)s %(name)s: %(message)s",
+        force=True,
+        handlers=[_StderrHandler()],
+    )
     for noisy in ("matplotlib", "jax", "PIL", "urllib3", "fontTools"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))

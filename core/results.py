@@ -41,11 +41,36 @@ KEY = re.compile(r"[0-9a-f]{16}")  # a run key: 16 hex digits of SHA-256 (smalli
 KEY_PREFIX = re.compile(r"[0-9a-f]{1,16}")
 #: summary entries shown first as a run's main metrics, when present (else the first
 #: numeric entries of its summary)
-MAIN_METRICS = ("val_loss", "train_loss", "acc", "acc_norm", "acc_reasoning", "acc_fact",
-                "share_inferential", "share_symmetric", "agree", "graded", "converged")
+MAIN_METRICS = (
+    "val_loss",
+    "train_loss",
+    "acc",
+    "acc_norm",
+    "acc_reasoning",
+    "acc_fact",
+    "share_inferential",
+    "share_symmetric",
+    "agree",
+    "graded",
+    "converged",
+)
 #: config fields named first in a run's one-line summary, when present
-SUMMARY_FIELDS = ("init", "task", "corpus", "d_model", "n_layers", "steps", "gammas",
-                  "gamma_primes", "widths", "gamma", "depth", "model", "seed", "seeds")
+SUMMARY_FIELDS = (
+    "init",
+    "task",
+    "corpus",
+    "d_model",
+    "n_layers",
+    "steps",
+    "gammas",
+    "gamma_primes",
+    "widths",
+    "gamma",
+    "depth",
+    "model",
+    "seed",
+    "seeds",
+)
 
 
 @dataclass
@@ -111,8 +136,11 @@ class StoredRun:
 
     def main_metrics(self, limit: int = 3) -> dict[str, Any]:
         """A few numeric summary entries: those of :data:`MAIN_METRICS` first."""
-        numeric = {k: v for k, v in self.listed_summary.items()
-                   if isinstance(v, int | float) and not isinstance(v, bool)}
+        numeric = {
+            k: v
+            for k, v in self.listed_summary.items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        }
         chosen = [k for k in MAIN_METRICS if k in numeric]
         chosen += [k for k in numeric if k not in chosen]
         return {k: numeric[k] for k in chosen[:limit]}
@@ -123,7 +151,7 @@ class StoredRun:
         leaves = dict(dotted_items(self.config))
         order = sorted(leaves, key=lambda k: (_rank(k), list(leaves).index(k)))
         text = " ".join(f"{k}={_short(leaves[k])}" for k in order)
-        return text if len(text) <= width else text[:width - 3] + "..."
+        return text if len(text) <= width else text[: width - 3] + "..."
 
     def metrics(self) -> list[dict[str, Any]]:
         """``metrics.jsonl`` as a list of dicts ([] when the run logged none)."""
@@ -135,9 +163,10 @@ class StoredRun:
         try:
             import pandas  # lazy: optional dependency (the pandas extra)
         except ImportError:
-            raise ConfigError("metrics_frame needs pandas: pip install 'smallinit[pandas]' "
-                              "(run.metrics() gives the same records as a list of dicts)"
-                              ) from None
+            raise ConfigError(
+                "metrics_frame needs pandas: pip install 'smallinit[pandas]' "
+                "(run.metrics() gives the same records as a list of dicts)"
+            ) from None
         return pandas.json_normalize(self.metrics(), sep=".")
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -156,19 +185,37 @@ class StoredRun:
         """The listing record (``smallinit runs ls --json``): the full ``config`` as an
         object (what the run is keyed by), its one-line ``config_summary``, the ``summary``
         it finished with and its ``metrics`` (:meth:`main_metrics`)."""
-        return {"kind": self.kind, "key": self.key, "version": self.version,
-                "state": self.state, "reason": self.reason, "created": self.created,
-                "finished": self.finished, "path": str(self.path), "config": self.config,
-                "config_summary": self.config_summary(), "summary": self.listed_summary,
-                "metrics": self.main_metrics()}
+        return {
+            "kind": self.kind,
+            "key": self.key,
+            "version": self.version,
+            "state": self.state,
+            "reason": self.reason,
+            "created": self.created,
+            "finished": self.finished,
+            "path": str(self.path),
+            "config": self.config,
+            "config_summary": self.config_summary(),
+            "summary": self.listed_summary,
+            "metrics": self.main_metrics(),
+        }
 
     def describe(self) -> dict[str, Any]:
         """Everything about the run (``smallinit runs show --json``)."""
-        return {"kind": self.kind, "key": self.key, "version": self.version,
-                "state": self.state, "reason": self.reason, "created": self.created,
-                "finished": self.finished, "path": str(self.path), "config": self.config,
-                "summary": self.listed_summary, "metrics": self._metrics_overview(),
-                "files": self.files()}
+        return {
+            "kind": self.kind,
+            "key": self.key,
+            "version": self.version,
+            "state": self.state,
+            "reason": self.reason,
+            "created": self.created,
+            "finished": self.finished,
+            "path": str(self.path),
+            "config": self.config,
+            "summary": self.listed_summary,
+            "metrics": self._metrics_overview(),
+            "files": self.files(),
+        }
 
     def _metrics_overview(self) -> dict[str, Any]:
         """How many metrics records, their fields and the last record."""
@@ -177,8 +224,7 @@ class StoredRun:
         except StoreError as err:
             return {"error": one_line(err)}
         fields = sorted({k for r in records for k in r})
-        return {"records": len(records), "fields": fields,
-                "last": records[-1] if records else None}
+        return {"records": len(records), "fields": fields, "last": records[-1] if records else None}
 
 
 def _rank(key: str) -> int:
@@ -228,11 +274,15 @@ def kinds(root: Path) -> list[str]:
     except FileNotFoundError:
         return []
     except OSError as err:
-        raise ConfigError(f"run store root {root} cannot be used ({err.strerror or err}); "
-                          "give the store's folder with --runs-dir or $SMALLINIT_RUNS") from None
+        raise ConfigError(
+            f"run store root {root} cannot be used ({err.strerror or err}); "
+            "give the store's folder with --runs-dir or $SMALLINIT_RUNS"
+        ) from None
     if not stat.S_ISDIR(info.st_mode):
-        raise ConfigError(f"run store root {root} is {file_kind(info.st_mode)}, not a folder; "
-                          "give the store's folder with --runs-dir or $SMALLINIT_RUNS")
+        raise ConfigError(
+            f"run store root {root} is {file_kind(info.st_mode)}, not a folder; "
+            "give the store's folder with --runs-dir or $SMALLINIT_RUNS"
+        )
     return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
@@ -249,8 +299,10 @@ def list_runs(runs_dir: str | Path | None = None, *, kind: str | None = None) ->
     root = RunStore(runs_dir).root
     present = kinds(root)
     if kind is not None and kind not in present:
-        raise ConfigError(f"run kind {kind!r} has no runs under {root}; kinds there: "
-                          f"{', '.join(present) or '(none)'}")
+        raise ConfigError(
+            f"run kind {kind!r} has no runs under {root}; kinds there: "
+            f"{', '.join(present) or '(none)'}"
+        )
     runs = [open_dir(p) for k in ([kind] if kind else present) for p in _run_dirs(root, k)]
     return sorted(runs, key=lambda r: (r.created or "", r.kind, r.key))
 
@@ -268,18 +320,24 @@ class Verified:
     recorded: bool = False
 
     def record(self) -> dict[str, Any]:
-        return {"kind": self.kind, "key": self.key, "state": self.state,
-                "ok": self.problem is None, "problem": self.problem, "recorded": self.recorded}
+        return {
+            "kind": self.kind,
+            "key": self.key,
+            "state": self.state,
+            "ok": self.problem is None,
+            "problem": self.problem,
+            "recorded": self.recorded,
+        }
 
 
-def verify_runs(refs: list[str] | None = None, *, runs_dir: str | Path | None = None,
-                hashes: bool = True) -> list[Verified]:
+def verify_runs(
+    refs: list[str] | None = None, *, runs_dir: str | Path | None = None, hashes: bool = True
+) -> list[Verified]:
     """Check runs of the store (every run, or those ``refs`` name as :func:`load_run` does):
     each ``config.json`` hashes to its key and each finished run's files match its manifest,
     sizes first, then SHA-256 unless ``hashes`` is False. A finished run stored before
     manifests gets one (when the store is writable). Nothing else is written."""
-    stored = ([load_run(r, runs_dir=runs_dir) for r in refs] if refs
-              else list_runs(runs_dir))
+    stored = [load_run(r, runs_dir=runs_dir) for r in refs] if refs else list_runs(runs_dir)
     out = []
     for s in stored:
         run = Run(s.path, s.kind, s.key, s.config, s.version)
@@ -313,20 +371,32 @@ def load_run(ref: str | Path, *, runs_dir: str | Path | None = None) -> StoredRu
     text = str(ref).strip()
     kind, _, prefix = text.rpartition("/")
     if not KEY_PREFIX.fullmatch(prefix):
-        raise ConfigError(f"RUN {text!r} matches no run: it is neither a run directory (with "
-                          "a config.json) nor a run key (1 to 16 lowercase hex digits, "
-                          "optionally after KIND/)")
+        raise ConfigError(
+            f"RUN {text!r} matches no run: it is neither a run directory (with "
+            "a config.json) nor a run key (1 to 16 lowercase hex digits, "
+            "optionally after KIND/)"
+        )
     present = kinds(root)
     if kind and kind not in present:
-        raise ConfigError(f"RUN {text!r}: run kind {kind!r} has no runs under {root}; kinds "
-                          f"there: {', '.join(present) or '(none)'}")
-    found = [p for k in ([kind] if kind else present) for p in _run_dirs(root, k)
-             if p.name.startswith(prefix)]
+        raise ConfigError(
+            f"RUN {text!r}: run kind {kind!r} has no runs under {root}; kinds "
+            f"there: {', '.join(present) or '(none)'}"
+        )
+    found = [
+        p
+        for k in ([kind] if kind else present)
+        for p in _run_dirs(root, k)
+        if p.name.startswith(prefix)
+    ]
     if len(found) != 1:
         if not found:
-            raise ConfigError(f"RUN {text!r} matches no run under {root}; `smallinit runs ls` "
-                              "lists them (see --runs-dir / $SMALLINIT_RUNS)")
+            raise ConfigError(
+                f"RUN {text!r} matches no run under {root}; `smallinit runs ls` "
+                "lists them (see --runs-dir / $SMALLINIT_RUNS)"
+            )
         names = ", ".join(f"{p.parent.name}/{p.name}" for p in found[:4])
-        raise ConfigError(f"RUN {text!r} matches {len(found)} runs ({names}"
-                          f"{', ...' if len(found) > 4 else ''}); give more of the key")
+        raise ConfigError(
+            f"RUN {text!r} matches {len(found)} runs ({names}"
+            f"{', ...' if len(found) > 4 else ''}); give more of the key"
+        )
     return open_dir(found[0])

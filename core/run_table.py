@@ -36,8 +36,10 @@ def parse_where(items: list[str]) -> dict[str, Any]:
     filter that is not ``key=value``."""
     for item in items:
         if "=" not in item or not item.partition("=")[0].strip():
-            raise ConfigError(f"--where {item!r} is not a filter; write a dotted config key "
-                              "and a value, e.g. --where model.d_model=128")
+            raise ConfigError(
+                f"--where {item!r} is not a filter; write a dotted config key "
+                "and a value, e.g. --where model.d_model=128"
+            )
     return parse_overrides(items)
 
 
@@ -59,12 +61,18 @@ def _known(runs: list[StoredRun], name: str, what: str, config_only: bool) -> No
         keys |= set(RUN_FIELDS) | {k for r in runs for k in r.listed_summary}
     if runs and name not in keys:
         close = sorted(k for k in keys if name.rpartition(".")[2] in k)[:4] or sorted(keys)[:4]
-        raise ConfigError(f"{what} {name!r} is no {'config key' if config_only else 'field'} "
-                          f"of these {len(runs)} runs; e.g. {', '.join(close)}")
+        raise ConfigError(
+            f"{what} {name!r} is no {'config key' if config_only else 'field'} "
+            f"of these {len(runs)} runs; e.g. {', '.join(close)}"
+        )
 
 
-def select(runs: list[StoredRun], where: dict[str, Any] | None = None,
-           sort: str | None = None, descending: bool = False) -> list[StoredRun]:
+def select(
+    runs: list[StoredRun],
+    where: dict[str, Any] | None = None,
+    sort: str | None = None,
+    descending: bool = False,
+) -> list[StoredRun]:
     """The runs whose config has every ``key: value`` of ``where`` (numbers compare by
     value: 1 matches 1.0), sorted by ``sort`` (stable; runs without the field last, in
     their order)."""
@@ -72,8 +80,11 @@ def select(runs: list[StoredRun], where: dict[str, Any] | None = None,
         _known(runs, key, "--where", config_only=True)
     if sort:
         _known(runs, sort, "--sort", config_only=False)
-    chosen = [r for r in runs
-              if all(_equal(config_leaves(r).get(k, MISSING), v) for k, v in (where or {}).items())]
+    chosen = [
+        r
+        for r in runs
+        if all(_equal(config_leaves(r).get(k, MISSING), v) for k, v in (where or {}).items())
+    ]
     if not sort:
         return chosen
     present = [r for r in chosen if field_value(r, sort) not in (MISSING, None)]

@@ -170,8 +170,10 @@ class Run:
         if status["state"] != "done" or SUMMARY_SHA256 not in status:
             return None
         if integrity.summary_digest(status.get("summary", {})) != status[SUMMARY_SHA256]:
-            return (f"the summary in {self.status_path} does not match its SHA-256 (edited "
-                    "after the run finished)")
+            return (
+                f"the summary in {self.status_path} does not match its SHA-256 (edited "
+                "after the run finished)"
+            )
         return None
 
     def identity_problem(self) -> str | None:
@@ -185,15 +187,19 @@ class Run:
         if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
             return f"{path} holds no config object"
         if meta.get("kind") != self.kind or meta.get("key") != self.key:
-            return (f"{path} names run {meta.get('kind')}/{meta.get('key')}, not the "
-                    "folder's (was the folder renamed or copied?)")
+            return (
+                f"{path} names run {meta.get('kind')}/{meta.get('key')}, not the "
+                "folder's (was the folder renamed or copied?)"
+            )
         try:
             key = config_key(self.kind, meta["config"], str(meta.get("version", "1")))
         except (ValueError, TypeError, RecursionError):
             return f"{path} holds a config that cannot be keyed"
         if key != self.key:
-            return (f"{path} does not hash to the folder's key (its config was edited after "
-                    "the run was made)")
+            return (
+                f"{path} does not hash to the folder's key (its config was edited after "
+                "the run was made)"
+            )
         return None
 
     def verify(self, *, hashes: bool = True, adopt: bool = True) -> None:
@@ -218,9 +224,12 @@ class Run:
             raise self._corrupt(problem)
 
     def _corrupt(self, problem: str) -> CorruptRun:
-        return CorruptRun(f"run {self.name} is corrupt: {problem}; the command that made it, "
-                          "run again with the same config, recomputes it (keeping the damaged "
-                          "folder under .corrupt/ of the store)", problem)
+        return CorruptRun(
+            f"run {self.name} is corrupt: {problem}; the command that made it, "
+            "run again with the same config, recomputes it (keeping the damaged "
+            "folder under .corrupt/ of the store)",
+            problem,
+        )
 
     def _adopt(self, status: dict[str, Any]) -> None:
         """Write the manifest of a finished run that has none (stored before manifests) and
@@ -238,8 +247,9 @@ class Run:
                 if MANIFEST not in status:
                     status[MANIFEST] = integrity.build_manifest(self.path)
                 if status["state"] == "done":
-                    status.setdefault(SUMMARY_SHA256,
-                                      integrity.summary_digest(status.get("summary", {})))
+                    status.setdefault(
+                        SUMMARY_SHA256, integrity.summary_digest(status.get("summary", {}))
+                    )
                 atomic_write_json(self.status_path, status)
                 log.debug("recorded the manifest of %s", self.name)
         except (OSError, StoreError) as err:
@@ -359,8 +369,9 @@ class RunWriter(Run):
         """Raise :class:`StoreError` naming the first symbolic link among the run's kind
         folder, its folder and everything below it: the writer would write or delete
         through it, outside the store."""
-        link = (self.path.parent if self.path.parent.is_symlink()
-                else integrity.first_link(self.path))
+        link = (
+            self.path.parent if self.path.parent.is_symlink() else integrity.first_link(self.path)
+        )
         if link is not None:
             raise _link_error(link)
 
@@ -377,8 +388,10 @@ class RunWriter(Run):
         if lock is None:
             lock = RunLock(self.lock_path)
             if not lock.acquire(block=False):
-                raise StoreError(f"run {self.path} is being computed by another process "
-                                 f"({self._holder()}); wait for it or stop it")
+                raise StoreError(
+                    f"run {self.path} is being computed by another process "
+                    f"({self._holder()}); wait for it or stop it"
+                )
         self._lease = Lease(self, lock)
         WRITER_THREADS[self.lock_path] = self._lease.thread
         try:
@@ -438,10 +451,17 @@ class RunWriter(Run):
         """Mark the run done: the last write of a successful run, with the manifest of
         every file it keeps (:mod:`smallinit.core.integrity`)."""
         status = self.status()
-        self._end({"state": "done", "started": status.get("started"), "finished": now(),
-                   "host": host.record(), "summary": summary or {},
-                   SUMMARY_SHA256: integrity.summary_digest(summary or {}),
-                   MANIFEST: integrity.build_manifest(self.path)})
+        self._end(
+            {
+                "state": "done",
+                "started": status.get("started"),
+                "finished": now(),
+                "host": host.record(),
+                "summary": summary or {},
+                SUMMARY_SHA256: integrity.summary_digest(summary or {}),
+                MANIFEST: integrity.build_manifest(self.path),
+            }
+        )
 
     def fail(self, reason: str, *, final: bool = True) -> None:
         """Record the run as failed. ``final`` failures (divergence) are kept as the
@@ -450,8 +470,14 @@ class RunWriter(Run):
             status = self.status() if self.status_path.exists() else {}
         except StoreError:
             status = {}
-        end = {"state": "failed", "reason": one_line(reason), "final": final,
-               "started": status.get("started"), "finished": now(), "host": host.record()}
+        end = {
+            "state": "failed",
+            "reason": one_line(reason),
+            "final": final,
+            "started": status.get("started"),
+            "finished": now(),
+            "host": host.record(),
+        }
         if final:  # kept as the run's outcome, so its files are proven like a done run's
             end[MANIFEST] = integrity.build_manifest(self.path)
         self._end(end)
@@ -493,8 +519,12 @@ class RunWriter(Run):
     def set_aside(self) -> Path:
         """Move the run folder to ``<root>/.corrupt/<kind>/<key>.<time>`` (kept for
         inspection, out of the store's listings); returns where it went."""
-        dest = (self.path.parent.parent / ".corrupt" / self.kind
-                / f"{self.key}.{time.strftime('%Y%m%dT%H%M%S')}.{secrets.token_hex(4)}")
+        dest = (
+            self.path.parent.parent
+            / ".corrupt"
+            / self.kind
+            / f"{self.key}.{time.strftime('%Y%m%dT%H%M%S')}.{secrets.token_hex(4)}"
+        )
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(self.path, dest)
         return dest
@@ -515,8 +545,10 @@ def read_store_json(path: Path) -> Any:
     """A JSON file of the store (:func:`~smallinit.core.atomic.read_json`); a symbolic link
     there is a :class:`StoreError`, never followed: it could lead out of the store."""
     if path.is_symlink():
-        raise StoreError(f"{path} is a symbolic link, not a regular file; the run store "
-                         "never follows links (they could lead out of it)")
+        raise StoreError(
+            f"{path} is a symbolic link, not a regular file; the run store "
+            "never follows links (they could lead out of it)"
+        )
     return read_json(path)
 
 
@@ -544,8 +576,10 @@ def _unrecorded(status: dict[str, Any]) -> bool:
 
 
 def _link_error(link: Path) -> StoreError:
-    return StoreError(f"{link} is a symbolic link; the run store does not write or delete "
-                      "through links (they could lead out of it): remove the link")
+    return StoreError(
+        f"{link} is a symbolic link; the run store does not write or delete "
+        "through links (they could lead out of it): remove the link"
+    )
 
 
 def _outcome(status: dict[str, Any]) -> bool:

@@ -59,12 +59,16 @@ class Estimate:
 
     def label(self, name: str = "Δ", digits: int = 3) -> str:
         """``Δ = -0.051 [-0.070, -0.032], p = 0.003, n = 5`` (for titles and captions)."""
+
         def f(x: float) -> str:
             return "nan" if not math.isfinite(x) else f"{x:.{digits}f}"
-        p = "p = nan" if not math.isfinite(self.p_value) else (
-            "p < 1e-4" if self.p_value < 1e-4 else f"p = {self.p_value:.2g}")
-        return (f"{name} = {f(self.effect)} [{f(self.ci_low)}, {f(self.ci_high)}], "
-                f"{p}, n = {self.n}")
+
+        p = (
+            "p = nan"
+            if not math.isfinite(self.p_value)
+            else ("p < 1e-4" if self.p_value < 1e-4 else f"p = {self.p_value:.2g}")
+        )
+        return f"{name} = {f(self.effect)} [{f(self.ci_low)}, {f(self.ci_high)}], {p}, n = {self.n}"
 
 
 def _values(x: Sequence[float] | np.ndarray, what: str) -> np.ndarray:
@@ -94,16 +98,18 @@ def _t_estimate(d: np.ndarray, alternative: str, level: float) -> Estimate:
         return Estimate(mean, math.nan, math.nan, math.nan, n)
     sd = float(d.std(ddof=1))
     if sd == 0.0:
-        in_direction = {"two-sided": mean != 0.0, "greater": mean > 0.0,
-                        "less": mean < 0.0}[alternative]
+        in_direction = {"two-sided": mean != 0.0, "greater": mean > 0.0, "less": mean < 0.0}[
+            alternative
+        ]
         return Estimate(mean, mean, mean, 0.0 if in_direction else 1.0, n)
     half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
     p = float(sps.ttest_1samp(d, 0.0, alternative=cast(Alternative, alternative)).pvalue)
     return Estimate(mean, mean - half, mean + half, p, n)
 
 
-def paired(a: Sequence[float], b: Sequence[float], *, alternative: str = "two-sided",
-           level: float = LEVEL) -> Estimate:
+def paired(
+    a: Sequence[float], b: Sequence[float], *, alternative: str = "two-sided", level: float = LEVEL
+) -> Estimate:
     """Effect mean(a − b) over paired seeds, its t CI and the paired t-test's p-value
     (``scipy.stats.ttest_rel`` is the same test)."""
     xa, xb = _values(a, "paired a"), _values(b, "paired b")
@@ -112,8 +118,9 @@ def paired(a: Sequence[float], b: Sequence[float], *, alternative: str = "two-si
     return _t_estimate(xa - xb, alternative, level)
 
 
-def one_sample(x: Sequence[float], reference: float, *, alternative: str = "two-sided",
-               level: float = LEVEL) -> Estimate:
+def one_sample(
+    x: Sequence[float], reference: float, *, alternative: str = "two-sided", level: float = LEVEL
+) -> Estimate:
     """Effect mean(x) − reference, its t CI and the one-sample t-test's p-value."""
     return _t_estimate(_values(x, "one_sample") - float(reference), alternative, level)
 
@@ -180,8 +187,9 @@ def t_bound(x: Sequence[float] | np.ndarray, alternative: str, level: float = LE
     return float(arr.mean()) + (-half if alternative == "greater" else half)
 
 
-def sign_test(x: Sequence[float] | np.ndarray, reference: float = 0.0, *,
-              alternative: str = "greater") -> float:
+def sign_test(
+    x: Sequence[float] | np.ndarray, reference: float = 0.0, *, alternative: str = "greater"
+) -> float:
     """Exact sign test of the median against ``reference`` (Dixon & Mood 1946): with k the
     number of values strictly on the ``alternative`` side, p = P(B ≥ k), B ~ Bin(n, 1/2).
     Values equal to the reference count against the alternative (a conservative
@@ -221,8 +229,9 @@ def _degenerate(arr: np.ndarray) -> bool:
     return bool(np.all(arr == arr[0]))
 
 
-def one_sided(x: Sequence[float], reference: float = 0.0, *, alternative: str = "greater"
-              ) -> OneSided:
+def one_sided(
+    x: Sequence[float], reference: float = 0.0, *, alternative: str = "greater"
+) -> OneSided:
     """§13.2's deciding test: the one-sided one-sample t test of mean(x) against
     ``reference``; when every value is identical (sd 0) the exact sign test; below 2 values
     no test (p NaN)."""
@@ -232,8 +241,9 @@ def one_sided(x: Sequence[float], reference: float = 0.0, *, alternative: str = 
         return OneSided(math.nan, "none", int(arr.size))
     if _degenerate(arr):
         return OneSided(sign_test(arr, reference, alternative=alternative), "sign", arr.size)
-    p = float(sps.ttest_1samp(arr, float(reference),
-                              alternative=cast(Alternative, alternative)).pvalue)
+    p = float(
+        sps.ttest_1samp(arr, float(reference), alternative=cast(Alternative, alternative)).pvalue
+    )
     return OneSided(p, "t", int(arr.size))
 
 
@@ -246,9 +256,14 @@ def bound(x: Sequence[float], alternative: str, level: float = LEVEL) -> float:
     return t_bound(arr, alternative, level)
 
 
-def permutation_paired(d: Sequence[float], reference: float = 0.0, *,
-                       alternative: str = "greater", draws: int = DRAWS, seed: int = 0
-                       ) -> float:
+def permutation_paired(
+    d: Sequence[float],
+    reference: float = 0.0,
+    *,
+    alternative: str = "greater",
+    draws: int = DRAWS,
+    seed: int = 0,
+) -> float:
     """Exact sign-flip permutation test of mean(d) against ``reference`` (Fisher 1935;
     Pitman 1937): under H₀ each centred value's sign is + or − with probability 1/2, so
     p = #{s : Σ s_i d_i ≥ Σ d_i} / 2^n over every sign vector s (n ≤ 16, the identity
@@ -262,7 +277,7 @@ def permutation_paired(d: Sequence[float], reference: float = 0.0, *,
     observed = float(arr.sum())
     tol = 1e-12 * max(1.0, float(np.abs(arr).sum()))  # float ties count as ties
     if n <= EXACT_MAX:
-        signs = 1 - 2 * ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1)
+        signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
         return float(np.mean(signs @ arr >= observed - tol))
     rng = np.random.default_rng(seed)
     signs = rng.choice(np.array([-1.0, 1.0]), size=(draws, n))
@@ -293,8 +308,9 @@ def t_power(n: int, effect: float, sd: float, alpha: float = 0.05) -> float:
     return float(sps.nct.sf(crit, df, effect * math.sqrt(n) / sd))
 
 
-def t_sample_size(effect: float, sd: float, alpha: float = 0.05, power: float = 0.9, *,
-                  most: int = 100_000) -> int:
+def t_sample_size(
+    effect: float, sd: float, alpha: float = 0.05, power: float = 0.9, *, most: int = 100_000
+) -> int:
     """The smallest n ≥ 2 at which :func:`t_power` reaches ``power`` (power grows with n
     for a positive effect)."""
     if not effect > 0:
@@ -305,8 +321,9 @@ def t_sample_size(effect: float, sd: float, alpha: float = 0.05, power: float = 
     while t_power(high, effect, sd, alpha) < power:
         low, high = high + 1, high * 2
         if high > most:
-            raise ValueError(f"t_sample_size: more than {most} values needed for effect "
-                             f"{effect} at sd {sd}")
+            raise ValueError(
+                f"t_sample_size: more than {most} values needed for effect {effect} at sd {sd}"
+            )
     while low < high:  # smallest n in [low, high] with enough power
         mid = (low + high) // 2
         if t_power(mid, effect, sd, alpha) >= power:

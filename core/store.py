@@ -36,8 +36,10 @@ class RunStore:
 
     def __init__(self, root: str | Path | None = None):
         if root is not None and not str(root).strip():
-            raise ConfigError("the run store's folder is an empty path; give a folder, or None "
-                              "for $SMALLINIT_RUNS or ./runs")
+            raise ConfigError(
+                "the run store's folder is an empty path; give a folder, or None "
+                "for $SMALLINIT_RUNS or ./runs"
+            )
         if root is None:
             root = os.environ.get("SMALLINIT_RUNS") or Path.cwd() / "runs"
         self.root = Path(root)
@@ -53,10 +55,13 @@ class RunStore:
             return True
         where = next((p for p in (self.root, *self.root.parents) if p.exists()), None)
         if where is not None and not where.is_dir():
-            what = ("is a file, not a folder" if where == self.root
-                    else f"lies below the file {where}")
-            raise StoreError(f"run store root {self.root} {what}; give the store's folder "
-                             "with --runs-dir or $SMALLINIT_RUNS")
+            what = (
+                "is a file, not a folder" if where == self.root else f"lies below the file {where}"
+            )
+            raise StoreError(
+                f"run store root {self.root} {what}; give the store's folder "
+                "with --runs-dir or $SMALLINIT_RUNS"
+            )
         return False
 
     def check_root(self) -> None:
@@ -66,12 +71,16 @@ class RunStore:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise StoreError(f"run store root {self.root} cannot be created "
-                             f"({err.strerror or one_line(err)}); give a writable folder with "
-                             "--runs-dir or $SMALLINIT_RUNS") from None
+            raise StoreError(
+                f"run store root {self.root} cannot be created "
+                f"({err.strerror or one_line(err)}); give a writable folder with "
+                "--runs-dir or $SMALLINIT_RUNS"
+            ) from None
         if not os.access(self.root, os.W_OK | os.X_OK):
-            raise StoreError(f"run store root {self.root} is not writable; give a writable "
-                             "folder with --runs-dir or $SMALLINIT_RUNS")
+            raise StoreError(
+                f"run store root {self.root} is not writable; give a writable "
+                "folder with --runs-dir or $SMALLINIT_RUNS"
+            )
 
     def run(self, kind: str, config: Any, *, version: str = "1") -> Run:
         """The run for ``config`` (its directory need not exist yet)."""
@@ -125,10 +134,11 @@ class RunStore:
         lock = RunLock(run.lock_path)
         if not lock.acquire(block=False):
             if WRITER_THREADS.get(run.lock_path) == threading.get_ident():
-                raise StoreError(f"run {run.path} is being computed by pid {os.getpid()} "
-                                 "(this very process); it cannot wait for itself")
-            log.warning("waiting for %s, which is computing %s/%s", run._holder(), kind,
-                        run.key)
+                raise StoreError(
+                    f"run {run.path} is being computed by pid {os.getpid()} "
+                    "(this very process); it cannot wait for itself"
+                )
+            log.warning("waiting for %s, which is computing %s/%s", run._holder(), kind, run.key)
             lock.acquire(block=True)
         try:
             status = _await_remote_writer(run)
@@ -195,8 +205,12 @@ def _set_aside_if_corrupt(run: RunWriter, status: dict[str, Any]) -> dict[str, A
         run.verify()
     except CorruptRun as err:
         dest = run.set_aside()
-        log.warning("run %s is corrupt: %s; recomputing it (the damaged folder is kept as %s)",
-                    run.name, err.problem, dest)
+        log.warning(
+            "run %s is corrupt: %s; recomputing it (the damaged folder is kept as %s)",
+            run.name,
+            err.problem,
+            dest,
+        )
         return {"state": "absent"}
     return status
 
@@ -211,12 +225,21 @@ def _await_remote_writer(run: RunWriter) -> dict[str, Any]:
             return status
         if run._state_of(status, lock_free=True) == "stale":
             if waited:
-                log.warning("the lease of %s on %s/%s lapsed; taking the run over",
-                            run._holder(), run.kind, run.key)
+                log.warning(
+                    "the lease of %s on %s/%s lapsed; taking the run over",
+                    run._holder(),
+                    run.kind,
+                    run.key,
+                )
             return status
         if not waited:
-            log.warning("waiting for %s, which holds the lease on %s/%s (it lapses %g s after "
-                        "its last renewal)", run._holder(), run.kind, run.key,
-                        status.get("lease_s", LEASE_S))
+            log.warning(
+                "waiting for %s, which holds the lease on %s/%s (it lapses %g s after "
+                "its last renewal)",
+                run._holder(),
+                run.kind,
+                run.key,
+                status.get("lease_s", LEASE_S),
+            )
             waited = True
         time.sleep(POLL_S)

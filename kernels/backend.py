@@ -74,8 +74,12 @@ def cupy_status() -> dict[str, Any]:
     if BACKEND != "cupy":
         asked = (os.environ.get(ENV_VAR) or "").strip().lower()
         why = f"{ENV_VAR}=cpu" if asked == "cpu" else _probe_cupy()[1]
-    return {"requested": os.environ.get(ENV_VAR) or "auto", "backend": BACKEND,
-            "cupy": _cupy_distribution(), "cupy_unusable": why}
+    return {
+        "requested": os.environ.get(ENV_VAR) or "auto",
+        "backend": BACKEND,
+        "cupy": _cupy_distribution(),
+        "cupy_unusable": why,
+    }
 
 
 def _cupy_distribution() -> str | None:

@@ -99,4 +99,3 @@ def grouped_two_layer_step(
     hy = np.broadcast_to(hy, (G, n))
     out = cpu.grouped_two_layer_step(hX, hy, ha, hW, hb, off, al, activation)
     return GroupedStep(*(None if o is None else like(o, W) for o in out))
-

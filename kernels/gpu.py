@@ -21,8 +21,15 @@ from .backend import cp, family, to_device
 from .launch import HERE, KERNELS, inline_source
 from .layout import GroupedStep
 
-__all__ = ["HERE", "KERNELS", "cosine_gram", "grouped_two_layer_step", "inline_source",
-           "kernel", "module"]
+__all__ = [
+    "HERE",
+    "KERNELS",
+    "cosine_gram",
+    "grouped_two_layer_step",
+    "inline_source",
+    "kernel",
+    "module",
+]
 
 
 @cache
@@ -89,5 +96,4 @@ def grouped_two_layer_step(X, y, a, W, b, offsets, alpha, activation) -> Grouped
 
     Returns CuPy arrays (the dispatcher in :mod:`batched` converts to the caller's family).
     """
-    return launch.grouped_two_layer_step(_cupy_device(), X, y, a, W, b, offsets, alpha,
-                                         activation)
+    return launch.grouped_two_layer_step(_cupy_device(), X, y, a, W, b, offsets, alpha, activation)

@@ -28,11 +28,14 @@ def load(path: Path | None = None) -> dict[str, Any]:
     None, "paths": {dtype: path}}``."""
     path = FILE if path is None else Path(path)
     data = json.loads(path.read_text())
-    bad = {k: v for k, v in data.get("paths", {}).items()
-           if k not in DTYPES.values() or v not in PATHS}
+    bad = {
+        k: v for k, v in data.get("paths", {}).items() if k not in DTYPES.values() or v not in PATHS
+    }
     if bad:
-        raise ValueError(f"{path}: paths {bad} are not allowed; dtypes are "
-                         f"{', '.join(DTYPES.values())}, paths {', '.join(PATHS)}")
+        raise ValueError(
+            f"{path}: paths {bad} are not allowed; dtypes are "
+            f"{', '.join(DTYPES.values())}, paths {', '.join(PATHS)}"
+        )
     return data
 
 
@@ -59,7 +62,8 @@ def write(paths: dict[str, str], device: str, path: Path | None = None) -> Path:
     replaced atomically)."""
     path = FILE if path is None else Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"measured_on": device, "paths": dict(sorted(paths.items()))},
-                              indent=2) + "\n")
+    tmp.write_text(
+        json.dumps({"measured_on": device, "paths": dict(sorted(paths.items()))}, indent=2) + "\n"
+    )
     os.replace(tmp, path)
     return path

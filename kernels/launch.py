@@ -78,8 +78,7 @@ def host_gram(xp: Any, Wd: Any, tname: str) -> Any:
     """W Wᵀ per batch through the array module's matmul (cuBLAS under CuPy, NumPy's BLAS in
     the emulation), bf16 widened to float32 first; in the kernels' accumulation type."""
     Wd = widen_bf16(xp, Wd)
-    return xp.ascontiguousarray(xp.matmul(Wd, Wd.transpose(0, 2, 1)),
-                                dtype=_acc_dtype(xp, tname))
+    return xp.ascontiguousarray(xp.matmul(Wd, Wd.transpose(0, 2, 1)), dtype=_acc_dtype(xp, tname))
 
 
 @dataclass(frozen=True)
@@ -229,8 +228,24 @@ def grouped_two_layer_step(dev: Device, X, y, a, W, b, offsets, alpha, activatio
     gb = xp.empty(M if bd is not None else 1, dtype=dt)
     if G > 0:
         x_stride = 0 if Xd.ndim == 2 else n * d
-        args = (Xd, np.int64(x_stride), yd, ad, Wd, ad if bd is None else bd, offd, ald,
-                np.int32(n), np.int32(d), np.int32(pointwise.CODES[activation]),
-                np.int32(bd is not None), loss, f, ga, gW, gb)
+        args = (
+            Xd,
+            np.int64(x_stride),
+            yd,
+            ad,
+            Wd,
+            ad if bd is None else bd,
+            offd,
+            ald,
+            np.int32(n),
+            np.int32(d),
+            np.int32(pointwise.CODES[activation]),
+            np.int32(bd is not None),
+            loss,
+            f,
+            ga,
+            gW,
+            gb,
+        )
         _run(dev, "grouped_step.cu", launch, args)
     return GroupedStep(loss, ga, gW, None if bd is None else gb, f)

@@ -68,8 +68,11 @@ def _gpu_stack(W: Any, threshold: float, weights: Any = None):
     labels = []
     for b in range(B):  # leaders in decreasing weight, ties by index (as on the CPU)
         adj = near[b]
-        labels.append(measure._leaders(np.argsort(-wt[b], kind="stable"), free[b],
-                                       lambda cand, adj=adj: adj[cand]))
+        labels.append(
+            measure._leaders(
+                np.argsort(-wt[b], kind="stable"), free[b], lambda cand, adj=adj: adj[cand]
+            )
+        )
     return Wd, G, labels
 
 
@@ -102,8 +105,12 @@ def measure_stack(W: Any, *, threshold: float = DEFAULT_THRESHOLD) -> dict[str, 
             diag = cp.diagonal(g, 0, 1, 2).sum(-1)
             mac = cp.asnumpy((g.sum(axis=(1, 2)) - diag) / (m * (m - 1)))
         clusters = np.array([lab.max() + 1 if lab.size else 0 for lab in labels], float)
-        return {"effective_rank": cp.asnumpy(erank), "top_singular_share": cp.asnumpy(share),
-                "cluster_count": clusters, "mean_abs_cosine": np.asarray(mac, float)}
+        return {
+            "effective_rank": cp.asnumpy(erank),
+            "top_singular_share": cp.asnumpy(share),
+            "cluster_count": clusters,
+            "mean_abs_cosine": np.asarray(mac, float),
+        }
     w = measure._np(W, "W")
     s = measure._singular_values(w)
     erank, share = measure.spectrum_measures(s)
@@ -115,19 +122,25 @@ def measure_stack(W: Any, *, threshold: float = DEFAULT_THRESHOLD) -> dict[str, 
     }
 
 
-def condensation_scores(W: Any, amplitude: Any, *, top_k: int = DEFAULT_TOP_K,
-                        threshold: float = DEFAULT_THRESHOLD) -> np.ndarray:
+def condensation_scores(
+    W: Any, amplitude: Any, *, top_k: int = DEFAULT_TOP_K, threshold: float = DEFAULT_THRESHOLD
+) -> np.ndarray:
     """``condensation_score`` of every matrix of the stack W (B, m, d) with its amplitudes
     (B, m): the share of Σ A_k in the ``top_k`` heaviest leader clusters, (B,)."""
     t = measure._check_threshold(threshold)
     _check_stack(tuple(W.shape))
     if tuple(amplitude.shape) != tuple(W.shape[:2]):
-        raise ValueError(f"amplitude has shape {tuple(amplitude.shape)}; "
-                         f"{tuple(W.shape[:2])} is required")
+        raise ValueError(
+            f"amplitude has shape {tuple(amplitude.shape)}; {tuple(W.shape[:2])} is required"
+        )
     if not _on_gpu(W):
         amp = measure._np(amplitude, "amplitude")
-        return np.array([measure.condensation_score(w, a, top_k=top_k, threshold=t)
-                         for w, a in zip(measure._np(W, "W"), amp, strict=True)])
+        return np.array(
+            [
+                measure.condensation_score(w, a, top_k=top_k, threshold=t)
+                for w, a in zip(measure._np(W, "W"), amp, strict=True)
+            ]
+        )
     if int(top_k) != top_k or top_k < 1:
         raise ValueError(f"top_k={top_k!r} must be a positive integer")
     amp = measure._np(amplitude, "amplitude")

@@ -45,8 +45,7 @@ class ModelConfig:
     tie_embeddings: bool = False
     bias: bool = False
     # Added after runs were stored: at "pre" it stays out of the run key (KEY_NEUTRAL).
-    norm_position: Literal["pre", "post"] = field(default="pre",
-                                                  metadata={KEY_NEUTRAL: True})
+    norm_position: Literal["pre", "post"] = field(default="pre", metadata={KEY_NEUTRAL: True})
     attn_dim: int | None = field(default=None, metadata={KEY_NEUTRAL: True})
     norm_bias: bool | None = field(default=None, metadata={KEY_NEUTRAL: True})
     head_bias: bool = field(default=False, metadata={KEY_NEUTRAL: True})
@@ -56,23 +55,34 @@ class ModelConfig:
         for name in ("vocab_size", "context", "d_model", "n_layers", "n_heads"):
             value = getattr(self, name)
             require(value >= 1, f"model.{name}={value} is not allowed; it must be >= 1")
-        require(self.vocab_size <= 65536,
-                f"model.vocab_size={self.vocab_size} is not allowed; token arrays are uint16, "
-                "so it must be <= 65536")
-        require(self.attn_dim is None or self.attn_dim >= 1,
-                f"model.attn_dim={self.attn_dim} is not allowed; it must be >= 1 (or left out)")
+        require(
+            self.vocab_size <= 65536,
+            f"model.vocab_size={self.vocab_size} is not allowed; token arrays are uint16, "
+            "so it must be <= 65536",
+        )
+        require(
+            self.attn_dim is None or self.attn_dim >= 1,
+            f"model.attn_dim={self.attn_dim} is not allowed; it must be >= 1 (or left out)",
+        )
         width = "model.attn_dim" if self.attn_dim is not None else "model.d_model"
-        require(self.attn_width % self.n_heads == 0,
-                f"{width}={self.attn_width} is not divisible by model.n_heads="
-                f"{self.n_heads}; choose n_heads dividing it")
+        require(
+            self.attn_width % self.n_heads == 0,
+            f"{width}={self.attn_width} is not divisible by model.n_heads="
+            f"{self.n_heads}; choose n_heads dividing it",
+        )
         if self.positions == "rope":
-            require(self.head_dim % 2 == 0,
-                    f"{width}/n_heads={self.head_dim} is odd; RoPE needs an even head "
-                    "dimension")
-        require(self.d_ff is None or self.d_ff >= 1,
-                f"model.d_ff={self.d_ff} is not allowed; it must be >= 1 (or left out)")
-        require(0 < self.norm_eps < 1,
-                f"model.norm_eps={self.norm_eps} is not allowed; it must be in (0, 1)")
+            require(
+                self.head_dim % 2 == 0,
+                f"{width}/n_heads={self.head_dim} is odd; RoPE needs an even head dimension",
+            )
+        require(
+            self.d_ff is None or self.d_ff >= 1,
+            f"model.d_ff={self.d_ff} is not allowed; it must be >= 1 (or left out)",
+        )
+        require(
+            0 < self.norm_eps < 1,
+            f"model.norm_eps={self.norm_eps} is not allowed; it must be in (0, 1)",
+        )
         require(self.rope_base > 1, f"model.rope_base={self.rope_base} must be > 1")
 
     @property
@@ -125,7 +135,8 @@ class DataConfig:
     # part of its 650 prompts, for training splits large enough to draw them all). Added
     # after runs were stored: at "exclusion" it stays out of the run key (KEY_NEUTRAL).
     synthetic_held_out: Literal["exclusion", "partition"] = field(
-        default="exclusion", metadata={KEY_NEUTRAL: True})
+        default="exclusion", metadata={KEY_NEUTRAL: True}
+    )
     # The tokenizer (smallinit.llm.data.tokenizer): "bpe" (byte-level BPE of at most
     # model.vocab_size tokens; every stored corpus) or "char" (one token per character of
     # the training split, nanoGPT's shakespeare_char). At "bpe" it stays out of the run key.
@@ -135,20 +146,27 @@ class DataConfig:
         check_fields(self, "data")
         kind = self.corpus.partition(":")[0]
         require(
-            self.corpus in ("synthetic", "shakespeare") or
-            (kind in ("text", "hf") and len(self.corpus) > len(kind) + 1),
+            self.corpus in ("synthetic", "shakespeare")
+            or (kind in ("text", "hf") and len(self.corpus) > len(kind) + 1),
             f"data.corpus={self.corpus!r} is not allowed; use synthetic, shakespeare, "
             "text:PATH or hf:NAME",
         )
-        require(0 < self.val_fraction < 0.5,
-                f"data.val_fraction={self.val_fraction} is not allowed; it must be in (0, 0.5)")
-        require(self.synthetic_items >= 10 and self.synthetic_val_items >= 10,
-                "data.synthetic_items and data.synthetic_val_items must be >= 10")
+        require(
+            0 < self.val_fraction < 0.5,
+            f"data.val_fraction={self.val_fraction} is not allowed; it must be in (0, 0.5)",
+        )
+        require(
+            self.synthetic_items >= 10 and self.synthetic_val_items >= 10,
+            "data.synthetic_items and data.synthetic_val_items must be >= 10",
+        )
         require(self.synthetic_facts >= 1, "data.synthetic_facts must be >= 1")
-        require(len(self.synthetic_mix) == 4 and all(w >= 0 for w in self.synthetic_mix)
-                and sum(self.synthetic_mix) > 0,
-                f"data.synthetic_mix={list(self.synthetic_mix)} is not allowed; give 4 "
-                "non-negative weights (arith, anchor, logic, fact) with a positive sum")
+        require(
+            len(self.synthetic_mix) == 4
+            and all(w >= 0 for w in self.synthetic_mix)
+            and sum(self.synthetic_mix) > 0,
+            f"data.synthetic_mix={list(self.synthetic_mix)} is not allowed; give 4 "
+            "non-negative weights (arith, anchor, logic, fact) with a positive sum",
+        )
 
 
 @dataclass
@@ -191,20 +209,29 @@ class TrainConfig:
             value = getattr(self, name)
             require(value >= 0, f"train.{name}={value} is not allowed; it must be >= 0")
         require(self.lr > 0, f"train.lr={self.lr} is not allowed; it must be > 0")
-        require(0 <= self.min_lr_ratio <= 1,
-                f"train.min_lr_ratio={self.min_lr_ratio} is not allowed; it must be in [0, 1]")
-        require(0 <= self.warmup_from <= 1,
-                f"train.warmup_from={self.warmup_from} is not allowed; it must be in [0, 1]")
-        require(0 <= self.weight_decay < float("inf"),
-                f"train.weight_decay={self.weight_decay} is not allowed; it must be finite "
-                "and >= 0")
-        require(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1,
-                "train.beta1 and train.beta2 must be in [0, 1)")
+        require(
+            0 <= self.min_lr_ratio <= 1,
+            f"train.min_lr_ratio={self.min_lr_ratio} is not allowed; it must be in [0, 1]",
+        )
+        require(
+            0 <= self.warmup_from <= 1,
+            f"train.warmup_from={self.warmup_from} is not allowed; it must be in [0, 1]",
+        )
+        require(
+            0 <= self.weight_decay < float("inf"),
+            f"train.weight_decay={self.weight_decay} is not allowed; it must be finite and >= 0",
+        )
+        require(
+            0 <= self.beta1 < 1 and 0 <= self.beta2 < 1,
+            "train.beta1 and train.beta2 must be in [0, 1)",
+        )
         require(self.adam_eps > 0, "train.adam_eps must be > 0")
         require(self.grad_clip >= 0, f"train.grad_clip={self.grad_clip} must be >= 0")
-        require(self.checkpoint_every % self.log_every == 0,
-                f"train.checkpoint_every={self.checkpoint_every} is not a multiple of "
-                f"train.log_every={self.log_every}; resumed runs need checkpoints on log steps")
+        require(
+            self.checkpoint_every % self.log_every == 0,
+            f"train.checkpoint_every={self.checkpoint_every} is not a multiple of "
+            f"train.log_every={self.log_every}; resumed runs need checkpoints on log steps",
+        )
 
 
 @dataclass
@@ -222,18 +249,18 @@ class EvalConfig:
 
     answer_items: int = 200  # held-out items per reasoning task and level (and facts) scored
     token_windows: int = 16  # context-length windows whose per-token losses are saved
-    held_out: Literal["windows", "halves"] = field(default="windows",
-                                                   metadata={KEY_NEUTRAL: True})
+    held_out: Literal["windows", "halves"] = field(default="windows", metadata={KEY_NEUTRAL: True})
     at_steps: tuple[int, ...] = field(default=(), metadata={KEY_NEUTRAL: True})
 
     def __post_init__(self) -> None:
         check_fields(self, "eval")
         require(self.answer_items >= 0, "eval.answer_items must be >= 0")
         require(self.token_windows >= 1, "eval.token_windows must be >= 1")
-        require(all(s >= 1 for s in self.at_steps) and
-                list(self.at_steps) == sorted(set(self.at_steps)),
-                f"eval.at_steps={list(self.at_steps)} is not allowed; give increasing steps "
-                ">= 1")
+        require(
+            all(s >= 1 for s in self.at_steps)
+            and list(self.at_steps) == sorted(set(self.at_steps)),
+            f"eval.at_steps={list(self.at_steps)} is not allowed; give increasing steps >= 1",
+        )
 
 
 @dataclass
@@ -253,9 +280,10 @@ class RunConfig:
     def __post_init__(self) -> None:
         check_fields(self)
         self.init = canonical_init(self.init)
-        require(not self.eval.at_steps or self.eval.at_steps[-1] <= self.train.steps,
-                f"eval.at_steps={list(self.eval.at_steps)} goes past train.steps="
-                f"{self.train.steps}")
+        require(
+            not self.eval.at_steps or self.eval.at_steps[-1] <= self.train.steps,
+            f"eval.at_steps={list(self.eval.at_steps)} goes past train.steps={self.train.steps}",
+        )
 
     @property
     def scheme(self):
@@ -281,5 +309,6 @@ def profile_config(profile: str | None) -> RunConfig:
     with the profile's ``[llm-train]`` table laid over them (None: the defaults alone)."""
     if profile is None:
         return RunConfig()
-    return override(RunConfig(), profiles.section(profile, TRAIN_TABLE),
-                    where=f"{profile}.{TRAIN_TABLE}")
+    return override(
+        RunConfig(), profiles.section(profile, TRAIN_TABLE), where=f"{profile}.{TRAIN_TABLE}"
+    )

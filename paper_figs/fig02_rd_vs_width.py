@@ -23,9 +23,14 @@ def make(ctx):
             med = np.nanmedian(rd[i], axis=-1)
             lo, hi = (float(v) for v in phase.slope_interval(g, 0))
             ax.loglog(widths, rd[i], "o", alpha=0.3, color=f"C{i}")
-            ax.loglog(widths, med, "-o",
-                      label=f"γ={g}: S_w={slopes[i]:+.2f} ({phase.classify(g, 0)}, "
-                            f"theory [{lo:g}, {hi:g}])", color=f"C{i}")
+            ax.loglog(
+                widths,
+                med,
+                "-o",
+                label=f"γ={g}: S_w={slopes[i]:+.2f} ({phase.classify(g, 0)}, "
+                f"theory [{lo:g}, {hi:g}])",
+                color=f"C{i}",
+            )
         ax.set_xlabel("width m")
         ax.set_ylabel("RD of input weights at t*")
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2))
@@ -33,5 +38,4 @@ def make(ctx):
         return ctx.save(fig)
 
 
-FIGURE = Figure(number=2, caption=__doc__, make=make,
-                title="RD vs width at γ' = 0")
+FIGURE = Figure(number=2, caption=__doc__, make=make, title="RD vs width at γ' = 0")

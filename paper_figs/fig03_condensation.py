@@ -32,13 +32,17 @@ def make(ctx):
         axes2 = sub[1].subplots(len(inits), 1, squeeze=False)[:, 0]  # one per activation
         for ax, r in zip(axes2, inits, strict=True):
             im = ax.imshow(r["gram_reordered"], vmin=-1, vmax=1, cmap="RdBu_r")
-            ax.set_title(f"{r['activation']} (p={r['p']}): {r['clusters']} directions "
-                         f"(≤ 2p = {2 * r['p']}?)", fontsize=7)
+            ax.set_title(
+                f"{r['activation']} (p={r['p']}): {r['clusters']} directions "
+                f"(≤ 2p = {2 * r['p']}?)",
+                fontsize=7,
+            )
             ax.set_xticks([])
             ax.set_yticks([])
         sub[1].colorbar(im, ax=axes2, shrink=0.6, label="cosine")
         return ctx.save(fig)
 
 
-FIGURE = Figure(number=3, caption=__doc__, make=make,
-                title="Condensation maps and initial condensation")
+FIGURE = Figure(
+    number=3, caption=__doc__, make=make, title="Condensation maps and initial condensation"
+)

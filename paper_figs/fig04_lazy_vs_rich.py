@@ -52,10 +52,8 @@ def draw_theory_layer(ax) -> None:
     """Panel (b): argmin Q_α's distance to the ℓ1 and ℓ2 solutions across α."""
     for depth, ls in ((2, "-"), (3, "--")):
         curves = theory_curves(depth)
-        ax.plot(ALPHAS, curves["to_l1"], color="#D55E00", ls=ls,
-                label=f"to min-ℓ1, D = {depth}")
-        ax.plot(ALPHAS, curves["to_l2"], color="#0072B2", ls=ls,
-                label=f"to min-ℓ2, D = {depth}")
+        ax.plot(ALPHAS, curves["to_l1"], color="#D55E00", ls=ls, label=f"to min-ℓ1, D = {depth}")
+        ax.plot(ALPHAS, curves["to_l2"], color="#0072B2", ls=ls, label=f"to min-ℓ2, D = {depth}")
     ax.set_xscale("log")
     ax.set_xlabel("initialization scale α")
     ax.set_ylabel("relative distance of argmin Q_α")
@@ -70,16 +68,30 @@ def draw_simulation_layer(ax, ctx) -> None:
     for (job, run), marker in zip(ctx.results("diagonal"), ("o", "s", "^", "v"), strict=False):
         cfg, depth = job.config, job.config.depth
         if {k: getattr(cfg, k) for k in PROBLEM} != PROBLEM:
-            raise ConfigError(f"the profile's diagonal problem {cfg} is not the theory "
-                              f"layer's {PROBLEM}")
+            raise ConfigError(
+                f"the profile's diagonal problem {cfg} is not the theory layer's {PROBLEM}"
+            )
         r = outputs(run)
         ok = r["residual"] <= cfg.tol * 1.0001  # interpolates: its solution is comparable
-        ax.plot(r["alphas"][ok], r["dist_l1"][ok], marker, color="#D55E00", mfc="none", ms=5,
-                label=f"trained net, D = {depth}")
+        ax.plot(
+            r["alphas"][ok],
+            r["dist_l1"][ok],
+            marker,
+            color="#D55E00",
+            mfc="none",
+            ms=5,
+            label=f"trained net, D = {depth}",
+        )
         ax.plot(r["alphas"][ok], r["dist_l2"][ok], marker, color="#0072B2", mfc="none", ms=5)
         if (~ok).any():
-            ax.plot(r["alphas"][~ok], r["dist_l1"][~ok], "x", color="grey", ms=5,
-                    label=f"D = {depth}: step budget hit, not interpolating")
+            ax.plot(
+                r["alphas"][~ok],
+                r["dist_l1"][~ok],
+                "x",
+                color="grey",
+                ms=5,
+                label=f"D = {depth}: step budget hit, not interpolating",
+            )
             ax.plot(r["alphas"][~ok], r["dist_l2"][~ok], "x", color="grey", ms=5)
     ax.legend(fontsize=7)
 
@@ -95,5 +107,6 @@ def make(ctx):
         return ctx.save(fig)
 
 
-FIGURE = Figure(number=4, caption=__doc__, make=make,
-                title="Lazy versus rich: argmin Q_alpha across alpha")
+FIGURE = Figure(
+    number=4, caption=__doc__, make=make, title="Lazy versus rich: argmin Q_alpha across alpha"
+)

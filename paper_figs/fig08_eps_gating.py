@@ -48,14 +48,22 @@ def gaps(rows):
     out = {}
     for key in SETTINGS:
         for seed in sorted({r["seed"] for r in rows}):
-            by_g = {r["gamma"]: r for r in rows
-                    if (r["eps_setting"], r["gated"]) == key and r["seed"] == seed}
+            by_g = {
+                r["gamma"]: r
+                for r in rows
+                if (r["eps_setting"], r["gated"]) == key and r["seed"] == seed
+            }
             if 0.5 in by_g and 1.0 in by_g:
                 a, b = by_g[1.0], by_g[0.5]
-                out.setdefault(key, []).append({
-                    "seed": seed, "val": a["val_loss"] - b["val_loss"],
-                    "ans": a["ans"] - b["ans"], "ans_se": math.hypot(a["ans_se"], b["ans_se"]),
-                    "acc": a["acc"] - b["acc"]})
+                out.setdefault(key, []).append(
+                    {
+                        "seed": seed,
+                        "val": a["val_loss"] - b["val_loss"],
+                        "ans": a["ans"] - b["ans"],
+                        "ans_se": math.hypot(a["ans_se"], b["ans_se"]),
+                        "acc": a["acc"] - b["acc"],
+                    }
+                )
     return out
 
 
@@ -64,16 +72,20 @@ def gap_mean(g, key, what):
     return float(np.mean(vals)) if vals else np.nan
 
 
-GAP_SERIES = (("val", "tab:blue", "held-out loss"),
-              ("ans", "tab:orange", "reasoning answer tokens"))
+GAP_SERIES = (
+    ("val", "tab:blue", "held-out loss"),
+    ("ans", "tab:orange", "reasoning answer tokens"),
+)
 
 
 def gap_series(g):
     """The gap bars to draw, (key, colour, label, mean gap per setting of SETTINGS): a series
     with no finite gap in any setting (a corpus that scores no reasoning answers) gets no bars
     and no legend entry."""
-    series = [(what, color, label, [gap_mean(g, s, what) for s in SETTINGS])
-              for what, color, label in GAP_SERIES]
+    series = [
+        (what, color, label, [gap_mean(g, s, what) for s in SETTINGS])
+        for what, color, label in GAP_SERIES
+    ]
     return [row for row in series if np.isfinite(row[3]).any()]
 
 
@@ -82,13 +94,22 @@ def make(ctx):
     rows = []
     for job, run in pairs.done():
         ans, se = reasoning_answer_loss(run.arrays())
-        rows.append({**job.tags, "val_loss": run.summary["val_loss"], "ans": ans, "ans_se": se,
-                     "acc": run.summary.get("acc_reasoning", np.nan), "trace": trajectory(run)})
+        rows.append(
+            {
+                **job.tags,
+                "val_loss": run.summary["val_loss"],
+                "ans": ans,
+                "ans_se": se,
+                "acc": run.summary.get("acc_reasoning", np.nan),
+                "trace": trajectory(run),
+            }
+        )
     gammas = sorted({r["gamma"] for r in rows})
     eps_of = {r["eps_setting"]: r["eps"] for r in rows}
     d = pairs[0][0].config.model.d_model
-    colors = dict(zip(gammas, plt.get_cmap("plasma")(np.linspace(0, 0.8, len(gammas))),
-                      strict=True))
+    colors = dict(
+        zip(gammas, plt.get_cmap("plasma")(np.linspace(0, 0.8, len(gammas))), strict=True)
+    )
     g = gaps(rows)
     n_seeds = {s: len(v) for s, v in g.items()}
     eps_claim = claims.judge("eps-restrains", pairs, ctx.profile)
@@ -100,16 +121,30 @@ def make(ctx):
         width = 0.8 / len(gammas)
         for j, gamma in enumerate(gammas):
             xs = np.arange(4) + (j - (len(gammas) - 1) / 2) * width
-            per = [[r["val_loss"] for r in rows if (r["eps_setting"], r["gated"]) == s
-                    and r["gamma"] == gamma] for s in SETTINGS]
-            ax.bar(xs, [np.mean(v) if v else np.nan for v in per], width,
-                   color=colors[gamma], label=f"γ = {gamma:g}")
+            per = [
+                [
+                    r["val_loss"]
+                    for r in rows
+                    if (r["eps_setting"], r["gated"]) == s and r["gamma"] == gamma
+                ]
+                for s in SETTINGS
+            ]
+            ax.bar(
+                xs,
+                [np.mean(v) if v else np.nan for v in per],
+                width,
+                color=colors[gamma],
+                label=f"γ = {gamma:g}",
+            )
             for x, v in zip(xs, per, strict=True):
                 ax.plot([x] * len(v), v, "k.", ms=3)
         lo = np.nanmin([r["val_loss"] for r in rows])
         ax.set_ylim(lo - 0.05, None)
-        ax.set_xticks(range(4), [setting_label(e, gt, eps_of.get(e, np.nan)).replace(", ", "\n")
-                                 for e, gt in SETTINGS], fontsize=7)
+        ax.set_xticks(
+            range(4),
+            [setting_label(e, gt, eps_of.get(e, np.nan)).replace(", ", "\n") for e, gt in SETTINGS],
+            fontsize=7,
+        )
         ax.set_ylabel("held-out loss")
         ax.legend(fontsize=7)
         ax = fig.add_subplot(grid[0, 2:])
@@ -118,22 +153,37 @@ def make(ctx):
         width = 0.8 / max(len(series), 1)
         for k, (what, color, label, means) in enumerate(series):
             shift = (k - (len(series) - 1) / 2) * width
-            ax.bar(x + shift, means, width, color=color,
-                   alpha=0.8, label=f"{label} (mean over n = "
-                   f"{'/'.join(str(n_seeds.get(s, 0)) for s in SETTINGS)} seeds; dots: seeds)")
+            ax.bar(
+                x + shift,
+                means,
+                width,
+                color=color,
+                alpha=0.8,
+                label=f"{label} (mean over n = "
+                f"{'/'.join(str(n_seeds.get(s, 0)) for s in SETTINGS)} seeds; dots: seeds)",
+            )
             for i, s in enumerate(SETTINGS):
                 vals = [v[what] for v in g.get(s, [])]
                 ax.plot([i + shift] * len(vals), vals, "k.", ms=4)
         ax.axhline(0, color="k", lw=0.8)
-        ax.set_xticks(x, [setting_label(e, gt, eps_of.get(e, np.nan)).replace(", ", "\n")
-                          for e, gt in SETTINGS], fontsize=7)
+        ax.set_xticks(
+            x,
+            [setting_label(e, gt, eps_of.get(e, np.nan)).replace(", ", "\n") for e, gt in SETTINGS],
+            fontsize=7,
+        )
         ax.set_ylabel("L(γ = 1) − L(γ = 0.5)")
         ax.legend(fontsize=7)
-        ax.set_title("eps-restrains, g(relaxed) − g(standard), gate off: "
-                     f"{eps_claim.label('Δg')}\nsinks-restrain, g(gated) − g(not gated), "
-                     f"standard ε: {sink_claim.label('Δg')}", fontsize=8)
-        diag = [("saturation", "RMSNorm saturation share"), ("sink", "sink mass (pos. 0)"),
-                ("resid_ratio", "max/median |residual|")]
+        ax.set_title(
+            "eps-restrains, g(relaxed) − g(standard), gate off: "
+            f"{eps_claim.label('Δg')}\nsinks-restrain, g(gated) − g(not gated), "
+            f"standard ε: {sink_claim.label('Δg')}",
+            fontsize=8,
+        )
+        diag = [
+            ("saturation", "RMSNorm saturation share"),
+            ("sink", "sink mass (pos. 0)"),
+            ("resid_ratio", "max/median |residual|"),
+        ]
         for col, setting in enumerate(SETTINGS):
             for row, (key, label) in enumerate(diag, start=1):
                 ax = fig.add_subplot(grid[row, col])
@@ -142,9 +192,15 @@ def make(ctx):
                         continue
                     tr = r["trace"]
                     first = r["seed"] == min(x["seed"] for x in rows)
-                    ax.plot(tr["steps"] + 1, tr[key], "o-", ms=3, color=colors[r["gamma"]],
-                            alpha=1.0 if first else 0.4,
-                            label=f"γ = {r['gamma']:g}" if first else None)
+                    ax.plot(
+                        tr["steps"] + 1,
+                        tr[key],
+                        "o-",
+                        ms=3,
+                        color=colors[r["gamma"]],
+                        alpha=1.0 if first else 0.4,
+                        label=f"γ = {r['gamma']:g}" if first else None,
+                    )
                     if key == "sink":
                         ax.axhline(tr["uniform_sink"][0], color="0.5", ls=":", lw=0.8)
                         ax.set_ylim(0, max(ax.get_ylim()[1], 1.5 * tr["uniform_sink"][0]))
@@ -156,31 +212,55 @@ def make(ctx):
                     ax.set_ylabel(label)
                 if row == 1:
                     eps = eps_of.get(setting[0], np.nan)
-                    threshold = (f"{rmsnorm_gamma_threshold(d, eps):.2f}"
-                                 if np.isfinite(eps) else "— (no finished run)")
-                    ax.set_title(setting_label(*setting, eps) + f"\nγ_ε = {threshold}",
-                                 fontsize=8)
+                    threshold = (
+                        f"{rmsnorm_gamma_threshold(d, eps):.2f}"
+                        if np.isfinite(eps)
+                        else "— (no finished run)"
+                    )
+                    ax.set_title(setting_label(*setting, eps) + f"\nγ_ε = {threshold}", fontsize=8)
                     ax.set_ylim(-0.03, 1.03)
                     ax.legend(fontsize=6)
-        fig.suptitle(f"ε × gated attention, d_model = {d} imitating d = "
-                     f"{pairs[0][0].tags['d_large']} (ε 1e-5 / 1e-12)", fontsize=10)
+        fig.suptitle(
+            f"ε × gated attention, d_model = {d} imitating d = "
+            f"{pairs[0][0].tags['d_large']} (ε 1e-5 / 1e-12)",
+            fontsize=10,
+        )
         paths = ctx.save(fig)
-    log.info("fig 8 eps-restrains %s; sinks-restrain %s", eps_claim.label("Δg"),
-             sink_claim.label("Δg"))
+    log.info(
+        "fig 8 eps-restrains %s; sinks-restrain %s", eps_claim.label("Δg"), sink_claim.label("Δg")
+    )
     for s, per_seed in g.items():
         for v in per_seed:
-            log.info("fig 8 %s seed %d: gap val %.4f, answer %.4f ± %.4f, acc %.3f", s,
-                     v["seed"], v["val"], v["ans"], v["ans_se"], v["acc"])
+            log.info(
+                "fig 8 %s seed %d: gap val %.4f, answer %.4f ± %.4f, acc %.3f",
+                s,
+                v["seed"],
+                v["val"],
+                v["ans"],
+                v["ans_se"],
+                v["acc"],
+            )
     for r in rows:
         tr = r["trace"]
-        log.info("fig 8 %s gate=%s γ=%g seed %d: val %.4f sat0 %.2f satEnd %.2f sinkEnd %.3f "
-                 "residEnd %.1f", r["eps_setting"], r["gated"], r["gamma"], r["seed"],
-                 r["val_loss"],
-                 tr["saturation"][0], tr["saturation"][-1], tr["sink"][-1],
-                 tr["resid_ratio"][-1])
+        log.info(
+            "fig 8 %s gate=%s γ=%g seed %d: val %.4f sat0 %.2f satEnd %.2f sinkEnd %.3f "
+            "residEnd %.1f",
+            r["eps_setting"],
+            r["gated"],
+            r["gamma"],
+            r["seed"],
+            r["val_loss"],
+            tr["saturation"][0],
+            tr["saturation"][-1],
+            tr["sink"][-1],
+            tr["resid_ratio"][-1],
+        )
     return paths
 
 
-FIGURE = Figure(number=8, caption=__doc__, make=make,
-                title="RMSNorm ε × gated attention at γ = 0.5 and γ = 1, with saturation and "
-                      "sink diagnostics")
+FIGURE = Figure(
+    number=8,
+    caption=__doc__,
+    make=make,
+    title="RMSNorm ε × gated attention at γ = 0.5 and γ = 1, with saturation and sink diagnostics",
+)

@@ -49,10 +49,18 @@ def collect(pairs):
     for job, run in pairs.done():
         curve = [(m["step"], m["loss"]) for m in run.metrics() if "loss" in m]
         excess, se = excess_accuracy(run.summary)
-        rows.append({"gamma": job.tags["gamma"], "seed": job.tags["seed"],
-                     "train_loss": run.summary["train_loss"],
-                     "val_loss": run.summary["val_loss"], "excess": excess, "excess_se": se,
-                     "cells": run_cells(run.summary), "curve": np.array(curve)})
+        rows.append(
+            {
+                "gamma": job.tags["gamma"],
+                "seed": job.tags["seed"],
+                "train_loss": run.summary["train_loss"],
+                "val_loss": run.summary["val_loss"],
+                "excess": excess,
+                "excess_se": se,
+                "cells": run_cells(run.summary),
+                "curve": np.array(curve),
+            }
+        )
     return rows
 
 
@@ -65,16 +73,20 @@ def critical_gammas(rows) -> dict[int, dict[str, float]]:
         g = [r["gamma"] for r in mine]
         acc = np.array([r["excess"] for r in mine])
         best = int(np.nanargmax(acc)) if np.isfinite(acc).any() else 0
-        k_acc = knee_gamma(g, acc, mine[best]["excess_se"]) if np.isfinite(acc).any() \
-            else float("nan")
+        k_acc = (
+            knee_gamma(g, acc, mine[best]["excess_se"]) if np.isfinite(acc).any() else float("nan")
+        )
         out[seed] = {"acc": k_acc, "loss": best_gamma(g, [r["val_loss"] for r in mine])}
     return out
 
 
 def _estimate_text(name: str, values) -> str:
     est = mean_ci(values)
-    return (f"{name}: {est.effect:.2f} [{est.ci_low:.2f}, {est.ci_high:.2f}]"
-            if np.isfinite(est.ci_low) else f"{name}: {est.effect:.2f}")
+    return (
+        f"{name}: {est.effect:.2f} [{est.ci_low:.2f}, {est.ci_high:.2f}]"
+        if np.isfinite(est.ci_low)
+        else f"{name}: {est.effect:.2f}"
+    )
 
 
 def make(ctx):
@@ -103,15 +115,24 @@ def make(ctx):
     fits = [escape_fit([gammas[i] for i in side], plateau[side], d, L) for L in (2, 3)]
     with use_style():
         fig, axes = plt.subplots(3, 4, figsize=(17, 11.5), constrained_layout=True)
-        panels = [(axes[0, 0], "train_loss", "final training loss"),
-                  (axes[0, 1], "plateau", f"steps to training loss ≤ θ = {theta:.2f}"),
-                  (axes[0, 2], "excess", "reasoning accuracy − prompt-blind baseline"),
-                  (axes[0, 3], "val_loss", "held-out loss (nats/token)")]
+        panels = [
+            (axes[0, 0], "train_loss", "final training loss"),
+            (axes[0, 1], "plateau", f"steps to training loss ≤ θ = {theta:.2f}"),
+            (axes[0, 2], "excess", "reasoning accuracy − prompt-blind baseline"),
+            (axes[0, 3], "val_loss", "held-out loss (nats/token)"),
+        ]
         for ax, key, label in panels:
             for seed, marker in zip(seeds, "os^vD<>", strict=False):
                 mine = sorted((r for r in rows if r["seed"] == seed), key=lambda r: r["gamma"])
-                ax.plot([r["gamma"] for r in mine], [r[key] for r in mine], marker, ms=4,
-                        color="0.45", mfc="none", label=f"seed {seed}")
+                ax.plot(
+                    [r["gamma"] for r in mine],
+                    [r[key] for r in mine],
+                    marker,
+                    ms=4,
+                    color="0.45",
+                    mfc="none",
+                    label=f"seed {seed}",
+                )
             ax.plot(gammas, mean_of(key), "k-", lw=1.2, label="mean over seeds")
             ax.set_xlabel("γ (σ = d_in^−γ)")
             ax.set_ylabel(label)
@@ -119,31 +140,46 @@ def make(ctx):
         ax = axes[0, 1]
         fine = np.linspace(fastest, max(gammas), 100)
         for fit, color in zip(fits, ("tab:blue", "tab:red"), strict=True):
-            ax.plot(fine, fit["predict"](fine), color=color, lw=1,
-                    label=f"escape time, L = {fit['L']:g}, fit γ ≥ {fastest:g} "
-                          f"(R² = {fit['r2']:.2f})")
+            ax.plot(
+                fine,
+                fit["predict"](fine),
+                color=color,
+                lw=1,
+                label=f"escape time, L = {fit['L']:g}, fit γ ≥ {fastest:g} (R² = {fit['r2']:.2f})",
+            )
         ax.set_ylim(0, np.nanmax(plateau) * 1.6)
         for ax, key, name in ((axes[0, 2], "acc", "knee"), (axes[0, 3], "loss", "optimum")):
             vals = [crit[s][key] for s in seeds]
-            ax.axvspan(min(vals) - 0.01, max(vals) + 0.01, color="tab:green", alpha=0.2,
-                       label=f"{name} per seed: {', '.join(f'{v:.2f}' for v in vals)}")
+            ax.axvspan(
+                min(vals) - 0.01,
+                max(vals) + 0.01,
+                color="tab:green",
+                alpha=0.2,
+                label=f"{name} per seed: {', '.join(f'{v:.2f}' for v in vals)}",
+            )
         for ax in axes[0]:
             ax.legend(fontsize=6)
-        draw_tasks([axes[1, 0], axes[1, 1], axes[1, 2]], [axes[2, 0], axes[2, 1], axes[2, 2]],
-                   rows)
+        draw_tasks([axes[1, 0], axes[1, 1], axes[1, 2]], [axes[2, 0], axes[2, 1], axes[2, 2]], rows)
         ax = axes[1, 3]
         texts = []
-        for i, (key, name) in enumerate((("acc", "from accuracy (knee)"),
-                                         ("loss", "from loss (optimum)"))):
+        for i, (key, name) in enumerate(
+            (("acc", "from accuracy (knee)"), ("loss", "from loss (optimum)"))
+        ):
             vals = np.array([crit[s][key] for s in seeds], dtype=float)
             ok = vals[np.isfinite(vals)]
             ax.plot(np.full(len(ok), i), ok, "o", color="0.45", mfc="none", ms=5)
             if len(ok):
                 est = mean_ci(ok)
                 if np.isfinite(est.ci_low):
-                    ax.errorbar(i, est.effect, [[est.effect - est.ci_low],
-                                                [est.ci_high - est.effect]],
-                                fmt="_", color="k", ms=14, capsize=3)
+                    ax.errorbar(
+                        i,
+                        est.effect,
+                        [[est.effect - est.ci_low], [est.ci_high - est.effect]],
+                        fmt="_",
+                        color="k",
+                        ms=14,
+                        capsize=3,
+                    )
                 texts.append(_estimate_text(name.split()[1], ok))
         ax.set_xticks([0, 1], ["reasoning\naccuracy", "held-out\nloss"])
         ax.set_xlim(-0.6, 1.6)
@@ -153,14 +189,23 @@ def make(ctx):
         cell_gain = draw_paired_cells(ax, rows)
         a, b = paired_by_seed(rows, lambda r: r["excess"])
         pooled = paired(a, b) if a else None
-        ax.set_title("accuracy above baseline, pooled:\n" +
-                     (pooled.label("Δ") if pooled else "no paired seeds"), fontsize=8)
-        fig.suptitle(f"d_model = {d}, {cfg.model.n_layers} layers, {cfg.train.steps} steps, "
-                     f"seeds {seeds} (n = {len(seeds)}); dots: seeds, lines: mean",
-                     fontsize=10)
+        ax.set_title(
+            "accuracy above baseline, pooled:\n"
+            + (pooled.label("Δ") if pooled else "no paired seeds"),
+            fontsize=8,
+        )
+        fig.suptitle(
+            f"d_model = {d}, {cfg.model.n_layers} layers, {cfg.train.steps} steps, "
+            f"seeds {seeds} (n = {len(seeds)}); dots: seeds, lines: mean",
+            fontsize=10,
+        )
         paths = ctx.save(fig)
-    log.info("fig 9: θ %.3f; critical γ per seed %s; escape fits %s", theta, crit,
-             [(f["L"], round(f["r2"], 3), round(f["b"], 4)) for f in fits])
+    log.info(
+        "fig 9: θ %.3f; critical γ per seed %s; escape fits %s",
+        theta,
+        crit,
+        [(f["L"], round(f["r2"], 3), round(f["b"], 4)) for f in fits],
+    )
     for key in ("acc", "loss"):
         vals = [crit[s][key] for s in seeds if np.isfinite(crit[s][key])]
         if vals:
@@ -169,11 +214,20 @@ def make(ctx):
         log.info("fig 9 accuracy γ=1 − γ=0.5 %s: %s", name, est.label("Δ"))
     if pooled:
         log.info("fig 9 pooled accuracy above baseline γ=1 − γ=0.5: %s", pooled.label("Δ"))
-    log.info("fig 9 means per γ %s: train %s plateau %s excess accuracy %s val %s", gammas,
-             np.round(mean_of("train_loss"), 4).tolist(), np.round(plateau, 1).tolist(),
-             np.round(mean_of("excess"), 4).tolist(), np.round(mean_of("val_loss"), 4).tolist())
+    log.info(
+        "fig 9 means per γ %s: train %s plateau %s excess accuracy %s val %s",
+        gammas,
+        np.round(mean_of("train_loss"), 4).tolist(),
+        np.round(plateau, 1).tolist(),
+        np.round(mean_of("excess"), 4).tolist(),
+        np.round(mean_of("val_loss"), 4).tolist(),
+    )
     return paths
 
 
-FIGURE = Figure(number=9, caption=__doc__, make=make,
-                title="Critical initialization: training loss, plateau and reasoning versus γ")
+FIGURE = Figure(
+    number=9,
+    caption=__doc__,
+    make=make,
+    title="Critical initialization: training loss, plateau and reasoning versus γ",
+)

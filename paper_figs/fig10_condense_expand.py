@@ -27,8 +27,12 @@ from smallinit.study.figure import Figure
 
 log = logging.getLogger(__name__)
 GROUPS = [("emb", "token embedding"), ("q", "W_Q"), ("k", "W_K"), ("ffn_in", "FFN input (gate)")]
-METRICS = [("effective_rank", "effective rank"), ("top_singular_share", "σ₁ / Σσ"),
-           ("cluster_count", "cosine clusters (≥ 0.95)"), ("mean_abs_cosine", "mean |cos| of rows")]
+METRICS = [
+    ("effective_rank", "effective rank"),
+    ("top_singular_share", "σ₁ / Σσ"),
+    ("cluster_count", "cosine clusters (≥ 0.95)"),
+    ("mean_abs_cosine", "mean |cos| of rows"),
+]
 
 
 def names_for(weights: dict, group: str) -> list[str]:
@@ -56,8 +60,9 @@ def make(ctx):
     colors = {0.5: "tab:blue", 1.0: "tab:red"}
     styles = ["-", "--", ":", "-."]
     with use_style():
-        fig, axes = plt.subplots(len(METRICS), len(GROUPS), figsize=(14, 11),
-                                 constrained_layout=True)
+        fig, axes = plt.subplots(
+            len(METRICS), len(GROUPS), figsize=(14, 11), constrained_layout=True
+        )
         for col, (group, title) in enumerate(GROUPS):
             for row, (metric, label) in enumerate(METRICS):
                 ax = axes[row, col]
@@ -66,10 +71,16 @@ def make(ctx):
                     first = job.tags["seed"] == first_seed
                     for name, ls in zip(names_for(tr["weights"], group), styles, strict=False):
                         layer = name.split(".")[0] if "." in name else ""
-                        ax.plot(tr["steps"] + 1, tr["weights"][name][metric], ls, marker="o",
-                                ms=2.5, color=colors.get(job.tags["gamma"], "k"),
-                                alpha=1.0 if first else 0.35,
-                                label=f"γ = {job.tags['gamma']:g} {layer}" if first else None)
+                        ax.plot(
+                            tr["steps"] + 1,
+                            tr["weights"][name][metric],
+                            ls,
+                            marker="o",
+                            ms=2.5,
+                            color=colors.get(job.tags["gamma"], "k"),
+                            alpha=1.0 if first else 0.35,
+                            label=f"γ = {job.tags['gamma']:g} {layer}" if first else None,
+                        )
                 ax.set_xscale("log")
                 if row == 0:
                     ax.set_title(title, fontsize=9)
@@ -81,22 +92,39 @@ def make(ctx):
                     ax.legend(fontsize=6)
         cfg = pairs[0][0].config
         seeds = sorted({j.tags["seed"] for j, _ in runs})
-        per_run = ", ".join(f"γ {g:g} seed {s}: {v:.3f}" for (s, g), v in sorted(
-            c.items(), key=lambda kv: (kv[0][1], kv[0][0])))
-        fig.suptitle(f"d_model = {cfg.model.d_model}, {cfg.model.n_layers} layers, "
-                     f"{cfg.train.steps} steps, n = {len(seeds)} seeds {seeds} (lighter: "
-                     f"later seeds), RMSNorm ε = {cfg.model.norm_eps:.2g}\n"
-                     f"condense-then-expand, c(γ = 1) − c(γ = 0.5): {judged.label('Δc')}\n"
-                     f"c = min(drop, rebound) of the mean relative effective rank: {per_run}",
-                     fontsize=9)
+        per_run = ", ".join(
+            f"γ {g:g} seed {s}: {v:.3f}"
+            for (s, g), v in sorted(c.items(), key=lambda kv: (kv[0][1], kv[0][0]))
+        )
+        fig.suptitle(
+            f"d_model = {cfg.model.d_model}, {cfg.model.n_layers} layers, "
+            f"{cfg.train.steps} steps, n = {len(seeds)} seeds {seeds} (lighter: "
+            f"later seeds), RMSNorm ε = {cfg.model.norm_eps:.2g}\n"
+            f"condense-then-expand, c(γ = 1) − c(γ = 0.5): {judged.label('Δc')}\n"
+            f"c = min(drop, rebound) of the mean relative effective rank: {per_run}",
+            fontsize=9,
+        )
         paths = ctx.save(fig)
     log.info("fig 10 condense-then-expand %s; c %s", judged.label("Δc"), c)
     for job, tr in runs:
         for (name, metric), (v0, ext, at, end) in summarize(tr).items():
-            log.info("fig 10 γ=%g seed %d %s %s: init %.3f extreme %.3f at step %d final %.3f",
-                     job.tags["gamma"], job.tags["seed"], name, metric, v0, ext, at, end)
+            log.info(
+                "fig 10 γ=%g seed %d %s %s: init %.3f extreme %.3f at step %d final %.3f",
+                job.tags["gamma"],
+                job.tags["seed"],
+                name,
+                metric,
+                v0,
+                ext,
+                at,
+                end,
+            )
     return paths
 
 
-FIGURE = Figure(number=10, caption=__doc__, make=make,
-                title="Condense then expand: effective rank, top share and clusters over training")
+FIGURE = Figure(
+    number=10,
+    caption=__doc__,
+    make=make,
+    title="Condense then expand: effective rank, top share and clusters over training",
+)

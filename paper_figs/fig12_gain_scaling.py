@@ -37,11 +37,15 @@ def make(ctx):
         return []
     done = results.done()
     with use_style():
-        fig, axes = plt.subplots(2, 2, figsize=(10, 7.5), sharex=True, sharey=True,
-                                 constrained_layout=True)
+        fig, axes = plt.subplots(
+            2, 2, figsize=(10, 7.5), sharex=True, sharey=True, constrained_layout=True
+        )
         for ax, (eps_setting, gated) in zip(axes.flat, SETTINGS, strict=True):
-            mine = [(j, r) for j, r in done
-                    if (j.tags["eps_setting"], j.tags["gated"]) == (eps_setting, gated)]
+            mine = [
+                (j, r)
+                for j, r in done
+                if (j.tags["eps_setting"], j.tags["gated"]) == (eps_setting, gated)
+            ]
             g = per_size(mine)
             sizes = sorted(g)
             for d in sizes:
@@ -53,26 +57,39 @@ def make(ctx):
             ax.axhline(0, color="0.6", lw=0.8, ls="--")
             judged = claims.directional(claims.scaling_slopes(mine))
             eps = sorted({j.tags["eps"] for j, _ in mine})
-            ax.set_title(f"ε {eps_setting} ({', '.join(f'{e:.2g}' for e in eps)}), gate "
-                         f"{'on' if gated else 'off'}\nslope dg/d ln d: {judged.label('b')}",
-                         fontsize=8)
+            ax.set_title(
+                f"ε {eps_setting} ({', '.join(f'{e:.2g}' for e in eps)}), gate "
+                f"{'on' if gated else 'off'}\nslope dg/d ln d: {judged.label('b')}",
+                fontsize=8,
+            )
             ax.set_xscale("log")
             ax.set_xticks(sizes, [str(d) for d in sizes])
             ax.minorticks_off()
             ax.legend(fontsize=7)
-            log.info("fig 12 %s gate=%s: g per size %s; slope %s", eps_setting, gated,
-                     {d: {s: round(v, 4) for s, v in g[d].items()} for d in sizes},
-                     judged.label("b"))
+            log.info(
+                "fig 12 %s gate=%s: g per size %s; slope %s",
+                eps_setting,
+                gated,
+                {d: {s: round(v, 4) for s, v in g[d].items()} for d in sizes},
+                judged.label("b"),
+            )
         for ax in axes[1]:
             ax.set_xlabel("d_model")
         for ax in axes[:, 0]:
             ax.set_ylabel("g = L(γ = 0.5) − L(γ = 1), held-out (nats/token)")
         cfg = results.specs[0].config
-        fig.suptitle(f"gain against size, {cfg.train.steps} steps × {cfg.train.batch_size} "
-                     f"sequences at every size; ε imitating d = "
-                     f"{results.specs[0].tags['d_large']}", fontsize=10)
+        fig.suptitle(
+            f"gain against size, {cfg.train.steps} steps × {cfg.train.batch_size} "
+            f"sequences at every size; ε imitating d = "
+            f"{results.specs[0].tags['d_large']}",
+            fontsize=10,
+        )
         return ctx.save(fig)
 
 
-FIGURE = Figure(number=12, caption=__doc__, make=make,
-                title="Gain of γ = 1 over γ = 0.5 against model size under ε × gated attention")
+FIGURE = Figure(
+    number=12,
+    caption=__doc__,
+    make=make,
+    title="Gain of γ = 1 over γ = 0.5 against model size under ε × gated attention",
+)

@@ -30,8 +30,11 @@ log = logging.getLogger(__name__)
 
 def curve(run) -> dict[int, float]:
     """A run's held-out loss by step: its records along training and the final one."""
-    out = {r["step"]: float(r["val_loss"]) for r in run.metrics()
-           if "val_loss" in r and isinstance(r.get("step"), int)}
+    out = {
+        r["step"]: float(r["val_loss"])
+        for r in run.metrics()
+        if "val_loss" in r and isinstance(r.get("step"), int)
+    }
     out[int(run.summary["steps"])] = float(run.summary["val_loss"])
     return out
 
@@ -64,16 +67,20 @@ def extra_escape(d: int) -> float:
 
 def make(ctx):
     results = ctx.results("gamma-sweep")
-    plain = [(j, r) for j, r in results.done() if j.tags.get("gamma") in claims.COMPARED
-             and j.tags.get("arm", "plain") == "plain"]
+    plain = [
+        (j, r)
+        for j, r in results.done()
+        if j.tags.get("gamma") in claims.COMPARED and j.tags.get("arm", "plain") == "plain"
+    ]
     sizes = sorted({j.tags["size"] for j, _ in plain})
     if not sizes:
         log.info("fig 13: profile %s has no γ 0.5 / 1 runs; nothing drawn", ctx.profile)
         return []
     judged = claims.judge("small-init-pays-then-wins", results, ctx.profile)
     with use_style():
-        fig, axes = plt.subplots(1, len(sizes) + 1, figsize=(3.4 * (len(sizes) + 1), 3.6),
-                                 constrained_layout=True)
+        fig, axes = plt.subplots(
+            1, len(sizes) + 1, figsize=(3.4 * (len(sizes) + 1), 3.6), constrained_layout=True
+        )
         points = []
         for ax, d in zip(axes[:-1], sizes, strict=True):
             g = gains_along([(j, r) for j, r in plain if j.tags["size"] == d])
@@ -87,23 +94,34 @@ def make(ctx):
             ax.set_title(f"d_model {d}", fontsize=9)
             ax.set_xlabel("training step")
             ax.legend(fontsize=7)
-            log.info("fig 13 d=%d: g(t) per seed %s", d,
-                     {s: {t: round(v, 4) for t, v in gs.items()} for s, gs in g.items()})
+            log.info(
+                "fig 13 d=%d: g(t) per seed %s",
+                d,
+                {s: {t: round(v, 4) for t, v in gs.items()} for s, gs in g.items()},
+            )
         axes[0].set_ylabel("g(t) = L(γ 0.5) − L(γ 1), held-out (nats/token)")
         ax = axes[-1]
         x = np.array([extra_escape(d) for d, _, _ in points])
         y = np.array([t for _, _, t in points])
         ok = np.isfinite(y)
-        ax.plot(x[ok], y[ok], "o", color="0.3", mfc="none", ms=5,
-                label=f"crossing step, seeds (n = {int(ok.sum())} of {len(y)})")
+        ax.plot(
+            x[ok],
+            y[ok],
+            "o",
+            color="0.3",
+            mfc="none",
+            ms=5,
+            label=f"crossing step, seeds (n = {int(ok.sum())} of {len(y)})",
+        )
         if ok.sum() >= 2 and np.ptp(x[ok]) > 0:
             b, a = np.polyfit(x[ok], y[ok], 1)
             pred = a + b * x[ok]
             ss = np.sum((y[ok] - y[ok].mean()) ** 2)
             r2 = 1 - np.sum((y[ok] - pred) ** 2) / ss if ss > 0 else float("nan")
             grid = np.linspace(x.min(), x.max(), 20)
-            ax.plot(grid, a + b * grid, "k--", lw=1,
-                    label=f"a + b·ΔT: b = {b:.3g} steps, R² = {r2:.2f}")
+            ax.plot(
+                grid, a + b * grid, "k--", lw=1, label=f"a + b·ΔT: b = {b:.3g} steps, R² = {r2:.2f}"
+            )
         ax.set_xlabel("theory's extra escape time ΔT(d) = 0.5·ln d  (1/c)")
         ax.set_ylabel("step where g turns positive")
         ax.set_title("where small init starts to win", fontsize=9)
@@ -112,5 +130,9 @@ def make(ctx):
         return ctx.save(fig)
 
 
-FIGURE = Figure(number=13, caption=__doc__, make=make,
-                title="Gain of small init against the training budget, beside theory's escape time")
+FIGURE = Figure(
+    number=13,
+    caption=__doc__,
+    make=make,
+    title="Gain of small init against the training budget, beside theory's escape time",
+)

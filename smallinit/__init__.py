@@ -31,8 +31,11 @@ except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0+unknown"
 
 _COMPONENTS = ("theory", "toy", "llm", "kernels")
-_EXPORTS = {"load_run": "smallinit.core.results", "list_runs": "smallinit.core.results",
-            "verify_runs": "smallinit.core.results"}
+_EXPORTS = {
+    "load_run": "smallinit.core.results",
+    "list_runs": "smallinit.core.results",
+    "verify_runs": "smallinit.core.results",
+}
 
 __all__ = ["__version__", *_COMPONENTS, *_EXPORTS]
 

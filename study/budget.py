@@ -44,19 +44,19 @@ from smallinit.study import experiments
 #: a time and one torch thread each, while other jobs shared the two cores (load 2-4). The
 #: first run of a corpus includes building it (7.4 and 14.2 s).
 REFERENCE: tuple[tuple[str, float | None, float], ...] = (
-    ("llm-train", 7.07e9, 2.0),     # d_model 32, 20 steps
-    ("llm-train", 1.06e11, 14.2),   # d_model 32, 300 steps (builds the sweeps' corpus)
-    ("llm-train", 1.06e11, 7.3),    # d_model 32, 300 steps, probed (fig 8)
-    ("llm-train", 2.87e11, 12.2),   # d_model 64, 300 steps
-    ("llm-train", 7.27e10, 7.4),    # compare, d_model 32, 240 steps (builds its corpus)
-    ("llm-train", 7.26e11, 27.1),   # compare, d_model 128, 240 steps
+    ("llm-train", 7.07e9, 2.0),  # d_model 32, 20 steps
+    ("llm-train", 1.06e11, 14.2),  # d_model 32, 300 steps (builds the sweeps' corpus)
+    ("llm-train", 1.06e11, 7.3),  # d_model 32, 300 steps, probed (fig 8)
+    ("llm-train", 2.87e11, 12.2),  # d_model 64, 300 steps
+    ("llm-train", 7.27e10, 7.4),  # compare, d_model 32, 240 steps (builds its corpus)
+    ("llm-train", 7.26e11, 27.1),  # compare, d_model 128, 240 steps
     ("llm-anchor", 1.13e12, 28.0),  # anchor, 2 layers, 1500 steps
-    ("toy-scan", None, 19.0),       # fig 1's scan
-    ("toy-scan", None, 8.0),        # fig 2's scan
+    ("toy-scan", None, 19.0),  # fig 1's scan
+    ("toy-scan", None, 8.0),  # fig 2's scan
     ("toy-condense", None, 1.0),
     ("toy-initial-condensation", None, 1.3),
     ("toy-diagonal", None, 1.5),
-    ("compare", None, 38.0),        # fig 5's comparison after its transformers (load ~7)
+    ("compare", None, 38.0),  # fig 5's comparison after its transformers (load ~7)
 )
 DATE_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # a run status' started / finished (core.lease.now)
 
@@ -120,8 +120,10 @@ def budget(profile: str) -> dict[str, Any] | None:
     where = f"{profile}.budget"
     unknown = set(table) - {"cores", "minutes", "figures"}
     if unknown:
-        raise ConfigError(f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
-                          "allowed: cores, minutes, figures")
+        raise ConfigError(
+            f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
+            "allowed: cores, minutes, figures"
+        )
     for key in ("cores", "minutes"):
         value = table.get(key)
         if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
@@ -129,14 +131,17 @@ def budget(profile: str) -> dict[str, Any] | None:
     shares = {}
     for number, minutes in table.get("figures", {}).items():
         if not str(number).isdigit() or not isinstance(minutes, int | float) or minutes < 0:
-            raise ConfigError(f"{where}.figures.{number}={minutes!r} is not allowed; give "
-                              "a figure number = minutes >= 0")
+            raise ConfigError(
+                f"{where}.figures.{number}={minutes!r} is not allowed; give "
+                "a figure number = minutes >= 0"
+            )
         shares[int(number)] = float(minutes)
     if sum(shares.values()) > table["minutes"] + 1e-9:
-        raise ConfigError(f"{where}.figures add up to {sum(shares.values()):g} minutes, more "
-                          f"than {where}.minutes={table['minutes']:g}")
-    return {"cores": int(table["cores"]), "minutes": float(table["minutes"]),
-            "figures": shares}
+        raise ConfigError(
+            f"{where}.figures add up to {sum(shares.values()):g} minutes, more "
+            f"than {where}.minutes={table['minutes']:g}"
+        )
+    return {"cores": int(table["cores"]), "minutes": float(table["minutes"]), "figures": shares}
 
 
 def run_seconds(status: dict[str, Any]) -> float | None:
@@ -149,22 +154,25 @@ def run_seconds(status: dict[str, Any]) -> float | None:
     return max(0.0, (end - start).total_seconds())
 
 
-def finished_here(specs: Sequence[RunSpec], store: RunStore
-                  ) -> list[tuple[str, float | None, float]]:
+def finished_here(
+    specs: Sequence[RunSpec], store: RunStore
+) -> list[tuple[str, float | None, float]]:
     """(kind, training FLOPs, seconds) of each of ``specs`` done in ``store`` on a machine
     like this one."""
     out = []
     for spec in specs:
         status = spec.run_of(store).status()
         seconds = run_seconds(status)
-        if (status.get("state") == "done" and seconds is not None
-                and host.same_machine(status.get("host"))):
+        if (
+            status.get("state") == "done"
+            and seconds is not None
+            and host.same_machine(status.get("host"))
+        ):
             out.append((spec.kind, training_flops_of(spec.config), seconds))
     return out
 
 
-def expected(kind: str, flops: float | None, here: list[tuple[str, float | None, float]]
-             ) -> float:
+def expected(kind: str, flops: float | None, here: list[tuple[str, float | None, float]]) -> float:
     """A run's expected seconds (module docstring): fitted to ``here`` (this machine's
     finished runs) where it holds the run's kind, else to :data:`REFERENCE` where that holds
     it, else to both."""
@@ -175,8 +183,9 @@ def expected(kind: str, flops: float | None, here: list[tuple[str, float | None,
     return 0.0 if seconds is None else seconds
 
 
-def charged(planned: Sequence[tuple[int, Any, RunSpec, bool]]
-            ) -> tuple[dict[tuple[str, str], tuple[int, RunSpec]], dict[int, dict[int, int]]]:
+def charged(
+    planned: Sequence[tuple[int, Any, RunSpec, bool]],
+) -> tuple[dict[tuple[str, str], tuple[int, RunSpec]], dict[int, dict[int, int]]]:
     """Each distinct run with the figure it is charged to (the first that plans it), and per
     figure the runs it plans that are charged to an earlier one (figure -> count)."""
     first: dict[tuple[str, str], tuple[int, RunSpec]] = {}
@@ -192,15 +201,17 @@ def charged(planned: Sequence[tuple[int, Any, RunSpec, bool]]
     return first, shared
 
 
-def estimate(profile: str, figures: list[int] | None = None,
-             store: RunStore | None = None) -> Estimate:
+def estimate(
+    profile: str, figures: list[int] | None = None, store: RunStore | None = None
+) -> Estimate:
     """The estimate of ``profile``'s chosen figures (module docstring), on the cores of its
     budget (this machine's where it states none)."""
     planned = experiments.planned(profile, figures)
     the_budget = budget(profile)
     cores = the_budget["cores"] if the_budget else local_cores()
-    pins = [p for p in {e.name: e.workers(profile) for _, e, _, _ in planned}.values()
-            if p is not None]
+    pins = [
+        p for p in {e.name: e.workers(profile) for _, e, _, _ in planned}.values() if p is not None
+    ]
     first, shared = charged(planned)
     here = finished_here([spec for _, spec in first.values()], store or RunStore())
     seconds: dict[int, float] = {}
@@ -217,38 +228,60 @@ def estimate(profile: str, figures: list[int] | None = None,
         minutes[number] = minutes.get(number, 0.0) + took / slots / 60.0
         runs[number] = runs.get(number, 0) + 1
     shares = the_budget["figures"] if the_budget else {}
-    rows = [FigureEstimate(n, runs.get(n, 0), shared.get(n, {}), seconds.get(n, 0.0),
-                           minutes.get(n, 0.0), shares.get(n))
-            for n in sorted(figures or {n for e in experiments.EXPERIMENTS.values()
-                                        for n in e.figures})]
+    rows = [
+        FigureEstimate(
+            n,
+            runs.get(n, 0),
+            shared.get(n, {}),
+            seconds.get(n, 0.0),
+            minutes.get(n, 0.0),
+            shares.get(n),
+        )
+        for n in sorted(figures or {n for e in experiments.EXPERIMENTS.values() for n in e.figures})
+    ]
     fitted: dict[str, int] = {}
     for kind, _, _ in here:
         fitted[kind] = fitted.get(kind, 0) + 1
     kinds = {spec.kind for _, spec in first.values()}
-    return Estimate(profile, cores, rows, sum(r.minutes for r in rows),
-                    the_budget["minutes"] if the_budget else None, len(flops), sum(flops),
-                    fitted, sorted(kinds - set(fitted)))
+    return Estimate(
+        profile,
+        cores,
+        rows,
+        sum(r.minutes for r in rows),
+        the_budget["minutes"] if the_budget else None,
+        len(flops),
+        sum(flops),
+        fitted,
+        sorted(kinds - set(fitted)),
+    )
 
 
 def format_estimate(est: Estimate, names: dict[int, str]) -> list[str]:
     """The lines ``figs --plan`` prints: one per figure (runs, shared runs and the figure
     they are charged to, minutes, budget, OVER where it is over), then the total."""
     whole = f" of a {est.budget:g}-minute budget" if est.budget is not None else ""
-    rates = ", ".join(f"{k} fitted to {n} finished run(s) of this machine"
-                      for k, n in sorted(est.fitted.items()))
+    rates = ", ".join(
+        f"{k} fitted to {n} finished run(s) of this machine" for k, n in sorted(est.fitted.items())
+    )
     if est.reference:
-        rates += ("; " if rates else "") + ("reference rates (smallinit.study.budget."
-                                             f"REFERENCE) for {', '.join(est.reference)}")
+        rates += ("; " if rates else "") + (
+            f"reference rates (smallinit.study.budget.REFERENCE) for {', '.join(est.reference)}"
+        )
     lines = [f"estimate on {est.cores} cores{whole} (the ETA's cost model; {rates}):"]
     for f in est.figures:
-        shared = "".join(f", {n} shared (charged to fig {owner})"
-                         for owner, n in sorted(f.shared.items()))
+        shared = "".join(
+            f", {n} shared (charged to fig {owner})" for owner, n in sorted(f.shared.items())
+        )
         share = f"  budget {f.budget:g} min" if f.budget is not None else ""
         flag = "  OVER BUDGET" if f.over else ""
-        lines.append(f"fig {f.figure:2d} {names.get(f.figure, ''):<18} {f.runs:4d} runs"
-                     f"{shared}: {f.minutes:5.1f} min{share}{flag}")
+        lines.append(
+            f"fig {f.figure:2d} {names.get(f.figure, ''):<18} {f.runs:4d} runs"
+            f"{shared}: {f.minutes:5.1f} min{share}{flag}"
+        )
     flag = "  OVER BUDGET" if est.over else ""
-    lines.append(f"total {est.minutes:.1f} min{whole} on {est.cores} cores; "
-                 f"{est.transformer_runs} transformer runs, {est.flops:.3g} training FLOPs"
-                 f"{flag}")
+    lines.append(
+        f"total {est.minutes:.1f} min{whole} on {est.cores} cores; "
+        f"{est.transformer_runs} transformer runs, {est.flops:.3g} training FLOPs"
+        f"{flag}"
+    )
     return lines

@@ -78,11 +78,35 @@ CHANCE_ALPHA = (0.01, 0.05)  # chance rule: holds, partial (Bonferroni-corrected
 MAJORITY = 0.8  # share and critical rules: ⌈0.8 n⌉ seeds
 SHARE_HOLDS = 0.8  # share rule: mean share needed
 CONDENSED = 0.1  # condensation rule: c_s(γ = 1) needed in every seed
-JSON_KEYS = ("id", "claim", "profile", "effect", "ci_low", "ci_high", "p_value", "n_seeds",
-             "verdict", "detail", "arms", "runs", "decided_at",  # §13's record
-             "rules", "values", "conditions", "effect_of_interest", "test", "p_raw", "p_holm",
-             "p_opposite", "p_opposite_holm", "p_equivalence", "p_equivalence_holm",
-             "p_permutation", "bound", "bound_holm")  # §13.2, 8
+JSON_KEYS = (
+    "id",
+    "claim",
+    "profile",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "n_seeds",
+    "verdict",
+    "detail",
+    "arms",
+    "runs",
+    "decided_at",  # §13's record
+    "rules",
+    "values",
+    "conditions",
+    "effect_of_interest",
+    "test",
+    "p_raw",
+    "p_holm",
+    "p_opposite",
+    "p_opposite_holm",
+    "p_equivalence",
+    "p_equivalence_holm",
+    "p_permutation",
+    "bound",
+    "bound_holm",
+)  # §13.2, 8
 RULES = ("13.1", "13.2")  # docs/science.md §13 with §13.1, and §13.2
 NAN = float("nan")
 NO_ESTIMATE = Estimate(NAN, NAN, NAN, NAN, 0)
@@ -148,26 +172,45 @@ class Record:
 
     def as_json(self) -> dict[str, Any]:
         e, j, d = self.judgement.estimate, self.judgement, self.decision
-        numbers = d.as_json() if d is not None else {
-            k: None for k in JSON_KEYS[JSON_KEYS.index("test"):]}
-        return {"id": self.id, "claim": self.claim, "profile": self.profile,
-                "effect": e.effect, "ci_low": e.ci_low, "ci_high": e.ci_high,
-                "p_value": self.p_value, "n_seeds": e.n, "verdict": self.verdict,
-                "detail": self.detail,
-                "arms": {name: _estimate_json(a) for name, a in self.arms.items()},
-                "runs": list(self.runs), "decided_at": list(self.decided_at),
-                "rules": self.rules,
-                "values": {name: {str(s): v for s, v in sorted(x.items())}
-                           for name, x in j.series.items()},
-                "conditions": j.design.as_json() if j.design is not None else None,
-                "effect_of_interest": j.design.margin if j.design is not None else None,
-                **numbers}
+        numbers = (
+            d.as_json()
+            if d is not None
+            else {k: None for k in JSON_KEYS[JSON_KEYS.index("test") :]}
+        )
+        return {
+            "id": self.id,
+            "claim": self.claim,
+            "profile": self.profile,
+            "effect": e.effect,
+            "ci_low": e.ci_low,
+            "ci_high": e.ci_high,
+            "p_value": self.p_value,
+            "n_seeds": e.n,
+            "verdict": self.verdict,
+            "detail": self.detail,
+            "arms": {name: _estimate_json(a) for name, a in self.arms.items()},
+            "runs": list(self.runs),
+            "decided_at": list(self.decided_at),
+            "rules": self.rules,
+            "values": {
+                name: {str(s): v for s, v in sorted(x.items())} for name, x in j.series.items()
+            },
+            "conditions": j.design.as_json() if j.design is not None else None,
+            "effect_of_interest": j.design.margin if j.design is not None else None,
+            **numbers,
+        }
 
 
 def _estimate_json(j: Judgement) -> dict[str, Any]:
     e = j.estimate
-    return {"effect": e.effect, "ci_low": e.ci_low, "ci_high": e.ci_high,
-            "p_value": e.p_value, "n_seeds": e.n, "verdict": j.verdict}
+    return {
+        "effect": e.effect,
+        "ci_low": e.ci_low,
+        "ci_high": e.ci_high,
+        "p_value": e.p_value,
+        "n_seeds": e.n,
+        "verdict": j.verdict,
+    }
 
 
 def not_run(detail: str) -> Judgement:
@@ -179,8 +222,14 @@ def one_seed_undecided(j: Judgement) -> Judgement:
     docstring); any other judgement as it is."""
     if j.estimate.n == 1 and j.verdict in ("holds", "partial", "contradicted"):
         reason = f"one seed cannot decide it (the rule alone: {j.verdict})"
-        return Judgement(j.estimate, "not at this scale", j.values,
-                         f"{j.detail}; {reason}" if j.detail else reason, j.series, j.design)
+        return Judgement(
+            j.estimate,
+            "not at this scale",
+            j.values,
+            f"{j.detail}; {reason}" if j.detail else reason,
+            j.series,
+            j.design,
+        )
     return j
 
 
@@ -199,8 +248,12 @@ def directional(x: dict[int, float]) -> Judgement:
         return not_run("no seed has every run the rule needs")
     unmeasured = [s for s in sorted(x) if not math.isfinite(x[s])]
     if unmeasured:
-        return Judgement(NO_ESTIMATE, "not run", dict(x),
-                         f"no finite value at seed(s) {', '.join(map(str, unmeasured))}")
+        return Judgement(
+            NO_ESTIMATE,
+            "not run",
+            dict(x),
+            f"no finite value at seed(s) {', '.join(map(str, unmeasured))}",
+        )
     vals = [x[s] for s in sorted(x)]
     up = stats.one_sample(vals, 0.0, alternative="greater")
     if len(vals) < 2:
@@ -213,8 +266,7 @@ def directional(x: dict[int, float]) -> Judgement:
         verdict = "partial"
     else:
         verdict = "not at this scale"
-    return Judgement(up, verdict, dict(x), series={"x": dict(x)},
-                     design=Design((Condition("x"),)))
+    return Judgement(up, verdict, dict(x), series={"x": dict(x)}, design=Design((Condition("x"),)))
 
 
 def share_rule(claimed: dict[int, float], opposite: dict[int, float]) -> Judgement:
@@ -239,10 +291,15 @@ def share_rule(claimed: dict[int, float], opposite: dict[int, float]) -> Judgeme
         verdict = "partial"
     else:
         verdict = "not at this scale"
-    return Judgement(est, verdict, dict(claimed),
-                     f"majority in {majorities} of {n} seeds (need {need(n)}); mean share "
-                     f"{mean_c:.3f} against {mean_o:.3f}", {"share": dict(claimed)},
-                     Design((Condition("share", 0.5),), share=True))
+    return Judgement(
+        est,
+        verdict,
+        dict(claimed),
+        f"majority in {majorities} of {n} seeds (need {need(n)}); mean share "
+        f"{mean_c:.3f} against {mean_o:.3f}",
+        {"share": dict(claimed)},
+        Design((Condition("share", 0.5),), share=True),
+    )
 
 
 def chance_rule(by_gamma: dict[float, dict[int, Sequence[Any]]]) -> Judgement:
@@ -253,11 +310,15 @@ def chance_rule(by_gamma: dict[float, dict[int, Sequence[Any]]]) -> Judgement:
     acc_s − baseline_s) and the smallest p is multiplied by the number of cells K
     (Bonferroni). The record's p is the corrected one; effect, CI and n are the best
     cell's (accuracy above the baseline)."""
+
     def mean_excess(cells) -> float:
         return float(np.mean([c.acc - c.baseline for c in cells]))
 
-    scores = {g: float(np.mean([mean_excess(cells) for cells in seeds.values()]))
-              for g, seeds in by_gamma.items() if seeds and all(seeds.values())}
+    scores = {
+        g: float(np.mean([mean_excess(cells) for cells in seeds.values()]))
+        for g, seeds in by_gamma.items()
+        if seeds and all(seeds.values())
+    }
     if not scores:
         return not_run("no run with reasoning cells")
     best = max(sorted(scores), key=lambda g: scores[g])  # ties: the smallest γ
@@ -271,25 +332,34 @@ def chance_rule(by_gamma: dict[float, dict[int, Sequence[Any]]]) -> Judgement:
     finite = {k: t for k, t in tests.items() if math.isfinite(t.p_value)}
     if not finite:
         any_cell = next(iter(tests.values()), NO_ESTIMATE)
-        return Judgement(any_cell, "not at this scale", {},
-                         f"best γ {best:g}: fewer than 2 seeds, no test")
+        return Judgement(
+            any_cell, "not at this scale", {}, f"best γ {best:g}: fewer than 2 seeds, no test"
+        )
     k = len(tests)
     top = min(finite, key=lambda c: finite[c].p_value)
     t = finite[top]
     corrected = min(1.0, k * t.p_value)
-    verdict = ("holds" if corrected < CHANCE_ALPHA[0] else
-               "partial" if corrected < CHANCE_ALPHA[1] else "not at this scale")
+    verdict = (
+        "holds"
+        if corrected < CHANCE_ALPHA[0]
+        else "partial"
+        if corrected < CHANCE_ALPHA[1]
+        else "not at this scale"
+    )
     values = {s: keyed[s][top].acc - keyed[s][top].baseline for s in sorted(keyed)}
     series = _excess_series(by_gamma)
-    return Judgement(Estimate(t.effect, t.ci_low, t.ci_high, corrected, t.n), verdict, values,
-                     f"best γ {best:g}; cell {top[0]} difficulty {top[1]}, "
-                     f"uncorrected p {t.p_value:.2g} × K = {k}", series,
-                     Design(tuple(Condition(name) for name in series), combine="any",
-                            opposite=False))
+    return Judgement(
+        Estimate(t.effect, t.ci_low, t.ci_high, corrected, t.n),
+        verdict,
+        values,
+        f"best γ {best:g}; cell {top[0]} difficulty {top[1]}, "
+        f"uncorrected p {t.p_value:.2g} × K = {k}",
+        series,
+        Design(tuple(Condition(name) for name in series), combine="any", opposite=False),
+    )
 
 
-def _excess_series(by_gamma: dict[float, dict[int, Sequence[Any]]]
-                   ) -> dict[str, dict[int, float]]:
+def _excess_series(by_gamma: dict[float, dict[int, Sequence[Any]]]) -> dict[str, dict[int, float]]:
     """§13.2, 6: acc − baseline per seed for every (γ, cell) of the grid that every seed of
     that γ scored, named ``γ G task dK``."""
     out = {}
@@ -300,7 +370,8 @@ def _excess_series(by_gamma: dict[float, dict[int, Sequence[Any]]]
         keyed = {s: {(c.task, c.difficulty): c for c in cells} for s, cells in runs.items()}
         for cell in sorted(set.intersection(*(set(k) for k in keyed.values())), key=str):
             out[f"γ {g:g} {cell[0]} d{cell[1]}"] = {
-                s: keyed[s][cell].acc - keyed[s][cell].baseline for s in sorted(keyed)}
+                s: keyed[s][cell].acc - keyed[s][cell].baseline for s in sorted(keyed)
+            }
     return out
 
 
@@ -316,8 +387,14 @@ def critical_rule(losses: dict[int, dict[float, float]]) -> Judgement:
     star = {s: best_gamma(grid, [losses[s][g] for g in grid]) for s in seeds}
     mean_star = float(np.mean(list(star.values())))
     near = min(grid, key=lambda g: (abs(g - mean_star), g))
-    p_edges = [stats.paired([losses[s][edge] for s in seeds], [losses[s][near] for s in seeds],
-                            alternative="greater").p_value for edge in (grid[0], grid[-1])]
+    p_edges = [
+        stats.paired(
+            [losses[s][edge] for s in seeds],
+            [losses[s][near] for s in seeds],
+            alternative="greater",
+        ).p_value
+        for edge in (grid[0], grid[-1])
+    ]
     p = max(p_edges) if all(math.isfinite(q) for q in p_edges) else NAN
     inside = sum(grid[0] < star[s] < grid[-1] for s in seeds)
     m = stats.mean_ci(list(star.values()))
@@ -327,14 +404,23 @@ def critical_rule(losses: dict[int, dict[float, float]]) -> Judgement:
         verdict = "partial"
     else:
         verdict = "not at this scale"
-    edges = {name: {s: losses[s][edge] - losses[s][near] for s in seeds}
-             for name, edge in (("edge low", grid[0]), ("edge high", grid[-1]))}
-    return Judgement(Estimate(m.effect, m.ci_low, m.ci_high, p, m.n), verdict, star,
-                     f"γ* inside ({grid[0]:g}, {grid[-1]:g}) in {inside} of {len(seeds)} "
-                     f"seeds; edges against γ = {near:g}: p {p_edges[0]:.2g}, {p_edges[1]:.2g}",
-                     {**edges, "γ*": star},
-                     Design((Condition("edge low"), Condition("edge high")), opposite=False,
-                            note=f"reference γ {near:g} chosen on the same seeds (§13.2, 6)"))
+    edges = {
+        name: {s: losses[s][edge] - losses[s][near] for s in seeds}
+        for name, edge in (("edge low", grid[0]), ("edge high", grid[-1]))
+    }
+    return Judgement(
+        Estimate(m.effect, m.ci_low, m.ci_high, p, m.n),
+        verdict,
+        star,
+        f"γ* inside ({grid[0]:g}, {grid[-1]:g}) in {inside} of {len(seeds)} "
+        f"seeds; edges against γ = {near:g}: p {p_edges[0]:.2g}, {p_edges[1]:.2g}",
+        {**edges, "γ*": star},
+        Design(
+            (Condition("edge low"), Condition("edge high")),
+            opposite=False,
+            note=f"reference γ {near:g} chosen on the same seeds (§13.2, 6)",
+        ),
+    )
 
 
 def condensation(rank_by_matrix: dict[str, Sequence[float]]) -> float:
@@ -357,8 +443,9 @@ def condensation_rule(c_small: dict[int, float], c_large: dict[int, float]) -> J
     low = [s for s in c_small if c_small[s] < CONDENSED]
     if j.verdict == "holds" and low:
         j.verdict = "partial" if all(v > 0 for v in x.values()) else "not at this scale"
-    j.detail = (f"c(γ = 1) per seed {[round(c_small[s], 3) for s in sorted(c_small)]}"
-                + (f", below {CONDENSED} in seeds {sorted(low)}" if low else ""))
+    j.detail = f"c(γ = 1) per seed {[round(c_small[s], 3) for s in sorted(c_small)]}" + (
+        f", below {CONDENSED} in seeds {sorted(low)}" if low else ""
+    )
     if j.design is not None:  # §13.2, 6: the threshold tested with its margin
         j.series = {"x": x, "c(γ 1)": dict(c_small)}
         j.design = Design((Condition("x"), Condition("c(γ 1)", CONDENSED)))
@@ -372,10 +459,17 @@ def gain_condition(total: dict[int, float], excess: dict[int, float]) -> Judgeme
     kept = {s: excess[s] for s in sorted(excess) if total[s] > 0}
     dropped = sorted(set(excess) - set(kept))
     if 2 * len(kept) < len(excess):
-        est = stats.one_sample(list(kept.values()), 0.0, alternative="greater") \
-            if kept else NO_ESTIMATE
-        return Judgement(est, "not at this scale", kept,
-                         f"total gain ≤ 0 in seeds {dropped}: {len(kept)} of {len(excess)} left")
+        est = (
+            stats.one_sample(list(kept.values()), 0.0, alternative="greater")
+            if kept
+            else NO_ESTIMATE
+        )
+        return Judgement(
+            est,
+            "not at this scale",
+            kept,
+            f"total gain ≤ 0 in seeds {dropped}: {len(kept)} of {len(excess)} left",
+        )
     j = directional(kept)
     j.detail = f"seeds dropped (total gain ≤ 0): {dropped}" if dropped else ""
     return j
@@ -427,9 +521,10 @@ def setting_gains(pairs) -> dict[tuple[str, bool], dict[int, float]]:
     size)."""
     pairs = list(pairs)
     settings = {(j.tags["eps_setting"], j.tags["gated"]) for j, _ in pairs}
-    return {key: gains([(j, r) for j, r in pairs
-                        if (j.tags["eps_setting"], j.tags["gated"]) == key])
-            for key in sorted(settings)}
+    return {
+        key: gains([(j, r) for j, r in pairs if (j.tags["eps_setting"], j.tags["gated"]) == key])
+        for key in sorted(settings)
+    }
 
 
 def _difference(a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
@@ -441,16 +536,18 @@ def scaling_slopes(results: Results) -> dict[int, float]:
     by = _pairs_by(results, "seed", "size", "gamma")
     out = {}
     for s in sorted({k[0] for k in by}):
-        sizes = sorted(d for d in {k[1] for k in by if k[0] == s}
-                       if (s, d, 0.5) in by and (s, d, 1.0) in by)
+        sizes = sorted(
+            d for d in {k[1] for k in by if k[0] == s} if (s, d, 0.5) in by and (s, d, 1.0) in by
+        )
         if len(sizes) >= 3:
             g = [_val(by[(s, d, 0.5)]) - _val(by[(s, d, 1.0)]) for d in sizes]
             out[s] = float(np.polyfit(np.log(sizes), g, 1)[0])
     return out
 
 
-def token_excess(results: Results, bucket: int = 3
-                 ) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
+def token_excess(
+    results: Results, bucket: int = 3
+) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
     """Per seed of matched γ = 0.5 / 1 runs: the total gain Σ g_i, S_B − n_B/n for B
     the ``bucket``-th quartile of bigram loss (3: the top one), the shares of
     :func:`smallinit.llm.analysis.tokens.gain_shares` (fig 11's computation), and the mean
@@ -496,17 +593,29 @@ def _largest_compared(jobs: list[RunSpec], profile: str) -> list[RunSpec]:
     """The plain γ = 0.5 and γ = 1 runs at the γ sweep's largest size (each at its own
     learning rate where the profile chooses them: best against best, §13.1)."""
     top = max(_sizes(jobs)) if jobs else None
-    return [j for j in jobs if j.tags["size"] == top and j.tags.get("gamma") in COMPARED
-            and j.tags.get("arm", "plain") == "plain"]
+    return [
+        j
+        for j in jobs
+        if j.tags["size"] == top
+        and j.tags.get("gamma") in COMPARED
+        and j.tags.get("arm", "plain") == "plain"
+    ]
 
 
 def _largest_arm(arm: str) -> Callable[[list[RunSpec], str], list[RunSpec]]:
     """The γ = 0.5 plain runs and the γ = 1 runs of ``arm`` at the largest size."""
+
     def choose(jobs: list[RunSpec], profile: str) -> list[RunSpec]:
         top = max(_sizes(jobs)) if jobs else None
-        return [j for j in jobs if j.tags["size"] == top and (
-            (j.tags.get("gamma") == 0.5 and j.tags.get("arm", "plain") == "plain")
-            or (j.tags.get("gamma") == 1.0 and j.tags.get("arm") == arm))]
+        return [
+            j
+            for j in jobs
+            if j.tags["size"] == top
+            and (
+                (j.tags.get("gamma") == 0.5 and j.tags.get("arm", "plain") == "plain")
+                or (j.tags.get("gamma") == 1.0 and j.tags.get("arm") == arm)
+            )
+        ]
 
     return choose
 
@@ -527,15 +636,20 @@ def pays_then_wins(results: Results) -> Judgement:
     seeds = _both_gammas(by)
     early_by = {k: _val_at(r, EARLY_STEP) for k, r in by.items()}
     if any(v is None for v in early_by.values()):
-        return not_run(f"no held-out loss recorded at step {EARLY_STEP}: the gain along "
-                       "training is recorded by the fair profile (eval.at_steps)")
+        return not_run(
+            f"no held-out loss recorded at step {EARLY_STEP}: the gain along "
+            "training is recorded by the fair profile (eval.at_steps)"
+        )
     early = {s: early_by[(s, 0.5)] - early_by[(s, 1.0)] for s in seeds}
     end = _gap(by, _val, seeds)
     if len(seeds) < 2:
-        return Judgement(stats.one_sample([end[s] for s in seeds] or [NAN], 0.0),
-                         "not at this scale", end, series={"end": end, "early": early},
-                         design=Design((Condition("end"), Condition("early",
-                                                                    alternative="less"))))
+        return Judgement(
+            stats.one_sample([end[s] for s in seeds] or [NAN], 0.0),
+            "not at this scale",
+            end,
+            series={"end": end, "early": early},
+            design=Design((Condition("end"), Condition("early", alternative="less"))),
+        )
     e_vals, l_vals = [early[s] for s in seeds], [end[s] for s in seeds]
     early_neg = stats.one_sample(e_vals, 0.0, alternative="less").p_value < ALPHA
     early_pos = stats.one_sample(e_vals, 0.0, alternative="greater").p_value < ALPHA
@@ -551,10 +665,14 @@ def pays_then_wins(results: Results) -> Judgement:
     else:
         verdict = "not at this scale"
     early_est = stats.one_sample(e_vals, 0.0, alternative="less")
-    return Judgement(end_est, verdict, end,
-                     f"early (step {EARLY_STEP}) {early_est.label('g', 3)}, one-sided p for "
-                     "mean < 0", {"end": end, "early": early},
-                     Design((Condition("end"), Condition("early", alternative="less"))))
+    return Judgement(
+        end_est,
+        verdict,
+        end,
+        f"early (step {EARLY_STEP}) {early_est.label('g', 3)}, one-sided p for mean < 0",
+        {"end": end, "early": early},
+        Design((Condition("end"), Condition("early", alternative="less"))),
+    )
 
 
 def anchor_line(specs: list[RunSpec]) -> tuple[int, float]:
@@ -567,8 +685,10 @@ def anchor_line(specs: list[RunSpec]) -> tuple[int, float]:
     wd = [s for s in specs if s.tags.get("panel") == "wd"]
     if not depth:
         return (wd[0].tags["layers"], wd[0].tags["weight_decay"]) if wd else (0, 0.0)
-    first = depth[0].tags["layers"], (wd[0].tags["weight_decay"] if wd
-                                      else depth[0].tags["weight_decay"])
+    first = (
+        depth[0].tags["layers"],
+        (wd[0].tags["weight_decay"] if wd else depth[0].tags["weight_decay"]),
+    )
     if any((s.tags["layers"], s.tags["weight_decay"]) == first for s in depth + wd):
         return first
     return depth[0].tags["layers"], depth[0].tags["weight_decay"]
@@ -579,8 +699,11 @@ def _anchor_cells(specs: list[RunSpec], profile: str) -> list[RunSpec]:
     layers, weight_decay = anchor_line(specs)
     unique: dict[tuple, RunSpec] = {}
     for s in specs:
-        if (s.tags.get("panel") in ("depth", "wd") and s.tags["layers"] == layers
-                and s.tags["weight_decay"] == weight_decay):
+        if (
+            s.tags.get("panel") in ("depth", "wd")
+            and s.tags["layers"] == layers
+            and s.tags["weight_decay"] == weight_decay
+        ):
             unique.setdefault((s.tags["seed"], s.tags["gamma"]), s)
     return list(unique.values())
 
@@ -618,9 +741,14 @@ def _judge_small_inferential(results: Results) -> Judgement:
         verdict = "not at this scale"
     first = per[gammas[0]]
     series = {f"share γ {g:g}": j.values for g, j in per.items()}
-    return Judgement(first.estimate, verdict, first.values,
-                     "; ".join(f"γ {g:g}: {j.verdict} ({j.detail})" for g, j in per.items()),
-                     series, Design(tuple(Condition(n, 0.5) for n in series), share=True))
+    return Judgement(
+        first.estimate,
+        verdict,
+        first.values,
+        "; ".join(f"γ {g:g}: {j.verdict} ({j.detail})" for g, j in per.items()),
+        series,
+        Design(tuple(Condition(n, 0.5) for n in series), share=True),
+    )
 
 
 def _judge_reasoning_gain(results: Results) -> Judgement:
@@ -628,8 +756,12 @@ def _judge_reasoning_gain(results: Results) -> Judgement:
     cells = {k: reasoning_cells(r.summary) for k, r in by.items()}
     if any(c is None for c in cells.values()):
         return not_run("the runs store no per-task reasoning accuracy (acc_T_dK)")
-    return directional({s: macro_accuracy(cells[(s, 1.0)]) - macro_accuracy(cells[(s, 0.5)])
-                        for s in _both_gammas(by)})
+    return directional(
+        {
+            s: macro_accuracy(cells[(s, 1.0)]) - macro_accuracy(cells[(s, 0.5)])
+            for s in _both_gammas(by)
+        }
+    )
 
 
 def _judge_above_chance(results: Results) -> Judgement:
@@ -676,14 +808,12 @@ def _judge_gain_on_reasoning(results: Results) -> Judgement:
 
 def _judge_eps(results: Results) -> Judgement:
     g = setting_gains(results)
-    return directional(_difference(g.get(("relaxed", False), {}),
-                                   g.get(("standard", False), {})))
+    return directional(_difference(g.get(("relaxed", False), {}), g.get(("standard", False), {})))
 
 
 def _judge_sinks(results: Results) -> Judgement:
     g = setting_gains(results)
-    return directional(_difference(g.get(("standard", True), {}),
-                                   g.get(("standard", False), {})))
+    return directional(_difference(g.get(("standard", True), {}), g.get(("standard", False), {})))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -696,8 +826,10 @@ class Claim:
     experiment: str
     choose: Callable[[list[RunSpec], str], list[RunSpec]]
     judge: Callable[[Results], Judgement]
-    arms: tuple[tuple[str, Callable[[list[RunSpec], str], list[RunSpec]],
-                      Callable[[Results], Judgement]], ...] = ()
+    arms: tuple[
+        tuple[str, Callable[[list[RunSpec], str], list[RunSpec]], Callable[[Results], Judgement]],
+        ...,
+    ] = ()
     on_probe: bool = False  # reads the reasoning probe where the profile has one
     #: the profiles whose design decides the claim (fair or fair-reasoning; full on the GPU)
     decided_at: tuple[str, ...] = ("fair", "full")
@@ -711,8 +843,7 @@ class Claim:
             j.design = j.design.with_margin(self.margin)
         return j
 
-    def source(self, profile: str) -> tuple[str, Callable[[list[RunSpec], str],
-                                                          list[RunSpec]]]:
+    def source(self, profile: str) -> tuple[str, Callable[[list[RunSpec], str], list[RunSpec]]]:
         """The experiment whose runs the claim reads at ``profile`` and how it picks them: a
         claim on reasoning answers reads the profile's reasoning probe, fig 9's γ 0.5 and 1
         runs, where it has one (docs/science.md §13.1, 6), else its own experiment."""
@@ -727,8 +858,11 @@ def _all(jobs: list[RunSpec], profile: str) -> list[RunSpec]:
 
 def _tags(**want: Any) -> Callable[[list[RunSpec], str], list[RunSpec]]:
     def choose(jobs: list[RunSpec], profile: str) -> list[RunSpec]:
-        return [j for j in jobs if j.tags.get("gamma") in COMPARED
-                and all(j.tags.get(k) == v for k, v in want.items())]
+        return [
+            j
+            for j in jobs
+            if j.tags.get("gamma") in COMPARED and all(j.tags.get(k) == v for k, v in want.items())
+        ]
 
     return choose
 
@@ -748,43 +882,121 @@ def _anchor_at(gamma: float) -> Callable[[list[RunSpec], str], list[RunSpec]]:
 
 
 _CLAIMS = [
-    Claim("anchor-large-init-symmetric", "large init (γ = 0.5) answers the unseen anchor pair "
-          "(4, 3) symmetrically", "anchor-scan", _anchor_at(0.5), _judge_large_symmetric,
-          margin=0.1),
-    Claim("anchor-small-init-inferential", "small init (γ ≥ 0.8) answers (4, 3) "
-          "inferentially", "anchor-scan", _anchor_at_least(0.8), _judge_small_inferential,
-          margin=0.1),
-    Claim("small-init-lower-loss", "γ = 1 reaches lower held-out loss than γ = 0.5",
-          "gamma-sweep", _largest_compared, lambda r: directional(gains(r)),
-          arms=(("shared_lr", _largest_arm("shared_lr"), lambda r: directional(gains(r))),
-                ("weight_decay", _largest_arm("weight_decay"),
-                 lambda r: directional(gains(r)))), margin=0.01),
-    Claim("small-init-pays-then-wins", "small init pays early and wins at the end: the gain "
-          "is negative early in training and positive at its end", "gamma-sweep",
-          _largest_compared, pays_then_wins, margin=0.01),
-    Claim("small-init-reasoning-gain", "γ = 1 answers reasoning items better than γ = 0.5",
-          "gamma-sweep", _largest_compared, _judge_reasoning_gain, on_probe=True, margin=0.02,
-          decided_at=("fair-reasoning", "full")),
-    Claim("reasoning-above-chance", "the models reason above chance", "critical-init", _all,
-          _judge_above_chance, decided_at=("fair-reasoning", "full")),
-    Claim("gain-larger-on-reasoning", "the gain of small init is larger on reasoning answers "
-          "than overall", "gamma-sweep", _largest_compared, _judge_gain_on_reasoning,
-          on_probe=True, margin=0.01, decided_at=("fair-reasoning", "full")),
-    Claim("eps-restrains", "a standard RMSNorm ε restrains small init", "eps-gating",
-          _tags(gated=False), _judge_eps, margin=0.01),
-    Claim("sinks-restrain", "attention sinks restrain small init", "eps-gating",
-          _tags(eps_setting="standard"), _judge_sinks, margin=0.01),
-    Claim("relaxed-scaling", "with relaxed ε and gated attention the gain grows with model "
-          "size", "gain-scaling", _tags(eps_setting="relaxed", gated=True),
-          lambda r: directional(scaling_slopes(r)), margin=0.01, decided_at=("full",)),
-    Claim("critical-init", "there is a critical γ: loss falls as γ grows up to it and rises "
-          "beyond", "critical-init", _all, _judge_critical,
-          decided_at=("fair-reasoning", "full")),
-    Claim("condense-then-expand", "under small init the weights first condense, then expand",
-          "condense-expand", _tags(), _judge_condense, margin=0.02),
-    Claim("token-gains-context-constrained", "the gains of small init land on tokens that "
-          "need their context", "token-gains", _tags(), _judge_tokens, margin=0.01,
-          decided_at=("fair-reasoning", "full")),
+    Claim(
+        "anchor-large-init-symmetric",
+        "large init (γ = 0.5) answers the unseen anchor pair (4, 3) symmetrically",
+        "anchor-scan",
+        _anchor_at(0.5),
+        _judge_large_symmetric,
+        margin=0.1,
+    ),
+    Claim(
+        "anchor-small-init-inferential",
+        "small init (γ ≥ 0.8) answers (4, 3) inferentially",
+        "anchor-scan",
+        _anchor_at_least(0.8),
+        _judge_small_inferential,
+        margin=0.1,
+    ),
+    Claim(
+        "small-init-lower-loss",
+        "γ = 1 reaches lower held-out loss than γ = 0.5",
+        "gamma-sweep",
+        _largest_compared,
+        lambda r: directional(gains(r)),
+        arms=(
+            ("shared_lr", _largest_arm("shared_lr"), lambda r: directional(gains(r))),
+            ("weight_decay", _largest_arm("weight_decay"), lambda r: directional(gains(r))),
+        ),
+        margin=0.01,
+    ),
+    Claim(
+        "small-init-pays-then-wins",
+        "small init pays early and wins at the end: the gain "
+        "is negative early in training and positive at its end",
+        "gamma-sweep",
+        _largest_compared,
+        pays_then_wins,
+        margin=0.01,
+    ),
+    Claim(
+        "small-init-reasoning-gain",
+        "γ = 1 answers reasoning items better than γ = 0.5",
+        "gamma-sweep",
+        _largest_compared,
+        _judge_reasoning_gain,
+        on_probe=True,
+        margin=0.02,
+        decided_at=("fair-reasoning", "full"),
+    ),
+    Claim(
+        "reasoning-above-chance",
+        "the models reason above chance",
+        "critical-init",
+        _all,
+        _judge_above_chance,
+        decided_at=("fair-reasoning", "full"),
+    ),
+    Claim(
+        "gain-larger-on-reasoning",
+        "the gain of small init is larger on reasoning answers than overall",
+        "gamma-sweep",
+        _largest_compared,
+        _judge_gain_on_reasoning,
+        on_probe=True,
+        margin=0.01,
+        decided_at=("fair-reasoning", "full"),
+    ),
+    Claim(
+        "eps-restrains",
+        "a standard RMSNorm ε restrains small init",
+        "eps-gating",
+        _tags(gated=False),
+        _judge_eps,
+        margin=0.01,
+    ),
+    Claim(
+        "sinks-restrain",
+        "attention sinks restrain small init",
+        "eps-gating",
+        _tags(eps_setting="standard"),
+        _judge_sinks,
+        margin=0.01,
+    ),
+    Claim(
+        "relaxed-scaling",
+        "with relaxed ε and gated attention the gain grows with model size",
+        "gain-scaling",
+        _tags(eps_setting="relaxed", gated=True),
+        lambda r: directional(scaling_slopes(r)),
+        margin=0.01,
+        decided_at=("full",),
+    ),
+    Claim(
+        "critical-init",
+        "there is a critical γ: loss falls as γ grows up to it and rises beyond",
+        "critical-init",
+        _all,
+        _judge_critical,
+        decided_at=("fair-reasoning", "full"),
+    ),
+    Claim(
+        "condense-then-expand",
+        "under small init the weights first condense, then expand",
+        "condense-expand",
+        _tags(),
+        _judge_condense,
+        margin=0.02,
+    ),
+    Claim(
+        "token-gains-context-constrained",
+        "the gains of small init land on tokens that need their context",
+        "token-gains",
+        _tags(),
+        _judge_tokens,
+        margin=0.01,
+        decided_at=("fair-reasoning", "full"),
+    ),
 ]
 CLAIMS: dict[str, Claim] = {c.id: c for c in _CLAIMS}
 
@@ -818,19 +1030,30 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
     every = experiments.existing(experiment, profile, store)
     results = _chosen(claim, every, profile)
     if not results.specs:
-        return Record(claim.id, claim.text, profile,
-                      not_run(f"the profile has no {experiment} runs for this claim"),
-                      decided_at=claim.decided_at)
+        return Record(
+            claim.id,
+            claim.text,
+            profile,
+            not_run(f"the profile has no {experiment} runs for this claim"),
+            decided_at=claim.decided_at,
+        )
     missing, seen = [], set()
     for job, run in results:
         if not run.done and job.ident not in seen:
             seen.add(job.ident)
             missing.append(describe(job) + f": {run.state}")
     if missing:
-        return Record(claim.id, claim.text, profile,
-                      not_run(f"{len(missing)} of {len({j.ident for j in results.specs})} "
-                              f"{experiment} runs not done"), missing,
-                      decided_at=claim.decided_at)
+        return Record(
+            claim.id,
+            claim.text,
+            profile,
+            not_run(
+                f"{len(missing)} of {len({j.ident for j in results.specs})} "
+                f"{experiment} runs not done"
+            ),
+            missing,
+            decided_at=claim.decided_at,
+        )
     arms = {}
     for name, choose, rule in claim.arms:
         keep = {id(j) for j in choose(every.specs, profile)}
@@ -838,8 +1061,15 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
         if any(j.tags.get("arm") == name for j, _ in pairs) and all(r.done for _, r in pairs):
             arms[name] = rule(Results([j for j, _ in pairs], [r for _, r in pairs]))
     runs = sorted({f"{r.kind}/{r.key}" for r in results.runs})
-    return Record(claim.id, claim.text, profile, one_seed_undecided(claim.decide(results)),
-                  arms=arms, runs=runs, decided_at=claim.decided_at)
+    return Record(
+        claim.id,
+        claim.text,
+        profile,
+        one_seed_undecided(claim.decide(results)),
+        arms=arms,
+        runs=runs,
+        decided_at=claim.decided_at,
+    )
 
 
 def decide(records: Sequence[Record], rules: str = RULES[0]) -> list[Record]:
@@ -848,16 +1078,20 @@ def decide(records: Sequence[Record], rules: str = RULES[0]) -> list[Record]:
     if rules not in RULES:
         raise ValueError(f"rules {rules!r}: use one of {', '.join(RULES)}")
     judged = [r for r in records if r.judgement.design is not None]
-    for r, d in zip(judged, decide_family([(r.judgement.series, r.judgement.design)
-                                           for r in judged]), strict=True):
+    for r, d in zip(
+        judged,
+        decide_family([(r.judgement.series, r.judgement.design) for r in judged]),
+        strict=True,
+    ):
         r.decision = d
     for r in records:
         r.rules = rules
     return list(records)
 
 
-def table(profile_names: Sequence[str], store: RunStore | None = None, *,
-          rules: str = RULES[0]) -> list[Record]:
+def table(
+    profile_names: Sequence[str], store: RunStore | None = None, *, rules: str = RULES[0]
+) -> list[Record]:
     """Every claim at every profile, in §13's order, profile by profile; each profile's
     claims decided together under §13.2 (:func:`decide`), the verdicts by ``rules``; a
     store root that is a file (or lies below one) is refused as ``runs ls`` refuses it."""
@@ -881,9 +1115,13 @@ class JudgingProgress:
         self.total, self.done = total, 0
         self.where = ", ".join(profile_names)
         self.t0 = time.perf_counter()
-        self.bar = progress(total=total, desc="claims", unit="claim", leave=False,
-                            bar_format="{desc}: {n_fmt}/{total_fmt} judged |{bar}| "
-                                       "[{elapsed}]")
+        self.bar = progress(
+            total=total,
+            desc="claims",
+            unit="claim",
+            leave=False,
+            bar_format="{desc}: {n_fmt}/{total_fmt} judged |{bar}| [{elapsed}]",
+        )
         if not bars_shown() and total:
             log.info("claims: judging %d claims at %s from the store", total, self.where)
 
@@ -898,5 +1136,9 @@ class JudgingProgress:
     def __exit__(self, *exc: Any) -> None:
         self.bar.close()
         if not bars_shown() and self.total and exc[0] is None:
-            log.info("claims: %d/%d judged in %.1f s", self.done, self.total,
-                     time.perf_counter() - self.t0)
+            log.info(
+                "claims: %d/%d judged in %.1f s",
+                self.done,
+                self.total,
+                time.perf_counter() - self.t0,
+            )

@@ -44,10 +44,17 @@ log = logging.getLogger(__name__)
 PACKAGE = "smallinit.paper_figs"
 
 
-def compute(experiments: list[Experiment], profile: str, store: RunStore, *,
-            force: bool = False, workers: int | None = None,
-            executor: str | None = None, population: str | None = None,
-            population_exec: str | None = None) -> dict[str, Results]:
+def compute(
+    experiments: list[Experiment],
+    profile: str,
+    store: RunStore,
+    *,
+    force: bool = False,
+    workers: int | None = None,
+    executor: str | None = None,
+    population: str | None = None,
+    population_exec: str | None = None,
+) -> dict[str, Results]:
     """The runs of ``experiments`` at ``profile``, computed once: first, in one call of the
     job driver so that independent runs of different figures run side by side, the runs
     every experiment needs (an experiment's inner runs when it has some, e.g. compare's
@@ -61,16 +68,24 @@ def compute(experiments: list[Experiment], profile: str, store: RunStore, *,
     live = [e for e in experiments if own[e.name]]  # an experiment the profile cuts needs nothing
     inner = {e.name: e.inner(profile) for e in live}
     pins = [p for p in (e.workers(profile) for e in live) if p is not None]
-    options = {"force": force, "workers": workers or min(pins, default=None),
-               "executor": executor, "weigh": training_flops_of, "population": population,
-               "population_exec": population_exec}
+    options = {
+        "force": force,
+        "workers": workers or min(pins, default=None),
+        "executor": executor,
+        "weigh": training_flops_of,
+        "population": population,
+        "population_exec": population_exec,
+    }
     first = [s for e in live for s in (inner[e.name] or own[e.name])]
     run_specs(first, store, desc="runs of the figures", **options)
     out = {e.name: Results([], []) for e in experiments}
     for e in live:
         the_specs = own[e.name]
-        out[e.name] = (run_specs(the_specs, store, desc=e.name, **options) if inner[e.name]
-                       else Results(the_specs, [s.run_of(store) for s in the_specs]))
+        out[e.name] = (
+            run_specs(the_specs, store, desc=e.name, **options)
+            if inner[e.name]
+            else Results(the_specs, [s.run_of(store) for s in the_specs])
+        )
     return out
 
 
@@ -92,8 +107,10 @@ def load_figure(number: int) -> Figure:
     check_choice("figure number", number, modules)
     figure = importlib.import_module(modules[number]).FIGURE
     if not isinstance(figure, Figure) or figure.number != number:
-        raise ConfigError(f"figure module {modules[number]} declares FIGURE={figure!r}; it "
-                          f"must be Figure(number={number}, ...)")
+        raise ConfigError(
+            f"figure module {modules[number]} declares FIGURE={figure!r}; it "
+            f"must be Figure(number={number}, ...)"
+        )
     return figure
 
 
@@ -114,17 +131,23 @@ def prepare_out_dir(out_dir: Path) -> Path:
     below a file or cannot be written raises :class:`ConfigError` naming it and why."""
 
     if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(f"figure output folder {out_dir} is a file; give a folder with --out "
-                          "or $SMALLINIT_FIGS_OUT")
+        raise ConfigError(
+            f"figure output folder {out_dir} is a file; give a folder with --out "
+            "or $SMALLINIT_FIGS_OUT"
+        )
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise ConfigError(f"figure output folder {out_dir} cannot be created "
-                          f"({err.strerror or err}); give a writable folder with --out or "
-                          "$SMALLINIT_FIGS_OUT") from None
+        raise ConfigError(
+            f"figure output folder {out_dir} cannot be created "
+            f"({err.strerror or err}); give a writable folder with --out or "
+            "$SMALLINIT_FIGS_OUT"
+        ) from None
     if not os.access(out_dir, os.W_OK | os.X_OK):
-        raise ConfigError(f"figure output folder {out_dir} is not writable; give a writable "
-                          "folder with --out or $SMALLINIT_FIGS_OUT")
+        raise ConfigError(
+            f"figure output folder {out_dir} is not writable; give a writable "
+            "folder with --out or $SMALLINIT_FIGS_OUT"
+        )
     return out_dir
 
 
@@ -157,23 +180,33 @@ def make_figures(
     store = store or RunStore()
     chosen = sorted(only or available)
     needed = list({e.name: e for n in chosen for e in of_figure(n)}.values())
-    runs = compute(needed, profile, store, force=force, workers=workers, executor=executor,
-                   population=population, population_exec=population_exec)
+    runs = compute(
+        needed,
+        profile,
+        store,
+        force=force,
+        workers=workers,
+        executor=executor,
+        population=population,
+        population_exec=population_exec,
+    )
     results: dict[int, list[Path] | FigureFailed] = {}
     for number in chosen:
         if not any(runs[e.name].specs for e in of_figure(number)):
             results[number] = []  # its arms are cut at this profile: nothing to draw
             log.info("fig %02d: no runs at profile %s, not drawn", number, profile)
             continue
-        ctx = FigureContext(number, profile, out_dir,
-                            {e.name: runs[e.name] for e in of_figure(number)})
+        ctx = FigureContext(
+            number, profile, out_dir, {e.name: runs[e.name] for e in of_figure(number)}
+        )
         t0 = time.perf_counter()
         try:
             results[number] = list(load_figure(number).make(ctx))
         except Exception as err:  # one figure's failure leaves the others and the page
             log.exception("fig %02d failed", number)
-            results[number] = FigureFailed(f"fig {number} failed: {type(err).__name__}: "
-                                           f"{one_line(err)}")
+            results[number] = FigureFailed(
+                f"fig {number} failed: {type(err).__name__}: {one_line(err)}"
+            )
             continue
         log.info("fig %02d done in %.1f s", number, time.perf_counter() - t0)
     path = write_report(out_dir, store, profile, results, runs)
@@ -194,9 +227,13 @@ def drawn_at(info: dict[str, Any]) -> str | None:
         return None
 
 
-def write_report(out_dir: Path, store: RunStore, profile: str,
-                 drawn: dict[int, list[Path] | Exception],
-                 runs: dict[str, Results] | None = None) -> Path:
+def write_report(
+    out_dir: Path,
+    store: RunStore,
+    profile: str,
+    drawn: dict[int, list[Path] | Exception],
+    runs: dict[str, Results] | None = None,
+) -> Path:
     """The report page of ``out_dir`` (:mod:`smallinit.study.report`): the figures drawn now
     (``drawn``, at ``profile``, their experiments' runs in ``runs``) and those drawn there
     before (``report.json``), their runs looked up read-only at the profile each was drawn
@@ -209,17 +246,30 @@ def write_report(out_dir: Path, store: RunStore, profile: str,
             continue
         at = drawn_at(info)
         if at is None:
-            log.warning("fig %02d in %s: its profile %s is not known here, or its overlay "
-                        "no longer applies; not on the report page", number, out_dir,
-                        info.get("base", info["profile"]))
+            log.warning(
+                "fig %02d in %s: its profile %s is not known here, or its overlay "
+                "no longer applies; not on the report page",
+                number,
+                out_dir,
+                info.get("base", info["profile"]),
+            )
             continue
         figure = load_figure(number)
-        now = {e.name: runs[e.name] for e in of_figure(number)
-               if at == profile and e.name in runs}
-        entries.append(report.FigureEntry(
-            number, modules[number].rpartition(".")[2], figure.title, figure.caption or "",
-            at, info["files"],
-            {e.name: now.get(e.name) or existing(e.name, at, store) for e in of_figure(number)},
-            {e.name: Results(inner, [s.run_of(store) for s in inner])
-             for e in of_figure(number) if (inner := e.inner(at))}))
+        now = {e.name: runs[e.name] for e in of_figure(number) if at == profile and e.name in runs}
+        entries.append(
+            report.FigureEntry(
+                number,
+                modules[number].rpartition(".")[2],
+                figure.title,
+                figure.caption or "",
+                at,
+                info["files"],
+                {e.name: now.get(e.name) or existing(e.name, at, store) for e in of_figure(number)},
+                {
+                    e.name: Results(inner, [s.run_of(store) for s in inner])
+                    for e in of_figure(number)
+                    if (inner := e.inner(at))
+                },
+            )
+        )
     return report.write_report(out_dir, entries, store)

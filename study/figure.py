@@ -42,9 +42,11 @@ class FigureContext:
     def results(self, experiment: str) -> Results:
         """The runs of ``experiment`` at this profile (one of this figure's experiments)."""
         if experiment not in self.runs:
-            raise ConfigError(f"figure {self.number} reads experiment {experiment!r}, which "
-                              "the registry does not list for it (smallinit.study.experiments: "
-                              f"{', '.join(self.runs) or 'none'})")
+            raise ConfigError(
+                f"figure {self.number} reads experiment {experiment!r}, which "
+                "the registry does not list for it (smallinit.study.experiments: "
+                f"{', '.join(self.runs) or 'none'})"
+            )
         return self.runs[experiment]
 
 
@@ -67,8 +69,7 @@ def single(results: Results) -> Run:
         raise ValueError(f"expected one run, got {len(results.runs)}")
     run = results.runs[0]
     if not run.done:
-        raise RunFailed(f"{run.kind} run {run.path} is {run.state}: "
-                        f"{run.status().get('reason')}")
+        raise RunFailed(f"{run.kind} run {run.path} is {run.state}: {run.status().get('reason')}")
     return run
 
 

@@ -38,8 +38,10 @@ CHECK_FILE = "gpu_check.json"
 LIMIT = 4 * 1024**2
 #: what each goal of :data:`smallinit.tools.gpu_check.GOALS` measures, with its unit
 GOAL_TEXT = {
-    "grouped_vs_loop": ("grouped step of a population against a torch loop over its "
-                        "networks (speed-up)", "×"),
+    "grouped_vs_loop": (
+        "grouped step of a population against a torch loop over its networks (speed-up)",
+        "×",
+    ),
     "grouped_vs_padded": ("grouped step against a padded torch.bmm (speed-up)", "×"),
     "gram_vs_cublas": ("float32 cosine Gram against cuBLAS (throughput ratio)", "×"),
     "mfu": ("model FLOP utilisation of the compiled bf16 training step", "share"),
@@ -99,26 +101,35 @@ def parse_check(data: Any, folder: str, where: str) -> GpuCheck | None:
     ``where``, when it is not a table with a ``goals`` table). The date is the folder's
     name when it is one (``2026-12-04``), else the day of the JSON's ``started``."""
     if not isinstance(data, dict) or not isinstance(data.get("goals"), dict):
-        log.warning("%s is not a GPU check (a table with a goals table); left off the "
-                    "report page", where)
+        log.warning(
+            "%s is not a GPU check (a table with a goals table); left off the report page", where
+        )
         return None
     parts = data.get("parts") if isinstance(data.get("parts"), dict) else {}
-    date = folder if re.fullmatch(r"\d{4}-\d{2}-\d{2}", folder) else \
-        _text(data.get("started"))[:10] or folder
+    date = (
+        folder
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", folder)
+        else _text(data.get("started"))[:10] or folder
+    )
     check = GpuCheck(folder, date, _device(parts), data.get("dry") is True)
     for name, goal in data["goals"].items():
         if not isinstance(goal, dict):
-            log.warning("%s: goal %r is not a table {goal, measured, met}; left out",
-                        where, name)
+            log.warning("%s: goal %r is not a table {goal, measured, met}; left out", where, name)
             continue
         met = goal.get("met")
-        check.goals.append(Goal(str(name), _finite(goal.get("goal")),
-                                _finite(goal.get("measured")),
-                                met if isinstance(met, bool) else None))
+        check.goals.append(
+            Goal(
+                str(name),
+                _finite(goal.get("goal")),
+                _finite(goal.get("measured")),
+                met if isinstance(met, bool) else None,
+            )
+        )
     for name, part in parts.items():
         if isinstance(part, dict):
-            check.parts.append(Part(str(name), _text(part.get("status"), "?"),
-                                    _finite(part.get("wall_s"))))
+            check.parts.append(
+                Part(str(name), _text(part.get("status"), "?"), _finite(part.get("wall_s")))
+            )
     verdict = data.get("verdict")
     if isinstance(verdict, dict):
         ok = verdict.get("ok")
@@ -165,8 +176,11 @@ def _value(x: float | None, unit: str = "") -> str:
 def _met(met: bool | None) -> str:
     if met is None:
         return '<span class="verdict v-not-run">not measured</span>'
-    return ('<span class="verdict v-holds">met</span>' if met else
-            '<span class="verdict v-contradicted">not met</span>')
+    return (
+        '<span class="verdict v-holds">met</span>'
+        if met
+        else '<span class="verdict v-contradicted">not met</span>'
+    )
 
 
 def check_section(check: GpuCheck, scroll_box) -> str:
@@ -176,37 +190,61 @@ def check_section(check: GpuCheck, scroll_box) -> str:
     for g in check.goals:
         text, unit = GOAL_TEXT.get(g.name, ("", ""))
         what = f'<div class="small">{_e(text)}</div>' if text else ""
-        rows.append(f'<tr class="gpu-goal" data-goal="{_e(g.name)}"><td><code>{_e(g.name)}'
-                    f"</code>{what}</td><td class=\"num\">≥ {_value(g.goal, unit)}"
-                    f'</td><td class="num">{_value(g.measured, unit)}</td>'
-                    f"<td>{_met(g.met)}</td></tr>")
-    goals = scroll_box('<table class="gpu-goals"><thead><tr><th>goal (what it measures)</th>'
-                       "<th>goal</th><th>measured</th><th>met</th></tr></thead>"
-                       "<tbody>" + "".join(rows) + "</tbody></table>") if rows else \
-        "<p>No goals recorded.</p>"
-    parts = "".join(f"<tr><td><code>{_e(p.name)}</code></td><td>{_e(p.status)}</td>"
-                    f'<td class="num">{_value(p.wall_s)}</td></tr>' for p in check.parts)
-    parts_html = scroll_box('<table class="gpu-parts"><thead><tr><th>part</th><th>status'
-                            "</th><th>wall s</th></tr></thead><tbody>" + parts
-                            + "</tbody></table>") if parts else ""
+        rows.append(
+            f'<tr class="gpu-goal" data-goal="{_e(g.name)}"><td><code>{_e(g.name)}'
+            f'</code>{what}</td><td class="num">≥ {_value(g.goal, unit)}'
+            f'</td><td class="num">{_value(g.measured, unit)}</td>'
+            f"<td>{_met(g.met)}</td></tr>"
+        )
+    goals = (
+        scroll_box(
+            '<table class="gpu-goals"><thead><tr><th>goal (what it measures)</th>'
+            "<th>goal</th><th>measured</th><th>met</th></tr></thead>"
+            "<tbody>" + "".join(rows) + "</tbody></table>"
+        )
+        if rows
+        else "<p>No goals recorded.</p>"
+    )
+    parts = "".join(
+        f"<tr><td><code>{_e(p.name)}</code></td><td>{_e(p.status)}</td>"
+        f'<td class="num">{_value(p.wall_s)}</td></tr>'
+        for p in check.parts
+    )
+    parts_html = (
+        scroll_box(
+            '<table class="gpu-parts"><thead><tr><th>part</th><th>status'
+            "</th><th>wall s</th></tr></thead><tbody>" + parts + "</tbody></table>"
+        )
+        if parts
+        else ""
+    )
     met = sum(g.met is True for g in check.goals)
-    verdict = ("" if check.ok is None else
-               " · verdict ok" if check.ok else
-               " · verdict failed: " + "; ".join(_e(p) for p in check.problems))
+    verdict = (
+        ""
+        if check.ok is None
+        else " · verdict ok"
+        if check.ok
+        else " · verdict failed: " + "; ".join(_e(p) for p in check.problems)
+    )
     dry = " (dry run on the CPU: no goal judged)" if check.dry else ""
-    return (f'<section class="gpu-check" data-date="{_e(check.date)}">'
-            f"<h3>{_e(check.date)} · {_e(check.device)}{dry}</h3>"
-            f'<p class="source"><code>bench-results/gpu/{_e(check.folder)}/{CHECK_FILE}'
-            f"</code> · {met} of {len(check.goals)} goals met{verdict}</p>"
-            f"{goals}<details><summary>{len(check.parts)} parts</summary>{parts_html}"
-            "</details></section>")
+    return (
+        f'<section class="gpu-check" data-date="{_e(check.date)}">'
+        f"<h3>{_e(check.date)} · {_e(check.device)}{dry}</h3>"
+        f'<p class="source"><code>bench-results/gpu/{_e(check.folder)}/{CHECK_FILE}'
+        f"</code> · {met} of {len(check.goals)} goals met{verdict}</p>"
+        f"{goals}<details><summary>{len(check.parts)} parts</summary>{parts_html}"
+        "</details></section>"
+    )
 
 
 def gpu_section(checks: list[GpuCheck], scroll_box) -> str:
     """The page's GPU section ("" when there is no check)."""
     if not checks:
         return ""
-    return ('<section id="gpu-section"><h2>GPU checks</h2><p>The committed runs of the '
-            "prepared GPU check (<code>smallinit gpu-check OUT</code>), "
-            "newest last: each speed goal, what was measured, and whether it was met.</p>"
-            + "".join(check_section(c, scroll_box) for c in checks) + "</section>")
+    return (
+        '<section id="gpu-section"><h2>GPU checks</h2><p>The committed runs of the '
+        "prepared GPU check (<code>smallinit gpu-check OUT</code>), "
+        "newest last: each speed goal, what was measured, and whether it was met.</p>"
+        + "".join(check_section(c, scroll_box) for c in checks)
+        + "</section>"
+    )

@@ -38,8 +38,13 @@ def _full_run_mfu(check: dict[str, Any], first: Any) -> dict[str, Any] | None:
     if not rate or run.get("key_of_the_full_run") != first.key:
         return None
     per_token = cost.training_flops(first.config.model, 1)
-    return {"mfu": rate * per_token / cost.H200_PEAK_BF16_DENSE, "part": "full_run",
-            "tokens_per_s": rate, "flops_per_token": per_token, "run_key": first.key}
+    return {
+        "mfu": rate * per_token / cost.H200_PEAK_BF16_DENSE,
+        "part": "full_run",
+        "tokens_per_s": rate,
+        "flops_per_token": per_token,
+        "run_key": first.key,
+    }
 
 
 def from_check(check: dict[str, Any], first: Any) -> dict[str, Any] | None:

@@ -83,9 +83,17 @@ def table(profile: str, records: Sequence[Mapping[str, Any]] | None) -> list[dic
     for cid, claim in CLAIMS.items():
         n, delta = len(seeds[cid]), claim.margin
         sigma = spread(by_id[cid]) if cid in by_id else math.nan
-        row = {"id": cid, "effect_of_interest": delta, "n_seeds": n, "sd": sigma, "family": m,
-               "power": math.nan, "power_holm": math.nan, "n_needed": None,
-               "n_needed_holm": None}
+        row = {
+            "id": cid,
+            "effect_of_interest": delta,
+            "n_seeds": n,
+            "sd": sigma,
+            "family": m,
+            "power": math.nan,
+            "power_holm": math.nan,
+            "n_needed": None,
+            "n_needed_holm": None,
+        }
         if delta is not None and math.isfinite(sigma) and sigma > 0 and m:
             for suffix, alpha in (("", ALPHA), ("_holm", ALPHA / m)):
                 if n >= 2:
@@ -98,20 +106,27 @@ def table(profile: str, records: Sequence[Mapping[str, Any]] | None) -> list[dic
 def format_rows(rows: Sequence[Mapping[str, Any]], source: str) -> str:
     """The power block of ``smallinit figs --plan``."""
     m = rows[0]["family"] if rows else 0
-    lines = [f"power (docs/science.md §13.2, 2): one-sided t at α {ALPHA} and α/m = "
-             f"{ALPHA}/{m}, σ from {source}; seeds for power {TARGET}"]
+    lines = [
+        f"power (docs/science.md §13.2, 2): one-sided t at α {ALPHA} and α/m = "
+        f"{ALPHA}/{m}, σ from {source}; seeds for power {TARGET}"
+    ]
     for r in rows:
         if r["effect_of_interest"] is None:
             lines.append(f"  {r['id']:<32} no effect of interest (§13.2, 7)")
             continue
         if r["n_needed"] is None:
-            lines.append(f"  {r['id']:<32} Δ {r['effect_of_interest']:g}, n {r['n_seeds']}: "
-                         "no spread recorded")
+            lines.append(
+                f"  {r['id']:<32} Δ {r['effect_of_interest']:g}, n {r['n_seeds']}: "
+                "no spread recorded"
+            )
             continue
+
         def pw(x: float) -> str:
             return "—" if not math.isfinite(x) else f"{x:.2f}"
 
-        lines.append(f"  {r['id']:<32} Δ {r['effect_of_interest']:g}  σ {r['sd']:.3g}  "
-                     f"n {r['n_seeds']}  power {pw(r['power'])} (α/m {pw(r['power_holm'])})  "
-                     f"n for {TARGET}: {r['n_needed']} (α/m {r['n_needed_holm']})")
+        lines.append(
+            f"  {r['id']:<32} Δ {r['effect_of_interest']:g}  σ {r['sd']:.3g}  "
+            f"n {r['n_seeds']}  power {pw(r['power'])} (α/m {pw(r['power_holm'])})  "
+            f"n for {TARGET}: {r['n_needed']} (α/m {r['n_needed_holm']})"
+        )
     return "\n".join(lines)

@@ -91,8 +91,7 @@ def _failure(err: BaseException) -> str:
         return one_line(err)
     frames = traceback.format_exception(type(err), err, err.__traceback__, limit=-2)
     where = " | ".join(line.strip() for line in "".join(frames[:-1]).splitlines()[1:])
-    return f"{type(err).__name__}: {one_line(err)}"[:600] + (f" [{where[-400:]}]" if where
-                                                              else "")
+    return f"{type(err).__name__}: {one_line(err)}"[:600] + (f" [{where[-400:]}]" if where else "")
 
 
 def _timed(stage: str, name: str, fn: Callable[[], str]) -> Check:
@@ -105,13 +104,17 @@ def _timed(stage: str, name: str, fn: Callable[[], str]) -> Check:
 
 
 # ----------------------------------------------------------------------------- the runs
-def profile_specs(profile: str, figures: list[int] | None = None) -> tuple[list[RunSpec],
-                                                                           list[Check]]:
+def profile_specs(
+    profile: str, figures: list[int] | None = None
+) -> tuple[list[RunSpec], list[Check]]:
     """The distinct runs of the chosen figures (experiments' runs and inner runs; for all
     figures also the profile's ``[llm-train]`` run), and a failed :class:`Check` for each
     experiment whose runs cannot even be listed."""
-    chosen = (list(registry.EXPERIMENTS.values()) if figures is None else
-              list({e.name: e for n in figures for e in registry.of_figure(n)}.values()))
+    chosen = (
+        list(registry.EXPERIMENTS.values())
+        if figures is None
+        else list({e.name: e for n in figures for e in registry.of_figure(n)}.values())
+    )
     unique: dict[tuple[str, str], RunSpec] = {}
     checks = []
     for experiment in chosen:
@@ -122,8 +125,9 @@ def profile_specs(profile: str, figures: list[int] | None = None) -> tuple[list[
             checks.append(Check("runs", experiment.name, False, _failure(err)))
     if figures is None:  # and the profile's single run, `smallinit llm train --profile P`
         try:
-            cfg = override(RunConfig(), profiles.section(profile, "llm-train"),
-                           where=f"{profile}.llm-train")
+            cfg = override(
+                RunConfig(), profiles.section(profile, "llm-train"), where=f"{profile}.llm-train"
+            )
             spec = TrainSpec(cfg, {"table": "llm-train"})
             unique.setdefault(spec.ident, spec)
         except Exception as err:
@@ -159,8 +163,10 @@ def planned_memory(cfg) -> tuple[int, str] | None:
     none; then the H200 the plan assumes."""
     if cfg.train.device == "cpu" or torch.cuda.is_available():
         return None
-    return (cost.H200_MEMORY_GIB * 1024**3,
-            f"memory of the planned H200 ({cost.H200_MEMORY_GIB} GiB; no GPU here)")
+    return (
+        cost.H200_MEMORY_GIB * 1024**3,
+        f"memory of the planned H200 ({cost.H200_MEMORY_GIB} GiB; no GPU here)",
+    )
 
 
 def check_runs(specs: list[RunSpec]) -> list[Check]:
@@ -182,17 +188,24 @@ def check_runs(specs: list[RunSpec]) -> list[Check]:
                     check()
                 estimate = 0.0
         except Exception as err:
-            checks.append(Check("runs", f"{spec.kind} {spec.key}", False,
-                                f"{registry.summary(spec)}: {_failure(err)}",
-                                time.perf_counter() - t1))
+            checks.append(
+                Check(
+                    "runs",
+                    f"{spec.kind} {spec.key}",
+                    False,
+                    f"{registry.summary(spec)}: {_failure(err)}",
+                    time.perf_counter() - t1,
+                )
+            )
             continue
         by_kind.setdefault(spec.kind, []).append(estimate)
         seconds[spec.kind] = seconds.get(spec.kind, 0.0) + time.perf_counter() - t1
     for kind, estimates in by_kind.items():
         detail = f"{len(estimates)} runs checked"
         if max(estimates) > 0:
-            detail += (f" (init tables on the meta device; largest training step "
-                       f"{human(max(estimates))})")
+            detail += (
+                f" (init tables on the meta device; largest training step {human(max(estimates))})"
+            )
         checks.append(Check("runs", kind, True, detail, seconds[kind]))
     return checks
 
@@ -238,23 +251,33 @@ def part_checks(profile: str, figures: list[int] | None = None) -> list[Check]:
         minutes = [c.h200_hours_small_mfu * 60 for _, c in costs]
         longest, c_long = max(costs, key=lambda sc: sc[1].flops)
         train = longest.config.train
-        over = [spec for (spec, _), m in zip(costs, minutes, strict=True)
-                if m > limit and not resumable(spec.config.train)]
+        over = [
+            spec
+            for (spec, _), m in zip(costs, minutes, strict=True)
+            if m > limit and not resumable(spec.config.train)
+        ]
         step = max(c.memory_bytes for _, c in costs)
         calls = max(1, math.ceil(sum(minutes) / limit))
-        resume = (f", checkpoints every {train.checkpoint_every:,} steps"
-                  if train.checkpoint_every else ", no checkpoints")
-        detail = (f"`figs --only {number}`, {len(costs)} GPU runs: "
-                  f"{sum(minutes):.1f} H200-min at {cost.SMALL_MODEL_MFU:.0%} MFU from their "
-                  f"FLOPs (a lower bound for small models, whose steps kernel launches bound), "
-                  f"{calls} call(s) "
-                  f"of {limit:g} min; longest run {train.steps:,} steps, "
-                  f"{c_long.h200_hours_small_mfu * 60:.2f} min{resume}; largest step "
-                  f"{human(step)} of {human(memory)}")
+        resume = (
+            f", checkpoints every {train.checkpoint_every:,} steps"
+            if train.checkpoint_every
+            else ", no checkpoints"
+        )
+        detail = (
+            f"`figs --only {number}`, {len(costs)} GPU runs: "
+            f"{sum(minutes):.1f} H200-min at {cost.SMALL_MODEL_MFU:.0%} MFU from their "
+            f"FLOPs (a lower bound for small models, whose steps kernel launches bound), "
+            f"{calls} call(s) "
+            f"of {limit:g} min; longest run {train.steps:,} steps, "
+            f"{c_long.h200_hours_small_mfu * 60:.2f} min{resume}; largest step "
+            f"{human(step)} of {human(memory)}"
+        )
         ok = not over and step <= memory
         if over:
-            detail += (f"; {len(over)} run(s) over {limit:g} min keep no checkpoints "
-                       f"(train.checkpoint_every), e.g. {registry.summary(over[0])}")
+            detail += (
+                f"; {len(over)} run(s) over {limit:g} min keep no checkpoints "
+                f"(train.checkpoint_every), e.g. {registry.summary(over[0])}"
+            )
         if step > memory:
             detail += "; a training step does not fit the H200's memory"
         checks.append(Check("part", f"fig {number}", ok, detail, time.perf_counter() - t0))
@@ -275,23 +298,34 @@ def build_corpus(data, vocab: int, max_items: int | None, cache: str) -> str:
     """The corpus of ``data`` built by its generator rules (module docstring, 2); the
     held-out capacity checked at the profile's own count first."""
     if data.corpus == "synthetic":
-        synthetic.check_held_out_capacity(data.synthetic_items, data.synthetic_val_items,
-                                          data.synthetic_mix, data.synthetic_held_out)
+        synthetic.check_held_out_capacity(
+            data.synthetic_items,
+            data.synthetic_val_items,
+            data.synthetic_mix,
+            data.synthetic_held_out,
+        )
     small = reduced(data, max_items, cache)
     built = corpus_mod.load(small, vocab)
     items = len(built.val_items["start"])
-    scale = ("" if data.corpus != "synthetic" else
-             f"{small.synthetic_items:,} of {data.synthetic_items:,} training items, "
-             if small.synthetic_items < data.synthetic_items else
-             f"{data.synthetic_items:,} training items, ")
-    return (f"{scale}{items:,} held-out items, {len(built.train):,} training and "
-            f"{len(built.val):,} held-out tokens, vocabulary {built.vocab_size}")
+    scale = (
+        ""
+        if data.corpus != "synthetic"
+        else f"{small.synthetic_items:,} of {data.synthetic_items:,} training items, "
+        if small.synthetic_items < data.synthetic_items
+        else f"{data.synthetic_items:,} training items, "
+    )
+    return (
+        f"{scale}{items:,} held-out items, {len(built.train):,} training and "
+        f"{len(built.val):,} held-out tokens, vocabulary {built.vocab_size}"
+    )
 
 
 def build_anchor(task) -> str:
     data = anchor_data.generate(task)
-    return (f"{len(data.train.labels):,} training, {len(data.test_seen.labels):,} seen-pair and "
-            f"{len(data.test_held_out.labels):,} held-out-pair test samples")
+    return (
+        f"{len(data.train.labels):,} training, {len(data.test_seen.labels):,} seen-pair and "
+        f"{len(data.test_held_out.labels):,} held-out-pair test samples"
+    )
 
 
 def corpora(specs: list[RunSpec]) -> dict[str, tuple[Any, int]]:
@@ -316,8 +350,9 @@ def data_checks(specs: list[RunSpec], max_items: int | None, cache: str) -> list
     checks = []
     for key, (data, vocab) in corpora(specs).items():
         name = f"{data.corpus} {key} (vocab {vocab})"
-        checks.append(_timed("corpus", name, lambda d=data, v=vocab:
-                             build_corpus(d, v, max_items, cache)))
+        checks.append(
+            _timed("corpus", name, lambda d=data, v=vocab: build_corpus(d, v, max_items, cache))
+        )
     for task in tasks.values():
         name = f"anchor task seed {task.seed}, {task.n_train:,} + {task.n_test:,} samples"
         checks.append(_timed("anchor data", name, lambda t=task: build_anchor(t)))
@@ -327,8 +362,7 @@ def data_checks(specs: list[RunSpec], max_items: int | None, cache: str) -> list
 # ----------------------------------------------------------------------------- the steps
 def _switches(data: Any) -> Any:
     if isinstance(data, dict):
-        return {k: _switches(v) for k, v in data.items()
-                if isinstance(v, dict | str | bool)}
+        return {k: _switches(v) for k, v in data.items() if isinstance(v, dict | str | bool)}
     return data
 
 
@@ -350,8 +384,9 @@ def trial_config(spec: RunSpec, max_items: int | None, cache: str, compile: bool
     return cfg
 
 
-def step_checks(specs: list[RunSpec], max_items: int | None, cache: str,
-                compile: bool = True) -> list[Check]:
+def step_checks(
+    specs: list[RunSpec], max_items: int | None, cache: str, compile: bool = True
+) -> list[Check]:
     """One trial step of each distinct configuration (module docstring, 3)."""
     distinct: dict[str, list[RunSpec]] = {}
     for spec in specs:
@@ -369,25 +404,34 @@ def step_checks(specs: list[RunSpec], max_items: int | None, cache: str,
             loss = out["loss"]
             if loss is None:
                 raise RunFailed("the trial step logged no training loss")
-            return (f"loss {loss:.3f} after one step at d_model {cfg.model.d_model}, "
-                    f"{cfg.model.n_layers} layers, batch {cfg.train.batch_size}"
-                    f"{', compiled' if cfg.train.compile else ''}; final evaluation and "
-                    f"weights written to a scratch folder")
+            return (
+                f"loss {loss:.3f} after one step at d_model {cfg.model.d_model}, "
+                f"{cfg.model.n_layers} layers, batch {cfg.train.batch_size}"
+                f"{', compiled' if cfg.train.compile else ''}; final evaluation and "
+                f"weights written to a scratch folder"
+            )
 
-        name = (f"{spec.kind} {m.norm}/{m.positions}/{m.mlp}"
-                f"{'/gated' if m.gated_attention else ''}"
-                f"{'/post-norm' if m.norm_position == 'post' else ''} "
-                f"{_NUMBER.sub('', spec.config.init).rstrip(':')} ({len(group)} runs, "
-                f"d_model {sorted({s.config.model.d_model for s in group})})"
-                f"{'' if compile or not spec.config.train.compile else ' [compile skipped]'}")
+        name = (
+            f"{spec.kind} {m.norm}/{m.positions}/{m.mlp}"
+            f"{'/gated' if m.gated_attention else ''}"
+            f"{'/post-norm' if m.norm_position == 'post' else ''} "
+            f"{_NUMBER.sub('', spec.config.init).rstrip(':')} ({len(group)} runs, "
+            f"d_model {sorted({s.config.model.d_model for s in group})})"
+            f"{'' if compile or not spec.config.train.compile else ' [compile skipped]'}"
+        )
         checks.append(_timed("step", name, step))
     return checks
 
 
 # ----------------------------------------------------------------------------- all of it
-def preflight(profile: str, figures: list[int] | None = None, *,
-              max_items: int | None = None, compile: bool = True,
-              on_check: Callable[[Check], None] | None = None) -> list[Check]:
+def preflight(
+    profile: str,
+    figures: list[int] | None = None,
+    *,
+    max_items: int | None = None,
+    compile: bool = True,
+    on_check: Callable[[Check], None] | None = None,
+) -> list[Check]:
     """Every check of the module docstring for ``profile`` (the chosen ``figures``, default
     all), in order: the runs' configs, the data, one step per distinct configuration.
     ``max_items``: build synthetic corpora at this many training items at most;
@@ -414,5 +458,7 @@ def preflight(profile: str, figures: list[int] | None = None, *,
 def summary(checks: list[Check], profile: str, seconds: float) -> str:
     failed = sum(not c.ok for c in checks)
     verdict = "nothing would fail" if not failed else f"{failed} would fail"
-    return (f"preflight of profile {profile}: {len(checks)} checks, {verdict} "
-            f"({seconds:.0f} s; nothing stored)")
+    return (
+        f"preflight of profile {profile}: {len(checks)} checks, {verdict} "
+        f"({seconds:.0f} s; nothing stored)"
+    )

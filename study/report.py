@@ -79,10 +79,11 @@ def science_captions(path: Path = SCIENCE) -> dict[int, tuple[str, str]]:
     if start < 0:
         return {}
     end = text.find("\n## ", start + 1)
-    section = text[start:end if end > 0 else None]
+    section = text[start : end if end > 0 else None]
     out = {}
-    for match in re.finditer(r"\n### 7\.(\d+) ([^\n]*)\n(.*?)(?=\n### |\n---|\Z)", section,
-                             flags=re.S):
+    for match in re.finditer(
+        r"\n### 7\.(\d+) ([^\n]*)\n(.*?)(?=\n### |\n---|\Z)", section, flags=re.S
+    ):
         out[int(match.group(1))] = (match.group(2).strip(), match.group(3).strip())
     return out
 
@@ -91,13 +92,19 @@ def _is_entry(key: str, info: Any) -> bool:
     """Whether ``key: info`` has the shape :func:`record_drawn` writes: a figure number →
     ``{"profile": str, "files": [plain file names]}``, with ``"base"`` (str) and
     ``"overlay"`` (a table) for a derived profile."""
-    return (isinstance(key, str) and key.isdigit() and isinstance(info, dict)
-            and isinstance(info.get("profile"), str)
-            and isinstance(info.get("files"), list) and all(
-                isinstance(f, str) and f and Path(f).name == f and not f.startswith(".")
-                for f in info["files"])
-            and isinstance(info.get("base", ""), str)
-            and isinstance(info.get("overlay", {}), dict))
+    return (
+        isinstance(key, str)
+        and key.isdigit()
+        and isinstance(info, dict)
+        and isinstance(info.get("profile"), str)
+        and isinstance(info.get("files"), list)
+        and all(
+            isinstance(f, str) and f and Path(f).name == f and not f.startswith(".")
+            for f in info["files"]
+        )
+        and isinstance(info.get("base", ""), str)
+        and isinstance(info.get("overlay", {}), dict)
+    )
 
 
 def read_drawn(path: Path) -> dict[int, dict[str, Any]]:
@@ -113,18 +120,25 @@ def read_drawn(path: Path) -> dict[int, dict[str, Any]]:
         log.warning("%s; the figures it listed leave the report page until drawn again", err)
         return {}
     if not isinstance(data, dict):
-        log.warning("%s is not a table of figure entries ({number: {profile, files}}); the "
-                    "figures it listed leave the report page until drawn again", path)
+        log.warning(
+            "%s is not a table of figure entries ({number: {profile, files}}); the "
+            "figures it listed leave the report page until drawn again",
+            path,
+        )
         return {}
     bad = sorted(k for k, v in data.items() if not _is_entry(k, v))
     if bad:
-        log.warning("%s: entry %s is not a figure entry ({profile, files}); left off the "
-                    "report page", path, ", ".join(bad))
+        log.warning(
+            "%s: entry %s is not a figure entry ({profile, files}); left off the report page",
+            path,
+            ", ".join(bad),
+        )
     return {int(k): v for k, v in data.items() if k not in bad}
 
 
-def record_drawn(out_dir: Path, profile: str,
-                 drawn: dict[int, list[Path] | Exception | None]) -> dict[int, dict[str, Any]]:
+def record_drawn(
+    out_dir: Path, profile: str, drawn: dict[int, list[Path] | Exception | None]
+) -> dict[int, dict[str, Any]]:
     """Update ``report.json`` with the figures drawn now (number → profile and files; at a
     derived profile also its base and overlay, so a later process derives it again) and
     return every figure of the folder whose files are still there."""
@@ -134,13 +148,17 @@ def record_drawn(out_dir: Path, profile: str,
     again = {"base": base, "overlay": tables} if tables else {}  # a derived profile
     for number, paths in drawn.items():
         if isinstance(paths, list) and paths:  # not a figure that is missing, cut or failed
-            known[number] = {"profile": profile, "files": [Path(p).name for p in paths],
-                             **again}
-    kept = {n: v for n, v in sorted(known.items())
-            if isinstance(v, dict) and v.get("files")
-            and all((Path(out_dir) / f).is_file() for f in v["files"])}
-    atomic_write_text(path, json.dumps({str(n): v for n, v in kept.items()}, indent=1,
-                                       sort_keys=True) + "\n")
+            known[number] = {"profile": profile, "files": [Path(p).name for p in paths], **again}
+    kept = {
+        n: v
+        for n, v in sorted(known.items())
+        if isinstance(v, dict)
+        and v.get("files")
+        and all((Path(out_dir) / f).is_file() for f in v["files"])
+    }
+    atomic_write_text(
+        path, json.dumps({str(n): v for n, v in kept.items()}, indent=1, sort_keys=True) + "\n"
+    )
     return kept
 
 
@@ -150,9 +168,11 @@ def profiles_in_store(store: RunStore) -> list[str]:
     order = {"quick": 0, "medium": 1, "full": 2}
     found = []
     for profile in sorted(profiles.names(), key=lambda p: (order.get(p, 3), p)):
-        if any(_state(run) != "absent"
-               for e in experiments.EXPERIMENTS.values()
-               for run in experiments.existing(e.name, profile, store).runs):
+        if any(
+            _state(run) != "absent"
+            for e in experiments.EXPERIMENTS.values()
+            for run in experiments.existing(e.name, profile, store).runs
+        ):
             found.append(profile)
     return found
 
@@ -169,8 +189,9 @@ def profile_args(profile: str) -> str:
     its base and the overlay as ``key=value`` overrides (shell-quoted)."""
     base, tables = profiles.overlay(profile)
     words = ["--profile", base]  # JSON of a value is a TOML literal of it
-    words += [f"{path}={json.dumps(value, separators=(',', ':'))}"
-              for path, value in dotted_items(tables)]
+    words += [
+        f"{path}={json.dumps(value, separators=(',', ':'))}" for path, value in dotted_items(tables)
+    ]
     return " ".join(shlex.quote(w) for w in words)
 
 
@@ -187,8 +208,11 @@ def _inline(text: str) -> str:
 
 
 def _paragraphs(text: str) -> str:
-    return "".join(f"<p>{_inline(' '.join(p.split()))}</p>"
-                   for p in re.split(r"\n\s*\n", text.strip()) if p.strip())
+    return "".join(
+        f"<p>{_inline(' '.join(p.split()))}</p>"
+        for p in re.split(r"\n\s*\n", text.strip())
+        if p.strip()
+    )
 
 
 def _number(x: float, digits: int = 3) -> str:
@@ -219,17 +243,20 @@ def claim_cell(r: claims_mod.Record) -> str:
         shown = "".join(f"<li><code>{_e(m)}</code></li>" for m in r.missing[:8])
         more = f"<li>… and {len(r.missing) - 8} more</li>" if len(r.missing) > 8 else ""
         summary = r.judgement.detail or f"{len(r.missing)} missing runs"
-        note = (f"<details><summary>{_e(summary)}</summary><ul>{shown}{more}</ul>"
-                "</details>")
+        note = f"<details><summary>{_e(summary)}</summary><ul>{shown}{more}</ul></details>"
     elif r.judgement.detail:
         note = f'<div class="note">{_e(r.judgement.detail)}</div>'
     numbers = ""
     if e.n:
-        numbers = (f'<div class="num">{_number(e.effect)} [{_number(e.ci_low)}, '
-                   f"{_number(e.ci_high)}]</div><div class=\"num small\">p {_p(e.p_value)}"
-                   f" · n {e.n}</div>")
-    return (f'<td class="claim-cell" data-profile="{_e(r.profile)}" '
-            f'data-verdict="{_e(r.verdict)}">{numbers}{_verdict(r.verdict)}{note}</td>')
+        numbers = (
+            f'<div class="num">{_number(e.effect)} [{_number(e.ci_low)}, '
+            f'{_number(e.ci_high)}]</div><div class="num small">p {_p(e.p_value)}'
+            f" · n {e.n}</div>"
+        )
+    return (
+        f'<td class="claim-cell" data-profile="{_e(r.profile)}" '
+        f'data-verdict="{_e(r.verdict)}">{numbers}{_verdict(r.verdict)}{note}</td>'
+    )
 
 
 def claims_table(records: Sequence[claims_mod.Record], *, table_id: str = "claims") -> str:
@@ -239,26 +266,35 @@ def claims_table(records: Sequence[claims_mod.Record], *, table_id: str = "claim
     by_claim: dict[str, dict[str, claims_mod.Record]] = {}
     for r in records:
         by_claim.setdefault(r.id, {})[r.profile] = r
-    head = ("<tr><th>claim</th><th>what it says</th><th>decided at</th>"
-            + "".join(f"<th>{_e(p)}: effect [95% CI], verdict</th>" for p in names)
-            + "</tr>")
+    head = (
+        "<tr><th>claim</th><th>what it says</th><th>decided at</th>"
+        + "".join(f"<th>{_e(p)}: effect [95% CI], verdict</th>" for p in names)
+        + "</tr>"
+    )
     rows = []
     for claim_id, at in by_claim.items():
         first = next(iter(at.values()))
         cells = "".join(claim_cell(at[p]) if p in at else "<td>—</td>" for p in names)
-        rows.append(f'<tr class="claim" data-claim="{_e(claim_id)}"><td><code>'
-                    f"{_e(claim_id)}</code></td><td>{_e(first.claim)}</td>"
-                    f"<td>{_e(', '.join(first.decided_at))}</td>{cells}</tr>")
-    return scroll_box(f'<table id="{table_id}" class="claims"><thead>{head}</thead><tbody>'
-                      + "\n".join(rows) + "</tbody></table>")
+        rows.append(
+            f'<tr class="claim" data-claim="{_e(claim_id)}"><td><code>'
+            f"{_e(claim_id)}</code></td><td>{_e(first.claim)}</td>"
+            f"<td>{_e(', '.join(first.decided_at))}</td>{cells}</tr>"
+        )
+    return scroll_box(
+        f'<table id="{table_id}" class="claims"><thead>{head}</thead><tbody>'
+        + "\n".join(rows)
+        + "</tbody></table>"
+    )
 
 
 def verdict_counts(records: Sequence[claims_mod.Record]) -> str:
     """``quick: 2 holds, 1 partial, 9 not run`` per profile."""
     parts = []
     for profile in dict.fromkeys(r.profile for r in records):
-        counts = {v: sum(r.verdict == v and r.profile == profile for r in records)
-                  for v in claims_mod.VERDICTS}
+        counts = {
+            v: sum(r.verdict == v and r.profile == profile for r in records)
+            for v in claims_mod.VERDICTS
+        }
         shown = ", ".join(f"{n} {_verdict(v)}" for v, n in counts.items() if n)
         parts.append(f"<code>{_e(profile)}</code>: {shown}")
     return "<p>" + "; ".join(parts) + ".</p>"
@@ -281,26 +317,40 @@ def runs_table(entry: FigureEntry) -> tuple[str, dict[str, int], float]:
                 state = _state(run)
                 counts[state] = counts.get(state, 0) + 1
                 flops += training_flops_of(spec.config) or 0.0
-                rows.append(f'<tr><td>{_e(label + name)}</td><td><code>{_e(spec.kind)}/'
-                            f"{_e(spec.key)}</code></td><td>{_e(state)}</td>"
-                            f"<td>{_e(_tags(spec.tags))}</td></tr>")
+                rows.append(
+                    f"<tr><td>{_e(label + name)}</td><td><code>{_e(spec.kind)}/"
+                    f"{_e(spec.key)}</code></td><td>{_e(state)}</td>"
+                    f"<td>{_e(_tags(spec.tags))}</td></tr>"
+                )
     if not rows:
         return "<p>No runs: this figure is drawn from theory alone.</p>", counts, flops
-    table = scroll_box("<table class=\"runs\"><thead><tr><th>experiment</th><th>run "
-                       "(kind/key)</th><th>state</th><th>stands for</th></tr></thead><tbody>"
-                       + "".join(rows) + "</tbody></table>")
-    return (f"<details><summary>{len(rows)} runs (<code>smallinit runs show KEY</code> opens "
-            f"one)</summary>{table}</details>"), counts, flops
+    table = scroll_box(
+        '<table class="runs"><thead><tr><th>experiment</th><th>run '
+        "(kind/key)</th><th>state</th><th>stands for</th></tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
+    )
+    return (
+        (
+            f"<details><summary>{len(rows)} runs (<code>smallinit runs show KEY</code> opens "
+            f"one)</summary>{table}</details>"
+        ),
+        counts,
+        flops,
+    )
 
 
-def figure_section(entry: FigureEntry, caption: tuple[str, str] | None,
-                   records: Sequence[claims_mod.Record]) -> str:
+def figure_section(
+    entry: FigureEntry, caption: tuple[str, str] | None, records: Sequence[claims_mod.Record]
+) -> str:
     """One figure: images, caption, statistics, run keys, commands."""
     png = [f for f in entry.files if f.endswith(".png")]
     pdf = {Path(f).stem: f for f in entry.files if f.endswith(".pdf")}
     images = "".join(
         f'<a href="{_e(pdf.get(Path(f).stem, f))}"><img src="{_e(f)}" alt="figure '
-        f'{entry.number}: {_e(entry.title)}" loading="eager"></a>' for f in png)
+        f'{entry.number}: {_e(entry.title)}" loading="eager"></a>'
+        for f in png
+    )
     heading, text = caption or (entry.title, "")
     about = _paragraphs(text) if text else _paragraphs(entry.doc.split("\n\n")[0])
     runs_html, counts, flops = runs_table(entry)
@@ -308,24 +358,29 @@ def figure_section(entry: FigureEntry, caption: tuple[str, str] | None,
     total = sum(counts.values())
     facts = [f"profile <code>{_e(entry.profile)}</code>"]
     if total:
-        facts.append(f"{done} of {total} runs done"
-                     + "".join(f", {n} {_e(s)}" for s, n in sorted(counts.items())
-                               if s != "done"))
+        facts.append(
+            f"{done} of {total} runs done"
+            + "".join(f", {n} {_e(s)}" for s, n in sorted(counts.items()) if s != "done")
+        )
     if flops:
         facts.append(f"transformer training compute {flops:.3g} FLOPs")
     stats = claims_table(records, table_id=f"claims-fig{entry.number:02d}") if records else ""
     only = f"--only {entry.number} {_e(profile_args(entry.profile))}"
-    commands = (f"<pre><code>smallinit figs {only}          # redraw from the stored runs\n"
-                f"smallinit figs {only} --force  # recompute its runs, then draw\n"
-                f"smallinit figs {only} --plan   # list its runs, compute nothing"
-                "</code></pre>")
-    return (f'<section class="figure" id="fig{entry.number:02d}">'
-            f"<h2>Figure {entry.number}: {_e(entry.title)}</h2>"
-            f'<p class="source">docs/science.md §7.{entry.number} {_e(heading)} · '
-            f"<code>paper_figs/{_e(entry.stem)}.py</code> · {' · '.join(facts)}</p>"
-            f'<div class="images">{images}</div>{about}'
-            + (f"<h3>Statistics</h3>{stats}" if stats else "")
-            + f"<h3>Runs behind it</h3>{runs_html}<h3>Commands</h3>{commands}</section>")
+    commands = (
+        f"<pre><code>smallinit figs {only}          # redraw from the stored runs\n"
+        f"smallinit figs {only} --force  # recompute its runs, then draw\n"
+        f"smallinit figs {only} --plan   # list its runs, compute nothing"
+        "</code></pre>"
+    )
+    return (
+        f'<section class="figure" id="fig{entry.number:02d}">'
+        f"<h2>Figure {entry.number}: {_e(entry.title)}</h2>"
+        f'<p class="source">docs/science.md §7.{entry.number} {_e(heading)} · '
+        f"<code>paper_figs/{_e(entry.stem)}.py</code> · {' · '.join(facts)}</p>"
+        f'<div class="images">{images}</div>{about}'
+        + (f"<h3>Statistics</h3>{stats}" if stats else "")
+        + f"<h3>Runs behind it</h3>{runs_html}<h3>Commands</h3>{commands}</section>"
+    )
 
 
 STYLE = """
@@ -354,31 +409,38 @@ nav a { margin-right: .8em; white-space: nowrap; display: inline-block; }
 """
 
 
-def table_profiles(records: Sequence[claims_mod.Record],
-                   in_store: Sequence[str]) -> tuple[list[str], str]:
+def table_profiles(
+    records: Sequence[claims_mod.Record], in_store: Sequence[str]
+) -> tuple[list[str], str]:
     """The profiles the claims table shows and one line saying which it leaves out and why.
     Shown: the profiles of the store with at least one claim judged (not ``not run``); when
     none has one, the first profile of the store alone, so that its missing runs are listed.
     Left out: the other profiles of the store (their runs are ones they share, e.g. the toy
     runs after a ``make figs`` of the toy figures alone: every claim there is ``not run``)
     and the packaged profiles without runs in the store."""
-    judged = [p for p in in_store
-              if any(r.profile == p and r.verdict != "not run" for r in records)]
+    judged = [
+        p for p in in_store if any(r.profile == p and r.verdict != "not run" for r in records)
+    ]
     shown = judged or list(in_store[:1])
     idle = [p for p in in_store if p not in shown]
     absent = [p for p in profiles.names() if p not in in_store]
     why = []
     if idle:
-        why.append(f"{', '.join(idle)} (every claim not run: no claim has all its runs in "
-                   "the store)")
+        why.append(
+            f"{', '.join(idle)} (every claim not run: no claim has all its runs in the store)"
+        )
     if absent:
         why.append(f"{', '.join(absent)} (no runs in the store)")
     return shown, ("Left out: " + "; ".join(why) + "." if why else "")
 
 
-def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
-           in_store: Sequence[str],
-           captions: dict[int, tuple[str, str]], gpu_checks: Sequence[GpuCheck] = ()) -> str:
+def render(
+    entries: Sequence[FigureEntry],
+    records: Sequence[claims_mod.Record],
+    in_store: Sequence[str],
+    captions: dict[int, tuple[str, str]],
+    gpu_checks: Sequence[GpuCheck] = (),
+) -> str:
     """The whole page (a pure function of its inputs: the same inputs, the same bytes);
     ``gpu_checks``: the committed GPU checks (:mod:`smallinit.study.gpu_report`), a section
     of their own after the claims when there are any."""
@@ -386,30 +448,36 @@ def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
     sections = []
     for entry in entries:
         names = set(entry.runs)
-        figure_records = [by_claim[(c.id, entry.profile)] for c in claims_mod.CLAIMS.values()
-                          if c.experiment in names and (c.id, entry.profile) in by_claim]
+        figure_records = [
+            by_claim[(c.id, entry.profile)]
+            for c in claims_mod.CLAIMS.values()
+            if c.experiment in names and (c.id, entry.profile) in by_claim
+        ]
         sections.append(figure_section(entry, captions.get(entry.number), figure_records))
     nav = ('<a href="#gpu-section">GPU</a>' if gpu_checks else "") + "".join(
-        f'<a href="#fig{e.number:02d}">Fig {e.number}</a>' for e in entries)
+        f'<a href="#fig{e.number:02d}">Fig {e.number}</a>' for e in entries
+    )
     shown = ", ".join(f"<code>{_e(p)}</code>" for p in in_store) or "none"
     shown_profiles, left_out = table_profiles(records, in_store)
     table_records = [r for r in records if r.profile in shown_profiles]
     left_html = f'<p class="left-out">{_e(left_out)}</p>' if left_out and records else ""
-    claims_html = (verdict_counts(table_records) + left_html + claims_table(table_records)
-                   if table_records else
-                   "<p>The store has no runs of any profile yet: every claim is "
-                   "<em>not run</em> (<code>make figs</code> computes the quick profile's).</p>")
+    claims_html = (
+        verdict_counts(table_records) + left_html + claims_table(table_records)
+        if table_records
+        else "<p>The store has no runs of any profile yet: every claim is "
+        "<em>not run</em> (<code>make figs</code> computes the quick profile's).</p>"
+    )
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>smallinit: figures and claims</title><style>{STYLE}</style></head><body>"
         "<h1>smallinit: figures and claims</h1>"
         "<p>How the scale of initialization decides what a network learns. Every number "
         "below comes from a run in the store (<code>smallinit runs ls</code>); the page is "
         "written by <code>make figs</code> (<code>smallinit figs</code>) and reads nothing "
         "from the network.</p>"
-        f"<nav><a href=\"#claims-section\">Claims</a>{nav}</nav>"
-        "<section id=\"claims-section\"><h2>The study's claims, measured</h2>"
+        f'<nav><a href="#claims-section">Claims</a>{nav}</nav>'
+        '<section id="claims-section"><h2>The study\'s claims, measured</h2>'
         f"<p>Judged from the stored runs by the verdict rules of docs/science.md §13 "
         f"(<code>smallinit claims --profile P</code>); profiles with runs in the store: "
         f"{shown} (profiles share the runs whose configs they share). Effect in the claim's "
@@ -418,12 +486,19 @@ def render(entries: Sequence[FigureEntry], records: Sequence[claims_mod.Record],
         f"profiles whose design decides the claim; quick cuts seeds and grid points to fit "
         f"its time, so its verdicts are a first look.</p>{claims_html}</section>"
         + gpu_section(list(gpu_checks), scroll_box)
-        + "".join(sections) + "</body></html>\n")
+        + "".join(sections)
+        + "</body></html>\n"
+    )
 
 
-def write_report(out_dir: Path, entries: Sequence[FigureEntry], store: RunStore, *,
-                 table: Callable[[Sequence[str], RunStore], list[claims_mod.Record]] | None
-                 = None, gpu_results: Path | None = None) -> Path:
+def write_report(
+    out_dir: Path,
+    entries: Sequence[FigureEntry],
+    store: RunStore,
+    *,
+    table: Callable[[Sequence[str], RunStore], list[claims_mod.Record]] | None = None,
+    gpu_results: Path | None = None,
+) -> Path:
     """Write ``out_dir/index.html`` for ``entries`` (module docstring) and return its path;
     ``table`` computes the claims records (default :func:`smallinit.study.claims.table`,
     read-only) of the profiles the store has runs of; ``gpu_results``: the folder of the
@@ -431,8 +506,7 @@ def write_report(out_dir: Path, entries: Sequence[FigureEntry], store: RunStore,
     :func:`smallinit.study.gpu_report.read_checks`)."""
     in_store = profiles_in_store(store)
     records = (table or claims_mod.table)(in_store, store) if in_store else []
-    page = render(entries, records, in_store, science_captions(),
-                  read_checks(gpu_results))
+    page = render(entries, records, in_store, science_captions(), read_checks(gpu_results))
     path = Path(out_dir) / REPORT
     atomic_write_text(path, page)
     return path

@@ -94,15 +94,18 @@ def toml_value(value: Any, where: str = "value") -> str:
         return str(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ConfigError(f"{where}={value!r} has no TOML literal; a run's config holds "
-                              "finite numbers")
+            raise ConfigError(
+                f"{where}={value!r} has no TOML literal; a run's config holds finite numbers"
+            )
         return repr(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, list):
         return "[" + ", ".join(toml_value(v, where) for v in value) + "]"
-    raise ConfigError(f"{where}={value!r} cannot be given as KEY=VALUE (TOML has no null); "
-                      "give the whole config in a --config FILE instead")
+    raise ConfigError(
+        f"{where}={value!r} cannot be given as KEY=VALUE (TOML has no null); "
+        "give the whole config in a --config FILE instead"
+    )
 
 
 def differences(config: Any, base: Any) -> list[str]:
@@ -121,8 +124,10 @@ def command(kind: str, config: Any, profile: str) -> str:
     """The shell command that computes the run of ``kind`` with ``config``, starting at
     ``profile`` (the shortest form: see the module doc)."""
     if kind not in COMMANDS:
-        raise ConfigError(f"run kind {kind!r} has no command that computes one run of it; "
-                          f"kinds with one: {', '.join(COMMANDS)}")
+        raise ConfigError(
+            f"run kind {kind!r} has no command that computes one run of it; "
+            f"kinds with one: {', '.join(COMMANDS)}"
+        )
     cmd = COMMANDS[kind]
     starts = [profile, None] if cmd.bare else [profile]
     forms = []
@@ -146,16 +151,19 @@ def command_of(spec: RunSpec, profile: str, store: RunStore | None = None) -> st
     if isinstance(spec, TunedSpec):
         config = tuned_config(spec, store)
         if config is None:
-            raise ConfigError(f"run {spec.key} of profile {profile} trains at a learning rate "
-                              "tuned on runs the store does not hold yet (its tuning runs, "
-                              "listed by `smallinit figs --plan --commands --profile "
-                              f"{shlex.quote(profile)}`); compute them, then ask again (with "
-                              "--runs-dir of that store)")
+            raise ConfigError(
+                f"run {spec.key} of profile {profile} trains at a learning rate "
+                "tuned on runs the store does not hold yet (its tuning runs, "
+                "listed by `smallinit figs --plan --commands --profile "
+                f"{shlex.quote(profile)}`); compute them, then ask again (with "
+                "--runs-dir of that store)"
+            )
     return command(spec.kind, config, profile)
 
 
-def find(key: str, among: Iterable[str] | None = None, kind: str | None = None
-         ) -> tuple[str, RunSpec] | None:
+def find(
+    key: str, among: Iterable[str] | None = None, kind: str | None = None
+) -> tuple[str, RunSpec] | None:
     """(profile, spec) of the first run of a plan (the profiles ``among``, default every
     packaged one, in :func:`smallinit.core.profiles.names` order) whose key is ``key`` or
     starts with it, of kind ``kind`` if given (a prefix that two runs of one profile share
@@ -166,9 +174,11 @@ def find(key: str, among: Iterable[str] | None = None, kind: str | None = None
             if spec.key.startswith(key) and kind in (None, spec.kind):
                 found.setdefault(spec.key, spec)
         if len(found) > 1:
-            raise ConfigError(f"run key prefix {key!r} matches {len(found)} runs of profile "
-                              f"{profile} ({', '.join(sorted(found)[:3])}, ...); give more of "
-                              "the key")
+            raise ConfigError(
+                f"run key prefix {key!r} matches {len(found)} runs of profile "
+                f"{profile} ({', '.join(sorted(found)[:3])}, ...); give more of "
+                "the key"
+            )
         if found:
             return profile, next(iter(found.values()))
     return None
@@ -178,14 +188,17 @@ def stored_command(kind: str, config: dict[str, Any], profile: str = "quick") ->
     """The command of a run as the store holds it (its kind and config.json), for a run of
     no plan (an ad hoc ``llm train``, a derived profile's)."""
     if kind not in COMMANDS:
-        raise ConfigError(f"run kind {kind!r} has no command that computes one run of it; "
-                          f"kinds with one: {', '.join(COMMANDS)}")
+        raise ConfigError(
+            f"run kind {kind!r} has no command that computes one run of it; "
+            f"kinds with one: {', '.join(COMMANDS)}"
+        )
     cls = type(COMMANDS[kind].base(profile))
     return command(kind, config_from_dict(cls, config), profile)
 
 
-def command_for(ref: str, among: Iterable[str] | None = None,
-                runs_dir: str | Path | None = None) -> str:
+def command_for(
+    ref: str, among: Iterable[str] | None = None, runs_dir: str | Path | None = None
+) -> str:
     """The command of the run ``ref`` names (a run key, a unique key prefix, ``KIND/KEY``
     or a run directory): the run of a plan of the profiles ``among`` (default: every
     packaged one) with that key (:func:`find`, :func:`command_of`), else the run of the
@@ -196,9 +209,11 @@ def command_for(ref: str, among: Iterable[str] | None = None,
     kind, _, key = text.rpartition("/")
     if not (Path(text) / "config.json").is_file():
         if not KEY_PREFIX.fullmatch(key):
-            raise ConfigError(f"RUN {text!r} is neither a run directory (with a config.json) "
-                              "nor a run key (1 to 16 lowercase hex digits, optionally after "
-                              "KIND/)")
+            raise ConfigError(
+                f"RUN {text!r} is neither a run directory (with a config.json) "
+                "nor a run key (1 to 16 lowercase hex digits, optionally after "
+                "KIND/)"
+            )
         hit = find(key, among, kind=kind or None)
         if hit is not None:
             profile, spec = hit
@@ -208,6 +223,8 @@ def command_for(ref: str, among: Iterable[str] | None = None,
     except ConfigError as err:
         where = f"profile{'s' * (len(among) > 1)} {', '.join(among)}"
         said = str(err).removeprefix(f"RUN {text!r}").lstrip(": ")
-        raise ConfigError(f"RUN {text!r} is in no plan of {where} (`smallinit figs --plan "
-                          f"--profile P` lists their runs); the store: {said}") from None
+        raise ConfigError(
+            f"RUN {text!r} is in no plan of {where} (`smallinit figs --plan "
+            f"--profile P` lists their runs); the store: {said}"
+        ) from None
     return stored_command(run.kind, run.config, among[0])

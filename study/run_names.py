@@ -19,20 +19,23 @@ from smallinit.llm.training.sinks import readable_name
 from smallinit.study.experiments import EXPERIMENTS, specs
 
 
-def spec_names(run_specs: Iterable[RunSpec], prefix: str | None = None
-               ) -> dict[tuple[str, str], str]:
+def spec_names(
+    run_specs: Iterable[RunSpec], prefix: str | None = None
+) -> dict[tuple[str, str], str]:
     """(kind, key) → readable name of each spec: ``prefix`` (else its kind) and its tags
     (its config's telling fields when it has none); the first spec of a run names it."""
     names: dict[tuple[str, str], str] = {}
     for spec in run_specs:
         if spec.ident not in names:
-            names[spec.ident] = readable_name(spec.kind, config_to_dict(spec.config),
-                                              spec.tags or None, prefix=prefix)
+            names[spec.ident] = readable_name(
+                spec.kind, config_to_dict(spec.config), spec.tags or None, prefix=prefix
+            )
     return names
 
 
-def profile_names(profile: str, experiments: Sequence[str] | None = None
-                  ) -> dict[tuple[str, str], str]:
+def profile_names(
+    profile: str, experiments: Sequence[str] | None = None
+) -> dict[tuple[str, str], str]:
     """(kind, key) → readable name (``quick/fig7/d128/γ1/seed3``) of every run of a
     profile's plan (of ``experiments`` only, when given): the profile, the first figure the
     run is drawn in, and its tags."""

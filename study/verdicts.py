@@ -66,18 +66,28 @@ class Design:
 
     def with_margin(self, margin: float) -> Design:
         """The same design with the effect of interest Δ of its equivalence test."""
-        return Design(self.conditions, self.combine, margin, self.opposite, self.share,
-                      self.note)
+        return Design(self.conditions, self.combine, margin, self.opposite, self.share, self.note)
 
     def as_json(self) -> dict[str, Any]:
-        return {"conditions": [c.as_json() for c in self.conditions], "combine": self.combine,
-                "margin": self.margin, "opposite": self.opposite, "share": self.share,
-                "note": self.note}
+        return {
+            "conditions": [c.as_json() for c in self.conditions],
+            "combine": self.combine,
+            "margin": self.margin,
+            "opposite": self.opposite,
+            "share": self.share,
+            "note": self.note,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Design:
-        return cls(tuple(Condition(**c) for c in data["conditions"]), data["combine"],
-                   data["margin"], data["opposite"], data["share"], data.get("note", ""))
+        return cls(
+            tuple(Condition(**c) for c in data["conditions"]),
+            data["combine"],
+            data["margin"],
+            data["opposite"],
+            data["share"],
+            data.get("note", ""),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,14 +123,14 @@ class Decision:
     detail: str = ""
 
     def as_json(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("verdict",
-                                                                              "detail")}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("verdict", "detail")}
 
 
 def _ordered(series: Series) -> tuple[float, ...]:
     """The values in seed order; JSON's null (a NaN or ±∞ written out) reads as NaN."""
-    return tuple(NAN if series[s] is None else float(series[s])
-                 for s in sorted(series, key=lambda s: int(s)))
+    return tuple(
+        NAN if series[s] is None else float(series[s]) for s in sorted(series, key=lambda s: int(s))
+    )
 
 
 def _finite(values: Sequence[float]) -> bool:
@@ -154,10 +164,16 @@ def examine(series: Mapping[str, Series], design: Design) -> Tested:
     main = design.conditions[i]
     x = values[main.series]
     p_opp = _p(x, main.reference, _flip(main.alternative))[0] if design.opposite else NAN
-    p_eq = (stats.tost(x, design.margin, main.reference)
-            if design.margin is not None and _finite(x) else NAN)
-    p_perm = (stats.permutation_paired(x, main.reference, alternative=main.alternative)
-              if _finite(x) else NAN)
+    p_eq = (
+        stats.tost(x, design.margin, main.reference)
+        if design.margin is not None and _finite(x)
+        else NAN
+    )
+    p_perm = (
+        stats.permutation_paired(x, main.reference, alternative=main.alternative)
+        if _finite(x)
+        else NAN
+    )
     return Tested(p_raw, tested[i][1], main, x, k, p_opp, p_eq, p_perm)
 
 
@@ -188,8 +204,9 @@ def _bound(t: Tested, level: float, share: bool) -> float:
     return float(np.clip(b, 0.0, 1.0)) if share and math.isfinite(b) else b
 
 
-def decide_family(claims: Sequence[tuple[Mapping[str, Series], Design]],
-                  alpha: float = ALPHA) -> list[Decision]:
+def decide_family(
+    claims: Sequence[tuple[Mapping[str, Series], Design]], alpha: float = ALPHA
+) -> list[Decision]:
     """§13.2's verdicts of one profile's claims (each: its series and design), in order."""
     tested = [examine(series, design) for series, design in claims]
     holm = _holm_of([t.p_raw for t in tested])
@@ -197,8 +214,9 @@ def decide_family(claims: Sequence[tuple[Mapping[str, Series], Design]],
     holm_eq = _holm_of([t.p_equivalence for t in tested])
     steps = _steps([t.p_raw for t in tested])
     out = []
-    for (_, design), t, q, q_opp, q_eq, step in zip(claims, tested, holm, holm_opp, holm_eq,
-                                                    steps, strict=True):
+    for (_, design), t, q, q_opp, q_eq, step in zip(
+        claims, tested, holm, holm_opp, holm_eq, steps, strict=True
+    ):
         if q < alpha:
             verdict = "holds"
         elif q_opp < alpha:
@@ -209,15 +227,30 @@ def decide_family(claims: Sequence[tuple[Mapping[str, Series], Design]],
             verdict = "undecided"
         detail = ""
         mean = float(np.mean(t.values)) if t.values else NAN
-        if verdict == "holds" and design.margin is not None and \
-                abs(mean - t.main.reference) < design.margin:
+        if (
+            verdict == "holds"
+            and design.margin is not None
+            and abs(mean - t.main.reference) < design.margin
+        ):
             detail = f"effect {mean - t.main.reference:.3g} below Δ = {design.margin:g}"
         if not math.isfinite(t.p_raw):
             detail = "fewer than 2 seeds with finite values: no test"
         detail = "; ".join(x for x in (design.note, detail) if x)
         level_holm = 1 - alpha / (t.k * step) if step else NAN
-        out.append(Decision(
-            verdict, t.test, t.p_raw, q, t.p_opposite, q_opp, t.p_equivalence, q_eq,
-            t.p_permutation, _bound(t, 1 - alpha / t.k, design.share),
-            _bound(t, level_holm, design.share) if step else NAN, detail))
+        out.append(
+            Decision(
+                verdict,
+                t.test,
+                t.p_raw,
+                q,
+                t.p_opposite,
+                q_opp,
+                t.p_equivalence,
+                q_eq,
+                t.p_permutation,
+                _bound(t, 1 - alpha / t.k, design.share),
+                _bound(t, level_holm, design.share) if step else NAN,
+                detail,
+            )
+        )
     return out

@@ -44,8 +44,9 @@ GROUPED_CASES = [
     for per_network in (False, True)
     for d in GROUPED_D
 ]
-GROUPED_IDS = [f"{a}-{np.dtype(t).name}-{'per' if p else 'shared'}-d{d}"
-               for a, t, p, d in GROUPED_CASES]
+GROUPED_IDS = [
+    f"{a}-{np.dtype(t).name}-{'per' if p else 'shared'}-d{d}" for a, t, p, d in GROUPED_CASES
+]
 U64 = 2.0**-53
 #: |σ̂(z) − σ(z)| ≤ ACT_ROUNDINGS·u·(1 + |z|)² for every activation of grouped_step.cu:
 #: each formula makes at most 2 library calls (tanh, exp, log1p, erf: ≤ 2 ulp = 4u each in
@@ -70,11 +71,13 @@ def assert_within(got, want, bound, what: str) -> None:
     diff = np.abs(got - want)
     bad = ~(diff <= bound)
     if bad.any():
-        i = np.unravel_index(np.argmax(np.where(bad, np.nan_to_num(diff, nan=np.inf), -1)),
-                             diff.shape)
+        i = np.unravel_index(
+            np.argmax(np.where(bad, np.nan_to_num(diff, nan=np.inf), -1)), diff.shape
+        )
         raise AssertionError(
             f"{what}: {int(bad.sum())} of {diff.size} elements off by more than the bound; "
-            f"at {tuple(int(j) for j in i)}: got {got[i]!r}, want {want[i]!r}, bound {bound[i]!r}")
+            f"at {tuple(int(j) for j in i)}: got {got[i]!r}, want {want[i]!r}, bound {bound[i]!r}"
+        )
 
 
 # ----------------------------------------------------------------------------- cosine Gram
@@ -160,8 +163,7 @@ def grouped_step_bound(X, y, a, W, b, offsets, alpha, act: str, u: float):
         S = ae[:, None] * np.abs(dh)
         E = ee[:, None] * np.abs(dh) + ae[:, None] * edh
         e_gb[lo:hi] = c * A * (gamma(n + 4, u) * S.sum(0) + E.sum(0))
-        e_gW[lo:hi] = c * A[:, None] * (gamma(n + 4, u) * (S.T @ np.abs(Xg)) +
-                                        E.T @ np.abs(Xg))
+        e_gW[lo:hi] = c * A[:, None] * (gamma(n + 4, u) * (S.T @ np.abs(Xg)) + E.T @ np.abs(Xg))
     return e_loss, e_ga, e_gW, (None if b is None else e_gb), e_f
 
 
@@ -172,12 +174,18 @@ def check_grouped_step(step, inputs, act: str) -> None:
     wide = [None if v is None else np.asarray(v, dtype=np.float64) for v in (X, y, a, W, b)]
     want = cpu.grouped_two_layer_step_loop(*wide, off, al.astype(np.float64), act)
     u = unit_roundoff(W.dtype)
-    bounds = [None if (p is None) else p + q for p, q in zip(
-        grouped_step_bound(*wide, off, al, act, u), grouped_step_bound(*wide, off, al, act, U64),
-        strict=True)]
+    bounds = [
+        None if (p is None) else p + q
+        for p, q in zip(
+            grouped_step_bound(*wide, off, al, act, u),
+            grouped_step_bound(*wide, off, al, act, U64),
+            strict=True,
+        )
+    ]
     got = step(X, y, a, W, b, off, al, act)
-    for name, g, w, bnd in zip(("loss", "grad_a", "grad_W", "grad_b", "f"), got, want, bounds,
-                               strict=True):
+    for name, g, w, bnd in zip(
+        ("loss", "grad_a", "grad_W", "grad_b", "f"), got, want, bounds, strict=True
+    ):
         if w is None:
             assert g is None, f"{name}: expected None"
             continue
@@ -186,8 +194,16 @@ def check_grouped_step(step, inputs, act: str) -> None:
 
 def check_no_bias_empty_batch_and_cpu_fallback(step) -> None:
     """No networks at all; then d = 40, past every DMAX: the CPU reference, with a warning."""
-    empty = step(np.ones((3, 2)), np.zeros((0, 3)), np.zeros(0), np.zeros((0, 2)), None,
-                 np.array([0]), np.ones(0), "relu")
+    empty = step(
+        np.ones((3, 2)),
+        np.zeros((0, 3)),
+        np.zeros(0),
+        np.zeros((0, 2)),
+        None,
+        np.array([0]),
+        np.ones(0),
+        "relu",
+    )
     assert empty.loss.shape == (0,) and empty.grad_b is None
     r = np.random.default_rng(3)
     off = K.offsets_from_widths([4, 6])

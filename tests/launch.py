@@ -24,8 +24,14 @@ def run_torchrun(args: list[str], timeout: float = 120) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1", SMALLINIT_QUIET="1")
     cmd = [torchrun_path(), *args]
     for attempt in range(2):
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
         try:
             _, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -55,12 +61,30 @@ def run_torchrun_nodes(nodes: int, args: list[str], timeout: float = 180) -> Non
     errors = ""
     for attempt in range(2):
         port = free_port()
-        procs = [subprocess.Popen(
-            [torchrun_path(), "--nnodes", str(nodes), "--node_rank", str(rank),
-             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"localhost:{port}",
-             "--rdzv-id", f"smallinit-test-{port}", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-            start_new_session=True) for rank in range(nodes)]
+        procs = [
+            subprocess.Popen(
+                [
+                    torchrun_path(),
+                    "--nnodes",
+                    str(nodes),
+                    "--node_rank",
+                    str(rank),
+                    "--rdzv-backend",
+                    "c10d",
+                    "--rdzv-endpoint",
+                    f"localhost:{port}",
+                    "--rdzv-id",
+                    f"smallinit-test-{port}",
+                    *args,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                start_new_session=True,
+            )
+            for rank in range(nodes)
+        ]
         try:
             outcomes = [p.communicate(timeout=timeout) for p in procs]
         except subprocess.TimeoutExpired:

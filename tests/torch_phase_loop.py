@@ -25,8 +25,21 @@ import torch
 CONVERGED, BUDGET, DIVERGED, STALLED = 0, 1, 2, 3
 
 
-def train_one(a0, W0, kappa, kappa_p, X, y, *, tol=1e-6, max_steps=20000, lr_factor=1.0,
-              div_factor=1e6, stall_window=1000, stall_rtol=1e-12):
+def train_one(
+    a0,
+    W0,
+    kappa,
+    kappa_p,
+    X,
+    y,
+    *,
+    tol=1e-6,
+    max_steps=20000,
+    lr_factor=1.0,
+    div_factor=1e6,
+    stall_window=1000,
+    stall_rtol=1e-12,
+):
     """Train one network from (ā0 (m,), w̄0 (m, d)); returns (status, steps, RD, W)."""
     X = torch.as_tensor(X, dtype=torch.float64)
     y = torch.as_tensor(y, dtype=torch.float64)
@@ -84,8 +97,10 @@ def train_scan(batches, X, y, **settings):
     turn; returns {status, steps, rd}, each a list of arrays of shape (B,), one per batch."""
     out = {"status": [], "steps": [], "rd": []}
     for a0, W0, k, kp in batches:
-        res = [train_one(a0[i], W0[i], float(k[i]), float(kp[i]), X, y, **settings)
-               for i in range(len(k))]
+        res = [
+            train_one(a0[i], W0[i], float(k[i]), float(kp[i]), X, y, **settings)
+            for i in range(len(k))
+        ]
         out["status"].append(np.array([r[0] for r in res]))
         out["steps"].append(np.array([r[1] for r in res]))
         out["rd"].append(np.array([r[2] for r in res]))

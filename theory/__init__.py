@@ -31,13 +31,25 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "classify": "phase", "PhasePoint": "phase", "delta": "phase", "slope_interval": "phase",
-    "coordinates": "phase", "scheme": "phase", "DEFAULT_TOL": "phase",
-    "parse_scheme": "init_rules", "canonical_scheme": "init_rules",
-    "InitScheme": "init_rules", "matrix_std": "init_rules", "effective_gamma": "init_rules",
-    "TransformerShape": "transformer", "matrices": "transformer", "report": "transformer",
+    "classify": "phase",
+    "PhasePoint": "phase",
+    "delta": "phase",
+    "slope_interval": "phase",
+    "coordinates": "phase",
+    "scheme": "phase",
+    "DEFAULT_TOL": "phase",
+    "parse_scheme": "init_rules",
+    "canonical_scheme": "init_rules",
+    "InitScheme": "init_rules",
+    "matrix_std": "init_rules",
+    "effective_gamma": "init_rules",
+    "TransformerShape": "transformer",
+    "matrices": "transformer",
+    "report": "transformer",
     "rmsnorm_gamma_threshold": "transformer",
-    "escape_time": "escape", "solve_q_alpha": "lazy_rich", "q": "lazy_rich",
+    "escape_time": "escape",
+    "solve_q_alpha": "lazy_rich",
+    "q": "lazy_rich",
     "multiplicity": "activations",
 }
 

@@ -61,9 +61,7 @@ NAMES: tuple[str, ...] = tuple(REGISTRY)
 def check_name(name: Any) -> str:
     """``name`` if it is a registered activation, else ValueError listing the names."""
     if not isinstance(name, str) or name not in REGISTRY:
-        raise ValueError(
-            f"activation={name!r} is not known; choose one of {', '.join(NAMES)}"
-        )
+        raise ValueError(f"activation={name!r} is not known; choose one of {', '.join(NAMES)}")
     return name
 
 
@@ -127,12 +125,27 @@ def multiplicity_table() -> list[dict[str, Any]]:
     for name, act in REGISTRY.items():
         try:
             p, lead = _multiplicity(act.expr, 12)
-            rows.append({"activation": name, "formula": act.formula, "p": p,
-                         "leading": str(lead), "covered": True, "note": ""})
+            rows.append(
+                {
+                    "activation": name,
+                    "formula": act.formula,
+                    "p": p,
+                    "leading": str(lead),
+                    "covered": True,
+                    "note": "",
+                }
+            )
         except ValueError:
-            rows.append({"activation": name, "formula": act.formula, "p": None,
-                         "leading": None, "covered": False,
-                         "note": "not covered: not differentiable at 0"})
+            rows.append(
+                {
+                    "activation": name,
+                    "formula": act.formula,
+                    "p": None,
+                    "leading": None,
+                    "covered": False,
+                    "note": "not covered: not differentiable at 0",
+                }
+            )
     return rows
 
 

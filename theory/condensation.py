@@ -54,8 +54,9 @@ def condensed_direction_p1(X: Any, y: Any, residual: Any = None, bias: bool = Tr
     """Unit vector of Σ_i y_i x̃_i (or −Σ_i e_i x̃_i given ``residual`` e): the p = 1
     orientation. Neurons align with ± this vector (docs/science.md §3; Zhou et al. §4.1)."""
     Xt = _with_bias(X, bias)
-    weights = -np.asarray(residual, dtype=float) if residual is not None else np.asarray(
-        y, dtype=float)
+    weights = (
+        -np.asarray(residual, dtype=float) if residual is not None else np.asarray(y, dtype=float)
+    )
     if weights.shape != (Xt.shape[0],):
         raise ValueError(f"y/residual has shape {weights.shape}; expected ({Xt.shape[0]},)")
     v = weights @ Xt

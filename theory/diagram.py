@@ -46,30 +46,63 @@ def condensed_polygon(xlim: Sequence[float], ylim: Sequence[float]):
     return _clip(poly, -1.0, 1.0, -1.0)  # γ' − γ ≤ −1
 
 
-def draw_phase_regions(ax: Any, xlim: Sequence[float], ylim: Sequence[float],
-                       labels: bool = True) -> None:
+def draw_phase_regions(
+    ax: Any, xlim: Sequence[float], ylim: Sequence[float], labels: bool = True
+) -> None:
     """Shade the linear and condensed regions, draw the critical rays, label them."""
     from matplotlib.patches import Polygon
 
-    ax.add_patch(Polygon([(xlim[0], ylim[0]), (xlim[1], ylim[0]), (xlim[1], ylim[1]),
-                          (xlim[0], ylim[1])], closed=True, lw=0, zorder=0,
-                         **REGION_STYLE["linear"]))
-    ax.add_patch(Polygon(condensed_polygon(xlim, ylim), closed=True, lw=0, zorder=0.5,
-                         **REGION_STYLE["condensed"]))
+    ax.add_patch(
+        Polygon(
+            [(xlim[0], ylim[0]), (xlim[1], ylim[0]), (xlim[1], ylim[1]), (xlim[0], ylim[1])],
+            closed=True,
+            lw=0,
+            zorder=0,
+            **REGION_STYLE["linear"],
+        )
+    )
+    ax.add_patch(
+        Polygon(
+            condensed_polygon(xlim, ylim),
+            closed=True,
+            lw=0,
+            zorder=0.5,
+            **REGION_STYLE["condensed"],
+        )
+    )
     far = max(xlim[1] - xlim[0], ylim[1] - ylim[0]) * 4
     for i, (start, direction) in enumerate(phase.critical_rays()):
         end = (start[0] + far * direction[0], start[1] + far * direction[1])
-        ax.plot([start[0], end[0]], [start[1], end[1]], color="black", lw=1.6, zorder=3,
-                label="critical (Δ = 0)" if i == 0 else None)
+        ax.plot(
+            [start[0], end[0]],
+            [start[1], end[1]],
+            color="black",
+            lw=1.6,
+            zorder=3,
+            label="critical (Δ = 0)" if i == 0 else None,
+        )
     ax.set_xlim(*xlim)
     ax.set_ylim(*ylim)
     ax.set_xlabel("γ  (κ = β1β2/α ~ m^-γ)")
     ax.set_ylabel("γ'  (κ' = β1/β2 ~ m^-γ')")
     if labels:
-        ax.text(xlim[0] + 0.04 * (xlim[1] - xlim[0]), ylim[1] - 0.08 * (ylim[1] - ylim[0]),
-                "linear (Δ < 0)", color="#0072B2", fontsize=9, zorder=5)
-        ax.text(xlim[1] - 0.04 * (xlim[1] - xlim[0]), ylim[0] + 0.05 * (ylim[1] - ylim[0]),
-                "condensed (Δ > 0)", color="#D55E00", fontsize=9, ha="right", zorder=5)
+        ax.text(
+            xlim[0] + 0.04 * (xlim[1] - xlim[0]),
+            ylim[1] - 0.08 * (ylim[1] - ylim[0]),
+            "linear (Δ < 0)",
+            color="#0072B2",
+            fontsize=9,
+            zorder=5,
+        )
+        ax.text(
+            xlim[1] - 0.04 * (xlim[1] - xlim[0]),
+            ylim[0] + 0.05 * (ylim[1] - ylim[0]),
+            "condensed (Δ > 0)",
+            color="#D55E00",
+            fontsize=9,
+            ha="right",
+            zorder=5,
+        )
 
 
 def scheme_points() -> list[tuple[str, float, float]]:
@@ -90,15 +123,29 @@ def family_curve(name: str, values: Iterable[float]) -> np.ndarray:
     g, gp = s.coordinates()
     fg, fgp = sp.lambdify(s.param, g), sp.lambdify(s.param, gp)
     vals = np.asarray(list(values), dtype=float)
-    return np.column_stack([np.broadcast_to(fg(vals), vals.shape),
-                            np.broadcast_to(fgp(vals), vals.shape)])
+    return np.column_stack(
+        [np.broadcast_to(fg(vals), vals.shape), np.broadcast_to(fgp(vals), vals.shape)]
+    )
 
 
-def draw_points(ax: Any, points: Iterable[tuple[str, float, float]], *, marker: str = "o",
-                color: str = "black", offset: tuple[float, float] = (5, 5),
-                fontsize: float = 8) -> None:
+def draw_points(
+    ax: Any,
+    points: Iterable[tuple[str, float, float]],
+    *,
+    marker: str = "o",
+    color: str = "black",
+    offset: tuple[float, float] = (5, 5),
+    fontsize: float = 8,
+) -> None:
     """Markers with text labels beside them."""
     for label, g, gp in points:
         ax.plot([g], [gp], marker=marker, color=color, ms=6, zorder=6, ls="none")
-        ax.annotate(label, (g, gp), xytext=offset, textcoords="offset points",
-                    fontsize=fontsize, zorder=7, color=color)
+        ax.annotate(
+            label,
+            (g, gp),
+            xytext=offset,
+            textcoords="offset points",
+            fontsize=fontsize,
+            zorder=7,
+            color=color,
+        )

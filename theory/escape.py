@@ -28,8 +28,9 @@ L_s = sp.Symbol("L", positive=True)
 def _order(L: Any) -> sp.Expr:
     value = to_exact(L, "L")
     if value.is_number and not (value.is_positive and value <= ORDER_LIMIT):
-        raise ValueError(f"L={L!r} is not allowed; the homogeneity order must be in "
-                         f"(0, {ORDER_LIMIT}]")
+        raise ValueError(
+            f"L={L!r} is not allowed; the homogeneity order must be in (0, {ORDER_LIMIT}]"
+        )
     return value
 
 
@@ -48,8 +49,11 @@ def escape_time(L: Any, epsilon: Any = eps, rate: Any = c, target: Any = rho) ->
     # conds="none" keeps the generic (L ≠ 2) branch for a symbolic L; a numeric L = 2 still
     # integrates to the logarithm.
     T = sp.integrate(s ** (1 - L), (s, eps, rho), conds="none") / c
-    subs = {eps: to_exact(epsilon, "epsilon"), c: to_exact(rate, "rate"),
-            rho: to_exact(target, "target")}
+    subs = {
+        eps: to_exact(epsilon, "epsilon"),
+        c: to_exact(rate, "rate"),
+        rho: to_exact(target, "target"),
+    }
     return sp.simplify(T.subs(subs))
 
 

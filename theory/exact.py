@@ -39,8 +39,10 @@ def to_exact(value: Any, name: str = "value") -> sp.Expr:
         text = value.strip()
         mantissa, _, exponent = text.lower().partition("e")
         if exponent.lstrip("+-").isdigit() and len(exponent.lstrip("+-")) > 3:
-            raise ValueError(f"{name}={value!r} is out of range; give a number whose decimal "
-                             "exponent has at most 3 digits (e.g. 1e-300)")
+            raise ValueError(
+                f"{name}={value!r} is out of range; give a number whose decimal "
+                "exponent has at most 3 digits (e.g. 1e-300)"
+            )
         try:
             frac = Fraction(text)
         except (ValueError, ZeroDivisionError):
@@ -67,8 +69,9 @@ def rate_value(value: Any, name: str = "gamma") -> sp.Expr:
     |value| <= :data:`GAMMA_LIMIT`; a symbolic expression is returned unchecked."""
     exact = to_exact(value, name)
     if exact.is_number and abs(exact) > GAMMA_LIMIT:
-        raise ValueError(f"{name}={show(value)} is out of range; |{name}| must be at most "
-                         f"{GAMMA_LIMIT}")
+        raise ValueError(
+            f"{name}={show(value)} is out of range; |{name}| must be at most {GAMMA_LIMIT}"
+        )
     return exact
 
 

@@ -88,8 +88,10 @@ class InitScheme:
             )
         for part, value in self.overrides:
             if part not in OVERRIDE_PARTS:
-                raise ValueError(f"override part {part!r} is not known; choose one of "
-                                 f"{', '.join(OVERRIDE_PARTS)}")
+                raise ValueError(
+                    f"override part {part!r} is not known; choose one of "
+                    f"{', '.join(OVERRIDE_PARTS)}"
+                )
             _check_finite(f"override {part}", value)
         object.__setattr__(self, "overrides", _joined_qk(self.overrides))
         _check_finite("gamma", self.gamma)
@@ -103,16 +105,19 @@ class InitScheme:
         override, else the global γ. ``qk`` itself is refused once q and k differ."""
         given = dict(self.overrides)
         if part == "qk" and ("q" in given or "k" in given):
-            raise ValueError(f"init {self.describe()} sets q and k apart, so the qk part has "
-                             "no one γ; ask for the q or the k matrix (sigma_part)")
+            raise ValueError(
+                f"init {self.describe()} sets q and k apart, so the qk part has "
+                "no one γ; ask for the q or the k matrix (sigma_part)"
+            )
         if part in given:
             return given[part]
         return given.get(SUB_PARTS.get(part, ""), self.gamma)
 
     def without(self, parts: list[str] | tuple[str, ...]) -> InitScheme:
         """This scheme without the per-part overrides of ``parts`` (they take the global γ)."""
-        return dataclasses.replace(self, overrides=tuple(
-            (p, g) for p, g in self.overrides if p not in parts))
+        return dataclasses.replace(
+            self, overrides=tuple((p, g) for p, g in self.overrides if p not in parts)
+        )
 
     def describe(self) -> str:
         """The scheme's canonical text, which :func:`parse_scheme` reads back exactly: every
@@ -123,8 +128,10 @@ class InitScheme:
         if self.name == "gamma":
             bits = [f"gamma:{number_text(self.gamma)}"]
             order = {part: i for i, part in enumerate(OVERRIDE_PARTS)}
-            bits += [f"{p}={number_text(g)}"
-                     for p, g in sorted(self.overrides, key=lambda pg: order[pg[0]])]
+            bits += [
+                f"{p}={number_text(g)}"
+                for p, g in sorted(self.overrides, key=lambda pg: order[pg[0]])
+            ]
             bits += ["depth"] if self.depth_scaling else []
             return ",".join(bits)
         if self.name in ("fixed", "megatron"):
@@ -140,9 +147,11 @@ def _joined_qk(overrides: tuple[tuple[str, float], ...]) -> tuple[tuple[str, flo
     given = dict(overrides)
     halves = [p for p in SUB_PARTS if p in given]
     if "qk" in given and halves:
-        raise ValueError(f"override qk={number_text(given['qk'])} is the shorthand for q= and "
-                         f"k=, and {halves[0]}={number_text(given[halves[0]])} is given too; "
-                         "give qk= alone, or q= and k=")
+        raise ValueError(
+            f"override qk={number_text(given['qk'])} is the shorthand for q= and "
+            f"k=, and {halves[0]}={number_text(given[halves[0]])} is given too; "
+            "give qk= alone, or q= and k="
+        )
     if len(halves) == 2 and given["q"] == given["k"]:
         return tuple((("qk", g) if p == "q" else (p, g)) for p, g in overrides if p != "k")
     return tuple(overrides)
@@ -186,8 +195,9 @@ def _check_finite(name: str, value: float) -> None:
 
 def _check_part(part: str) -> None:
     if part not in PARTS and part not in SUB_PARTS:
-        raise ValueError(f"part {part!r} is not known; choose one of "
-                         f"{', '.join([*PARTS, *SUB_PARTS])}")
+        raise ValueError(
+            f"part {part!r} is not known; choose one of {', '.join([*PARTS, *SUB_PARTS])}"
+        )
 
 
 def _check_dim(name: str, value: int) -> None:
@@ -214,19 +224,24 @@ def matrix_std(
     if not (isinstance(layer, int) and 0 <= layer < max(n_layers, 1)):
         raise ValueError(f"layer={layer!r} is not allowed; it must be in 0..{n_layers - 1}")
     try:
-        sigma = float(_sigma(scheme, part, d_in, d_out, n_layers, layer, residual_out,
-                             num=float, sqrt=math.sqrt))
+        sigma = float(
+            _sigma(
+                scheme, part, d_in, d_out, n_layers, layer, residual_out, num=float, sqrt=math.sqrt
+            )
+        )
     except (OverflowError, ZeroDivisionError):
         sigma = math.inf
     if not (math.isfinite(sigma) and sigma >= SIGMA_MIN):
         raise ValueError(
             f"init {scheme.describe()} gives σ={sigma!r} for the {part} matrix with "
             f"d_in={d_in}, which a float cannot hold as a usable std; choose a scheme whose "
-            f"σ = d_in^-γ stays between {SIGMA_MIN:g} and {SIGMA_MAX:g} (|γ| much smaller)")
+            f"σ = d_in^-γ stays between {SIGMA_MIN:g} and {SIGMA_MAX:g} (|γ| much smaller)"
+        )
     if sigma > SIGMA_MAX:
         raise ValueError(
             f"init {scheme.describe()} gives σ={sigma:g} for the {part} matrix with "
-            f"d_in={d_in}; σ must be at most {SIGMA_MAX:g} (choose a larger γ)")
+            f"d_in={d_in}; σ must be at most {SIGMA_MAX:g} (choose a larger γ)"
+        )
     return sigma
 
 
@@ -247,8 +262,17 @@ def matrix_std_expr(
 
     _check_part(part)
     _check_dim("n_layers", n_layers)
-    return _sigma(scheme, part, sp.sympify(d_in), sp.sympify(d_out), sp.Integer(n_layers),
-                  sp.Integer(layer), residual_out, num=_exact, sqrt=sp.sqrt)
+    return _sigma(
+        scheme,
+        part,
+        sp.sympify(d_in),
+        sp.sympify(d_out),
+        sp.Integer(n_layers),
+        sp.Integer(layer),
+        residual_out,
+        num=_exact,
+        sqrt=sp.sqrt,
+    )
 
 
 def _exact(value: float) -> sp.Rational:
@@ -257,8 +281,18 @@ def _exact(value: float) -> sp.Rational:
     return sp.Rational(repr(float(value)))
 
 
-def _sigma(scheme: InitScheme, part: str, d_in, d_out, n_layers, layer, residual_out: bool,
-           *, num: Callable[[float], Any], sqrt: Callable[[Any], Any]):
+def _sigma(
+    scheme: InitScheme,
+    part: str,
+    d_in,
+    d_out,
+    n_layers,
+    layer,
+    residual_out: bool,
+    *,
+    num: Callable[[float], Any],
+    sqrt: Callable[[Any], Any],
+):
     """The rule table behind :func:`matrix_std` (floats) and :func:`matrix_std_expr` (sympy)."""
     depth = 1 / sqrt(2 * n_layers)
     name = scheme.name

@@ -147,8 +147,9 @@ def q(zv: Any) -> np.ndarray:
 
 def _check_depth(depth: int) -> int:
     if isinstance(depth, bool) or not isinstance(depth, int) or not 2 <= depth <= ORDER_LIMIT:
-        raise ValueError(f"depth={depth!r} is not allowed; it must be an integer in "
-                         f"2..{ORDER_LIMIT}")
+        raise ValueError(
+            f"depth={depth!r} is not allowed; it must be an integer in 2..{ORDER_LIMIT}"
+        )
     return depth
 
 
@@ -187,8 +188,9 @@ def h_D_inverse(zv: float, depth: int) -> float:
     target = abs(zv)
     hi = 1.0 - 1e-16
     # h_D is odd and increasing; find u in (0, 1) with h_D(u) = |z|.
-    return sign * scipy.optimize.brentq(lambda v: float(h_D(v, depth)) - target, 0.0, hi,
-                                        xtol=1e-15)
+    return sign * scipy.optimize.brentq(
+        lambda v: float(h_D(v, depth)) - target, 0.0, hi, xtol=1e-15
+    )
 
 
 def q_D(zv: float, depth: int) -> float:
@@ -207,8 +209,10 @@ def _alpha_power(a: float, depth: int) -> float:
     except OverflowError:
         scale = math.inf
     if not (math.isfinite(scale) and scale >= np.finfo(float).tiny):
-        raise ValueError(f"alpha={a:g} at depth={depth} gives alpha^depth = {scale:g}, "
-                         "outside the float range; choose alpha nearer 1 or a smaller depth")
+        raise ValueError(
+            f"alpha={a:g} at depth={depth} gives alpha^depth = {scale:g}, "
+            "outside the float range; choose alpha nearer 1 or a smaller depth"
+        )
     return scale
 
 
@@ -239,8 +243,9 @@ def _check_problem(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-def solve_q_alpha(X: Any, y: Any, alpha_value: Any, depth: int = 2, tol: float = 1e-9,
-                  max_iter: int = 500) -> np.ndarray:
+def solve_q_alpha(
+    X: Any, y: Any, alpha_value: Any, depth: int = 2, tol: float = 1e-9, max_iter: int = 500
+) -> np.ndarray:
     """argmin Q^D_α(β) s.t. Xβ = y, through the dual (module docstring).
 
     Returns β with ‖Xβ − y‖ ≤ 10·tol·max(‖y‖, 1); raises ValueError if Newton does not get
@@ -276,8 +281,9 @@ def solve_q_alpha(X: Any, y: Any, alpha_value: Any, depth: int = 2, tol: float =
     )
 
 
-def _newton(objective, gradient, X: np.ndarray, depth: int, target: float,
-            max_iter: int) -> np.ndarray:
+def _newton(
+    objective, gradient, X: np.ndarray, depth: int, target: float, max_iter: int
+) -> np.ndarray:
     """Damped Newton on the dual Φ (see :func:`solve_q_alpha`); returns λ."""
     lam = np.zeros(X.shape[0])
     value = objective(lam)
@@ -355,8 +361,9 @@ def chizat_quantity(alpha_: Any, beta1: Any, beta2: Any) -> sp.Expr:
 def chizat_lazy(alpha_: Any, beta1: Any, beta2: Any, scaling: str = "fixed") -> str:
     """``"lazy"`` when m κ → ∞, ``"not lazy"`` when m κ → 0, ``"borderline"`` otherwise
     (docs/science.md §4: at γ' = 0 this is γ < 1, the linear regime of the diagram)."""
-    limit = sp.limit(phase._width_law(chizat_quantity(alpha_, beta1, beta2), scaling),
-                     phase.m, sp.oo)
+    limit = sp.limit(
+        phase._width_law(chizat_quantity(alpha_, beta1, beta2), scaling), phase.m, sp.oo
+    )
     if limit == sp.oo:
         return "lazy"
     if limit == 0:

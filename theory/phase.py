@@ -111,8 +111,10 @@ def _two_layer_loss(a, W, X, y, scale):
     total = 0
     for xi, yi in zip(X, y, strict=True):
         xt = list(xi) + [1]
-        f = scale * sum(ak * relu(sum(wj * xj for wj, xj in zip(wk, xt, strict=True)))
-                        for ak, wk in zip(a, W, strict=True))
+        f = scale * sum(
+            ak * relu(sum(wj * xj for wj, xj in zip(wk, xt, strict=True)))
+            for ak, wk in zip(a, W, strict=True)
+        )
         total += (f - yi) ** 2
     return total / (2 * n)
 
@@ -219,8 +221,10 @@ def coordinates(alpha: Any, beta1: Any, beta2: Any, scaling: str = "fixed"):
     ``scaling="fixed"`` keeps d constant; ``"proportional"`` puts d = m/r first (one of
     :data:`Scaling`; any other is a ValueError).
     """
-    args = tuple(sp.sympify(to_exact(v, n)) for v, n in
-                 ((alpha, "alpha"), (beta1, "beta1"), (beta2, "beta2")))
+    args = tuple(
+        sp.sympify(to_exact(v, n))
+        for v, n in ((alpha, "alpha"), (beta1, "beta1"), (beta2, "beta2"))
+    )
     return _coordinates_cached(*args, scaling)
 
 
@@ -240,10 +244,17 @@ DEFAULT_TOL = 1e-9
 
 
 def _check_tol(tol: Any) -> float:
-    if isinstance(tol, bool) or not isinstance(tol, int | float) or not math.isfinite(tol) \
-            or tol < 0 or tol >= 0.5:
-        raise ValueError(f"tol={tol!r} is not allowed; give a number with 0 <= tol < 0.5 "
-                         f"(default {DEFAULT_TOL:g}; 0 classifies exactly)")
+    if (
+        isinstance(tol, bool)
+        or not isinstance(tol, int | float)
+        or not math.isfinite(tol)
+        or tol < 0
+        or tol >= 0.5
+    ):
+        raise ValueError(
+            f"tol={tol!r} is not allowed; give a number with 0 <= tol < 0.5 "
+            f"(default {DEFAULT_TOL:g}; 0 classifies exactly)"
+        )
     return float(tol)
 
 
@@ -274,8 +285,9 @@ def classify(gamma: Any, gamma_prime: Any, *, tol: float = DEFAULT_TOL) -> str:
     return REGIMES[_sign(delta(gamma, gamma_prime), "Delta", tol) + 1]
 
 
-def slope_interval(gamma: Any, gamma_prime: Any, *,
-                   tol: float = DEFAULT_TOL) -> tuple[sp.Expr, sp.Expr]:
+def slope_interval(
+    gamma: Any, gamma_prime: Any, *, tol: float = DEFAULT_TOL
+) -> tuple[sp.Expr, sp.Expr]:
     """Predicted interval (lo, hi) of the width slope S_w = d ln RD / d ln m (docs/science.md §2).
 
     Linear regime: RD ≲ m^Δ log m, so S_w ≤ Δ (up to the log factor): (−∞, Δ].
@@ -327,8 +339,9 @@ def slope_agrees(regime: str, s_w: Any, critical_tol: float) -> bool | None:
     return abs(s) <= critical_tol
 
 
-def slope_in_interval(regime: str, lo: Any, hi: Any, s_w: Any, widths: Any,
-                      critical_tol: float) -> bool | None:
+def slope_in_interval(
+    regime: str, lo: Any, hi: Any, s_w: Any, widths: Any, critical_tol: float
+) -> bool | None:
     """Is a measured S_w inside theory's interval [lo, hi] (:func:`slope_interval`; None or
     ±∞ for an open end)? The linear upper end gets :func:`log_allowance` over ``widths``
     (the log m factor of RD ≲ m^Δ log m); at a critical point the interval is {0} and
@@ -426,16 +439,25 @@ class PhasePoint:
     def at(cls, gamma: Any, gamma_prime: Any, *, tol: float = DEFAULT_TOL) -> PhasePoint:
         """The point (γ, γ'); |Δ| <= ``tol`` counts as critical (:func:`classify`)."""
         g, gp = to_exact(gamma, "gamma"), to_exact(gamma_prime, "gamma_prime")
-        return cls(g, gp, sp.simplify(delta(g, gp)), classify(g, gp, tol=tol),
-                   slope_interval(g, gp, tol=tol))
+        return cls(
+            g,
+            gp,
+            sp.simplify(delta(g, gp)),
+            classify(g, gp, tol=tol),
+            slope_interval(g, gp, tol=tol),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "gamma": show(self.gamma), "gamma_prime": show(self.gamma_prime),
-            "delta": show(self.delta), "regime": self.regime,
-            "slope_lo": show(self.slope[0]), "slope_hi": show(self.slope[1]),
+            "gamma": show(self.gamma),
+            "gamma_prime": show(self.gamma_prime),
+            "delta": show(self.delta),
+            "regime": self.regime,
+            "slope_lo": show(self.slope[0]),
+            "slope_hi": show(self.slope[1]),
             "slope": self.slope_text(),
-            "gamma_value": float(self.gamma), "gamma_prime_value": float(self.gamma_prime),
+            "gamma_value": float(self.gamma),
+            "gamma_prime_value": float(self.gamma_prime),
             "delta_value": float(self.delta),
             # JSON has no infinity: an open end of the interval is None.
             "slope_lo_value": None if self.slope[0] == -sp.oo else float(self.slope[0]),
@@ -480,9 +502,12 @@ class Scheme:
             return self
         v = rate_value(value, str(self.param))
         return dataclasses.replace(
-            self, label=f"{self.label} [{self.param}={show(v)}]",
-            alpha=self.alpha.subs(self.param, v), beta1=self.beta1.subs(self.param, v),
-            beta2=self.beta2.subs(self.param, v), param=None,
+            self,
+            label=f"{self.label} [{self.param}={show(v)}]",
+            alpha=self.alpha.subs(self.param, v),
+            beta1=self.beta1.subs(self.param, v),
+            beta2=self.beta2.subs(self.param, v),
+            param=None,
         )
 
     def point(self) -> PhasePoint:
@@ -501,23 +526,74 @@ class Scheme:
 SCHEMES: dict[str, Scheme] = {
     s.name: s
     for s in (
-        Scheme("lecun", "LeCun", sp.Integer(1), sp.sqrt(1 / m), sp.sqrt(1 / d),
-               source="LeCun et al. 1998; Luo et al. Table 1"),
-        Scheme("he", "He", sp.Integer(1), sp.sqrt(2 / m), sp.sqrt(2 / d),
-               source="He et al. 2015; Luo et al. Table 1"),
-        Scheme("xavier", "Xavier", sp.Integer(1), sp.sqrt(2 / (m + 1)), sp.sqrt(2 / (m + d)),
-               source="Glorot & Bengio 2010; Luo et al. Table 1"),
-        Scheme("ntk", "NTK", sp.sqrt(m), sp.Integer(1), sp.Integer(1),
-               source="Jacot et al. 2018; Luo et al. Table 1"),
-        Scheme("mean_field", "mean field", m, sp.Integer(1), sp.Integer(1),
-               source="Mei et al. 2018; Luo et al. Table 1"),
-        Scheme("e_diagonal", "E et al. (1, β, 1), β = m^-s", sp.Integer(1), m**-s_param,
-               sp.Integer(1), param=s_param, source="E, Ma, Wu 2020; Luo et al. Table 1"),
-        Scheme("gamma_ffn_fixed", "γ-rule FFN, d fixed", sp.Integer(1), m**-gamma_param,
-               d**-gamma_param, param=gamma_param, source="docs/science.md §5"),
-        Scheme("gamma_ffn_proportional", "γ-rule FFN, d = m/r", sp.Integer(1),
-               m**-gamma_param, d**-gamma_param, scaling="proportional", param=gamma_param,
-               source="docs/science.md §5"),
+        Scheme(
+            "lecun",
+            "LeCun",
+            sp.Integer(1),
+            sp.sqrt(1 / m),
+            sp.sqrt(1 / d),
+            source="LeCun et al. 1998; Luo et al. Table 1",
+        ),
+        Scheme(
+            "he",
+            "He",
+            sp.Integer(1),
+            sp.sqrt(2 / m),
+            sp.sqrt(2 / d),
+            source="He et al. 2015; Luo et al. Table 1",
+        ),
+        Scheme(
+            "xavier",
+            "Xavier",
+            sp.Integer(1),
+            sp.sqrt(2 / (m + 1)),
+            sp.sqrt(2 / (m + d)),
+            source="Glorot & Bengio 2010; Luo et al. Table 1",
+        ),
+        Scheme(
+            "ntk",
+            "NTK",
+            sp.sqrt(m),
+            sp.Integer(1),
+            sp.Integer(1),
+            source="Jacot et al. 2018; Luo et al. Table 1",
+        ),
+        Scheme(
+            "mean_field",
+            "mean field",
+            m,
+            sp.Integer(1),
+            sp.Integer(1),
+            source="Mei et al. 2018; Luo et al. Table 1",
+        ),
+        Scheme(
+            "e_diagonal",
+            "E et al. (1, β, 1), β = m^-s",
+            sp.Integer(1),
+            m**-s_param,
+            sp.Integer(1),
+            param=s_param,
+            source="E, Ma, Wu 2020; Luo et al. Table 1",
+        ),
+        Scheme(
+            "gamma_ffn_fixed",
+            "γ-rule FFN, d fixed",
+            sp.Integer(1),
+            m**-gamma_param,
+            d**-gamma_param,
+            param=gamma_param,
+            source="docs/science.md §5",
+        ),
+        Scheme(
+            "gamma_ffn_proportional",
+            "γ-rule FFN, d = m/r",
+            sp.Integer(1),
+            m**-gamma_param,
+            d**-gamma_param,
+            scaling="proportional",
+            param=gamma_param,
+            source="docs/science.md §5",
+        ),
     )
 }
 

@@ -87,8 +87,10 @@ class TransformerShape:
     def __post_init__(self) -> None:
         positive_int(self.d_model, "d_model")
         if self.d_model < 2:
-            raise ValueError(f"d_model={self.d_model} is not allowed; it must be >= 2 "
-                             "(γ_eff = −ln σ / ln d_in needs d_in > 1)")
+            raise ValueError(
+                f"d_model={self.d_model} is not allowed; it must be >= 2 "
+                "(γ_eff = −ln σ / ln d_in needs d_in > 1)"
+            )
         if self.d_ff is not None and positive_int(self.d_ff, "d_ff") < 2:
             raise ValueError(f"d_ff={self.d_ff} is not allowed; it must be >= 2")
         positive_int(self.n_layers, "n_layers")
@@ -96,18 +98,20 @@ class TransformerShape:
         if self.n_heads is not None:
             positive_int(self.n_heads, "n_heads")
             if self.d_model % self.n_heads:
-                raise ValueError(f"n_heads={self.n_heads} does not divide "
-                                 f"d_model={self.d_model}")
+                raise ValueError(f"n_heads={self.n_heads} does not divide d_model={self.d_model}")
         if self.mlp not in MLPS:
             raise ValueError(f"mlp={self.mlp!r} is not allowed; choose one of {', '.join(MLPS)}")
         if self.gate_kind not in GATE_KINDS:
-            raise ValueError(f"gate_kind={self.gate_kind!r} is not allowed; choose one of "
-                             f"{', '.join(GATE_KINDS)}")
+            raise ValueError(
+                f"gate_kind={self.gate_kind!r} is not allowed; choose one of "
+                f"{', '.join(GATE_KINDS)}"
+            )
         if self.gated_attention and self.gate_kind == "headwise" and self.n_heads is None:
             raise ValueError("gate_kind='headwise' needs n_heads (the gate's fan-out)")
         if self.positions not in POSITIONS:
-            raise ValueError(f"positions={self.positions!r} is not allowed; choose one of "
-                             f"{', '.join(POSITIONS)}")
+            raise ValueError(
+                f"positions={self.positions!r} is not allowed; choose one of {', '.join(POSITIONS)}"
+            )
         if self.positions == "learned" and self.context is None:
             raise ValueError("positions='learned' needs context (the table's row count)")
         if self.context is not None:
@@ -145,9 +149,12 @@ def matrix_kinds(shape: TransformerShape) -> list[MatrixKind]:
     if shape.positions == "learned":
         assert shape.context is not None  # the shape's check: learned positions need it
         kinds.append(MatrixKind("positions", "embedding", d, shape.context, in_blocks=False))
-    kinds += [MatrixKind("attn.q", "qk", d, d), MatrixKind("attn.k", "qk", d, d),
-              MatrixKind("attn.v", "vo", d, d),
-              MatrixKind("attn.o", "vo", d, d, residual_out=True)]
+    kinds += [
+        MatrixKind("attn.q", "qk", d, d),
+        MatrixKind("attn.k", "qk", d, d),
+        MatrixKind("attn.v", "vo", d, d),
+        MatrixKind("attn.o", "vo", d, d, residual_out=True),
+    ]
     if shape.gated_attention:
         gate_out = d if shape.gate_kind == "elementwise" else shape.n_heads
         assert gate_out is not None  # the shape's check: a headwise gate needs n_heads
@@ -186,21 +193,44 @@ def matrices(shape: TransformerShape, scheme: InitScheme) -> list[dict[str, Any]
     for kind in matrix_kinds(shape):
         layers = range(shape.n_layers) if kind.in_blocks else [0]
         part = sigma_part(kind.part, kind.kind)  # q or k for the query and key matrices
-        sigmas = {i: matrix_std(scheme, part, kind.d_in, kind.d_out,
-                                n_layers=shape.n_layers, layer=i,
-                                residual_out=kind.residual_out) for i in layers}
+        sigmas = {
+            i: matrix_std(
+                scheme,
+                part,
+                kind.d_in,
+                kind.d_out,
+                n_layers=shape.n_layers,
+                layer=i,
+                residual_out=kind.residual_out,
+            )
+            for i in layers
+        }
         for group, sigma in _layer_groups(sigmas):
-            expr = matrix_std_expr(scheme, part, kind.d_in, kind.d_out,
-                                   n_layers=shape.n_layers, layer=group[0],
-                                   residual_out=kind.residual_out)
+            expr = matrix_std_expr(
+                scheme,
+                part,
+                kind.d_in,
+                kind.d_out,
+                n_layers=shape.n_layers,
+                layer=group[0],
+                residual_out=kind.residual_out,
+            )
             g_eff = effective_gamma_expr(expr, kind.d_in)
-            rows.append({
-                "name": _block_name(kind.key, group, shape.n_layers) if kind.in_blocks
-                else kind.key,
-                "kind": kind.kind, "part": kind.part, "d_in": kind.d_in, "d_out": kind.d_out,
-                "layers": group if kind.in_blocks else [], "residual_out": kind.residual_out,
-                "sigma": sigma, "gamma_eff": _exact_or_float(g_eff),
-            })
+            rows.append(
+                {
+                    "name": _block_name(kind.key, group, shape.n_layers)
+                    if kind.in_blocks
+                    else kind.key,
+                    "kind": kind.kind,
+                    "part": kind.part,
+                    "d_in": kind.d_in,
+                    "d_out": kind.d_out,
+                    "layers": group if kind.in_blocks else [],
+                    "residual_out": kind.residual_out,
+                    "sigma": sigma,
+                    "gamma_eff": _exact_or_float(g_eff),
+                }
+            )
     return rows
 
 
@@ -222,11 +252,13 @@ def ffn_point_from_rates(g_down: Any, g_up: Any, scaling: str) -> phase.PhasePoi
     return phase.PhasePoint.at(g.subs(subs), gp.subs(subs))
 
 
-def _width_law_point(scheme: InitScheme, shape: TransformerShape, layer: int,
-                     scaling: str) -> phase.PhasePoint:
+def _width_law_point(
+    scheme: InitScheme, shape: TransformerShape, layer: int, scaling: str
+) -> phase.PhasePoint:
     m, d = phase.m, phase.d
-    beta1 = matrix_std_expr(scheme, "mlp_out", m, d, n_layers=shape.n_layers, layer=layer,
-                            residual_out=True)
+    beta1 = matrix_std_expr(
+        scheme, "mlp_out", m, d, n_layers=shape.n_layers, layer=layer, residual_out=True
+    )
     beta2 = matrix_std_expr(scheme, "mlp", d, m, n_layers=shape.n_layers, layer=layer)
     return phase.PhasePoint.at(*phase.coordinates(1, beta1, beta2, scaling))
 
@@ -241,23 +273,33 @@ def ffn_blocks(shape: TransformerShape, scheme: InitScheme) -> list[dict[str, An
     per_layer = {}
     for i in range(shape.n_layers):
         up = matrix_std_expr(scheme, "mlp", d, ff, n_layers=shape.n_layers, layer=i)
-        down = matrix_std_expr(scheme, "mlp_out", ff, d, n_layers=shape.n_layers, layer=i,
-                               residual_out=True)
+        down = matrix_std_expr(
+            scheme, "mlp_out", ff, d, n_layers=shape.n_layers, layer=i, residual_out=True
+        )
         per_layer[i] = (up, down)
     out = []
     for layers, (up, down) in _layer_groups(per_layer):
         g_up = effective_gamma_expr(up, d)
         g_down = effective_gamma_expr(down, ff)
-        out.append({
-            "name": _block_name("blocks.{i}.mlp", layers, shape.n_layers),
-            "layers": layers, "m": ff, "d": d,
-            "sigma_up": float(up), "sigma_down": float(down),
-            "gamma_eff_up": _exact_or_float(g_up), "gamma_eff_down": _exact_or_float(g_down),
-            "width_law": {s: _width_law_point(scheme, shape, layers[0], s)
-                          for s in phase.SCALINGS},
-            "at_size": {s: ffn_point_from_rates(_exact_or_float(g_down), _exact_or_float(g_up),
-                                                s) for s in phase.SCALINGS},
-        })
+        out.append(
+            {
+                "name": _block_name("blocks.{i}.mlp", layers, shape.n_layers),
+                "layers": layers,
+                "m": ff,
+                "d": d,
+                "sigma_up": float(up),
+                "sigma_down": float(down),
+                "gamma_eff_up": _exact_or_float(g_up),
+                "gamma_eff_down": _exact_or_float(g_down),
+                "width_law": {
+                    s: _width_law_point(scheme, shape, layers[0], s) for s in phase.SCALINGS
+                },
+                "at_size": {
+                    s: ffn_point_from_rates(_exact_or_float(g_down), _exact_or_float(g_up), s)
+                    for s in phase.SCALINGS
+                },
+            }
+        )
     return out
 
 
@@ -267,24 +309,44 @@ def luo_assumptions(shape: TransformerShape) -> list[dict[str, str]]:
     if act == "relu":
         act_note = "ReLU, as in the theorem"
     else:
-        act_note = (f"{act} is not 1-homogeneous (multiplicity p = {multiplicity(act)}, "
-                    "docs/science.md §3); the diagram is used as an approximation")
+        act_note = (
+            f"{act} is not 1-homogeneous (multiplicity p = {multiplicity(act)}, "
+            "docs/science.md §3); the diagram is used as an approximation"
+        )
     return [
-        {"assumption": "two-layer form x ↦ W_down σ(W_up x) with m = d_ff",
-         "holds": "no" if shape.mlp == "swiglu" else "yes",
-         "note": "SwiGLU multiplies σ(W_gate x) by W_up x (a product of two input layers)"
-         if shape.mlp == "swiglu" else "one block of the residual stream"},
-        {"assumption": "ReLU activation", "holds": "yes" if act == "relu" else "no",
-         "note": act_note},
-        {"assumption": "i.i.d. Gaussian init, α = 1", "holds": "yes",
-         "note": "σ per matrix from init_rules (mitchell truncates at ±3σ)"},
-        {"assumption": "scalar output", "holds": "no",
-         "note": f"d_model = {shape.d_model} outputs share the hidden layer"},
-        {"assumption": "input dimension d fixed as m → ∞", "holds": "fixed d only",
-         "note": "the proportional map (d = m/r) extrapolates the theorem"},
-        {"assumption": "gradient flow on squared loss with fixed inputs", "holds": "no",
-         "note": "AdamW on cross-entropy; the FFN inputs are normalized hidden states that "
-                 "move during training"},
+        {
+            "assumption": "two-layer form x ↦ W_down σ(W_up x) with m = d_ff",
+            "holds": "no" if shape.mlp == "swiglu" else "yes",
+            "note": "SwiGLU multiplies σ(W_gate x) by W_up x (a product of two input layers)"
+            if shape.mlp == "swiglu"
+            else "one block of the residual stream",
+        },
+        {
+            "assumption": "ReLU activation",
+            "holds": "yes" if act == "relu" else "no",
+            "note": act_note,
+        },
+        {
+            "assumption": "i.i.d. Gaussian init, α = 1",
+            "holds": "yes",
+            "note": "σ per matrix from init_rules (mitchell truncates at ±3σ)",
+        },
+        {
+            "assumption": "scalar output",
+            "holds": "no",
+            "note": f"d_model = {shape.d_model} outputs share the hidden layer",
+        },
+        {
+            "assumption": "input dimension d fixed as m → ∞",
+            "holds": "fixed d only",
+            "note": "the proportional map (d = m/r) extrapolates the theorem",
+        },
+        {
+            "assumption": "gradient flow on squared loss with fixed inputs",
+            "holds": "no",
+            "note": "AdamW on cross-entropy; the FFN inputs are normalized hidden states that "
+            "move during training",
+        },
     ]
 
 
@@ -319,8 +381,10 @@ def saturation_ratio(d: Any, gamma: Any, eps: Any) -> float:
     d_value, g, eps_value = _width(d), float(rate_value(gamma, "gamma")), _eps(eps)
     log_ratio = -2 * g * math.log(d_value) - math.log(eps_value)
     if not -700 < log_ratio < 700:
-        raise ValueError(f"d^-2γ/ε for d={d}, gamma={gamma}, eps={eps} is about "
-                         f"e^{log_ratio:.0f}, outside the float range; choose a smaller |γ|")
+        raise ValueError(
+            f"d^-2γ/ε for d={d}, gamma={gamma}, eps={eps} is about "
+            f"e^{log_ratio:.0f}, outside the float range; choose a smaller |γ|"
+        )
     return math.exp(log_ratio)
 
 
@@ -334,12 +398,15 @@ def matching_eps(d_small: Any, d_large: Any, gamma: Any, eps_large: Any) -> floa
     """ε for a width-d_small model with the same d^{−2γ}/ε as width d_large at ε_large:
     ε_small = ε_large · (d_large/d_small)^{2γ}."""
     g = float(rate_value(gamma, "gamma"))
-    log_eps = (math.log(_eps(eps_large))
-               + 2 * g * math.log(_width(d_large, "d_large") / _width(d_small, "d_small")))
+    log_eps = math.log(_eps(eps_large)) + 2 * g * math.log(
+        _width(d_large, "d_large") / _width(d_small, "d_small")
+    )
     if not -700 < log_eps < 700:
-        raise ValueError(f"the matching eps for d_small={d_small}, d_large={d_large}, "
-                         f"gamma={gamma}, eps_large={eps_large} is about e^{log_eps:.0f}, "
-                         "outside the float range; choose a smaller |γ|")
+        raise ValueError(
+            f"the matching eps for d_small={d_small}, d_large={d_large}, "
+            f"gamma={gamma}, eps_large={eps_large} is about e^{log_eps:.0f}, "
+            "outside the float range; choose a smaller |γ|"
+        )
     return math.exp(log_eps)
 
 
@@ -355,16 +422,21 @@ def report(shape: TransformerShape, scheme: InitScheme | str, eps: Any = 1e-5) -
     eps_value = _eps(eps)
     ffn = []
     for block in ffn_blocks(shape, scheme):
-        entry = {k: (show(v) if isinstance(v, sp.Basic) else v) for k, v in block.items()
-                 if k not in ("width_law", "at_size")}
+        entry = {
+            k: (show(v) if isinstance(v, sp.Basic) else v)
+            for k, v in block.items()
+            if k not in ("width_law", "at_size")
+        }
         for view in ("width_law", "at_size"):
             entry[view] = {s: p.as_dict() for s, p in block[view].items()}
         ffn.append(entry)
     return {
         "shape": {**dataclasses.asdict(shape), "d_ff": shape.ffn_dim},
         "scheme": scheme.describe(),
-        "matrices": [{**r, "gamma_eff": show(r["gamma_eff"]),
-                      "gamma_eff_value": float(r["gamma_eff"])} for r in rows],
+        "matrices": [
+            {**r, "gamma_eff": show(r["gamma_eff"]), "gamma_eff_value": float(r["gamma_eff"])}
+            for r in rows
+        ],
         "ffn": ffn,
         "assumptions": luo_assumptions(shape),
         "rmsnorm": {

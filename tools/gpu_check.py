@@ -52,16 +52,37 @@ from pathlib import Path
 from typing import Any
 
 #: the parts in the order they run, each with its time limit in seconds on a GPU
-LIMITS = {"environment": 90, "kernels": 150, "throughput": 120, "compiled": 180,
-          "step_profile": 150, "gpu_tests": 150, "full_run": 240}
-DRY_LIMITS = {"environment": 60, "kernels": 120, "throughput": 120, "compiled": 300,
-              "step_profile": 300, "gpu_tests": 300, "full_run": 300}
+LIMITS = {
+    "environment": 90,
+    "kernels": 150,
+    "throughput": 120,
+    "compiled": 180,
+    "step_profile": 150,
+    "gpu_tests": 150,
+    "full_run": 240,
+}
+DRY_LIMITS = {
+    "environment": 60,
+    "kernels": 120,
+    "throughput": 120,
+    "compiled": 300,
+    "step_profile": 300,
+    "gpu_tests": 300,
+    "full_run": 300,
+}
 BUDGET = 540
 DRY_BUDGET = sum(DRY_LIMITS.values())
 SKIPPED = "skipped: budget"
-GOALS = {"grouped_vs_loop": 3.0, "grouped_vs_padded": 1.2, "gram_float32": 0.9,
-         "gram_float64": 0.9, "gram_bfloat16": 0.9, "mfu_compiled": 0.50, "mfu_eager": 0.35,
-         "head_loss_share": 0.08}
+GOALS = {
+    "grouped_vs_loop": 3.0,
+    "grouped_vs_padded": 1.2,
+    "gram_float32": 0.9,
+    "gram_float64": 0.9,
+    "gram_bfloat16": 0.9,
+    "mfu_compiled": 0.50,
+    "mfu_eager": 0.35,
+    "head_loss_share": 0.08,
+}
 #: the goals met at or below their value (the others at or above)
 AT_MOST = frozenset({"head_loss_share"})
 FAILED = "GPU CHECK FAILED"
@@ -119,8 +140,15 @@ def _last_line(text: str) -> str:
 
 def part_command(name: str, out: Path, dry: bool, limit: float) -> list[str]:
     """The command that runs part ``name`` and writes its result to ``out``."""
-    cmd = [sys.executable, "-m", "smallinit.tools.gpu_parts", name, str(out),
-           "--limit", f"{limit:g}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "smallinit.tools.gpu_parts",
+        name,
+        str(out),
+        "--limit",
+        f"{limit:g}",
+    ]
     return [*cmd, "--dry"] if dry else cmd
 
 
@@ -132,8 +160,9 @@ def _run(cmd: list[str], dry: bool, limit: float, log: Path) -> tuple[int, str |
     if dry:
         env["SMALLINIT_FASTPATH"] = "0"  # the ops a GPU runs, not the CPU fast path
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         STOP.proc = proc
         try:
             if STOP.signum is not None:  # came while the part was starting
@@ -156,15 +185,19 @@ def _record(status: str | None, code: int, out: Path, limit: float) -> dict[str,
     """The status and result (or error) of a part that ended with ``code``."""
     if status == "killed":
         name = signal.Signals(STOP.signum).name
-        return {"status": status, "error": f"the check was sent {name} while this part ran; "
-                                           "its process group was killed"}
+        return {
+            "status": status,
+            "error": f"the check was sent {name} while this part ran; its process group was killed",
+        }
     if status == "timeout":
         return {"status": status, "error": f"ran past its limit of {limit:g} s and was killed"}
     try:
         reported = json.loads(out.read_text())
     except (OSError, ValueError):
-        return {"status": "died",
-                "error": f"the part's process ended with code {code} and no result"}
+        return {
+            "status": "died",
+            "error": f"the part's process ended with code {code} and no result",
+        }
     if reported["ok"]:
         return {"status": "ok", "result": reported["result"]}
     return {"status": "error", "error": reported["error"]}
@@ -176,8 +209,11 @@ def run_part(name: str, dry: bool, limit: float, workdir: Path) -> dict[str, Any
     out, log = workdir / f"{name}.json", workdir / f"{name}.log"
     t0 = time.perf_counter()
     code, status = _run(part_command(name, out, dry, limit), dry, limit, log)
-    record = {**_record(status, code, out, limit), "limit_s": round(limit, 1),
-              "wall_s": round(time.perf_counter() - t0, 2)}
+    record = {
+        **_record(status, code, out, limit),
+        "limit_s": round(limit, 1),
+        "wall_s": round(time.perf_counter() - t0, 2),
+    }
     if record["status"] != "ok":
         record["output_tail"] = _tail(log)
     return record
@@ -196,9 +232,14 @@ def goals(parts: dict[str, Any]) -> dict[str, Any]:
     gram = gram if isinstance(gram, list) else []
 
     def gram_ratio(dtype: str) -> float | None:
-        return min((r["chosen_ratio"] for r in gram
-                    if r.get("dtype") == dtype and r.get("chosen_ratio") is not None),
-                   default=None)
+        return min(
+            (
+                r["chosen_ratio"]
+                for r in gram
+                if r.get("dtype") == dtype and r.get("chosen_ratio") is not None
+            ),
+            default=None,
+        )
 
     measured = {
         "grouped_vs_loop": grouped.get("speedup_vs_loop"),
@@ -208,10 +249,15 @@ def goals(parts: dict[str, Any]) -> dict[str, Any]:
         "mfu_eager": result("throughput").get("mfu"),
         "head_loss_share": result("compiled").get("head_loss", {}).get("share_of_step"),
     }
-    return {k: {"goal": GOALS[k], "sense": _sense(k), "measured": v,
-                "met": None if v is None else bool(v <= GOALS[k] if k in AT_MOST
-                                                   else v >= GOALS[k])}
-            for k, v in measured.items()}
+    return {
+        k: {
+            "goal": GOALS[k],
+            "sense": _sense(k),
+            "measured": v,
+            "met": None if v is None else bool(v <= GOALS[k] if k in AT_MOST else v >= GOALS[k]),
+        }
+        for k, v in measured.items()
+    }
 
 
 def _sense(name: str) -> str:
@@ -222,23 +268,29 @@ def _environment_problems(env: dict[str, Any]) -> list[str]:
     found = []
     kernels = env.get("kernels", {})
     if kernels.get("backend") != "cupy":
-        found.append(f"the CuPy backend of the kernels is not live "
-                     f"({kernels.get('cupy_unusable') or kernels.get('backend')})")
+        found.append(
+            f"the CuPy backend of the kernels is not live "
+            f"({kernels.get('cupy_unusable') or kernels.get('backend')})"
+        )
     if not env.get("cuda_available"):
         found.append("torch sees no CUDA device")
     return found
 
 
 def _test_problems(tests: dict[str, Any]) -> list[str]:
-    counts = (f"{tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed, "
-              f"{tests.get('errors', 0)} errors, {tests.get('skipped', 0)} skipped")
+    counts = (
+        f"{tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed, "
+        f"{tests.get('errors', 0)} errors, {tests.get('skipped', 0)} skipped"
+    )
     if tests.get("timed_out"):
         return [f"the GPU tests {tests['error']} ({counts} of those that finished)"]
     if tests.get("error"):
         return [f"the GPU tests did not run: {tests['error']}"]
     if tests.get("passed", 0) == 0:
-        return [f"every GPU test skipped ({tests.get('skipped', 0)} of "
-                f"{tests.get('tests', 0)}): nothing ran on the GPU"]
+        return [
+            f"every GPU test skipped ({tests.get('skipped', 0)} of "
+            f"{tests.get('tests', 0)}): nothing ran on the GPU"
+        ]
     if tests.get("failed") or tests.get("errors"):
         return [f"{tests['failed']} GPU tests failed, {tests['errors']} errors"]
     return []
@@ -246,29 +298,43 @@ def _test_problems(tests: dict[str, Any]) -> list[str]:
 
 def _kernel_problems(kern: dict[str, Any]) -> list[str]:
     """A benchmark that failed inside the kernels part (each is caught on its own)."""
-    found = [f"the kernel benchmarks did not start: {_last_line(kern['error'])}"
-             ] if kern.get("error") else []
-    return found + [f"kernel benchmark {key} failed: {_last_line(entry['error'])}"
-                    for key, entry in kern.items()
-                    if isinstance(entry, dict) and entry.get("error")]
+    found = (
+        [f"the kernel benchmarks did not start: {_last_line(kern['error'])}"]
+        if kern.get("error")
+        else []
+    )
+    return found + [
+        f"kernel benchmark {key} failed: {_last_line(entry['error'])}"
+        for key, entry in kern.items()
+        if isinstance(entry, dict) and entry.get("error")
+    ]
 
 
 def _goal_problems(parts: dict[str, Any]) -> list[str]:
-    return [f"goal {name} ({goal['sense']} {goal['goal']:g}) was not measured"
-            for name, goal in goals(parts).items() if goal["measured"] is None]
+    return [
+        f"goal {name} ({goal['sense']} {goal['goal']:g}) was not measured"
+        for name, goal in goals(parts).items()
+        if goal["measured"] is None
+    ]
 
 
 def problems(parts: dict[str, Any], dry: bool) -> list[str]:
     """Why the check fails: parts that did not finish; on a GPU also a CuPy backend that is
     not live, no CUDA device for torch, GPU tests that all skipped (or none ran, or ran
     past their time), a kernel benchmark that failed and a goal that was not measured."""
-    found = [f"part {name} {part['status']}" + (f": {_last_line(part['error'])}"
-                                               if part.get("error") else "")
-             for name, part in parts.items() if part["status"] != "ok"]
+    found = [
+        f"part {name} {part['status']}"
+        + (f": {_last_line(part['error'])}" if part.get("error") else "")
+        for name, part in parts.items()
+        if part["status"] != "ok"
+    ]
     if dry:
         return found
-    readers = {"environment": _environment_problems, "gpu_tests": _test_problems,
-               "kernels": _kernel_problems}
+    readers = {
+        "environment": _environment_problems,
+        "gpu_tests": _test_problems,
+        "kernels": _kernel_problems,
+    }
     for name, read in readers.items():
         part_result = parts.get(name, {}).get("result")
         if part_result is not None:
@@ -284,17 +350,24 @@ def _next_part(name: str, limit: float, left: float, dry: bool, tmp: Path) -> di
     """Part ``name``'s record: run when ``left`` seconds of the budget hold its ``limit``,
     else skipped."""
     if left < limit:
-        return {"status": SKIPPED, "limit_s": limit,
-                "error": f"its limit of {limit:g} s is more than the {left:.0f} s left"}
+        return {
+            "status": SKIPPED,
+            "limit_s": limit,
+            "error": f"its limit of {limit:g} s is more than the {left:.0f} s left",
+        }
     print(f"gpu_check: {name} (limit {limit:g} s)", file=sys.stderr, flush=True)
     record = run_part(name, dry, limit, tmp)
-    print(f"gpu_check: {name} {record['status']} in {record['wall_s']:.1f} s",
-          file=sys.stderr, flush=True)
+    print(
+        f"gpu_check: {name} {record['status']} in {record['wall_s']:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     return record
 
 
-def check(out_dir: Path, dry: bool, budget: float | None = None,
-          parts: list[str] | None = None) -> dict[str, Any]:
+def check(
+    out_dir: Path, dry: bool, budget: float | None = None, parts: list[str] | None = None
+) -> dict[str, Any]:
     """Run the parts (module docstring) and return the JSON written to
     ``out_dir/gpu_check.json`` after each of them."""
     limits = DRY_LIMITS if dry else LIMITS
@@ -302,10 +375,14 @@ def check(out_dir: Path, dry: bool, budget: float | None = None,
     names = list(limits) if parts is None else parts
     path = out_dir / "gpu_check.json"
     started = time.perf_counter()
-    result: dict[str, Any] = {"dry": dry, "python": sys.executable, "budget_s": budget,
-                              "loss_chunk": int(os.environ.get(LOSS_CHUNK_ENV) or 0),
-                              "started": _now(),
-                              "parts": {name: {"status": "not run"} for name in names}}
+    result: dict[str, Any] = {
+        "dry": dry,
+        "python": sys.executable,
+        "budget_s": budget,
+        "loss_chunk": int(os.environ.get(LOSS_CHUNK_ENV) or 0),
+        "started": _now(),
+        "parts": {name: {"status": "not run"} for name in names},
+    }
     _write(path, result)
     with tempfile.TemporaryDirectory(prefix="smallinit-gpu-check-") as tmp:
         for name in names:
@@ -329,21 +406,40 @@ def check(out_dir: Path, dry: bool, budget: float | None = None,
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The check's options, for ``python -m smallinit.tools.gpu_check`` and ``smallinit
     gpu-check`` alike."""
-    parser.add_argument("out", nargs="?", default=os.environ.get("OUT", "bench-results/gpu"),
-                        help="folder for gpu_check.json (default $OUT or bench-results/gpu)")
-    parser.add_argument("--dry", action="store_true",
-                        help="the same parts on the CPU at toy sizes (bf16 autocast, no fast "
-                             "path, torch.compile, the full profile's first run, the kernels "
-                             "through their emulation); no goal judged")
-    parser.add_argument("--budget", type=float, default=None,
-                        help=f"seconds for the whole check (default {BUDGET}, dry "
-                             f"{DRY_BUDGET}); a part starts only if its own limit fits")
-    parser.add_argument("--parts", default=None,
-                        help="comma-separated parts to run, in the order given (default all: "
-                             + ", ".join(LIMITS) + ")")
-    parser.add_argument("--loss-chunk", type=int, default=0,
-                        help="train.loss_chunk of the throughput model's steps: tokens whose "
-                             "logits the loss builds at a time (default 0: the plain loss)")
+    parser.add_argument(
+        "out",
+        nargs="?",
+        default=os.environ.get("OUT", "bench-results/gpu"),
+        help="folder for gpu_check.json (default $OUT or bench-results/gpu)",
+    )
+    parser.add_argument(
+        "--dry",
+        action="store_true",
+        help="the same parts on the CPU at toy sizes (bf16 autocast, no fast "
+        "path, torch.compile, the full profile's first run, the kernels "
+        "through their emulation); no goal judged",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help=f"seconds for the whole check (default {BUDGET}, dry "
+        f"{DRY_BUDGET}); a part starts only if its own limit fits",
+    )
+    parser.add_argument(
+        "--parts",
+        default=None,
+        help="comma-separated parts to run, in the order given (default all: "
+        + ", ".join(LIMITS)
+        + ")",
+    )
+    parser.add_argument(
+        "--loss-chunk",
+        type=int,
+        default=0,
+        help="train.loss_chunk of the throughput model's steps: tokens whose "
+        "logits the loss builds at a time (default 0: the plain loss)",
+    )
 
 
 def chosen_parts(args: argparse.Namespace) -> list[str] | None:
@@ -358,8 +454,10 @@ def chosen_parts(args: argparse.Namespace) -> list[str] | None:
     if args.budget is not None and args.budget <= 0:
         raise ValueError(f"--budget {args.budget:g}: give a positive number of seconds")
     if args.loss_chunk < 0:
-        raise ValueError(f"--loss-chunk {args.loss_chunk}: give 0 (the plain loss) or a "
-                         "positive number of tokens")
+        raise ValueError(
+            f"--loss-chunk {args.loss_chunk}: give 0 (the plain loss) or a "
+            "positive number of tokens"
+        )
     return chosen
 
 
@@ -379,8 +477,9 @@ def run(args: argparse.Namespace, chosen: list[str] | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m smallinit.tools.gpu_check",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m smallinit.tools.gpu_check", description=__doc__.split("\n\n")[0]
+    )
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:
@@ -393,10 +492,22 @@ def main(argv: list[str] | None = None) -> int:
 def _report(result: dict[str, Any]) -> int:
     """The brief summary on stdout, the loud line on stderr; the exit status (143 after
     SIGTERM, 1 when the verdict is not ok)."""
-    brief = {name: {k: v for k, v in part.items() if k in ("status", "wall_s", "error")}
-             for name, part in result["parts"].items()}
-    print(json.dumps({"dry": result["dry"], "parts": brief, "goals": result.get("goals"),
-                      "verdict": result["verdict"]}, indent=2, default=str))
+    brief = {
+        name: {k: v for k, v in part.items() if k in ("status", "wall_s", "error")}
+        for name, part in result["parts"].items()
+    }
+    print(
+        json.dumps(
+            {
+                "dry": result["dry"],
+                "parts": brief,
+                "goals": result.get("goals"),
+                "verdict": result["verdict"],
+            },
+            indent=2,
+            default=str,
+        )
+    )
     if not result["verdict"]["ok"]:
         print(f"{FAILED}: " + "; ".join(result["verdict"]["problems"]), file=sys.stderr)
     if "stopped_by" in result:

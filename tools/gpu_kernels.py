@@ -40,7 +40,8 @@ EMULATED_TESTS = "tests/kernels/test_kernels_emulated.py"
 DRY_SIZES: dict[str, dict[str, Any]] = {
     "grouped": {"batch": {"n_widths": 3, "repeats": 1, "lo": 16, "hi": 64}, "repeat": 1},
     "gram": {"shapes": ((1, 70, 33), (3, 65, 17)), "repeat": 1},
-    "stack": {"shapes": ((2, 32, 16),), "repeat": 1}}
+    "stack": {"shapes": ((2, 32, 16),), "repeat": 1},
+}
 #: seconds pytest has, after the SIGINT that stops it at its timeout, to write its report
 PYTEST_GRACE_S = 10
 
@@ -58,8 +59,9 @@ def _run_stoppable(cmd: list[str], timeout: float | None, log: Path) -> tuple[in
     SIGINT (pytest then ends its session and writes its report of the tests that finished)
     and is killed :data:`PYTEST_GRACE_S` later. The exit code, and whether it was stopped."""
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO,
-                                preexec_fn=_interruptible)
+        proc = subprocess.Popen(
+            cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO, preexec_fn=_interruptible
+        )
         try:
             return proc.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:
@@ -97,14 +99,31 @@ def run_pytest(target: str, marker: str, timeout: float | None = None) -> dict:
         return {"error": f"{path} does not exist: run the check from a checkout"}
     with tempfile.TemporaryDirectory() as tmp:
         xml, log = Path(tmp) / "junit.xml", Path(tmp) / "pytest.log"
-        cmd = [sys.executable, "-m", "pytest", str(path), "-m", marker, "-q", "-rs",
-               "-p", "no:cacheprovider", f"--junitxml={xml}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(path),
+            "-m",
+            marker,
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={xml}",
+        ]
         code, stopped = _run_stoppable(cmd, timeout, log)
         counts = _junit_counts(xml)
         tail = log.read_text(errors="replace")[-3000:]
-    result = {"target": target, "marker": marker, "pytest_rc": code, **counts,
-              "all_skipped": counts["tests"] > 0 and counts["skipped"] == counts["tests"],
-              "timed_out": stopped, "tail": tail}
+    result = {
+        "target": target,
+        "marker": marker,
+        "pytest_rc": code,
+        **counts,
+        "all_skipped": counts["tests"] > 0 and counts["skipped"] == counts["tests"],
+        "timed_out": stopped,
+        "tail": tail,
+    }
     if stopped:
         result["error"] = f"ran past their {timeout:g} s and were stopped"
     return result
@@ -128,9 +147,11 @@ def benchmarks(dry: bool = False) -> dict:
         return result
     result["device"] = dev.name
     sizes = DRY_SIZES if dry else {}
-    for key, fn, size in (("grouped_step", kernel_bench.gpu_grouped_benchmark, "grouped"),
-                          ("cosine_gram", kernel_bench.gpu_gram_benchmark, "gram"),
-                          ("measure_stack", kernel_bench.gpu_stack_benchmark, "stack")):
+    for key, fn, size in (
+        ("grouped_step", kernel_bench.gpu_grouped_benchmark, "grouped"),
+        ("cosine_gram", kernel_bench.gpu_gram_benchmark, "gram"),
+        ("measure_stack", kernel_bench.gpu_stack_benchmark, "stack"),
+    ):
         try:
             result[key] = fn(dev, **sizes.get(size, {}))
         except Exception:

@@ -74,15 +74,18 @@ PYTEST_MARGIN_S = 20
 
 def environment(dry: bool, limit: float | None = None) -> dict[str, Any]:
     """What the machine offers (each reading in a ``try``: a broken driver is a finding)."""
-    out: dict[str, Any] = {"torch_cuda": torch.version.cuda,
-                           "cuda_available": torch.cuda.is_available(),
-                           "fastpath": os.environ.get("SMALLINIT_FASTPATH", "1") != "0",
-                           "nvcc": shutil.which("nvcc")}
+    out: dict[str, Any] = {
+        "torch_cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "fastpath": os.environ.get("SMALLINIT_FASTPATH", "1") != "0",
+        "nvcc": shutil.which("nvcc"),
+    }
     readings: dict[str, Callable[[], Any]] = {
         "device": lambda: torch.cuda.get_device_name(0),
         "device_count": torch.cuda.device_count,
-        "gpu_memory": lambda: dict(zip(("free_bytes", "total_bytes"),
-                                       torch.cuda.mem_get_info(0), strict=True)),
+        "gpu_memory": lambda: dict(
+            zip(("free_bytes", "total_bytes"), torch.cuda.mem_get_info(0), strict=True)
+        ),
         "bf16_supported": torch.cuda.is_bf16_supported,
     }
     for key, read in readings.items():
@@ -128,14 +131,19 @@ def run_config(dry: bool) -> RunConfig:
     """The throughput model: :data:`BIG` in bf16 on the GPU, :data:`DRY` in bf16 on the CPU,
     with the check's loss chunk (:func:`loss_chunk`)."""
     model = ModelConfig(**(DRY if dry else BIG))
-    cfg = TrainConfig(batch_size=DRY_BATCH if dry else BIG_BATCH, lr=6e-4,
-                      device="cpu" if dry else "cuda", precision="bf16",
-                      loss_chunk=loss_chunk())
+    cfg = TrainConfig(
+        batch_size=DRY_BATCH if dry else BIG_BATCH,
+        lr=6e-4,
+        device="cpu" if dry else "cuda",
+        precision="bf16",
+        loss_chunk=loss_chunk(),
+    )
     return RunConfig(init="gamma:0.5", model=model, train=cfg)
 
 
-def head_loss_share(cfg: RunConfig, step_s: float, *, steps: int = 20, warmup: int = 5,
-                    compile: bool = False) -> dict[str, Any]:
+def head_loss_share(
+    cfg: RunConfig, step_s: float, *, steps: int = 20, warmup: int = 5, compile: bool = False
+) -> dict[str, Any]:
     """Seconds of the output layer and loss alone — forward and backward of
     :meth:`~smallinit.llm.model.layers.Head.logits_and_loss` on random final hidden
     states at ``cfg``'s batch, context, width, vocabulary and precision, compiled or not —
@@ -160,16 +168,20 @@ def head_loss_share(cfg: RunConfig, step_s: float, *, steps: int = 20, warmup: i
         loss.backward()
 
     seconds = tp.timed(once, device, steps, warmup)[1] / steps
-    return {"head_loss_s": seconds, "share_of_step": seconds / step_s,
-            "logits": cfg.train.batch_size * m.context * m.vocab_size}
+    return {
+        "head_loss_s": seconds,
+        "share_of_step": seconds / step_s,
+        "logits": cfg.train.batch_size * m.context * m.vocab_size,
+    }
 
 
 def _throughput(dry: bool, compile: bool) -> dict[str, Any]:
     cfg = run_config(dry)
     steps, warmup = (2, 1) if dry else (30, 10)
     out = tp.measure(cfg, steps=steps, warmup=warmup, compile=compile)
-    out["head_loss"] = head_loss_share(cfg, out["step_s"], steps=steps, warmup=warmup,
-                                          compile=compile)
+    out["head_loss"] = head_loss_share(
+        cfg, out["step_s"], steps=steps, warmup=warmup, compile=compile
+    )
     out["loss_chunk"] = cfg.train.loss_chunk
     return out
 
@@ -185,8 +197,10 @@ def compiled(dry: bool, limit: float | None = None) -> dict[str, Any]:
 def step_profile(dry: bool, limit: float | None = None) -> dict[str, Any]:
     cfg = run_config(dry)
     steps, warmup = (2, 1) if dry else (5, 5)
-    return {c: tp.breakdown(cfg, steps=steps, warmup=warmup, compile=c == "compiled")
-            for c in ("eager", "compiled")}
+    return {
+        c: tp.breakdown(cfg, steps=steps, warmup=warmup, compile=c == "compiled")
+        for c in ("eager", "compiled")
+    }
 
 
 def full_run_config(dry: bool, steps: int, items: int, cache: str):
@@ -198,11 +212,15 @@ def full_run_config(dry: bool, steps: int, items: int, cache: str):
     if dry:
         cfg = train.cut_config(cfg, width=32, layers=2, context=32, batch=4, items=8)
         cfg = override(cfg, {"train.device": "cpu", "train.precision": "bf16"})
-    changes = {"train.steps": steps, "train.warmup": min(cfg.train.warmup, steps // 2),
-               "train.checkpoint_every": 0, "train.eval_every": 0,
-               "train.log_every": min(cfg.train.log_every, steps),
-               "data.synthetic_items": min(cfg.data.synthetic_items, items),
-               "data.cache_dir": cache}
+    changes = {
+        "train.steps": steps,
+        "train.warmup": min(cfg.train.warmup, steps // 2),
+        "train.checkpoint_every": 0,
+        "train.eval_every": 0,
+        "train.log_every": min(cfg.train.log_every, steps),
+        "data.synthetic_items": min(cfg.data.synthetic_items, items),
+        "data.cache_dir": cache,
+    }
     return spec, override(cfg, changes)
 
 
@@ -215,31 +233,49 @@ def full_run(dry: bool, limit: float | None = None) -> dict[str, Any]:
         wall = time.perf_counter() - t0
         summary, state = run.summary, run.state
         rates = [r["tok_per_s"] for r in run.metrics() if "tok_per_s" in r]
-    return {"profile": "full", "tags": spec.tags, "key_of_the_full_run": spec.key,
-            "steps": steps, "synthetic_items": cfg.data.synthetic_items,
-            "profile_synthetic_items": spec.config.data.synthetic_items,
-            "d_model": cfg.model.d_model, "n_layers": cfg.model.n_layers,
-            "batch_size": cfg.train.batch_size, "compile": cfg.train.compile,
-            "precision": cfg.train.precision, "device": cfg.train.device,
-            "wall_s": wall, "last_tok_per_s": rates[-1] if rates else None,
-            "state": state, "val_loss": summary.get("val_loss"),
-            "train_loss": summary.get("train_loss")}
+    return {
+        "profile": "full",
+        "tags": spec.tags,
+        "key_of_the_full_run": spec.key,
+        "steps": steps,
+        "synthetic_items": cfg.data.synthetic_items,
+        "profile_synthetic_items": spec.config.data.synthetic_items,
+        "d_model": cfg.model.d_model,
+        "n_layers": cfg.model.n_layers,
+        "batch_size": cfg.train.batch_size,
+        "compile": cfg.train.compile,
+        "precision": cfg.train.precision,
+        "device": cfg.train.device,
+        "wall_s": wall,
+        "last_tok_per_s": rates[-1] if rates else None,
+        "state": state,
+        "val_loss": summary.get("val_loss"),
+        "train_loss": summary.get("train_loss"),
+    }
 
 
 #: each part: (dry, its time limit in seconds or None) -> its result
 PARTS: dict[str, Callable[[bool, float | None], dict[str, Any]]] = {
-    "environment": environment, "kernels": kernels, "throughput": throughput,
-    "compiled": compiled, "step_profile": step_profile, "gpu_tests": gpu_tests,
-    "full_run": full_run}
+    "environment": environment,
+    "kernels": kernels,
+    "throughput": throughput,
+    "compiled": compiled,
+    "step_profile": step_profile,
+    "gpu_tests": gpu_tests,
+    "full_run": full_run,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m smallinit.tools.gpu_parts",
-                                     description="one part of the GPU check (module doc)")
+    parser = argparse.ArgumentParser(
+        prog="python -m smallinit.tools.gpu_parts",
+        description="one part of the GPU check (module doc)",
+    )
     parser.add_argument("part", choices=sorted(PARTS))
     parser.add_argument("out", help="file for the part's JSON result")
-    parser.add_argument("--limit", type=float, default=None,
-                        help="the part's time limit in seconds (the check's)")
+    parser.add_argument(
+        "--limit", type=float, default=None, help="the part's time limit in seconds (the check's)"
+    )
     parser.add_argument("--dry", action="store_true")
     args = parser.parse_args(argv)
     try:

@@ -34,10 +34,20 @@ from smallinit.tools import emulation
 # Peak throughput of known devices (dense FLOP/s: FP32 and FP64 without tensor cores, FP64
 # and BF16 on the tensor cores; HBM bytes/s), NVIDIA's H100 SXM and H200 datasheets.
 PEAKS = {
-    "H200": {"fp32": 67e12, "fp64": 34e12, "fp64_tensor": 67e12, "bf16_tensor": 989e12,
-             "bytes": 4.8e12},
-    "H100": {"fp32": 67e12, "fp64": 34e12, "fp64_tensor": 67e12, "bf16_tensor": 989e12,
-             "bytes": 3.35e12},
+    "H200": {
+        "fp32": 67e12,
+        "fp64": 34e12,
+        "fp64_tensor": 67e12,
+        "bf16_tensor": 989e12,
+        "bytes": 4.8e12,
+    },
+    "H100": {
+        "fp32": 67e12,
+        "fp64": 34e12,
+        "fp64_tensor": 67e12,
+        "bf16_tensor": 989e12,
+        "bytes": 3.35e12,
+    },
 }
 #: the Gram's dtypes (each one judged) and the peak that bounds cuBLAS for each
 GRAM_DTYPES = {"float32": "fp32", "float64": "fp64_tensor", "bfloat16": "bf16_tensor"}
@@ -154,8 +164,9 @@ def cuda_bench_device() -> BenchDevice:
 def emulated_bench_device() -> BenchDevice:
     """The kernels' CPU emulation (:mod:`emulation`) with CPU torch baselines: the GPU
     benchmarks' code on the CPU (a dry run; the times are not the GPU's)."""
-    return BenchDevice("CPU emulation", emulation.device(), "cpu", lambda: None,
-                       emulation.bf16_bits)
+    return BenchDevice(
+        "CPU emulation", emulation.device(), "cpu", lambda: None, emulation.bf16_bits
+    )
 
 
 def _torch_baselines(args, device):
@@ -201,8 +212,9 @@ def _torch_baselines(args, device):
     return per_network, padded
 
 
-def gpu_grouped_benchmark(dev: BenchDevice | None = None, repeat: int = 20,
-                          batch: dict | None = None) -> dict:
+def gpu_grouped_benchmark(
+    dev: BenchDevice | None = None, repeat: int = 20, batch: dict | None = None
+) -> dict:
     """The grouped step on ``dev`` (default CUDA) against the per-network torch loop and
     the padded ``torch.bmm`` on its torch device; ``batch``: :func:`phase_scan_batch`'s
     arguments (default its phase-scan batch)."""
@@ -259,9 +271,12 @@ def _gram_baseline(dev: BenchDevice, W: np.ndarray, dtype: str) -> Callable[[], 
     return product
 
 
-def gpu_gram_benchmark(dev: BenchDevice | None = None,
-                       shapes=((1, 4096, 4096), (16, 1024, 1024), (64, 512, 256)),
-                       repeat: int = 20, dtypes=tuple(GRAM_DTYPES)) -> list[dict]:
+def gpu_gram_benchmark(
+    dev: BenchDevice | None = None,
+    shapes=((1, 4096, 4096), (16, 1024, 1024), (64, 512, 256)),
+    repeat: int = 20,
+    dtypes=tuple(GRAM_DTYPES),
+) -> list[dict]:
     """Both paths of the cosine Gram on ``dev`` (default CUDA) — ``ours`` (the symmetric
     tiled kernel) and ``library`` (cuBLAS, then the fused normalization) — against cuBLAS's
     full batched product, for every shape and dtype (module docstring). Each row has both
@@ -325,8 +340,9 @@ def _on_host(W: Any) -> list[dict[str, float]]:
     return [measure_all(w.cpu().numpy()) for w in W]
 
 
-def gpu_stack_benchmark(dev: BenchDevice | None = None,
-                        shapes=((16, 512, 512), (8, 1536, 512)), repeat: int = 5) -> list[dict]:
+def gpu_stack_benchmark(
+    dev: BenchDevice | None = None, shapes=((16, 512, 512), (8, 1536, 512)), repeat: int = 5
+) -> list[dict]:
     """:func:`stack.measure_stack` of a torch stack on ``dev``'s torch device (on CUDA one
     batched Gram and SVD on the device) against the per-matrix ``measure_all`` loop on host
     copies (what the traced probes did before): the shapes of W_Q/W_K of 8 layers at
@@ -340,9 +356,20 @@ def gpu_stack_benchmark(dev: BenchDevice | None = None,
         t_stack = timeit(partial(measure_stack, W), repeat, dev.sync)
         t_loop = timeit(partial(_on_host, W), 1, dev.sync)
         got, want = measure_stack(W), _on_host(W)
-        err = max(abs(got[k][i] - want[i][k]) / max(abs(want[i][k]), 1e-12)
-                  for i in range(batch) for k in want[i])
-        rows.append({"batch": batch, "m": m, "d": d, "stack_s": t_stack,
-                     "host_loop_s": t_loop, "speedup": t_loop / t_stack,
-                     "max_rel_diff": float(err)})
+        err = max(
+            abs(got[k][i] - want[i][k]) / max(abs(want[i][k]), 1e-12)
+            for i in range(batch)
+            for k in want[i]
+        )
+        rows.append(
+            {
+                "batch": batch,
+                "m": m,
+                "d": d,
+                "stack_s": t_stack,
+                "host_loop_s": t_loop,
+                "speedup": t_loop / t_stack,
+                "max_rel_diff": float(err),
+            }
+        )
     return rows

@@ -33,15 +33,22 @@ from typing import Any
 
 #: public name -> (module, attribute)
 _EXPORTS = {
-    "run_scan": ("scan", "run_scan"), "ScanConfig": ("scan", "ScanConfig"),
-    "ScanResult": ("scan", "ScanResult"), "format_table": ("scan", "format_table"),
-    "run_condense": ("condense", "run"), "CondenseConfig": ("condense", "CondenseConfig"),
+    "run_scan": ("scan", "run_scan"),
+    "ScanConfig": ("scan", "ScanConfig"),
+    "ScanResult": ("scan", "ScanResult"),
+    "format_table": ("scan", "format_table"),
+    "run_condense": ("condense", "run"),
+    "CondenseConfig": ("condense", "CondenseConfig"),
     "run_initial_condensation": ("initial_condensation", "run"),
     "InitialCondensationConfig": ("initial_condensation", "InitialCondensationConfig"),
-    "run_diagonal": ("diagonal", "run"), "DiagonalConfig": ("diagonal", "DiagonalConfig"),
-    "run_escape": ("escape", "run"), "EscapeConfig": ("escape", "EscapeConfig"),
-    "luo_family": ("twolayer", "luo_family"), "init_asi": ("twolayer", "init_asi"),
-    "TrainSettings": ("twolayer", "TrainSettings"), "train_batch": ("twolayer", "train_batch"),
+    "run_diagonal": ("diagonal", "run"),
+    "DiagonalConfig": ("diagonal", "DiagonalConfig"),
+    "run_escape": ("escape", "run"),
+    "EscapeConfig": ("escape", "EscapeConfig"),
+    "luo_family": ("twolayer", "luo_family"),
+    "init_asi": ("twolayer", "init_asi"),
+    "TrainSettings": ("twolayer", "TrainSettings"),
+    "train_batch": ("twolayer", "train_batch"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -50,10 +50,19 @@ class CondenseConfig:
     threshold: float = 0.95
 
     def __post_init__(self):
-        check_fields(self, bounds={"tol": (0, None), "max_steps": (1, MAX_STEPS),
-                                   "top_k": (1, None), "threshold": (0, 1)})
-        require(self.width >= 2 and self.width % 2 == 0,
-                f"width={self.width} is not allowed; it must be even and >= 2 (ASI)")
+        check_fields(
+            self,
+            bounds={
+                "tol": (0, None),
+                "max_steps": (1, MAX_STEPS),
+                "top_k": (1, None),
+                "threshold": (0, 1),
+            },
+        )
+        require(
+            self.width >= 2 and self.width % 2 == 0,
+            f"width={self.width} is not allowed; it must be even and >= 2 (ASI)",
+        )
         require(len(self.gammas) > 0 and len(self.gamma_primes) > 0, "the grid is empty")
         for g in self.gammas:
             for gp in self.gamma_primes:
@@ -63,8 +72,10 @@ class CondenseConfig:
         """ConfigError when the estimated peak memory (:func:`toy.limits.condense_bytes`)
         exceeds the limit of :mod:`smallinit.core.memory`."""
         n_points = len(self.gammas) * len(self.gamma_primes)
-        check_memory(condense_bytes(n_points, self.width),
-                     f"the condensation grid of {n_points} points at width={self.width}")
+        check_memory(
+            condense_bytes(n_points, self.width),
+            f"the condensation grid of {n_points} points at width={self.width}",
+        )
 
 
 def orientation_amplitude(a: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -97,23 +108,41 @@ def run(cfg: CondenseConfig, store=None, *, force: bool = False) -> dict:
         ks = np.array([tl.kappas(*tl.luo_family(g, gp, cfg.width)) for g, gp in pts])
         B = len(pts)
         settings = tl.TrainSettings(tol=cfg.tol, max_steps=cfg.max_steps)
-        out = tl.train_batch(np.repeat(a0[None], B, 0), np.repeat(W0[None], B, 0),
-                             ks[:, 0], ks[:, 1], X, y, settings)
+        out = tl.train_batch(
+            np.repeat(a0[None], B, 0), np.repeat(W0[None], B, 0), ks[:, 0], ks[:, 1], X, y, settings
+        )
         shape = (len(cfg.gammas), len(cfg.gamma_primes))
-        meas = {"score": np.full(B, np.nan), "clusters": np.zeros(B, int),
-                "mean_abs_cos": np.full(B, np.nan)}
+        meas = {
+            "score": np.full(B, np.nan),
+            "clusters": np.zeros(B, int),
+            "mean_abs_cos": np.full(B, np.nan),
+        }
         for i in range(B):
             m = measure(out["a"][i], out["W"][i], top_k=cfg.top_k, threshold=cfg.threshold)
             for key in meas:
                 meas[key][i] = m[key]
-            run.log({"gamma": pts[i][0], "gamma_prime": pts[i][1], **m,
-                     "status": tl.STATUS[out["status"][i]]})
+            run.log(
+                {
+                    "gamma": pts[i][0],
+                    "gamma_prime": pts[i][1],
+                    **m,
+                    "status": tl.STATUS[out["status"][i]],
+                }
+            )
         init = measure(a0, W0, top_k=cfg.top_k, threshold=cfg.threshold)
-        run.save_arrays(a=out["a"].reshape(*shape, -1), W=out["W"].reshape(*shape, -1, 2),
-                        a0=a0, W0=W0, status=out["status"].reshape(shape),
-                        **{k: v.reshape(shape) for k, v in meas.items()})
-        return {"init_score": init["score"], "points": B,
-                "converged": int((out["status"] == 0).sum())}
+        run.save_arrays(
+            a=out["a"].reshape(*shape, -1),
+            W=out["W"].reshape(*shape, -1, 2),
+            a0=a0,
+            W0=W0,
+            status=out["status"].reshape(shape),
+            **{k: v.reshape(shape) for k, v in meas.items()},
+        )
+        return {
+            "init_score": init["score"],
+            "points": B,
+            "converged": int((out["status"] == 0).sum()),
+        }
 
     r = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
     return {**r.summary, **r.arrays()}
@@ -122,8 +151,9 @@ def run(cfg: CondenseConfig, store=None, *, force: bool = False) -> dict:
 def from_profile(profile: str) -> CondenseConfig:
     """The grid of a profile's ``[condense]`` table; fields it leaves out keep the defaults
     (read here for the experiment and for ``smallinit toy condense`` alike)."""
-    return override(CondenseConfig(), profiles.section(profile, SECTION),
-                    where=f"{profile}.{SECTION}")
+    return override(
+        CondenseConfig(), profiles.section(profile, SECTION), where=f"{profile}.{SECTION}"
+    )
 
 
 @dataclasses.dataclass

@@ -57,20 +57,25 @@ class DiagonalConfig:
     max_steps: int = 200000
 
     def __post_init__(self):
-        check_fields(self, bounds={"k": (1, None), "tol": (0, None),
-                                   "max_steps": (1, MAX_STEPS)})
-        require(len(self.alphas) > 0 and all(isinstance(a, int | float) and math.isfinite(a)
-                                             and a > 0 for a in self.alphas),
-                f"alphas={list(self.alphas)} must be non-empty, finite and positive")
-        require(2 <= self.depth <= MAX_DEPTH,
-                f"depth={self.depth} is not allowed; it must be in 2..{MAX_DEPTH}")
+        check_fields(self, bounds={"k": (1, None), "tol": (0, None), "max_steps": (1, MAX_STEPS)})
+        require(
+            len(self.alphas) > 0
+            and all(isinstance(a, int | float) and math.isfinite(a) and a > 0 for a in self.alphas),
+            f"alphas={list(self.alphas)} must be non-empty, finite and positive",
+        )
+        require(
+            2 <= self.depth <= MAX_DEPTH,
+            f"depth={self.depth} is not allowed; it must be in 2..{MAX_DEPTH}",
+        )
         for a in self.alphas:  # the step rule squares w^(D-1) ~ alpha^(D-1)
-            require(2 * self.depth * abs(math.log10(a)) <= SCALE_DECADES,
-                    f"alpha={a:g} at depth={self.depth} is not allowed: alpha^(2*depth) = "
-                    f"1e{2 * self.depth * math.log10(a):+.0f} leaves the float64 range the "
-                    f"solver needs (1e-{SCALE_DECADES} to 1e{SCALE_DECADES}); use alpha "
-                    f"between {10 ** (-SCALE_DECADES / (2 * self.depth)):.3g} and "
-                    f"{10 ** (SCALE_DECADES / (2 * self.depth)):.3g}")
+            require(
+                2 * self.depth * abs(math.log10(a)) <= SCALE_DECADES,
+                f"alpha={a:g} at depth={self.depth} is not allowed: alpha^(2*depth) = "
+                f"1e{2 * self.depth * math.log10(a):+.0f} leaves the float64 range the "
+                f"solver needs (1e-{SCALE_DECADES} to 1e{SCALE_DECADES}); use alpha "
+                f"between {10 ** (-SCALE_DECADES / (2 * self.depth)):.3g} and "
+                f"{10 ** (SCALE_DECADES / (2 * self.depth)):.3g}",
+            )
         require(0 < self.n < self.dim, f"n={self.n}, dim={self.dim}: need 0 < n < dim")
         require(0 < self.lr_factor < 2, f"lr_factor={self.lr_factor} must lie in (0, 2)")
 
@@ -94,7 +99,8 @@ def _solver(depth: int, tol: float, max_steps: int, lr_factor: float):
             g = X.T @ resid(wp, wm) / n
             gn = depth * (wp ** (2 * depth - 2) + wm ** (2 * depth - 2))
             curv = lam * depth * jnp.max(gn) + depth * (depth - 1) * jnp.max(
-                jnp.maximum(wp, wm) ** (depth - 2)) * jnp.max(jnp.abs(g))
+                jnp.maximum(wp, wm) ** (depth - 2)
+            ) * jnp.max(jnp.abs(g))
             eta = lr_factor / curv
             wp_new = wp - eta * depth * wp ** (depth - 1) * g
             wm_new = wm + eta * depth * wm ** (depth - 1) * g
@@ -112,8 +118,7 @@ def train(cfg: DiagonalConfig, X: np.ndarray, y: np.ndarray) -> dict[str, np.nda
     (float64)."""
     enable_x64()
     fn = _solver(cfg.depth, cfg.tol, cfg.max_steps, cfg.lr_factor)
-    beta, steps, res = fn(np.asarray(cfg.alphas, float), np.asarray(X, float),
-                          np.asarray(y, float))
+    beta, steps, res = fn(np.asarray(cfg.alphas, float), np.asarray(X, float), np.asarray(y, float))
     return {"beta": np.asarray(beta), "steps": np.asarray(steps), "residual": np.asarray(res)}
 
 
@@ -130,15 +135,34 @@ def run(cfg: DiagonalConfig, store=None, *, force: bool = False) -> dict:
         rel_err = np.linalg.norm(out["beta"] - theory, axis=1) / np.linalg.norm(theory, axis=1)
         dist_l2 = np.linalg.norm(out["beta"] - l2, axis=1) / np.linalg.norm(l2)
         dist_l1 = np.linalg.norm(out["beta"] - l1, axis=1) / np.linalg.norm(l1)
-        run.save_arrays(alphas=np.asarray(cfg.alphas), beta_theory=theory, l2=l2, l1=l1,
-                        beta_star=beta_star, X=X, y=y, rel_err=rel_err, dist_l2=dist_l2,
-                        dist_l1=dist_l1, **out)
+        run.save_arrays(
+            alphas=np.asarray(cfg.alphas),
+            beta_theory=theory,
+            l2=l2,
+            l1=l1,
+            beta_star=beta_star,
+            X=X,
+            y=y,
+            rel_err=rel_err,
+            dist_l2=dist_l2,
+            dist_l1=dist_l1,
+            **out,
+        )
         for i, a in enumerate(cfg.alphas):
-            run.log({"alpha": a, "rel_err": float(rel_err[i]), "dist_l2": float(dist_l2[i]),
-                     "dist_l1": float(dist_l1[i]), "steps": int(out["steps"][i]),
-                     "residual": float(out["residual"][i])})
-        return {"max_rel_err": float(rel_err.max()), "converged": bool(
-            (out["residual"] <= cfg.tol * 1.0001).all())}
+            run.log(
+                {
+                    "alpha": a,
+                    "rel_err": float(rel_err[i]),
+                    "dist_l2": float(dist_l2[i]),
+                    "dist_l1": float(dist_l1[i]),
+                    "steps": int(out["steps"][i]),
+                    "residual": float(out["residual"][i]),
+                }
+            )
+        return {
+            "max_rel_err": float(rel_err.max()),
+            "converged": bool((out["residual"] <= cfg.tol * 1.0001).all()),
+        }
 
     r = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
     return {**r.summary, **r.arrays()}
@@ -150,16 +174,21 @@ def alphas(profile: str) -> tuple[float, ...]:
     run key is the same on every processor."""
     grid = profiles.section(profile, SECTION)["alpha_grid"]
     values = grids.logspace(grid["start"], grid["stop"], int(grid["num"]))
-    return values[::int(grid.get("every", 1))]
+    return values[:: int(grid.get("every", 1))]
 
 
 def from_profile(profile: str) -> list[DiagonalConfig]:
     """One run per depth of a profile's ``[diagonal]`` table (read here for the experiment
     and for ``smallinit toy diagonal`` alike)."""
     table = profiles.section(profile, SECTION)
-    return [override(DiagonalConfig(), {"alphas": list(alphas(profile)), "depth": depth,
-                                        **table["problem"]}, where=f"{profile}.{SECTION}")
-            for depth in table["depths"]]
+    return [
+        override(
+            DiagonalConfig(),
+            {"alphas": list(alphas(profile)), "depth": depth, **table["problem"]},
+            where=f"{profile}.{SECTION}",
+        )
+        for depth in table["depths"]
+    ]
 
 
 @dataclasses.dataclass

@@ -61,12 +61,16 @@ class EscapeConfig:
 
     def __post_init__(self):
         check_fields(self, bounds={"k": (1, None), "max_steps": (1, MAX_STEPS)})
-        require(len(self.orders) > 0 and all(L in (2, 3) for L in self.orders),
-                f"orders={list(self.orders)} is not allowed; use 2 and/or 3")
+        require(
+            len(self.orders) > 0 and all(L in (2, 3) for L in self.orders),
+            f"orders={list(self.orders)} is not allowed; use 2 and/or 3",
+        )
         for name in ("eps_2", "eps_3"):
             v = getattr(self, name)
-            require(len(v) >= 2 and all(0 < e < 1 for e in v),
-                    f"{name}={list(v)} needs at least two values in (0, 1)")
+            require(
+                len(v) >= 2 and all(0 < e < 1 for e in v),
+                f"{name}={list(v)} needs at least two values in (0, 1)",
+            )
         require(0 < self.h <= 0.1, f"h={self.h} is not allowed; it must lie in (0, 0.1]")
         require(0 < self.frac < 1, f"frac={self.frac} is not allowed; it must lie in (0, 1)")
         require(0 < self.n < self.dim, f"n={self.n}, dim={self.dim}: need 0 < n < dim")
@@ -95,14 +99,14 @@ def _solver(L: int, h: float, frac: float, max_steps: int):
             wp, wm, _, t, k = s
             _, g = loss(wp, wm)
             top = jnp.maximum(jnp.max(wp), jnp.max(wm))
-            eta = h / (L * top ** (L - 2) * jnp.max(jnp.abs(g))
-                       + lam * L**2 * top ** (2 * L - 2))
+            eta = h / (L * top ** (L - 2) * jnp.max(jnp.abs(g)) + lam * L**2 * top ** (2 * L - 2))
             wp = wp - eta * L * wp ** (L - 1) * g
             wm = wm + eta * L * wm ** (L - 1) * g
             return wp, wm, loss(wp, wm)[0], t + eta, k + 1
 
         _, _, R, T, steps = jax.lax.while_loop(
-            cond, body, (w0, w0, R0, jnp.asarray(0.0), jnp.asarray(0)))
+            cond, body, (w0, w0, R0, jnp.asarray(0.0), jnp.asarray(0))
+        )
         return T, steps, R / R0
 
     return jax.jit(jax.vmap(one, in_axes=(0, None, None)))
@@ -117,7 +121,8 @@ def plateau_times(cfg: EscapeConfig, L: int, X, y) -> dict[str, np.ndarray]:
     """Measured T(ε), steps and final loss ratio for every ε of order L (float64)."""
     enable_x64()
     T, steps, ratio = _solver(L, cfg.h, cfg.frac, cfg.max_steps)(
-        np.asarray(cfg.eps(L)), np.asarray(X, float), np.asarray(y, float))
+        np.asarray(cfg.eps(L)), np.asarray(X, float), np.asarray(y, float)
+    )
     return {"T": np.asarray(T), "steps": np.asarray(steps), "ratio": np.asarray(ratio)}
 
 
@@ -160,17 +165,33 @@ def run(cfg: EscapeConfig, store=None, *, force: bool = False) -> dict:
             rel_err = np.abs(t_rel[mask] - th_rel[mask]) / np.abs(th_rel[mask])
             sc = scaling(L, eps, meas["T"])
             summary[f"L{L}"] = {
-                "c": c, **sc, "theory_slope_T_vs_ln_inv_eps": 1.0 / c if L == 2 else None,
+                "c": c,
+                **sc,
+                "theory_slope_T_vs_ln_inv_eps": 1.0 / c if L == 2 else None,
                 "theory_loglog_slope": 2.0 - L if L > 2 else 0.0,
                 "max_rel_err_of_differences": float(rel_err.max()),
                 "reached": bool((meas["ratio"] <= cfg.frac).all()),
             }
-            arrays.update({f"eps_{L}": eps, f"T_{L}": meas["T"], f"steps_{L}": meas["steps"],
-                           f"T_rel_{L}": t_rel, f"T_theory_rel_{L}": th_rel})
+            arrays.update(
+                {
+                    f"eps_{L}": eps,
+                    f"T_{L}": meas["T"],
+                    f"steps_{L}": meas["steps"],
+                    f"T_rel_{L}": t_rel,
+                    f"T_theory_rel_{L}": th_rel,
+                }
+            )
             for i, e in enumerate(eps):
-                run.log({"L": L, "eps": float(e), "T": float(meas["T"][i]),
-                         "T_rel": float(t_rel[i]), "T_theory_rel": float(th_rel[i]),
-                         "steps": int(meas["steps"][i])})
+                run.log(
+                    {
+                        "L": L,
+                        "eps": float(e),
+                        "T": float(meas["T"][i]),
+                        "T_rel": float(t_rel[i]),
+                        "T_theory_rel": float(th_rel[i]),
+                        "steps": int(meas["steps"][i]),
+                    }
+                )
         run.save_arrays(**arrays)
         return summary
 
@@ -182,14 +203,23 @@ def format_table(result: dict, cfg: EscapeConfig) -> str:
     """One line per (L, ε): measured plateau, its change from the largest ε, theory's."""
     lines = [f"{'L':>2} {'eps':>8} {'T':>12} {'T-T(ref)':>12} {'theory':>12}"]
     for L in cfg.orders:
-        for e, T, a, b in zip(result[f"eps_{L}"], result[f"T_{L}"], result[f"T_rel_{L}"],
-                              result[f"T_theory_rel_{L}"], strict=True):
+        for e, T, a, b in zip(
+            result[f"eps_{L}"],
+            result[f"T_{L}"],
+            result[f"T_rel_{L}"],
+            result[f"T_theory_rel_{L}"],
+            strict=True,
+        ):
             lines.append(f"{L:2d} {e:8.1e} {T:12.4g} {a:12.4g} {b:12.4g}")
         s = result["summary"][f"L{L}"]
         if L == 2:
-            lines.append(f"   L=2: dT/dln(1/eps) = {s['slope_T_vs_ln_inv_eps']:.4g} "
-                         f"(theory 1/c = {s['theory_slope_T_vs_ln_inv_eps']:.4g})")
+            lines.append(
+                f"   L=2: dT/dln(1/eps) = {s['slope_T_vs_ln_inv_eps']:.4g} "
+                f"(theory 1/c = {s['theory_slope_T_vs_ln_inv_eps']:.4g})"
+            )
         else:
-            lines.append(f"   L={L}: dlnT/dln eps = {s['loglog_slope']:.3f} "
-                         f"(theory -> {s['theory_loglog_slope']:g})")
+            lines.append(
+                f"   L={L}: dlnT/dln eps = {s['loglog_slope']:.3f} "
+                f"(theory -> {s['theory_loglog_slope']:g})"
+            )
     return "\n".join(lines)

@@ -104,8 +104,19 @@ class _Segments:
 class _Batch:
     """Device state of the networks still in the ragged batch (all arrays indexed alike)."""
 
-    FIELDS = ("kappa", "kappa_p", "w0norm", "loss0", "loss_ref", "step", "stop", "status",
-              "loss", "rd", "time")
+    FIELDS = (
+        "kappa",
+        "kappa_p",
+        "w0norm",
+        "loss0",
+        "loss_ref",
+        "step",
+        "stop",
+        "status",
+        "loss",
+        "rd",
+        "time",
+    )
 
     def __init__(self, xp, idx, widths, a, W, W0, per_net):
         self.xp, self.idx, self.widths = xp, idx, widths
@@ -117,8 +128,15 @@ class _Batch:
     def keep(self, mask: np.ndarray) -> _Batch:
         rows = self.xp.asarray(np.repeat(mask, self.widths))
         sel = self.xp.asarray(mask)
-        return _Batch(self.xp, self.idx[mask], self.widths[mask], self.a[rows], self.W[rows],
-                      self.W0[rows], {k: v[sel] for k, v in self.net.items()})
+        return _Batch(
+            self.xp,
+            self.idx[mask],
+            self.widths[mask],
+            self.a[rows],
+            self.W[rows],
+            self.W0[rows],
+            {k: v[sel] for k, v in self.net.items()},
+        )
 
 
 def _step(bt: _Batch, k: int, X, y, XX, settings: TrainSettings):
@@ -126,13 +144,15 @@ def _step(bt: _Batch, k: int, X, y, XX, settings: TrainSettings):
     (loss, RD, live) of this step, as in the JAX engine's ``_step``."""
     xp, seg, net = bt.xp, bt.seg, bt.net
     n = X.shape[0]
-    out = grouped_two_layer_step(X, y, bt.a, bt.W, offsets=seg.offsets, alpha=bt.alpha,
-                                 activation=settings.activation)
+    out = grouped_two_layer_step(
+        X, y, bt.a, bt.W, offsets=seg.offsets, alpha=bt.alpha, activation=settings.activation
+    )
     loss = out.loss
     dW = bt.W - bt.W0
     rd = xp.sqrt(seg.sum(xp.sum(dW * dW, axis=1))) / net["w0norm"]
-    status, stop_now, loss_ref = stopping.decide(loss, net["loss0"], net["loss_ref"], k,
-                                                 settings, xp)
+    status, stop_now, loss_ref = stopping.decide(
+        loss, net["loss0"], net["loss_ref"], k, settings, xp
+    )
     live = ~net["stop"]
     move = live & ~stop_now
     kappa, kappa_p = net["kappa"], net["kappa_p"]
@@ -152,8 +172,7 @@ def _step(bt: _Batch, k: int, X, y, XX, settings: TrainSettings):
         eta = xp.full(kappa.shape, settings.lr, loss.dtype)
     rows = seg.spread(move)
     bt.a = xp.where(rows, bt.a - seg.spread(eta / kappa_p) * out.grad_a, bt.a)
-    bt.W = xp.where(rows[:, None], bt.W - seg.spread(eta * kappa_p)[:, None] * out.grad_W,
-                    bt.W)
+    bt.W = xp.where(rows[:, None], bt.W - seg.spread(eta * kappa_p)[:, None] * out.grad_W, bt.W)
     net["loss_ref"] = xp.where(live, loss_ref, net["loss_ref"])
     net["step"] = xp.where(move, net["step"] + 1, net["step"]).astype(np.int32)
     net["stop"] = net["stop"] | stop_now
@@ -167,9 +186,11 @@ def _step(bt: _Batch, k: int, X, y, XX, settings: TrainSettings):
 def check_settings(settings: TrainSettings) -> None:
     """ValueError for settings this engine does not implement (the ReLU-only Gram rule)."""
     if settings.step_rule == "gram" and settings.activation != "relu":
-        raise ValueError(f"activation={settings.activation!r} with step_rule='gram' is not "
-                         "supported by the grouped engine (ReLU only); use the jax engine "
-                         "or step_rule='fixed'")
+        raise ValueError(
+            f"activation={settings.activation!r} with step_rule='gram' is not "
+            "supported by the grouped engine (ReLU only); use the jax engine "
+            "or step_rule='fixed'"
+        )
 
 
 def train_grouped(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings) -> dict:
@@ -183,8 +204,10 @@ def train_grouped(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings) -> dict
     check_settings(settings)
     X = np.asarray(X, np.float64)
     if X.shape[0] > MAX_POINTS:
-        raise ValueError(f"{X.shape[0]} data points are not allowed; the Gram step is written "
-                         f"for small data sets (at most {MAX_POINTS} points)")
+        raise ValueError(
+            f"{X.shape[0]} data points are not allowed; the Gram step is written "
+            f"for small data sets (at most {MAX_POINTS} points)"
+        )
     xp = array_module()
     widths = np.array([len(a) for a in a0], np.int64)
     B = widths.size
@@ -193,22 +216,38 @@ def train_grouped(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings) -> dict
     W_all = np.concatenate([np.asarray(w, np.float64) for w in W0])
     kappa = np.asarray(kappa, np.float64)
     per_net = {
-        "kappa": kappa, "kappa_p": np.asarray(kappa_p, np.float64),
+        "kappa": kappa,
+        "kappa_p": np.asarray(kappa_p, np.float64),
         "w0norm": np.sqrt(np.add.reduceat((W_all * W_all).sum(axis=1), offsets[:-1])),
-        "loss0": np.zeros(B), "loss_ref": np.zeros(B), "step": np.zeros(B, np.int32),
+        "loss0": np.zeros(B),
+        "loss_ref": np.zeros(B),
+        "step": np.zeros(B, np.int32),
         "stop": np.zeros(B, bool),
-        "status": np.full(B, BUDGET, np.int32), "loss": np.zeros(B), "rd": np.zeros(B),
+        "status": np.full(B, BUDGET, np.int32),
+        "loss": np.zeros(B),
+        "rd": np.zeros(B),
         "time": np.zeros(B),
     }
-    bt = _Batch(xp, np.arange(B), widths, xp.asarray(a_all), xp.asarray(W_all),
-                xp.asarray(W_all), {k: xp.asarray(v) for k, v in per_net.items()})
+    bt = _Batch(
+        xp,
+        np.arange(B),
+        widths,
+        xp.asarray(a_all),
+        xp.asarray(W_all),
+        xp.asarray(W_all),
+        {k: xp.asarray(v) for k, v in per_net.items()},
+    )
     Xd, yd = xp.asarray(X), xp.asarray(np.asarray(y, np.float64))
     XX = Xd @ Xd.T
-    bt.net["loss0"] = grouped_two_layer_step(Xd, yd, bt.a, bt.W, offsets=offsets,
-                                             alpha=bt.alpha, activation=settings.activation).loss
+    bt.net["loss0"] = grouped_two_layer_step(
+        Xd, yd, bt.a, bt.W, offsets=offsets, alpha=bt.alpha, activation=settings.activation
+    ).loss
     bt.net["loss"] = bt.net["loss_ref"] = bt.net["loss0"]
-    res = {k: np.asarray(v).copy() for k, v in per_net.items()
-           if k in ("step", "status", "loss", "rd", "time")}
+    res = {
+        k: np.asarray(v).copy()
+        for k, v in per_net.items()
+        if k in ("step", "status", "loss", "rd", "time")
+    }
     res_a, res_W = a_all.copy(), W_all.copy()
     re = settings.record_every
     hist_rd = np.full((B, settings.n_records), np.nan)

@@ -66,9 +66,11 @@ class InitialCondensationConfig:
 
     def __post_init__(self):
         check_fields(self)
-        require(self.activation in ACTIVATIONS and multiplicity(self.activation) is not None,
-                f"activation={self.activation!r} is not allowed; choose one with a multiplicity: "
-                + ", ".join(k for k in ACTIVATIONS if multiplicity(k) is not None))
+        require(
+            self.activation in ACTIVATIONS and multiplicity(self.activation) is not None,
+            f"activation={self.activation!r} is not allowed; choose one with a multiplicity: "
+            + ", ".join(k for k in ACTIVATIONS if multiplicity(k) is not None),
+        )
         for name in ("width", "dim", "n_points", "steps"):
             require(getattr(self, name) >= 1, f"{name}={getattr(self, name)} must be >= 1")
         for name in ("init_std", "lr"):
@@ -103,16 +105,17 @@ def _trainer(activation: str, steps: int, lr: float, optimizer: str):
             c1, c2 = 1 - b1 ** (t + 1.0), 1 - b2 ** (t + 1.0)
             if optimizer == "adam":
                 params = jax.tree.map(
-                    lambda p, m, v: p - lr * (m / c1) / (jnp.sqrt(v / c2) + eps),
-                    params, m1, m2)
+                    lambda p, m, v: p - lr * (m / c1) / (jnp.sqrt(v / c2) + eps), params, m1, m2
+                )
             else:
                 params = jax.tree.map(lambda p, gi: p - lr * gi, params, g)
             return (params, m1, m2), value
 
         params = (a0, W0)
         zeros = jax.tree.map(jnp.zeros_like, params)
-        (params, _, _), losses = jax.lax.scan(step, (params, zeros, zeros),
-                                              jnp.arange(steps, dtype=jnp.float64))
+        (params, _, _), losses = jax.lax.scan(
+            step, (params, zeros, zeros), jnp.arange(steps, dtype=jnp.float64)
+        )
         return params, losses
 
     return train
@@ -125,15 +128,22 @@ def simulate(cfg: InitialCondensationConfig) -> dict[str, np.ndarray]:
     Xt = np.hstack([X, np.ones((X.shape[0], 1))])
     ka, kw = jax.random.split(jax.random.PRNGKey(cfg.seed))
     a0 = cfg.init_std * np.asarray(jax.random.normal(ka, (cfg.width,), dtype="float64"))
-    W0 = cfg.init_std * np.asarray(jax.random.normal(kw, (cfg.width, cfg.dim + 1),
-                                                     dtype="float64"))
+    W0 = cfg.init_std * np.asarray(jax.random.normal(kw, (cfg.width, cfg.dim + 1), dtype="float64"))
     (a, W), losses = _trainer(cfg.activation, cfg.steps, cfg.lr, cfg.optimizer)(a0, W0, Xt, y)
-    return {"a0": a0, "W0": W0, "a": np.asarray(a), "W": np.asarray(W),
-            "losses": np.asarray(losses), "Xt": Xt, "y": y}
+    return {
+        "a0": a0,
+        "W0": W0,
+        "a": np.asarray(a),
+        "W": np.asarray(W),
+        "losses": np.asarray(losses),
+        "Xt": Xt,
+        "y": y,
+    }
 
 
-def significant_clusters(a, W, threshold: float, min_share: float, *,
-                         sign_invariant: bool = False) -> int:
+def significant_clusters(
+    a, W, threshold: float, min_share: float, *, sign_invariant: bool = False
+) -> int:
     """Orientation clusters (leader clusters at a cosine threshold, led by the heaviest
     neurons) that carry at least ``min_share`` of the total amplitude Σ_k |a_k|·‖w_k‖: the
     directions the output actually uses."""
@@ -151,16 +161,21 @@ def measure(cfg: InitialCondensationConfig, sim: dict) -> dict:
     order = leading_eigvec_order(G)
     p = multiplicity(cfg.activation)
     out = {
-        "activation": cfg.activation, "p": p, "max_orientations": 2 * p,
+        "activation": cfg.activation,
+        "p": p,
+        "max_orientations": 2 * p,
         "clusters": significant_clusters(sim["a"], W, cfg.threshold, cfg.min_share),
-        "lines": significant_clusters(sim["a"], W, cfg.threshold, cfg.min_share,
-                                      sign_invariant=True),
+        "lines": significant_clusters(
+            sim["a"], W, cfg.threshold, cfg.min_share, sign_invariant=True
+        ),
         "clusters_all": cluster_count(W, cfg.threshold),
-        "clusters_at_init": significant_clusters(sim["a0"], sim["W0"], cfg.threshold,
-                                                 cfg.min_share),
+        "clusters_at_init": significant_clusters(
+            sim["a0"], sim["W0"], cfg.threshold, cfg.min_share
+        ),
         "mean_abs_cos": mean_abs_cosine(W),
         "mean_abs_cos_init": mean_abs_cosine(sim["W0"]),
-        "loss_first": float(sim["losses"][0]), "loss_last": float(sim["losses"][-1]),
+        "loss_first": float(sim["losses"][0]),
+        "loss_last": float(sim["losses"][-1]),
         "gram_reordered": G[np.ix_(order, order)],
     }
     if p == 1:
@@ -174,8 +189,9 @@ def measure(cfg: InitialCondensationConfig, sim: dict) -> dict:
 def run(cfg: InitialCondensationConfig, store=None, *, force: bool = False) -> dict:
     """Compute (or reuse) one initial-condensation run; returns its measures and arrays."""
     check_instance(cfg, InitialCondensationConfig, "run_initial_condensation")
-    store = check_instance(store or RunStore(), RunStore,
-                           "run_initial_condensation(store=...)", STORE_HINT)
+    store = check_instance(
+        store or RunStore(), RunStore, "run_initial_condensation(store=...)", STORE_HINT
+    )
 
     def body(run):
         sim = simulate(cfg)

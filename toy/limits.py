@@ -35,21 +35,28 @@ def check_family_scales(gamma: float, gamma_prime: float, m: int) -> None:
     """ConfigError unless α = m^{γ+γ'}, β2 = m^{γ'}, κ = m^{−γ} and κ' = m^{−γ'} all lie in
     [SCALE_MIN, SCALE_MAX] (decided on logarithms, so nothing overflows here)."""
     for name, value in (("gamma", gamma), ("gamma_prime", gamma_prime)):
-        if isinstance(value, bool) or not isinstance(value, int | float) \
-                or not math.isfinite(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
             raise ConfigError(f"{name}={value!r} is not allowed; it must be a finite number")
     log_m = math.log10(m)
     lo, hi = math.log10(SCALE_MIN), math.log10(SCALE_MAX)
-    for what, exponent in (("alpha = m^(gamma+gamma')", gamma + gamma_prime),
-                           ("beta2 = m^gamma'", gamma_prime),
-                           ("kappa = m^-gamma", -gamma), ("kappa' = m^-gamma'", -gamma_prime)):
+    for what, exponent in (
+        ("alpha = m^(gamma+gamma')", gamma + gamma_prime),
+        ("beta2 = m^gamma'", gamma_prime),
+        ("kappa = m^-gamma", -gamma),
+        ("kappa' = m^-gamma'", -gamma_prime),
+    ):
         log_value = exponent * log_m
         if not lo <= log_value <= hi:
             raise ConfigError(
                 f"gamma={gamma:g}, gamma_prime={gamma_prime:g} at width {m} gives "
                 f"{what} = 1e{log_value:+.0f}, outside [{SCALE_MIN:g}, {SCALE_MAX:g}] where "
                 "the float64 engine's scales and their squares stay representable; use "
-                "smaller |gamma|, |gamma'| or a smaller width")
+                "smaller |gamma|, |gamma'| or a smaller width"
+            )
 
 
 def network_bytes(m: int) -> float:
@@ -57,8 +64,9 @@ def network_bytes(m: int) -> float:
     return float(m) * WORDS_PER_NEURON * FLOAT * ENGINE_COPIES
 
 
-def scan_bytes(n_points: int, seeds: int, widths: Sequence[int], n_records: int,
-               grouped: bool = False) -> float:
+def scan_bytes(
+    n_points: int, seeds: int, widths: Sequence[int], n_records: int, grouped: bool = False
+) -> float:
     """Peak bytes of a phase scan: the networks trained at once (one width's batch, or every
     width for the grouped engine) plus the result arrays over the whole grid (five scalars
     and two histories of ``n_records`` per network)."""

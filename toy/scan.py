@@ -51,6 +51,7 @@ from typing import Literal
 
 import numpy as np
 
+from smallinit.core import profiles
 from smallinit.core.atomic import atomic_save_npz
 from smallinit.core.config import MAX_STEPS, STORE_HINT, check_fields, check_instance, override
 from smallinit.core.errors import ConfigError, RunFailed, require
@@ -100,22 +101,35 @@ class ScanConfig:
     critical_tol: float = 0.15
 
     def __post_init__(self):
-        check_fields(self, bounds={"max_steps": (1, MAX_STEPS), "record_every": (1, MAX_STEPS),
-                                   "critical_tol": (0, None)})
+        check_fields(
+            self,
+            bounds={
+                "max_steps": (1, MAX_STEPS),
+                "record_every": (1, MAX_STEPS),
+                "critical_tol": (0, None),
+            },
+        )
         require(len(self.gammas) > 0, "gammas is empty; give at least one γ")
         require(len(self.gamma_primes) > 0, "gamma_primes is empty; give at least one γ'")
-        require(len(self.widths) >= 2, f"widths={list(self.widths)} needs at least two widths "
-                "to fit a slope")
-        require(len(set(self.widths)) == len(self.widths),
-                f"widths={list(self.widths)} has duplicates")
+        require(
+            len(self.widths) >= 2,
+            f"widths={list(self.widths)} needs at least two widths to fit a slope",
+        )
+        require(
+            len(set(self.widths)) == len(self.widths), f"widths={list(self.widths)} has duplicates"
+        )
         for m in self.widths:
-            require(m >= 2 and m % 2 == 0,
-                    f"width {m} is not allowed; widths must be even (ASI) and >= 2")
+            require(
+                m >= 2 and m % 2 == 0,
+                f"width {m} is not allowed; widths must be even (ASI) and >= 2",
+            )
         require(self.seeds >= 1, f"seeds={self.seeds} is not allowed; it must be >= 1")
         for name in ("gammas", "gamma_primes"):
             for v in getattr(self, name):
-                require(math.isfinite(v) and abs(v) <= 4,
-                        f"{name} value {v} is not allowed; use finite values in [-4, 4]")
+                require(
+                    math.isfinite(v) and abs(v) <= 4,
+                    f"{name} value {v} is not allowed; use finite values in [-4, 4]",
+                )
         try:
             self.settings()
         except ValueError as err:
@@ -130,16 +144,28 @@ class ScanConfig:
         """ConfigError when the scan's estimated peak memory (:func:`toy.limits.scan_bytes`)
         exceeds the limit of :mod:`smallinit.core.memory`; called before anything is allocated."""
         n_points = len(self.gammas) * len(self.gamma_primes)
-        estimate = scan_bytes(n_points, self.seeds, self.widths, self.settings().n_records,
-                              grouped=engine == "grouped")
-        check_memory(estimate, f"the toy scan of {n_points} grid points x seeds={self.seeds} "
-                     f"at widths up to {max(self.widths)} with max_steps={self.max_steps} "
-                     f"(engine {engine})")
+        estimate = scan_bytes(
+            n_points,
+            self.seeds,
+            self.widths,
+            self.settings().n_records,
+            grouped=engine == "grouped",
+        )
+        check_memory(
+            estimate,
+            f"the toy scan of {n_points} grid points x seeds={self.seeds} "
+            f"at widths up to {max(self.widths)} with max_steps={self.max_steps} "
+            f"(engine {engine})",
+        )
 
     def settings(self):
         return TrainSettings(
-            activation=self.activation, tol=self.tol, max_steps=self.max_steps,
-            step_rule=self.step_rule, lr_factor=self.lr_factor, lr=self.lr,
+            activation=self.activation,
+            tol=self.tol,
+            max_steps=self.max_steps,
+            step_rule=self.step_rule,
+            lr_factor=self.lr_factor,
+            lr=self.lr,
             record_every=self.record_every,
         )
 
@@ -160,8 +186,9 @@ def _width_batch(cfg: ScanConfig, m: int):
     return np.stack(a0), np.stack(W0), np.array(k), np.array(kp)
 
 
-def simulate(cfg: ScanConfig, *, engine: str = "batched", progress_desc: str = "toy scan",
-             partial_dir=None):
+def simulate(
+    cfg: ScanConfig, *, engine: str = "batched", progress_desc: str = "toy scan", partial_dir=None
+):
     """Train every network of the scan; returns a dict of arrays shaped
     (n_γ, n_γ', n_widths, seeds[, ...]). ``engine`` = "batched" (JAX, one call per width),
     "loop" (the same algorithm one network per call; for the benchmark) or "grouped" (all
@@ -193,12 +220,16 @@ def simulate(cfg: ScanConfig, *, engine: str = "batched", progress_desc: str = "
         a0, W0, k, kp = _width_batch(cfg, m)
         t0 = time.perf_counter()
         res = train(a0, W0, k, kp, X, y, settings)
-        log.info("width %d: %d networks, max %d steps, %.1f s", m, len(k),
-                 int(res["step"].max()), time.perf_counter() - t0)
+        log.info(
+            "width %d: %d networks, max %d steps, %.1f s",
+            m,
+            len(k),
+            int(res["step"].max()),
+            time.perf_counter() - t0,
+        )
         B = len(k)
         offsets = np.arange(B + 1) * m
-        rd = segment_relative_distance(res["W"].reshape(B * m, -1), W0.reshape(B * m, -1),
-                                       offsets)
+        rd = segment_relative_distance(res["W"].reshape(B * m, -1), W0.reshape(B * m, -1), offsets)
         out["rd"][:, :, w] = rd.reshape(G, Gp, S)
         out["rd_engine"][:, :, w] = res["rd"].reshape(G, Gp, S)
         out["loss"][:, :, w] = res["loss"].reshape(G, Gp, S)
@@ -264,8 +295,12 @@ def _simulate_grouped(cfg: ScanConfig) -> dict[str, np.ndarray]:
         res = train_grouped(a0, W0, np.concatenate(k), np.concatenate(kp), X, y, settings)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    log.info("grouped engine: %d networks, max %d steps, %.1f s", len(a0),
-             int(res["step"].max()), time.perf_counter() - t0)
+    log.info(
+        "grouped engine: %d networks, max %d steps, %.1f s",
+        len(a0),
+        int(res["step"].max()),
+        time.perf_counter() - t0,
+    )
     rd = segment_relative_distance(res["W"], np.concatenate(W0), res["offsets"])
     out = _empty_result(cfg, settings.n_records)
     G, Gp, Wn, S = out["rd"].shape
@@ -274,9 +309,15 @@ def _simulate_grouped(cfg: ScanConfig) -> dict[str, np.ndarray]:
         v = np.asarray(v).reshape((Wn, G, Gp, S) + np.shape(v)[1:])
         return np.moveaxis(v, 0, 2)
 
-    for key, v in (("rd", rd), ("rd_engine", res["rd"]), ("loss", res["loss"]),
-                   ("steps", res["step"]), ("status", res["status"]),
-                   ("hist_rd", res["hist_rd"]), ("hist_loss", res["hist_loss"])):
+    for key, v in (
+        ("rd", rd),
+        ("rd_engine", res["rd"]),
+        ("loss", res["loss"]),
+        ("steps", res["step"]),
+        ("status", res["status"]),
+        ("hist_rd", res["hist_rd"]),
+        ("hist_loss", res["hist_loss"]),
+    ):
         out[key][...] = place(v)
     return out
 
@@ -314,12 +355,19 @@ def compare(cfg: ScanConfig, s_w: np.ndarray, n_failed: np.ndarray) -> list[dict
             s = float(s_w[i, j])
             agree = slope_agrees(regime, s, cfg.critical_tol)
             in_interval = slope_in_interval(regime, lo, hi, s, cfg.widths, cfg.critical_tol)
-            records.append({
-                "gamma": g, "gamma_prime": gp, "delta": d, "regime": regime,
-                "interval": [None if math.isinf(lo) else lo, None if math.isinf(hi) else hi],
-                "S_w": s if math.isfinite(s) else None, "agree": agree,
-                "in_interval": in_interval, "failed_networks": int(n_failed[i, j]),
-            })
+            records.append(
+                {
+                    "gamma": g,
+                    "gamma_prime": gp,
+                    "delta": d,
+                    "regime": regime,
+                    "interval": [None if math.isinf(lo) else lo, None if math.isinf(hi) else hi],
+                    "S_w": s if math.isfinite(s) else None,
+                    "agree": agree,
+                    "in_interval": in_interval,
+                    "failed_networks": int(n_failed[i, j]),
+                }
+            )
     return records
 
 
@@ -342,8 +390,9 @@ def chosen_engine(cfg: ScanConfig, engine: str | None = None) -> str:
         engine = os.environ.get(ENGINE_ENV, "").strip() or "auto"
         where = ENGINE_ENV
     if engine not in (*ENGINES, "auto"):
-        raise ConfigError(f"{where}={engine!r} is not allowed; use one of "
-                          f"{', '.join(ENGINES)} or auto")
+        raise ConfigError(
+            f"{where}={engine!r} is not allowed; use one of {', '.join(ENGINES)} or auto"
+        )
     if engine != "auto":
         return engine
     if kernels_backend() != "cupy":
@@ -360,8 +409,9 @@ def scan_version(engine: str) -> str:
     return VERSION if engine == "jax" else f"{VERSION}-{engine}"
 
 
-def run_scan(cfg: ScanConfig, store=None, *, force: bool = False,
-             engine: str | None = None) -> ScanResult:
+def run_scan(
+    cfg: ScanConfig, store=None, *, force: bool = False, engine: str | None = None
+) -> ScanResult:
     """Compute (or reuse) the scan through the run store; raises RunFailed when no network
     of the scan converged (the run is then stored as failed with that reason). ``engine``
     is one of :data:`ENGINES` or ``auto`` (None: :func:`chosen_engine`'s default); it
@@ -380,27 +430,37 @@ def run_scan(cfg: ScanConfig, store=None, *, force: bool = False,
     def body(run):
         t0 = time.perf_counter()
         partial = run.path / "partial" if engine == "jax" else None
-        sim = simulate(cfg, engine="batched" if engine == "jax" else engine,
-                       partial_dir=partial)
+        sim = simulate(cfg, engine="batched" if engine == "jax" else engine, partial_dir=partial)
         slopes, s_w = fit_slopes(sim["rd"], sim["status"], cfg.widths)
         n_failed = (sim["status"] != 0).sum(axis=(2, 3))
-        run.save_arrays(S_w=s_w, slopes=slopes, widths=np.asarray(cfg.widths),
-                        gammas=np.asarray(cfg.gammas), gamma_primes=np.asarray(cfg.gamma_primes),
-                        **sim)
+        run.save_arrays(
+            S_w=s_w,
+            slopes=slopes,
+            widths=np.asarray(cfg.widths),
+            gammas=np.asarray(cfg.gammas),
+            gamma_primes=np.asarray(cfg.gamma_primes),
+            **sim,
+        )
         if partial is not None:  # the whole grid is in arrays.npz now
             shutil.rmtree(partial, ignore_errors=True)
-        counts = {name: int((sim["status"] == code).sum()) for code, name in
-                  enumerate(tl.STATUS)}
-        run.log({"event": "simulated", "engine": engine, "seconds": time.perf_counter() - t0,
-                 **counts})
+        counts = {name: int((sim["status"] == code).sum()) for code, name in enumerate(tl.STATUS)}
+        run.log(
+            {"event": "simulated", "engine": engine, "seconds": time.perf_counter() - t0, **counts}
+        )
         if counts["converged"] == 0:
-            raise RunFailed(f"no network of the scan converged ({counts}); "
-                            "the step rule or budget does not fit this grid")
+            raise RunFailed(
+                f"no network of the scan converged ({counts}); "
+                "the step rule or budget does not fit this grid"
+            )
         records = compare(cfg, s_w, n_failed)
         run.write_json("points.json", records)
         graded = [r for r in records if r["agree"] is not None]
-        return {"points": len(records), "agree": sum(bool(r["agree"]) for r in graded),
-                "graded": len(graded), **counts}
+        return {
+            "points": len(records),
+            "agree": sum(bool(r["agree"]) for r in graded),
+            "graded": len(graded),
+            **counts,
+        }
 
     run = store.get_or_run(KIND, cfg, body, version=scan_version(engine), force=force)
     if run.state == "failed":
@@ -410,8 +470,10 @@ def run_scan(cfg: ScanConfig, store=None, *, force: bool = False,
 
 def format_table(records: list[dict]) -> str:
     """Plain-text agreement table, one line per grid point."""
-    head = (f"{'gamma':>6} {'gamma_p':>7} {'Delta':>6} {'regime':>9} {'interval':>15} "
-            f"{'S_w':>7} {'in_int':>6} {'agree':>5}")
+    head = (
+        f"{'gamma':>6} {'gamma_p':>7} {'Delta':>6} {'regime':>9} {'interval':>15} "
+        f"{'S_w':>7} {'in_int':>6} {'agree':>5}"
+    )
     lines = [head, "-" * len(head)]
 
     def yn(v):
@@ -423,13 +485,17 @@ def format_table(records: list[dict]) -> str:
         right = "inf" if hi is None else f"{hi:.2f}"
         interval = f"[{left}, {right}]"
         s = "nan" if r["S_w"] is None else f"{r['S_w']:+.3f}"
-        lines.append(f"{r['gamma']:6.2f} {r['gamma_prime']:7.2f} {r['delta']:+6.2f} "
-                     f"{r['regime']:>9} {interval:>15} {s:>7} {yn(r['in_interval']):>6} "
-                     f"{yn(r['agree']):>5}")
+        lines.append(
+            f"{r['gamma']:6.2f} {r['gamma_prime']:7.2f} {r['delta']:+6.2f} "
+            f"{r['regime']:>9} {interval:>15} {s:>7} {yn(r['in_interval']):>6} "
+            f"{yn(r['agree']):>5}"
+        )
     graded = [r for r in records if r["agree"] is not None]
     n_ok = sum(bool(r["agree"]) for r in graded)
-    lines.append(f"agreement: {n_ok}/{len(graded)} points with a measured slope "
-                 f"({len(records) - len(graded)} without)")
+    lines.append(
+        f"agreement: {n_ok}/{len(graded)} points with a measured slope "
+        f"({len(records) - len(graded)} without)"
+    )
     return "\n".join(lines)
 
 

@@ -44,6 +44,5 @@ def decide(loss, loss0, loss_ref, k, settings, xp):
     check = (k > 0) & (k % settings.stall_window == 0)
     stalled = check & ~bad & ~ok & (loss >= (1.0 - settings.stall_rtol) * loss_ref)
     stop = bad | ok | stalled | (k >= settings.max_steps)
-    status = xp.where(bad, DIVERGED, xp.where(ok, CONVERGED, xp.where(stalled, STALLED,
-                                                                     BUDGET)))
+    status = xp.where(bad, DIVERGED, xp.where(ok, CONVERGED, xp.where(stalled, STALLED, BUDGET)))
     return status.astype(np.int32), stop, xp.where(check, loss, loss_ref)

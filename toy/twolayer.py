@@ -80,9 +80,21 @@ from smallinit.toy.jax_activations import activation, check_activation, derivati
 from smallinit.toy.jaxsetup import enable_x64
 from smallinit.toy.stopping import BUDGET, CONVERGED, DIVERGED, STALLED, STATUS
 
-__all__ = ["BUDGET", "CONVERGED", "DIVERGED", "STALLED", "STATUS", "TrainSettings",
-           "gradients", "init_asi", "kappas", "luo_family", "reference_data", "train_batch",
-           "train_loop"]
+__all__ = [
+    "BUDGET",
+    "CONVERGED",
+    "DIVERGED",
+    "STALLED",
+    "STATUS",
+    "TrainSettings",
+    "gradients",
+    "init_asi",
+    "kappas",
+    "luo_family",
+    "reference_data",
+    "train_batch",
+    "train_loop",
+]
 
 PROGRESS_S = 30.0  # seconds between progress log lines of a long batch
 MAX_POINTS = 16
@@ -207,7 +219,7 @@ def _forward(a, W, kappa, X, y, mask, act, dact):
     D = σ'(h)·mask (all (..., n, M, L)), residual r = (f − y)/n (..., n) and the loss (...).
     The sums over inputs and neurons are broadcast sums (faster than batched GEMMs here)."""
     n, d = X.shape
-    h = sum(X[:, j, None, None] * W[..., j:j + 1, :, :] for j in range(d))
+    h = sum(X[:, j, None, None] * W[..., j : j + 1, :, :] for j in range(d))
     S = act(h) * mask
     D = dact(h) * mask
     f = kappa[..., None] * _nsum(a[..., None, :, :] * S)
@@ -230,8 +242,9 @@ def _step(state, const, X, y, settings: TrainSettings):
     rd = jnp.sqrt(_nsum(jnp.sum(dW * dW, axis=-3))) / const["w0norm"]
     rD = r[..., :, None, None] * D
     G = jnp.stack([jnp.sum(rD * X[:, j, None, None], axis=-3) for j in range(d)], axis=-3)
-    status, stop_now, loss_ref = stopping.decide(loss, state["loss0"], state["loss_ref"], k,
-                                                 settings, jnp)
+    status, stop_now, loss_ref = stopping.decide(
+        loss, state["loss0"], state["loss_ref"], k, settings, jnp
+    )
     live = ~state["stop"]
     move = live & ~stop_now
     if settings.step_rule == "gram":
@@ -244,7 +257,8 @@ def _step(state, const, X, y, settings: TrainSettings):
             D2 = derivative(dact)(h) * mask
             x2 = jnp.sum(X * X, axis=1)
             cross = cross + kappa_p[..., None, None] * jnp.abs(a) * jnp.sum(
-                jnp.abs(D2 * r[..., :, None, None]) * x2[:, None, None], axis=-3)
+                jnp.abs(D2 * r[..., :, None, None]) * x2[:, None, None], axis=-3
+            )
         eta = steprule.gram_rate(K, _nmax(cross), kappa, settings.lr_factor, jnp, _mm)
     else:
         eta = jnp.full(kappa.shape, settings.lr, a.dtype)
@@ -299,8 +313,9 @@ def _single_step(state, const, X, y, settings: TrainSettings):
     e = kappa * (S @ a) - y
     r = e / n
     loss = 0.5 * jnp.mean(e * e)
-    status, stop_now, loss_ref = stopping.decide(loss, state["loss0"], state["loss_ref"], k,
-                                                 settings, jnp)
+    status, stop_now, loss_ref = stopping.decide(
+        loss, state["loss0"], state["loss_ref"], k, settings, jnp
+    )
     c = X * r[:, None]  # c_ij = x̃_ij r_i
     G = jnp.stack([sum(c[i, j] * D[i] for i in range(n)) for j in range(d)])
     if settings.step_rule == "gram":
@@ -311,15 +326,24 @@ def _single_step(state, const, X, y, settings: TrainSettings):
         else:
             x2 = jnp.sum(X * X, axis=1)
             D2 = derivative(dact)(h)
-            cross_max = _fold_max(jnp.sqrt(g2) + kappa_p * jnp.abs(a) * sum(
-                jnp.abs(D2[i] * r[i]) * x2[i] for i in range(n)))
+            cross_max = _fold_max(
+                jnp.sqrt(g2)
+                + kappa_p * jnp.abs(a) * sum(jnp.abs(D2[i] * r[i]) * x2[i] for i in range(n))
+            )
         eta = steprule.gram_rate(K, cross_max, kappa, settings.lr_factor, jnp, _mm)
     else:
         eta = jnp.asarray(settings.lr, a.dtype)
     a_new = a - (eta * kappa / kappa_p) * (r @ S)
     W_new = W - (eta * kappa_p * kappa) * a * G
-    return {"loss": loss, "status": status, "stop_now": stop_now, "loss_ref": loss_ref,
-            "eta": eta, "a": a_new, "W": W_new}
+    return {
+        "loss": loss,
+        "status": status,
+        "stop_now": stop_now,
+        "loss_ref": loss_ref,
+        "eta": eta,
+        "a": a_new,
+        "W": W_new,
+    }
 
 
 def gradients(a, W, kappa, X, y, act_name: str):
@@ -350,23 +374,33 @@ def _setup(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
     kappa = np.asarray(kappa, np.float64)
     kappa_p = np.asarray(kappa_p, np.float64)
     if X.shape[0] > MAX_POINTS:
-        raise ValueError(f"{X.shape[0]} data points are not allowed; the engine's Gram step "
-                         f"is written for small data sets (at most {MAX_POINTS} points)")
+        raise ValueError(
+            f"{X.shape[0]} data points are not allowed; the engine's Gram step "
+            f"is written for small data sets (at most {MAX_POINTS} points)"
+        )
     a = pack(a0, m)
     W = pack(np.swapaxes(W0, -1, -2), m)  # (B, d, M, L)
     mask = pack(np.ones(m), m)
-    loss0 = _initial_loss(settings.activation)(a, W, kappa, jnp.asarray(X), jnp.asarray(y),
-                                               mask)
+    loss0 = _initial_loss(settings.activation)(a, W, kappa, jnp.asarray(X), jnp.asarray(y), mask)
     B = a.shape[0]
     state = {
-        "a": a, "W": W.copy(),
-        "step": np.zeros(B, np.int32), "stop": np.zeros(B, bool),
+        "a": a,
+        "W": W.copy(),
+        "step": np.zeros(B, np.int32),
+        "stop": np.zeros(B, bool),
         "status": np.full(B, BUDGET, np.int32),
-        "loss0": np.array(loss0), "loss_ref": np.array(loss0), "loss": np.array(loss0),
-        "rd": np.zeros(B), "time": np.zeros(B),
+        "loss0": np.array(loss0),
+        "loss_ref": np.array(loss0),
+        "loss": np.array(loss0),
+        "rd": np.zeros(B),
+        "time": np.zeros(B),
     }
-    const = {"W0": W, "w0norm": np.sqrt((W0 * W0).sum(axis=(-2, -1))), "kappa": kappa,
-             "kappa_p": kappa_p}
+    const = {
+        "W0": W,
+        "w0norm": np.sqrt((W0 * W0).sum(axis=(-2, -1))),
+        "kappa": kappa,
+        "kappa_p": kappa_p,
+    }
     return state, const, mask
 
 
@@ -401,22 +435,29 @@ def _run_single(state, const, X, y, settings):
         p = _single_step(st, const, X, y, settings)
         move = ~p["stop_now"]
         k = st["step"]
-        st = {**st, "a": jnp.where(move, p["a"], st["a"]), "W": jnp.where(move, p["W"], st["W"]),
-              "step": jnp.where(move, k + 1, k).astype(jnp.int32), "stop": p["stop_now"],
-              "status": p["status"], "loss_ref": p["loss_ref"], "loss": p["loss"],
-              "time": st["time"] + jnp.where(move, p["eta"], 0.0)}
+        st = {
+            **st,
+            "a": jnp.where(move, p["a"], st["a"]),
+            "W": jnp.where(move, p["W"], st["W"]),
+            "step": jnp.where(move, k + 1, k).astype(jnp.int32),
+            "stop": p["stop_now"],
+            "status": p["status"],
+            "loss_ref": p["loss_ref"],
+            "loss": p["loss"],
+            "time": st["time"] + jnp.where(move, p["eta"], 0.0),
+        }
         return st, i + 1, jnp.where(i == 0, p["loss"], first_loss)
 
     def block(carry):
         st, hr, hl = carry
         slot = st["step"] // re  # every block starts at a record step
         rd = rel_dist(st["W"])
-        st, _, loss = jax.lax.while_loop(lambda c: (c[1] < re) & ~c[0]["stop"], step,
-                                         (st, jnp.int32(0), st["loss"]))
+        st, _, loss = jax.lax.while_loop(
+            lambda c: (c[1] < re) & ~c[0]["stop"], step, (st, jnp.int32(0), st["loss"])
+        )
         return st, hr.at[slot].set(rd), hl.at[slot].set(loss)
 
-    st, hr, hl = jax.lax.while_loop(lambda c: ~c[0]["stop"], block,
-                                    (state, nan_hist, nan_hist))
+    st, hr, hl = jax.lax.while_loop(lambda c: ~c[0]["stop"], block, (state, nan_hist, nan_hist))
     return {**st, "rd": rel_dist(st["W"])}, hr, hl
 
 
@@ -438,8 +479,13 @@ def _many_fn(n_devices: int, settings: TrainSettings):
         return jax.jit(local), None
     mesh = jax.make_mesh((n_devices,), ("net",))
     P = jax.sharding.PartitionSpec
-    fn = jax.shard_map(local, mesh=mesh, in_specs=(P("net"), P("net"), P(), P()),
-                       out_specs=P("net"), check_vma=False)
+    fn = jax.shard_map(
+        local,
+        mesh=mesh,
+        in_specs=(P("net"), P("net"), P(), P()),
+        out_specs=P("net"),
+        check_vma=False,
+    )
     return jax.jit(fn), jax.sharding.NamedSharding(mesh, P("net"))
 
 
@@ -470,19 +516,27 @@ def _train_on_devices(state, const, idx, X, y, settings, m: int, hist, first_slo
     n_dev = jax.device_count()
     shares = [idx[j::n_dev] for j in range(n_dev)]
     size = 1 << (len(shares[0]) - 1).bit_length()
-    order = np.concatenate([np.concatenate([g, np.repeat(idx[:1], size - len(g))])
-                            for g in shares])
+    order = np.concatenate([np.concatenate([g, np.repeat(idx[:1], size - len(g))]) for g in shares])
     st, cs = _unpacked(state, const, order, m)
     for j, g in enumerate(shares):
-        st["stop"][j * size + len(g):(j + 1) * size] = True
+        st["stop"][j * size + len(g) : (j + 1) * size] = True
     fn, split = _many_fn(n_dev, settings)
     if split is not None:
         st, cs = jax.device_put((st, cs), split)
     st, hr, hl = fn(st, cs, X, y)
     keep = np.concatenate([j * size + np.arange(len(g)) for j, g in enumerate(shares)])
-    _store(state, hist, np.concatenate(shares),
-           ({k: np.asarray(v)[keep] for k, v in st.items()}, np.asarray(hr)[keep],
-            np.asarray(hl)[keep]), m, first_slot)
+    _store(
+        state,
+        hist,
+        np.concatenate(shares),
+        (
+            {k: np.asarray(v)[keep] for k, v in st.items()},
+            np.asarray(hr)[keep],
+            np.asarray(hl)[keep],
+        ),
+        m,
+        first_slot,
+    )
 
 
 def train_loop(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
@@ -520,8 +574,7 @@ def _chunk_fn(n_devices: int, n_blocks: int, settings: TrainSettings):
                 return (st, jnp.where(first, rd, rec_rd), jnp.where(first, loss, rec_loss))
 
             nan = jnp.full(st["loss"].shape, jnp.nan, st["loss"].dtype)
-            st, rec_rd, rec_loss = jax.lax.fori_loop(0, settings.record_every, body,
-                                                     (st, nan, nan))
+            st, rec_rd, rec_loss = jax.lax.fori_loop(0, settings.record_every, body, (st, nan, nan))
             return st, (rec_rd, rec_loss)
 
         return jax.lax.scan(block, state, None, length=n_blocks)
@@ -531,10 +584,18 @@ def _chunk_fn(n_devices: int, n_blocks: int, settings: TrainSettings):
     mesh = jax.make_mesh((n_devices,), ("net",))
     P = jax.sharding.PartitionSpec
     spec = P("net")
-    fn = jax.shard_map(local, mesh=mesh, in_specs=(spec, spec, P(), P(), P()),
-                       out_specs=(spec, P(None, "net")), check_vma=False)
-    return (jax.jit(fn), jax.sharding.NamedSharding(mesh, spec),
-            jax.sharding.NamedSharding(mesh, P()))
+    fn = jax.shard_map(
+        local,
+        mesh=mesh,
+        in_specs=(spec, spec, P(), P(), P()),
+        out_specs=(spec, P(None, "net")),
+        check_vma=False,
+    )
+    return (
+        jax.jit(fn),
+        jax.sharding.NamedSharding(mesh, spec),
+        jax.sharding.NamedSharding(mesh, P()),
+    )
 
 
 def _bucket(n_active: int, B: int, n_dev: int) -> int:
@@ -546,8 +607,18 @@ def _bucket(n_active: int, B: int, n_dev: int) -> int:
     return -(-size // n_dev) * n_dev
 
 
-def train_batch(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings, *, chunk: int = 300,
-                tail: int | None = None):
+def train_batch(
+    a0,
+    W0,
+    kappa,
+    kappa_p,
+    X,
+    y,
+    settings: TrainSettings,
+    *,
+    chunk: int = 300,
+    tail: int | None = None,
+):
     """Train a batch of B networks of one width; returns a dict of NumPy arrays.
 
     a0 (B, m), W0 (B, m, d), kappa and kappa_p (B,), X (n, d), y (n,). Keys: ``a``, ``W``
@@ -601,7 +672,12 @@ def train_batch(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings, *, chunk:
         if time.monotonic() - last_report > PROGRESS_S:  # a long budget shows it is alive
             logging.getLogger(__name__).info(
                 "width %d: step %d of at most %d, %d of %d networks still training",
-                m, k0, settings.max_steps, active.size, B)
+                m,
+                k0,
+                settings.max_steps,
+                active.size,
+                B,
+            )
             last_report = time.monotonic()
         size = _bucket(active.size, B, n_dev)
         idx = np.concatenate([active, np.repeat(active[-1:], size - active.size)])
@@ -623,6 +699,5 @@ def train_batch(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings, *, chunk:
         active = active[~state["stop"][active]]
         k0 += n_blocks * re
     if active.size:  # the stragglers, each in its own exact-stop loop
-        _train_on_devices(state, const, active, X, y, settings, m, (hist_rd, hist_loss),
-                          k0 // re)
+        _train_on_devices(state, const, active, X, y, settings, m, (hist_rd, hist_loss), k0 // re)
     return _result(state, hist_rd, hist_loss, m)

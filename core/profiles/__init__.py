@@ -51,8 +51,7 @@ def path(profile: str) -> Path:
         return path(_DERIVED[profile][0])
     file = FOLDER / f"{profile}.toml"
     if not isinstance(profile, str) or "/" in profile or not file.is_file():
-        raise ConfigError(f"profile {profile!r} does not exist; use one of "
-                          f"{', '.join(names())}")
+        raise ConfigError(f"profile {profile!r} does not exist; use one of {', '.join(names())}")
     return file
 
 
@@ -61,8 +60,9 @@ def _load(profile: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
     """The profile's tables, laid over those of the profile it ``extends`` (tables merge
     key by key; a value, list included, replaces the base's)."""
     if profile in seen:
-        raise ConfigError(f"profile {profile!r} extends itself (through "
-                          f"{' -> '.join((*seen, profile))})")
+        raise ConfigError(
+            f"profile {profile!r} extends itself (through {' -> '.join((*seen, profile))})"
+        )
     if profile in _DERIVED:
         base, tables = _DERIVED[profile]
         return merge_tables(_load(base), tables)
@@ -84,8 +84,10 @@ def section(profile: str, name: str) -> dict[str, Any]:
     """Table ``name`` of ``profile`` (a fresh copy); a missing table is a ConfigError."""
     data = _load(profile)
     if name not in data:
-        raise ConfigError(f"profile {profile!r} has no [{name}] table "
-                          f"({path(profile)}); it has {', '.join(sorted(data))}")
+        raise ConfigError(
+            f"profile {profile!r} has no [{name}] table "
+            f"({path(profile)}); it has {', '.join(sorted(data))}"
+        )
     return copy.deepcopy(data[name])
 
 
@@ -115,8 +117,7 @@ def stated(profile: str, name: str) -> dict[str, Any] | None:
 
 
 # ----------------------------------------------------------------------------- derived profiles
-def derive(base: str, file: str | Path | None = None,
-           overrides: Mapping[str, Any] = {}) -> str:  # noqa: B006 (never changed)
+def derive(base: str, file: str | Path | None = None, overrides: Mapping[str, Any] = {}) -> str:  # noqa: B006 (never changed)
     """The name of packaged profile ``base`` with an overlay laid over it: the tables of the
     TOML ``file`` (its ``extends``, if it has one, must be ``base``), then ``overrides``,
     dotted paths into the tables (``{"llm-sweeps.plan.seeds": [0, 1]}``, as
@@ -135,8 +136,10 @@ def derive(base: str, file: str | Path | None = None,
     if base not in names():
         raise ConfigError(f"profile {base!r} does not exist; use one of {', '.join(names())}")
     if not isinstance(overrides, Mapping):
-        raise TypeError(f"overrides={overrides!r} must map dotted keys to values, e.g. "
-                        "smallinit.core.config.parse_overrides(['anchor.train.steps=200'])")
+        raise TypeError(
+            f"overrides={overrides!r} must map dotted keys to values, e.g. "
+            "smallinit.core.config.parse_overrides(['anchor.train.steps=200'])"
+        )
     tables = _file_tables(base, file) if file is not None else {}
     tables = override(tables, dict(overrides))
     _check_keys(tables, _known_keys(), base)
@@ -173,8 +176,10 @@ def _file_tables(base: str, file: str | Path) -> dict[str, Any]:
     data = read_toml(file)
     extends = data.pop("extends", base)
     if extends != base:
-        raise ConfigError(f"config file {file}: extends = {extends!r}, but it is laid over "
-                          f"profile {base!r}; write extends = {base!r} or leave it out")
+        raise ConfigError(
+            f"config file {file}: extends = {extends!r}, but it is laid over "
+            f"profile {base!r}; write extends = {base!r} or leave it out"
+        )
     return data
 
 
@@ -190,14 +195,18 @@ def _known_keys() -> dict[str, Any]:
 def _check_keys(tables: Mapping[str, Any], known: Mapping[str, Any], where: str) -> None:
     for key, value in tables.items():
         if key not in known:
-            raise ConfigError(f"unknown key {where}.{key}; allowed keys: "
-                              f"{', '.join(sorted(known))}")
+            raise ConfigError(
+                f"unknown key {where}.{key}; allowed keys: {', '.join(sorted(known))}"
+            )
         here = f"{where}.{key}"
         if isinstance(known[key], Mapping):
             if not isinstance(value, Mapping):
-                raise ConfigError(f"{here}={value!r} is not allowed: {here} is a table; set "
-                                  f"its keys ({here}.KEY=value): {', '.join(sorted(known[key]))}")
+                raise ConfigError(
+                    f"{here}={value!r} is not allowed: {here} is a table; set "
+                    f"its keys ({here}.KEY=value): {', '.join(sorted(known[key]))}"
+                )
             _check_keys(value, known[key], here)
         elif isinstance(value, Mapping):
-            raise ConfigError(f"{here} is a value, not a table of keys; give it one value "
-                              f"({here}=value)")
+            raise ConfigError(
+                f"{here} is a value, not a table of keys; give it one value ({here}=value)"
+            )

@@ -63,8 +63,10 @@ PARTS = ("embedding", "norm", "attn_in", "attn_out", "ffn_in", "ffn_out", "resid
 #: parts measured once per block (the others once per model)
 BLOCK_PARTS = ("norm", "attn_in", "attn_out", "ffn_in", "ffn_out", "residual")
 #: the template the CLI starts from: small enough for seconds on a CPU
-DEFAULTS = RunConfig(model=ModelConfig(vocab_size=256, context=32, d_model=256, n_layers=2,
-                                       n_heads=4), train=TrainConfig(batch_size=8))
+DEFAULTS = RunConfig(
+    model=ModelConfig(vocab_size=256, context=32, d_model=256, n_layers=2, n_heads=4),
+    train=TrainConfig(batch_size=8),
+)
 DEFAULT_WIDTHS = (32, 64, 128, 256)
 DEFAULT_STEPS = 4
 
@@ -82,21 +84,29 @@ def check_widths(widths, model: ModelConfig) -> list[int]:
     try:
         values = sorted({int(w) for w in widths})
     except (TypeError, ValueError):
-        raise ConfigError(f"widths {widths!r} are not integers; give at least two positive "
-                          "integers, e.g. 32,64,128,256") from None
+        raise ConfigError(
+            f"widths {widths!r} are not integers; give at least two positive "
+            "integers, e.g. 32,64,128,256"
+        ) from None
     if len(values) < 2:
-        raise ConfigError(f"widths {list(widths)} give no slope; give at least two distinct "
-                          "widths, e.g. 32,64,128,256")
+        raise ConfigError(
+            f"widths {list(widths)} give no slope; give at least two distinct "
+            "widths, e.g. 32,64,128,256"
+        )
     bad = [w for w in values if w < 1 or w % model.n_heads]
     if bad:
-        raise ConfigError(f"width {bad[0]} is not allowed; every width must be a positive "
-                          f"multiple of model.n_heads={model.n_heads}")
+        raise ConfigError(
+            f"width {bad[0]} is not allowed; every width must be a positive "
+            f"multiple of model.n_heads={model.n_heads}"
+        )
     if model.positions == "rope":
         odd = [w for w in values if (w // model.n_heads) % 2]
         if odd:
-            raise ConfigError(f"width {odd[0]} is not allowed; RoPE needs an even head "
-                              f"dimension, so every width must be a multiple of "
-                              f"2·model.n_heads={2 * model.n_heads}")
+            raise ConfigError(
+                f"width {odd[0]} is not allowed; RoPE needs an even head "
+                f"dimension, so every width must be a multiple of "
+                f"2·model.n_heads={2 * model.n_heads}"
+            )
     return values
 
 
@@ -127,8 +137,8 @@ def predicted_log_scales(model: ModelConfig, scheme) -> dict[str, float | None]:
     return {
         "embedding": math.log(sigma["embedding"]),
         "norm": 0.0,
-        "attn_in": 0.5 * math.log(d * (sigma["attn.q"] ** 2 + sigma["attn.k"] ** 2
-                                       + sigma["attn.v"] ** 2) / 3),
+        "attn_in": 0.5
+        * math.log(d * (sigma["attn.q"] ** 2 + sigma["attn.k"] ** 2 + sigma["attn.v"] ** 2) / 3),
         "attn_out": math.log(d * sigma["attn.v"] * sigma["attn.o"]),
         "ffn_in": gain_up,
         "ffn_out": k * gain_up + math.log(math.sqrt(d_ff) * sigma["mlp.down"]),
@@ -140,9 +150,14 @@ def predicted_log_scales(model: ModelConfig, scheme) -> dict[str, float | None]:
 def predicted_slopes(model: ModelConfig, scheme, widths) -> dict[str, float | None]:
     """Each part's predicted slope of ln scale against ln d_model at init over ``widths``."""
     per_width = [predicted_log_scales(width_config(model, w), scheme) for w in widths]
-    return {part: (None if per_width[0][part] is None
-                   else loglog_slope(widths, [p[part] for p in per_width]))
-            for part in PARTS}
+    return {
+        part: (
+            None
+            if per_width[0][part] is None
+            else loglog_slope(widths, [p[part] for p in per_width])
+        )
+        for part in PARTS
+    }
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -206,8 +221,14 @@ def measure_width(cfg: RunConfig, width: int, steps: int, seed: int) -> np.ndarr
             if step:
                 chunk = random_tokens(seed, step, B, T, V)
                 model.train()
-                train_step(model, optimizer, chunk[:, :-1], chunk[:, 1:], lr=cfg.train.lr,
-                           clip=cfg.train.grad_clip)
+                train_step(
+                    model,
+                    optimizer,
+                    chunk[:, :-1],
+                    chunk[:, 1:],
+                    lr=cfg.train.lr,
+                    clip=cfg.train.grad_clip,
+                )
             model.eval()
             with torch.no_grad():
                 model(probe)
@@ -218,8 +239,9 @@ def measure_width(cfg: RunConfig, width: int, steps: int, seed: int) -> np.ndarr
     return out
 
 
-def coord_check(cfg: RunConfig, widths=DEFAULT_WIDTHS, *, steps: int = DEFAULT_STEPS,
-                seeds: int = 1) -> dict[str, Any]:
+def coord_check(
+    cfg: RunConfig, widths=DEFAULT_WIDTHS, *, steps: int = DEFAULT_STEPS, seeds: int = 1
+) -> dict[str, Any]:
     """The coordinate check of ``cfg.init`` (module docstring) on the model ``cfg.model``
     rebuilt at every width, trained ``steps`` AdamW steps at the constant rate
     ``cfg.train.lr`` (betas, eps, weight decay and clipping from ``cfg.train``; its
@@ -240,9 +262,12 @@ def coord_check(cfg: RunConfig, widths=DEFAULT_WIDTHS, *, steps: int = DEFAULT_S
         torch.set_num_threads(cfg.train.threads)
     for w in widths:  # each model is built before anything is measured
         check_training_memory(override(cfg, {"model": width_config(cfg.model, w)}))
-    logs = np.stack([
-        np.stack([measure_width(cfg, w, steps, cfg.seed + s) for w in widths])
-        for s in range(seeds)])  # (seed, width, step, part, layer)
+    logs = np.stack(
+        [
+            np.stack([measure_width(cfg, w, steps, cfg.seed + s) for w in widths])
+            for s in range(seeds)
+        ]
+    )  # (seed, width, step, part, layer)
     mean_log = logs.mean(axis=0)
     predicted = predicted_slopes(cfg.model, cfg.scheme, widths)
     records, slopes = [], []
@@ -250,20 +275,47 @@ def coord_check(cfg: RunConfig, widths=DEFAULT_WIDTHS, *, steps: int = DEFAULT_S
         for layer in range(cfg.model.n_layers if part in BLOCK_PARTS else 1):
             for i, w in enumerate(widths):
                 for step in range(steps + 1):
-                    records.append({"part": part, "layer": layer, "width": w, "step": step,
-                                    "scale": math.exp(mean_log[i, step, p, layer])})
+                    records.append(
+                        {
+                            "part": part,
+                            "layer": layer,
+                            "width": w,
+                            "step": step,
+                            "scale": math.exp(mean_log[i, step, p, layer]),
+                        }
+                    )
             at_init = loglog_slope(widths, mean_log[:, 0, p, layer])
             last = loglog_slope(widths, mean_log[:, steps, p, layer])
             pred = predicted[part]
-            slopes.append({"part": part, "layer": layer, "slope_init": at_init,
-                           "slope_last": last, "predicted_init": pred,
-                           "deviation_init": None if pred is None else at_init - pred})
-    return {"init": cfg.init, "widths": widths, "steps": list(range(steps + 1)),
-            "seeds": [cfg.seed + s for s in range(seeds)], "lr": cfg.train.lr,
-            "batch_size": cfg.train.batch_size, "stat": "rms",
-            "model": {"n_layers": cfg.model.n_layers, "n_heads": cfg.model.n_heads,
-                      "vocab_size": cfg.model.vocab_size, "context": cfg.model.context,
-                      "ffn_ratio": cfg.model.ffn_dim / cfg.model.d_model,
-                      "norm": cfg.model.norm, "norm_eps": cfg.model.norm_eps,
-                      "mlp": cfg.model.mlp, "positions": cfg.model.positions},
-            "records": records, "slopes": slopes}
+            slopes.append(
+                {
+                    "part": part,
+                    "layer": layer,
+                    "slope_init": at_init,
+                    "slope_last": last,
+                    "predicted_init": pred,
+                    "deviation_init": None if pred is None else at_init - pred,
+                }
+            )
+    return {
+        "init": cfg.init,
+        "widths": widths,
+        "steps": list(range(steps + 1)),
+        "seeds": [cfg.seed + s for s in range(seeds)],
+        "lr": cfg.train.lr,
+        "batch_size": cfg.train.batch_size,
+        "stat": "rms",
+        "model": {
+            "n_layers": cfg.model.n_layers,
+            "n_heads": cfg.model.n_heads,
+            "vocab_size": cfg.model.vocab_size,
+            "context": cfg.model.context,
+            "ffn_ratio": cfg.model.ffn_dim / cfg.model.d_model,
+            "norm": cfg.model.norm,
+            "norm_eps": cfg.model.norm_eps,
+            "mlp": cfg.model.mlp,
+            "positions": cfg.model.positions,
+        },
+        "records": records,
+        "slopes": slopes,
+    }

@@ -98,7 +98,8 @@ def reasoning_answer_loss(arrays: dict) -> tuple[float, float]:
     sits near chance for tiny models. ``arrays``: an ``llm-train`` run's per-token arrays."""
     tags = np.asarray(arrays["tags"])
     sel = (np.asarray(arrays["answer"]) == 1) & np.isin(
-        tags, [CATEGORIES.index(c) for c in REASONING])
+        tags, [CATEGORIES.index(c) for c in REASONING]
+    )
     loss = np.asarray(arrays["losses"], dtype=float)[sel]
     if loss.size == 0:
         return float("nan"), float("nan")
@@ -128,5 +129,5 @@ def best_gamma(gammas, losses) -> float:
     i = int(np.nanargmin(y))
     if i == 0 or i == len(g) - 1:
         return float(g[i])
-    a, b, _ = np.polyfit(g[i - 1:i + 2], y[i - 1:i + 2], 2)
+    a, b, _ = np.polyfit(g[i - 1 : i + 2], y[i - 1 : i + 2], 2)
     return float(-b / (2 * a)) if a > 0 else float(g[i])

@@ -89,8 +89,11 @@ def collect(model: nn.Module, idx: torch.Tensor, skip: int = DEFAULT_SINK_SKIP) 
 
             hooks.append(module.register_forward_hook(on_norm))
     for block in getattr(model, "blocks", []):
-        hooks.append(block.register_forward_hook(
-            lambda mod, inputs, output: resid.append(output[0].detach().float())))
+        hooks.append(
+            block.register_forward_hook(
+                lambda mod, inputs, output: resid.append(output[0].detach().float())
+            )
+        )
     was_training = model.training
     model.eval()
     try:

@@ -88,28 +88,36 @@ def measure_layers(model, model0, *, top_k: int, threshold: float) -> list[dict[
     layers = ffn_layers(now)
     neurons = [ffn_neurons(model, i, now) for i in layers]
     neurons0 = [ffn_neurons(model0, i, start) for i in layers]
-    scores = condensation_scores(np.stack([w for w, _ in neurons]),
-                                 np.stack([a for _, a in neurons]), top_k=top_k,
-                                 threshold=threshold)
-    scores0 = condensation_scores(np.stack([w for w, _ in neurons0]),
-                                  np.stack([a for _, a in neurons0]), top_k=top_k,
-                                  threshold=threshold)
+    scores = condensation_scores(
+        np.stack([w for w, _ in neurons]),
+        np.stack([a for _, a in neurons]),
+        top_k=top_k,
+        threshold=threshold,
+    )
+    scores0 = condensation_scores(
+        np.stack([w for w, _ in neurons0]),
+        np.stack([a for _, a in neurons0]),
+        top_k=top_k,
+        threshold=threshold,
+    )
     out = []
     for j, layer in enumerate(layers):
         (w, amp), (w0, _) = neurons[j], neurons0[j]
         heavy = amp >= 1e-3 * amp.max()
         qk = [_host(s.rows_out) for s in _of_layer(now, "qk", layer)]
         qk0 = [_host(s.rows_out) for s in _of_layer(start, "qk", layer)]
-        out.append({
-            "layer": layer,
-            "rd_ffn": relative_distance(w, w0),
-            "rd_qk": relative_distance(qk, qk0),
-            "dw_rms": float(np.sqrt(np.mean((w - w0) ** 2))),
-            "score": float(scores[j]),
-            "score_init": float(scores0[j]),
-            "clusters": cluster_count(w[heavy], threshold),
-            "m": int(w.shape[0]),
-        })
+        out.append(
+            {
+                "layer": layer,
+                "rd_ffn": relative_distance(w, w0),
+                "rd_qk": relative_distance(qk, qk0),
+                "dw_rms": float(np.sqrt(np.mean((w - w0) ** 2))),
+                "score": float(scores[j]),
+                "score_init": float(scores0[j]),
+                "clusters": cluster_count(w[heavy], threshold),
+                "m": int(w.shape[0]),
+            }
+        )
     return out
 
 

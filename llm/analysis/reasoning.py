@@ -63,11 +63,13 @@ class Cell:
 
     def summary_items(self) -> dict[str, float | int]:
         """The flat keys this cell is stored under (the inverse of :func:`cells`)."""
-        return {cell_key("acc", self.task, self.difficulty): self.acc,
-                cell_key("chance", self.task, self.difficulty): self.chance,
-                cell_key("n", self.task, self.difficulty): self.n,
-                cell_key("answer_loss", self.task, self.difficulty): self.answer_loss,
-                cell_key("majority", self.task, self.difficulty): self.majority}
+        return {
+            cell_key("acc", self.task, self.difficulty): self.acc,
+            cell_key("chance", self.task, self.difficulty): self.chance,
+            cell_key("n", self.task, self.difficulty): self.n,
+            cell_key("answer_loss", self.task, self.difficulty): self.answer_loss,
+            cell_key("majority", self.task, self.difficulty): self.majority,
+        }
 
 
 def cells(summary: dict) -> list[Cell]:
@@ -80,9 +82,15 @@ def cells(summary: dict) -> list[Cell]:
         if not match:
             continue
         task, level = match.group(1), int(match.group(2))
-        out.append(Cell(task, level, float(summary[key]),
-                        float(summary[cell_key("chance", task, level)]),
-                        int(summary[cell_key("n", task, level)]),
-                        float(summary.get(cell_key("answer_loss", task, level), nan)),
-                        float(summary.get(cell_key("majority", task, level), nan))))
+        out.append(
+            Cell(
+                task,
+                level,
+                float(summary[key]),
+                float(summary[cell_key("chance", task, level)]),
+                int(summary[cell_key("n", task, level)]),
+                float(summary.get(cell_key("answer_loss", task, level), nan)),
+                float(summary.get(cell_key("majority", task, level), nan)),
+            )
+        )
     return sorted(out, key=lambda c: (c.task, c.difficulty))

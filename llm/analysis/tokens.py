@@ -32,8 +32,9 @@ from smallinit.llm.data.synthetic import CATEGORIES
 SMOOTH = 0.5
 
 
-def ngram_losses(train: np.ndarray, inputs: np.ndarray, targets: np.ndarray,
-                 vocab: int) -> tuple[np.ndarray, np.ndarray]:
+def ngram_losses(
+    train: np.ndarray, inputs: np.ndarray, targets: np.ndarray, vocab: int
+) -> tuple[np.ndarray, np.ndarray]:
     """−ln p(target) of add-½ unigram and bigram models counted on ``train`` tokens.
 
     p₁(b) = (c(b) + ½)/(N + ½V); p₂(b | a) = (c(a, b) + ½)/(c(a·) + ½V), with a the token
@@ -77,8 +78,9 @@ def quartile_labels(values: np.ndarray, name: str) -> tuple[np.ndarray, list[str
     return idx, labels
 
 
-def bucket_families(tokens: dict[str, np.ndarray], train: np.ndarray,
-                    vocab: int) -> dict[str, tuple[np.ndarray, list[str]]]:
+def bucket_families(
+    tokens: dict[str, np.ndarray], train: np.ndarray, vocab: int
+) -> dict[str, tuple[np.ndarray, list[str]]]:
     """For each family, (bucket index per held-out token (B, T), bucket labels)."""
     inputs, targets = tokens["inputs"], tokens["targets"]
     l1, l2 = ngram_losses(train, inputs, targets, vocab)
@@ -109,8 +111,15 @@ class BucketGain:
     share_ci: tuple[float, float]
 
 
-def gain_shares(gain: np.ndarray, buckets: np.ndarray, labels: list[str], *,
-                n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> list[BucketGain]:
+def gain_shares(
+    gain: np.ndarray,
+    buckets: np.ndarray,
+    labels: list[str],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> list[BucketGain]:
     """S_B and the mean gain per bucket, with percentile bootstrap intervals over windows.
 
     ``gain`` and ``buckets`` are (windows, T); bucket indices index ``labels``."""
@@ -142,13 +151,23 @@ def gain_shares(gain: np.ndarray, buckets: np.ndarray, labels: list[str], *,
     s_lo, s_hi = np.nanquantile(b_share, [lo, hi], axis=0)
     m_lo, m_hi = np.nanquantile(b_mean, [lo, hi], axis=0)
     n_tot = n_w.sum()
-    return [BucketGain(labels[i], int(n_w[:, i].sum()), float(n_w[:, i].sum() / n_tot),
-                       float(mean[i]), (float(m_lo[i]), float(m_hi[i])), float(share[i]),
-                       (float(s_lo[i]), float(s_hi[i]))) for i in range(k)]
+    return [
+        BucketGain(
+            labels[i],
+            int(n_w[:, i].sum()),
+            float(n_w[:, i].sum() / n_tot),
+            float(mean[i]),
+            (float(m_lo[i]), float(m_hi[i])),
+            float(share[i]),
+            (float(s_lo[i]), float(s_hi[i])),
+        )
+        for i in range(k)
+    ]
 
 
-def total_gain_ci(gain: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
-                  level: float = 0.95) -> tuple[float, float, float]:
+def total_gain_ci(
+    gain: np.ndarray, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float, float]:
     """Mean gain per token and its window-bootstrap interval."""
     gain = np.asarray(gain, dtype=float)
     rng = np.random.default_rng(seed)

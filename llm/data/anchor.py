@@ -62,23 +62,35 @@ class AnchorTaskConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, "task")
-        require(self.n_train >= 1 and self.n_test >= 1,
-                f"task.n_train={self.n_train} and task.n_test={self.n_test} must be >= 1")
-        require(self.seq_len >= 3,
-                f"task.seq_len={self.seq_len} is not allowed; it must be >= 3 (x, a1, a2)")
-        require(self.value_lo > max(ANCHORS) and self.value_hi > self.value_lo,
-                f"task.value_lo={self.value_lo}, task.value_hi={self.value_hi} are not "
-                f"allowed; values must lie above the anchors ({max(ANCHORS)}) with "
-                "value_hi > value_lo")
-        require(self.value_lo + min_shift() >= 0,
-                f"task.value_lo={self.value_lo} is too small: labels down to "
-                f"value_lo{min_shift():+d} must be >= 0")
-        require(self.residue_mod >= 2,
-                f"task.residue_mod={self.residue_mod} is not allowed; it must be >= 2")
-        require(self.n_positions <= self.residue_mod,
-                f"task.seq_len={self.seq_len} gives {self.n_positions} positions, more than "
-                f"task.residue_mod={self.residue_mod}; every position must keep training x "
-                "values")
+        require(
+            self.n_train >= 1 and self.n_test >= 1,
+            f"task.n_train={self.n_train} and task.n_test={self.n_test} must be >= 1",
+        )
+        require(
+            self.seq_len >= 3,
+            f"task.seq_len={self.seq_len} is not allowed; it must be >= 3 (x, a1, a2)",
+        )
+        require(
+            self.value_lo > max(ANCHORS) and self.value_hi > self.value_lo,
+            f"task.value_lo={self.value_lo}, task.value_hi={self.value_hi} are not "
+            f"allowed; values must lie above the anchors ({max(ANCHORS)}) with "
+            "value_hi > value_lo",
+        )
+        require(
+            self.value_lo + min_shift() >= 0,
+            f"task.value_lo={self.value_lo} is too small: labels down to "
+            f"value_lo{min_shift():+d} must be >= 0",
+        )
+        require(
+            self.residue_mod >= 2,
+            f"task.residue_mod={self.residue_mod} is not allowed; it must be >= 2",
+        )
+        require(
+            self.n_positions <= self.residue_mod,
+            f"task.seq_len={self.seq_len} gives {self.n_positions} positions, more than "
+            f"task.residue_mod={self.residue_mod}; every position must keep training x "
+            "values",
+        )
 
     @property
     def n_positions(self) -> int:
@@ -141,8 +153,9 @@ class AnchorData:
     test_held_out: AnchorSplit  # the unseen pair (4, 3), all (x, p)
 
 
-def _draw(rng: np.random.Generator, n: int, cfg: AnchorTaskConfig, pairs, want_test: bool | None
-          ) -> AnchorSplit:
+def _draw(
+    rng: np.random.Generator, n: int, cfg: AnchorTaskConfig, pairs, want_test: bool | None
+) -> AnchorSplit:
     """``n`` samples with pairs uniform over ``pairs``; (x, p) uniform over the training
     combinations (``want_test`` False), the test combinations (True) or all (None)."""
     values = np.arange(cfg.value_lo, cfg.value_hi + 1)
@@ -160,16 +173,22 @@ def _draw(rng: np.random.Generator, n: int, cfg: AnchorTaskConfig, pairs, want_t
     tokens[rows, pos] = x
     tokens[rows, pos + 1] = a1
     tokens[rows, pos + 2] = a2
-    return AnchorSplit(tokens.astype(np.int64), label(x, a1, a2).astype(np.int64),
-                       x.astype(np.int64), a1.astype(np.int64), a2.astype(np.int64),
-                       pos.astype(np.int64))
+    return AnchorSplit(
+        tokens.astype(np.int64),
+        label(x, a1, a2).astype(np.int64),
+        x.astype(np.int64),
+        a1.astype(np.int64),
+        a2.astype(np.int64),
+        pos.astype(np.int64),
+    )
 
 
 def subset(data: AnchorData, n_train: int) -> AnchorData:
     """The same data with only the first ``n_train`` training samples."""
     t = data.train
-    head = AnchorSplit(*(getattr(t, k)[:n_train] for k in ("tokens", "labels", "x", "a1", "a2",
-                                                           "pos")))
+    head = AnchorSplit(
+        *(getattr(t, k)[:n_train] for k in ("tokens", "labels", "x", "a1", "a2", "pos"))
+    )
     return AnchorData(head, data.test_seen, data.test_held_out)
 
 
@@ -177,10 +196,10 @@ def generate(cfg: AnchorTaskConfig) -> AnchorData:
     """The three splits, deterministic in ``cfg`` (each from its own seeded stream)."""
     return AnchorData(
         train=_draw(np.random.default_rng([cfg.seed, 0]), cfg.n_train, cfg, SEEN_PAIRS, False),
-        test_seen=_draw(np.random.default_rng([cfg.seed, 1]), cfg.n_test, cfg, SEEN_PAIRS,
-                        True),
-        test_held_out=_draw(np.random.default_rng([cfg.seed, 2]), cfg.n_test, cfg,
-                            (HELD_OUT,), None),
+        test_seen=_draw(np.random.default_rng([cfg.seed, 1]), cfg.n_test, cfg, SEEN_PAIRS, True),
+        test_held_out=_draw(
+            np.random.default_rng([cfg.seed, 2]), cfg.n_test, cfg, (HELD_OUT,), None
+        ),
     )
 
 
@@ -207,8 +226,9 @@ def solution_shares(pred, x) -> dict[str, float]:
 def accuracy(pred, labels) -> float:
     pred, labels = np.asarray(pred), np.asarray(labels)
     if pred.shape != labels.shape or pred.size == 0:
-        raise ValueError(f"predictions {pred.shape} and labels {labels.shape} must match and "
-                         "be non-empty")
+        raise ValueError(
+            f"predictions {pred.shape} and labels {labels.shape} must match and be non-empty"
+        )
     return float(np.mean(pred == labels))
 
 

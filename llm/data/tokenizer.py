@@ -52,9 +52,11 @@ def train_char(texts: Iterable[str], vocab_size: int) -> Tokenizer:
     for text in texts:
         chars.update(text)
     if len(chars) + 2 > vocab_size:
-        raise ConfigError(f"the training text has {len(chars)} distinct characters; a "
-                         f"character tokenizer needs model.vocab_size >= {len(chars) + 2} "
-                         f"(got {vocab_size})")
+        raise ConfigError(
+            f"the training text has {len(chars)} distinct characters; a "
+            f"character tokenizer needs model.vocab_size >= {len(chars) + 2} "
+            f"(got {vocab_size})"
+        )
     vocab = {END_OF_TEXT: 0, UNKNOWN: 1, **{c: i + 2 for i, c in enumerate(sorted(chars))}}
     tok = Tokenizer(models.WordLevel(vocab, unk_token=UNKNOWN))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
@@ -70,12 +72,15 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     try:
         return Tokenizer.from_file(str(path))
     except Exception as err:  # tokenizers raises a bare Exception for a damaged file
-        raise StoreError(f"{path} is damaged ({one_line(err)[:200]}); delete the folder "
-                         f"{path.parent} and run again to rebuild it") from None
+        raise StoreError(
+            f"{path} is damaged ({one_line(err)[:200]}); delete the folder "
+            f"{path.parent} and run again to rebuild it"
+        ) from None
 
 
-def cached_tokenizer(path: Path, texts: Iterable[str], vocab_size: int,
-                     kind: str = "bpe") -> Tokenizer:
+def cached_tokenizer(
+    path: Path, texts: Iterable[str], vocab_size: int, kind: str = "bpe"
+) -> Tokenizer:
     """Load the tokenizer at ``path``, or train one of ``kind`` (:data:`KINDS`) on
     ``texts`` and save it there."""
     path = Path(path)

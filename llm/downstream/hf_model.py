@@ -58,9 +58,18 @@ class HFCausalLM(nn.Module):
         return self.hf(input_ids=idx, use_cache=False).logits
 
     @torch.no_grad()
-    def generate(self, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0,
-                 stop_tokens=(), prompt_lengths=None, until=None, pad_id: int = 0,
-                 **_ignored) -> torch.Tensor:
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        *,
+        temperature: float = 0.0,
+        stop_tokens=(),
+        prompt_lengths=None,
+        until=None,
+        pad_id: int = 0,
+        **_ignored,
+    ) -> torch.Tensor:
         """Greedy decoding with :meth:`Transformer.generate
         <smallinit.llm.model.transformer.Transformer.generate>`'s interface and semantics
         (left-padded rows of ``prompt_lengths`` real tokens, a sliding window of the last
@@ -71,12 +80,13 @@ class HFCausalLM(nn.Module):
             raise ConfigError("a Hugging Face model is decoded greedily here (temperature 0)")
         rows, width = idx.shape
         lengths = list(prompt_lengths) if prompt_lengths is not None else [width] * rows
-        out = torch.full((rows, width + max_new_tokens), pad_id, dtype=torch.long,
-                         device=idx.device)
+        out = torch.full(
+            (rows, width + max_new_tokens), pad_id, dtype=torch.long, device=idx.device
+        )
         out[:, :width] = idx
         context = self.cfg.context
         for r in range(rows):
-            seq = idx[r, width - lengths[r]:].tolist()
+            seq = idx[r, width - lengths[r] :].tolist()
             new: list[int] = []
             for _ in range(max_new_tokens):
                 window = torch.tensor([seq[-context:]], dtype=torch.long, device=idx.device)
@@ -85,7 +95,7 @@ class HFCausalLM(nn.Module):
                 new.append(token)
                 if token in stop_tokens or (until is not None and until(r, new)):
                     break
-            out[r, width:width + len(new)] = torch.tensor(new, dtype=torch.long)
+            out[r, width : width + len(new)] = torch.tensor(new, dtype=torch.long)
         return out
 
 
@@ -96,8 +106,9 @@ def is_hf_folder(path: str | Path) -> bool:
     if not config.is_file():
         return False
     try:  # a model's config.json is a few KB; deep nesting is refused, not recursed into
-        meta = parse_json(read_user_file(config, what="config.json", limit=CONFIG_BYTES),
-                          str(config))
+        meta = parse_json(
+            read_user_file(config, what="config.json", limit=CONFIG_BYTES), str(config)
+        )
     except (OSError, ValueError):
         return False
     return isinstance(meta, dict) and "kind" not in meta and "model_type" in meta
@@ -108,15 +119,21 @@ def check_hf_folder(path: str | Path) -> Path:
     folder = Path(path)
     if not folder.is_dir():
         what = "not a folder" if folder.exists() else "no such folder"
-        raise ConfigError(f"--hf {path}: {what}; give a local Hugging Face model folder "
-                          "(config.json, model.safetensors, tokenizer files)")
+        raise ConfigError(
+            f"--hf {path}: {what}; give a local Hugging Face model folder "
+            "(config.json, model.safetensors, tokenizer files)"
+        )
     if not is_hf_folder(folder):
-        raise ConfigError(f"--hf {path}: no Hugging Face config.json (with a model_type) in "
-                          "it; give a folder written by save_pretrained or smallinit llm "
-                          "export")
+        raise ConfigError(
+            f"--hf {path}: no Hugging Face config.json (with a model_type) in "
+            "it; give a folder written by save_pretrained or smallinit llm "
+            "export"
+        )
     if not any(folder.glob("*.safetensors")):
-        raise ConfigError(f"--hf {path}: no .safetensors weights in it; only safetensors "
-                          "are loaded (pickled .bin weights are refused)")
+        raise ConfigError(
+            f"--hf {path}: no .safetensors weights in it; only safetensors "
+            "are loaded (pickled .bin weights are refused)"
+        )
     return folder
 
 
@@ -142,14 +159,17 @@ def _refuse_custom_code(folder: Path) -> None:
     if not path.is_file():
         return
     try:
-        meta = parse_json(read_user_file(path, what="tokenizer_config.json",
-                                         limit=CONFIG_BYTES), str(path))
+        meta = parse_json(
+            read_user_file(path, what="tokenizer_config.json", limit=CONFIG_BYTES), str(path)
+        )
     except ConfigError:
         return  # unreadable: AutoTokenizer's own error names it
     if isinstance(meta, dict) and meta.get("auto_map"):
-        raise ConfigError(f"--hf {folder}: its tokenizer_config.json maps the tokenizer to "
-                          "code in the folder (auto_map), which is never run; add a "
-                          "tokenizer.json (a tokenizers serialization) instead")
+        raise ConfigError(
+            f"--hf {folder}: its tokenizer_config.json maps the tokenizer to "
+            "code in the folder (auto_map), which is never run; add a "
+            "tokenizer.json (a tokenizers serialization) instead"
+        )
 
 
 def _tokenizer(folder: Path):
@@ -158,15 +178,18 @@ def _tokenizer(folder: Path):
     _refuse_custom_code(folder)
     tf = _transformers()
     try:
-        tok = tf.AutoTokenizer.from_pretrained(folder, local_files_only=True,
-                                               trust_remote_code=False)
+        tok = tf.AutoTokenizer.from_pretrained(
+            folder, local_files_only=True, trust_remote_code=False
+        )
     except Exception as err:  # transformers raises many types for a missing/odd tokenizer
-        raise ConfigError(f"--hf {folder}: no usable tokenizer ({type(err).__name__}: "
-                          f"{one_line(err)[:160]})") from None
+        raise ConfigError(
+            f"--hf {folder}: no usable tokenizer ({type(err).__name__}: {one_line(err)[:160]})"
+        ) from None
     backend = getattr(tok, "backend_tokenizer", None)
     if backend is None:
-        raise ConfigError(f"--hf {folder}: its tokenizer is not a fast (tokenizers) one; "
-                          "add a tokenizer.json")
+        raise ConfigError(
+            f"--hf {folder}: its tokenizer is not a fast (tokenizers) one; add a tokenizer.json"
+        )
     return backend
 
 
@@ -191,10 +214,13 @@ def load_hf(path: str | Path, device: str = "cpu"):
     tf = _transformers()
     try:
         hf_model = tf.AutoModelForCausalLM.from_pretrained(
-            folder, local_files_only=True, use_safetensors=True, trust_remote_code=False)
+            folder, local_files_only=True, use_safetensors=True, trust_remote_code=False
+        )
     except (OSError, ValueError, KeyError, RuntimeError) as err:
-        raise StoreError(f"--hf {folder}: transformers cannot load it as a causal LM "
-                         f"({type(err).__name__}: {one_line(err)[:200]})") from None
+        raise StoreError(
+            f"--hf {folder}: transformers cannot load it as a causal LM "
+            f"({type(err).__name__}: {one_line(err)[:200]})"
+        ) from None
     tok = _tokenizer(folder)
     model = HFCausalLM(hf_model.float(), _context(hf_model.config)).to(device).eval()
     return model, tok, _eos(hf_model.config)
@@ -212,8 +238,14 @@ def load_trained(run: TrainedRun, device: str = "cpu", *, trust_data: bool = Fal
     return model, tok, cfg, tok.token_to_id(END_OF_TEXT)
 
 
-def load_lm(source: str | Path, *, runs_dir: str | Path | None = None, device: str = "cpu",
-            batch_size: int = 16, trust_data: bool = False) -> scoring.TorchLM:
+def load_lm(
+    source: str | Path,
+    *,
+    runs_dir: str | Path | None = None,
+    device: str = "cpu",
+    batch_size: int = 16,
+    trust_data: bool = False,
+) -> scoring.TorchLM:
     """A model ready for :func:`~smallinit.llm.downstream.scoring.score_mc` and
     :func:`~smallinit.llm.downstream.scoring.score_gen`: ``source`` is a Hugging Face folder
     (e.g. an export) or a RUN reference (key, prefix, ``llm-train/<key>`` or a run
@@ -221,10 +253,18 @@ def load_lm(source: str | Path, *, runs_dir: str | Path | None = None, device: s
     if is_hf_folder(source):
         model, tok, eot = load_hf(source, device)
     else:
-        model, tok, _, eot = load_trained(resolve_run(str(source), runs_dir), device,
-                                          trust_data=trust_data)
+        model, tok, _, eot = load_trained(
+            resolve_run(str(source), runs_dir), device, trust_data=trust_data
+        )
     return scoring.TorchLM(model, tok, device=device, batch_size=batch_size, eot_id=eot)
 
 
-__all__ = ["HFCausalLM", "is_hf_folder", "check_hf_folder", "hf_model_name", "load_hf",
-           "load_trained", "load_lm"]
+__all__ = [
+    "HFCausalLM",
+    "is_hf_folder",
+    "check_hf_folder",
+    "hf_model_name",
+    "load_hf",
+    "load_trained",
+    "load_lm",
+]

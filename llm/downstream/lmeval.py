@@ -32,38 +32,47 @@ def write_task_yaml(jsonl: str | Path, folder: str | Path, name: str) -> Path:
     (absolute path); returns the YAML's path. Refuses a task name lm-eval cannot use and a
     file whose first item is not multiple choice."""
     if not TASK_NAME.fullmatch(name):
-        raise ConfigError(f"task name {name!r} is not allowed; use a letter then letters, "
-                          "digits or _ (at most 64)")
+        raise ConfigError(
+            f"task name {name!r} is not allowed; use a letter then letters, "
+            "digits or _ (at most 64)"
+        )
     jsonl = Path(jsonl).resolve()
     try:
         first = json.loads(jsonl.read_text().splitlines()[0])
     except (OSError, IndexError, ValueError) as err:
         raise ConfigError(f"{jsonl}: not a JSONL file of benchmark items ({err})") from None
-    if not (isinstance(first, dict) and isinstance(first.get("choices"), list)
-            and isinstance(first.get("gold"), int)):
-        raise ConfigError(f"{jsonl}: its items are not multiple choice (query, choices, "
-                          "gold); only those are written as lm-eval tasks")
-    text = "\n".join([
-        f"task: {name}",
-        "dataset_path: json",
-        "dataset_kwargs:",
-        "  data_files:",
-        f"    test: {json.dumps(str(jsonl))}",
-        "test_split: test",
-        "output_type: multiple_choice",
-        "doc_to_text: query",
-        "doc_to_choice: choices",
-        "doc_to_target: gold",
-        'target_delimiter: ""',
-        "metric_list:",
-        "  - metric: acc",
-        "    aggregation: mean",
-        "    higher_is_better: true",
-        "  - metric: acc_norm",
-        "    aggregation: mean",
-        "    higher_is_better: true",
-        "",
-    ])
+    if not (
+        isinstance(first, dict)
+        and isinstance(first.get("choices"), list)
+        and isinstance(first.get("gold"), int)
+    ):
+        raise ConfigError(
+            f"{jsonl}: its items are not multiple choice (query, choices, "
+            "gold); only those are written as lm-eval tasks"
+        )
+    text = "\n".join(
+        [
+            f"task: {name}",
+            "dataset_path: json",
+            "dataset_kwargs:",
+            "  data_files:",
+            f"    test: {json.dumps(str(jsonl))}",
+            "test_split: test",
+            "output_type: multiple_choice",
+            "doc_to_text: query",
+            "doc_to_choice: choices",
+            "doc_to_target: gold",
+            'target_delimiter: ""',
+            "metric_list:",
+            "  - metric: acc",
+            "    aggregation: mean",
+            "    higher_is_better: true",
+            "  - metric: acc_norm",
+            "    aggregation: mean",
+            "    higher_is_better: true",
+            "",
+        ]
+    )
     path = Path(folder) / f"{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, text)

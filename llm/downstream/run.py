@@ -70,19 +70,24 @@ def check_device(device: str) -> None:
     try:
         dev = torch.device(device)
     except (RuntimeError, ValueError, TypeError):
-        raise ConfigError(f"--device {device!r} is not a torch device; use cpu, cuda or "
-                          "cuda:N") from None
+        raise ConfigError(
+            f"--device {device!r} is not a torch device; use cpu, cuda or cuda:N"
+        ) from None
     if dev.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
             raise ConfigError(f"--device {device!r}: no CUDA device is available; use cpu")
         if dev.index is not None and dev.index >= count:
-            raise ConfigError(f"--device {device!r}: this machine has {count} CUDA "
-                              f"device(s), cuda:0 to cuda:{count - 1}")
+            raise ConfigError(
+                f"--device {device!r}: this machine has {count} CUDA "
+                f"device(s), cuda:0 to cuda:{count - 1}"
+            )
     elif dev.type == "mps":
         if not torch.backends.mps.is_available():
-            raise ConfigError(f"--device {device!r}: this torch build or machine has no MPS "
-                              "(Apple GPU) device; use cpu or cuda")
+            raise ConfigError(
+                f"--device {device!r}: this torch build or machine has no MPS "
+                "(Apple GPU) device; use cpu or cuda"
+            )
     elif dev.type != "cpu":
         raise ConfigError(f"--device {device!r} is not supported; use cpu, cuda or cuda:N")
 
@@ -94,44 +99,61 @@ def _body(lm, found: Found, items, cfg: BenchConfig, spec: TaskSpec):
         if done:
             log.info("%s: resuming after %d scored items", cfg.task, len(done))
         todo = [it for it in items if it.id not in done]
-        bar = progress(total=len(items), initial=len(items) - len(todo), desc=cfg.task,
-                       unit="item")
+        bar = progress(total=len(items), initial=len(items) - len(todo), desc=cfg.task, unit="item")
         with bar:
             for lo in range(0, len(todo), CHUNK):
-                chunk = todo[lo:lo + CHUNK]
+                chunk = todo[lo : lo + CHUNK]
                 if spec.is_mc:
                     recs = scoring.score_mc(lm, chunk, desc=f"{cfg.task} batches")
                 else:
-                    recs = scoring.score_gen(lm, chunk, spec,
-                                                max_new_tokens=cfg.max_new_tokens,
-                                                desc=f"{cfg.task} batches")
+                    recs = scoring.score_gen(
+                        lm,
+                        chunk,
+                        spec,
+                        max_new_tokens=cfg.max_new_tokens,
+                        desc=f"{cfg.task} batches",
+                    )
                 for rec in recs:
                     run.log(rec)
                     done[rec["id"]] = rec
                 bar.update(len(chunk))
         records = [done[it.id] for it in items]
         summary = scoring.summarize(records, spec)
-        summary.update(model=cfg.model, source=found.source, where=found.where,
-                       license=found.license, limit=cfg.limit)
+        summary.update(
+            model=cfg.model,
+            source=found.source,
+            where=found.where,
+            license=found.license,
+            limit=cfg.limit,
+        )
         run.write_json("summary.json", summary)
         return summary
 
     return body
 
 
-def benchmark(ref: str | None, tasks: list[str], *, limit: int | None = None,
-              runs_dir: str | Path | None = None, data_dir: str | Path | None = None,
-              fetch: bool = True, batch_size: int = 16, max_new_tokens: int | None = None,
-              device: str = "cpu", force: bool = False, trust_data: bool = False,
-              hf: str | Path | None = None) -> list[Run]:
+def benchmark(
+    ref: str | None,
+    tasks: list[str],
+    *,
+    limit: int | None = None,
+    runs_dir: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    fetch: bool = True,
+    batch_size: int = 16,
+    max_new_tokens: int | None = None,
+    device: str = "cpu",
+    force: bool = False,
+    trust_data: bool = False,
+    hf: str | Path | None = None,
+) -> list[Run]:
     """Evaluate trained run ``ref`` (or the local Hugging Face model folder ``hf``, stored
     as ``hf/<digest>``: :mod:`smallinit.llm.downstream.hf_model`) on ``tasks`` (benchmark names
     or paths of custom ``.jsonl`` tasks, :func:`smallinit.llm.downstream.tasks.file_task`);
     ``limit``: the first N items of each; returns the ``llm-downstream`` runs."""
     check_device(device)
     if (ref is None) == (hf is None):
-        raise ConfigError("give either a RUN or --hf PATH (a Hugging Face model folder), "
-                          "not both")
+        raise ConfigError("give either a RUN or --hf PATH (a Hugging Face model folder), not both")
     if hf is None:
         trained = resolve_run(ref, runs_dir)
         name, store = trained.name, RunStore(trained.store_root)
@@ -150,12 +172,20 @@ def benchmark(ref: str | None, tasks: list[str], *, limit: int | None = None,
     for task in tasks:
         spec = specs[task]
         items = subsample(found[task].items, limit)
-        cfg = BenchConfig(model=name, task=spec.name, source=found[task].source,
-                          data=items_digest(items), n_items=len(items), limit=limit or 0,
-                          max_new_tokens=0 if spec.is_mc else
-                          int(max_new_tokens or spec.max_new_tokens))
-        runs.append(store.get_or_run(KIND, cfg, _body(lm, found[task], items, cfg, spec),
-                                     version=VERSION, force=force))
+        cfg = BenchConfig(
+            model=name,
+            task=spec.name,
+            source=found[task].source,
+            data=items_digest(items),
+            n_items=len(items),
+            limit=limit or 0,
+            max_new_tokens=0 if spec.is_mc else int(max_new_tokens or spec.max_new_tokens),
+        )
+        runs.append(
+            store.get_or_run(
+                KIND, cfg, _body(lm, found[task], items, cfg, spec), version=VERSION, force=force
+            )
+        )
     return runs
 
 
@@ -168,5 +198,12 @@ def downstream_runs_of(store: RunStore, model: str) -> dict[str, list[Run]]:
     return out
 
 
-__all__ = ["BenchConfig", "TrainedRun", "resolve_run", "load_trained", "benchmark",
-           "downstream_runs_of", "KIND"]
+__all__ = [
+    "BenchConfig",
+    "TrainedRun",
+    "resolve_run",
+    "load_trained",
+    "benchmark",
+    "downstream_runs_of",
+    "KIND",
+]

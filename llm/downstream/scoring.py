@@ -88,7 +88,7 @@ def continuation_logprobs(logits, targets, n_scored) -> np.ndarray:
     picked = logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)  # (B, T)
     out = np.empty(len(n_scored), dtype=np.float64)
     for b, (length, n) in enumerate(n_scored):
-        out[b] = float(picked[b, length - n:length].double().sum())
+        out[b] = float(picked[b, length - n : length].double().sum())
     return out
 
 
@@ -139,7 +139,7 @@ def _last_boxed(text: str) -> str | None:
     for i in range(brace, len(text)):
         depth += {"{": 1, "}": -1}.get(text[i], 0)
         if depth == 0:
-            return text[brace + 1:i]
+            return text[brace + 1 : i]
     return None
 
 
@@ -157,9 +157,21 @@ def normalize_math(text: str) -> str:
     s = text.strip().strip("$").strip().rstrip(".")
     if (inner := _last_boxed(s)) is not None:
         s = inner
-    for old, new in (("\\left", ""), ("\\right", ""), ("\\!", ""), ("\\,", ""), ("\\;", ""),
-                     ("dfrac", "frac"), ("tfrac", "frac"), ("^\\circ", ""), ("^{\\circ}", ""),
-                     ("\\%", ""), ("%", ""), ("\\$", ""), (" ", "")):
+    for old, new in (
+        ("\\left", ""),
+        ("\\right", ""),
+        ("\\!", ""),
+        ("\\,", ""),
+        ("\\;", ""),
+        ("dfrac", "frac"),
+        ("tfrac", "frac"),
+        ("^\\circ", ""),
+        ("^{\\circ}", ""),
+        ("\\%", ""),
+        ("%", ""),
+        ("\\$", ""),
+        (" ", ""),
+    ):
         s = s.replace(old, new)
     s = re.sub(r"\\text\{(.*?)\}", r"\1", s)
     return s
@@ -181,8 +193,7 @@ def judge(spec: TaskSpec, generation: str, answers: Sequence[str]) -> tuple[str 
         return got, bool(got) and normalize_answer(got) in {normalize_answer(a) for a in answers}
     if spec.answer == "math":
         got = extract_math(generation)
-        return got, got is not None and normalize_math(got) in {normalize_math(a)
-                                                                for a in answers}
+        return got, got is not None and normalize_math(got) in {normalize_math(a) for a in answers}
     if spec.answer == "exact":
         got = first_line(generation)
 
@@ -207,8 +218,15 @@ class TorchLM:
     returned in request order and do not depend on ``batch_size`` beyond float rounding.
     """
 
-    def __init__(self, model, tokenizer, *, device: Any = "cpu", batch_size: int = 16,
-                 eot_id: int | None = None):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        device: Any = "cpu",
+        batch_size: int = 16,
+        eot_id: int | None = None,
+    ):
         self.model = model.eval()
         self.tok = tokenizer
         self.device = torch.device(device)
@@ -219,8 +237,9 @@ class TorchLM:
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
         return [e.ids for e in self.tok.encode_batch(list(texts), add_special_tokens=False)]
 
-    def loglikelihood(self, pairs: Sequence[tuple[str, str]], *, desc: str = "score"
-                      ) -> list[dict[str, Any]]:
+    def loglikelihood(
+        self, pairs: Sequence[tuple[str, str]], *, desc: str = "score"
+    ) -> list[dict[str, Any]]:
         """For each (context, continuation): ``{"loglik", "tokens", "truncated"}``."""
         if not pairs:
             return []
@@ -231,11 +250,11 @@ class TorchLM:
             if not ctx:
                 ctx = [self.eot_id if self.eot_id is not None else 0]
             full = ctx + cont
-            kept = full[-(self.context + 1):]
+            kept = full[-(self.context + 1) :]
             seqs.append(kept)
             scored.append((min(len(cont), len(kept) - 1), len(full) > len(kept)))
         order = sorted(range(len(seqs)), key=lambda i: (-len(seqs[i]), i))
-        batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         with torch.no_grad():
             for batch in progress(batches, desc=desc, unit="batch"):
                 width = len(seqs[batch[0]]) - 1
@@ -244,17 +263,26 @@ class TorchLM:
                 spans = []
                 for r, i in enumerate(batch):
                     s = torch.tensor(seqs[i], dtype=torch.long)
-                    x[r, :len(s) - 1], y[r, :len(s) - 1] = s[:-1], s[1:]
+                    x[r, : len(s) - 1], y[r, : len(s) - 1] = s[:-1], s[1:]
                     spans.append((len(s) - 1, scored[i][0]))
                 logits = self.model(x.to(self.device)).float().cpu()
                 sums = continuation_logprobs(logits, y, spans)
                 for r, i in enumerate(batch):
-                    results[i] = {"loglik": float(sums[r]), "tokens": scored[i][0],
-                                  "truncated": scored[i][1]}
+                    results[i] = {
+                        "loglik": float(sums[r]),
+                        "tokens": scored[i][0],
+                        "truncated": scored[i][1],
+                    }
         return results  # type: ignore[return-value]
 
-    def generate(self, prompts: Sequence[str], *, max_new_tokens: int,
-                 stops: Sequence[str] = (), desc: str = "generate") -> list[dict[str, Any]]:
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int,
+        stops: Sequence[str] = (),
+        desc: str = "generate",
+    ) -> list[dict[str, Any]]:
         """Greedy continuations of ``prompts`` (:meth:`Transformer.generate
         <smallinit.llm.model.transformer.Transformer.generate>`, KV cache, left-padded
         batches), cut before the first stop string; the end-of-text token ends a generation
@@ -264,7 +292,7 @@ class TorchLM:
         ids = [i or [self.eot_id if self.eot_id is not None else 0] for i in self.encode(prompts)]
         out: list[dict[str, Any]] = [{}] * len(prompts)
         order = sorted(range(len(ids)), key=lambda i: (-len(ids[i]), i))
-        batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         stop_ids = () if self.eot_id is None else (self.eot_id,)
 
         def stopped(_row: int, new: list[int]) -> bool:
@@ -274,19 +302,26 @@ class TorchLM:
             width = len(ids[batch[0]])
             x = torch.full((len(batch), width), stop_ids[0] if stop_ids else 0, dtype=torch.long)
             for r, i in enumerate(batch):  # left padding
-                x[r, width - len(ids[i]):] = torch.tensor(ids[i], dtype=torch.long)
+                x[r, width - len(ids[i]) :] = torch.tensor(ids[i], dtype=torch.long)
             seqs = self.model.generate(
-                x.to(self.device), max_new_tokens, temperature=0.0, stop_tokens=stop_ids,
-                prompt_lengths=[len(ids[i]) for i in batch], until=stopped if stops else None,
-                pad_id=-1).cpu()
+                x.to(self.device),
+                max_new_tokens,
+                temperature=0.0,
+                stop_tokens=stop_ids,
+                prompt_lengths=[len(ids[i]) for i in batch],
+                until=stopped if stops else None,
+                pad_id=-1,
+            ).cpu()
             for r, i in enumerate(batch):
                 new = [t for t in seqs[r, width:].tolist() if t != -1]
                 steps = len(new)
                 if self.eot_id in new:
-                    new = new[:new.index(self.eot_id)]
-                out[i] = {"text": cut_at_stop(self.tok.decode(new), stops)[0],
-                          "tokens": len(new),
-                          "truncated": len(ids[i]) + max(steps - 1, 0) > self.context}
+                    new = new[: new.index(self.eot_id)]
+                out[i] = {
+                    "text": cut_at_stop(self.tok.decode(new), stops)[0],
+                    "tokens": len(new),
+                    "truncated": len(ids[i]) + max(steps - 1, 0) > self.context,
+                }
         return out
 
 
@@ -298,32 +333,48 @@ def score_mc(lm, items: Sequence[Item], *, desc: str = "mc") -> list[dict[str, A
     scores = lm.loglikelihood(pairs, desc=desc)
     records, k = [], 0
     for it in items:
-        got = scores[k:k + len(it.choices)]
+        got = scores[k : k + len(it.choices)]
         k += len(it.choices)
         ll = [g["loglik"] for g in got]
         chars = [len(c) for c in it.choices]
         pred, pred_norm = pick(ll), pick(ll, chars)
-        records.append({
-            "id": it.id, "gold": it.gold, "pred": pred, "pred_norm": pred_norm,
-            "acc": int(pred == it.gold), "acc_norm": int(pred_norm == it.gold),
-            "loglik": [round(v, 6) for v in ll], "chars": chars,
-            "truncated": any(g["truncated"] for g in got),
-        })
+        records.append(
+            {
+                "id": it.id,
+                "gold": it.gold,
+                "pred": pred,
+                "pred_norm": pred_norm,
+                "acc": int(pred == it.gold),
+                "acc_norm": int(pred_norm == it.gold),
+                "loglik": [round(v, 6) for v in ll],
+                "chars": chars,
+                "truncated": any(g["truncated"] for g in got),
+            }
+        )
     return records
 
 
-def score_gen(lm, items: Sequence[Item], spec: TaskSpec, *, max_new_tokens: int,
-              desc: str = "gen") -> list[dict[str, Any]]:
+def score_gen(
+    lm, items: Sequence[Item], spec: TaskSpec, *, max_new_tokens: int, desc: str = "gen"
+) -> list[dict[str, Any]]:
     """Per-item records for generative items (module docstring); ``exact_match`` is the
     0/1 outcome under the task's answer rule."""
-    gens = lm.generate([it.query for it in items], max_new_tokens=max_new_tokens,
-                       stops=spec.stop, desc=desc)
+    gens = lm.generate(
+        [it.query for it in items], max_new_tokens=max_new_tokens, stops=spec.stop, desc=desc
+    )
     records = []
     for it, gen in zip(items, gens, strict=True):
         got, ok = judge(spec, gen["text"], it.answers)
-        records.append({"id": it.id, "answers": list(it.answers)[:10],
-                        "generation": gen["text"], "extracted": got, "exact_match": int(ok),
-                        "truncated": bool(gen["truncated"])})
+        records.append(
+            {
+                "id": it.id,
+                "answers": list(it.answers)[:10],
+                "generation": gen["text"],
+                "extracted": got,
+                "exact_match": int(ok),
+                "truncated": bool(gen["truncated"]),
+            }
+        )
     return records
 
 
@@ -352,14 +403,14 @@ def summarize(records: Sequence[dict[str, Any]], spec: TaskSpec) -> dict[str, An
     ``exact_match`` for generation; ``primary`` names the headline metric, ``truncated``
     counts items cut to the model's context."""
     metrics = ("acc", "acc_norm") if spec.is_mc else ("exact_match",)
-    out: dict[str, Any] = {"task": spec.name, "n": len(records),
-                           "primary": metrics[-1]}
+    out: dict[str, Any] = {"task": spec.name, "n": len(records), "primary": metrics[-1]}
     for m in metrics:
         out[m], out[f"{m}_stderr"] = mean_se([outcome(r, m) for r in records])
     if spec.is_mc:
         out["normalization"] = "characters"
-        out["chance"] = (float(np.mean([1.0 / len(r["chars"]) for r in records]))
-                         if records else float("nan"))
+        out["chance"] = (
+            float(np.mean([1.0 / len(r["chars"]) for r in records])) if records else float("nan")
+        )
     else:
         out["answer_rule"] = spec.answer
     out["truncated"] = int(sum(bool(r.get("truncated")) for r in records))
@@ -372,18 +423,39 @@ def summary_metrics(summary: dict[str, Any]) -> dict[str, Any]:
     ``acc_raw``/``se_raw`` the raw one; generative tasks had ``acc``/``se``)."""
     if "primary" in summary:
         return dict(summary)
-    out = {k: v for k, v in summary.items() if k not in ("acc", "se", "acc_raw", "se_raw",
-                                                          "metric")}
+    out = {
+        k: v for k, v in summary.items() if k not in ("acc", "se", "acc_raw", "se_raw", "metric")
+    }
     if "acc_raw" in summary:
-        out.update(acc=summary["acc_raw"], acc_stderr=summary["se_raw"],
-                   acc_norm=summary["acc"], acc_norm_stderr=summary["se"], primary="acc_norm")
+        out.update(
+            acc=summary["acc_raw"],
+            acc_stderr=summary["se_raw"],
+            acc_norm=summary["acc"],
+            acc_norm_stderr=summary["se"],
+            primary="acc_norm",
+        )
     else:
-        out.update(exact_match=summary["acc"], exact_match_stderr=summary["se"],
-                   primary="exact_match")
+        out.update(
+            exact_match=summary["acc"], exact_match_stderr=summary["se"], primary="exact_match"
+        )
     return out
 
 
-__all__ = ["TorchLM", "score_mc", "score_gen", "summarize", "summary_metrics", "outcome",
-           "primary_metric", "judge", "pick", "mean_se",
-           "continuation_logprobs", "extract_number", "extract_math", "normalize_answer",
-           "normalize_math", "cut_at_stop"]
+__all__ = [
+    "TorchLM",
+    "score_mc",
+    "score_gen",
+    "summarize",
+    "summary_metrics",
+    "outcome",
+    "primary_metric",
+    "judge",
+    "pick",
+    "mean_se",
+    "continuation_logprobs",
+    "extract_number",
+    "extract_math",
+    "normalize_answer",
+    "normalize_math",
+    "cut_at_stop",
+]

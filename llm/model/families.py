@@ -79,24 +79,38 @@ from smallinit.theory.transformer import TransformerShape, matrix_kinds
 #: has every kind of matrix (learned positions, gated attention, SwiGLU, untied head).
 ROLES: dict[str, tuple[str, bool]] = {
     k.kind: (k.part, k.residual_out)
-    for k in matrix_kinds(TransformerShape(d_model=4, positions="learned", context=4,
-                                           gated_attention=True, mlp="swiglu"))
+    for k in matrix_kinds(
+        TransformerShape(
+            d_model=4, positions="learned", context=4, gated_attention=True, mlp="swiglu"
+        )
+    )
 }
 #: the value each meaning of a one-dimensional parameter is set to
 VECTOR_VALUES: dict[str, float] = {"gain": 1.0, "bias": 0.0, "offset_gain": 0.0}
 #: Hugging Face norm classes that compute w ⊙ x̂ (gain 1 at w = 1); a class not listed here
 #: (GemmaRMSNorm computes x̂ ⊙ (1 + w)) is refused unless a family says what it is.
-GAIN_NORMS = frozenset({
-    "LlamaRMSNorm", "MistralRMSNorm", "MixtralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm",
-    "Qwen3MoeRMSNorm", "Phi3RMSNorm", "Olmo2RMSNorm", "GraniteRMSNorm",
-})
+GAIN_NORMS = frozenset(
+    {
+        "LlamaRMSNorm",
+        "MistralRMSNorm",
+        "MixtralRMSNorm",
+        "Qwen2RMSNorm",
+        "Qwen3RMSNorm",
+        "Qwen3MoeRMSNorm",
+        "Phi3RMSNorm",
+        "Olmo2RMSNorm",
+        "GraniteRMSNorm",
+    }
+)
 _BIAS_MODULES = (nn.Linear, nn.Embedding, nn.LayerNorm, nn.Conv1d)
 _LAYER = re.compile(r"\.(\d+)\.")
 #: how a fused parameter holds its matrices along the output axis (module docstring)
-LAYOUTS = {"blocks": "equal contiguous blocks, one per role",
-           "per_head": "(heads, roles, head size): each head's parts side by side",
-           "grouped": "q | k | v blocks of n_heads·head_dim, n_kv_heads·head_dim and "
-                      "n_kv_heads·head_dim rows (grouped-query attention)"}
+LAYOUTS = {
+    "blocks": "equal contiguous blocks, one per role",
+    "per_head": "(heads, roles, head size): each head's parts side by side",
+    "grouped": "q | k | v blocks of n_heads·head_dim, n_kv_heads·head_dim and "
+    "n_kv_heads·head_dim rows (grouped-query attention)",
+}
 #: the roles of a ``grouped`` fused parameter, in its order
 GROUPED_ROLES = ("attn.q", "attn.k", "attn.v")
 #: config attributes that give a Hugging Face model's number of attention heads
@@ -125,8 +139,9 @@ def known_vector(module: nn.Module, attr: str) -> str | None:
     computation is known (``"gain"`` or ``"bias"``); else None."""
     if attr == "weight" and _is_gain_norm(module):
         return "gain"
-    if attr == "bias" and (isinstance(module, _BIAS_MODULES) or _is_gain_norm(module)
-                           or _is_hf_conv1d(module)):
+    if attr == "bias" and (
+        isinstance(module, _BIAS_MODULES) or _is_gain_norm(module) or _is_hf_conv1d(module)
+    ):
         return "bias"
     return None
 
@@ -156,10 +171,12 @@ class Family:
         out = []
         for pattern, roles in self.matrices:
             if len(roles) > 1:
-                layout = next((v for p, v in self.layouts if p.pattern == pattern.pattern),
-                              "blocks")
-                out.append(f"{pattern.pattern}: {' | '.join(roles)} as {layout} "
-                           f"({LAYOUTS[layout]})")
+                layout = next(
+                    (v for p, v in self.layouts if p.pattern == pattern.pattern), "blocks"
+                )
+                out.append(
+                    f"{pattern.pattern}: {' | '.join(roles)} as {layout} ({LAYOUTS[layout]})"
+                )
         return out
 
     def vector_of(self, name: str) -> str | None:
@@ -176,15 +193,27 @@ class Family:
                 continue
             roles = self.roles_of(name)
             if roles is None:
-                raise with_template(ConfigError(
-                    f"parameter {name} {tuple(param.shape)} of {type(model).__name__} has no "
-                    f"matrix role in model family {self.name!r}; add a pattern for it "
-                    f"(smallinit.llm.register_family; {TEMPLATE_HINT})"), model, self.name)
+                raise with_template(
+                    ConfigError(
+                        f"parameter {name} {tuple(param.shape)} of {type(model).__name__} has no "
+                        f"matrix role in model family {self.name!r}; add a pattern for it "
+                        f"(smallinit.llm.register_family; {TEMPLATE_HINT})"
+                    ),
+                    model,
+                    self.name,
+                )
             module_name, _, attr = name.rpartition(".")
             layout = self.layout_of(name) if len(roles) > 1 else ""
-            specs += _split(name, param, modules[module_name], roles, self.name, layout,
-                            _heads(model) if layout == "per_head" else 0,
-                            _grouped_sizes(model) if layout == "grouped" else ())
+            specs += _split(
+                name,
+                param,
+                modules[module_name],
+                roles,
+                self.name,
+                layout,
+                _heads(model) if layout == "per_head" else 0,
+                _grouped_sizes(model) if layout == "grouped" else (),
+            )
         return specs
 
 
@@ -203,7 +232,8 @@ def vector_meaning(model: nn.Module, name: str, family: Family | None = None) ->
             f"parameter {name} of {type(module).__name__} in {type(model).__name__}: its "
             "meaning is not known (a norm gain computing x·w, one computing x·(1+w) as "
             "Gemma's, a bias?) and is not guessed; say it with smallinit.llm."
-            "register_family(..., vectors={pattern: 'gain' | 'offset_gain' | 'bias'})")
+            "register_family(..., vectors={pattern: 'gain' | 'offset_gain' | 'bias'})"
+        )
     return meaning
 
 
@@ -214,8 +244,10 @@ def _heads(model: nn.Module) -> int:
         value = getattr(config, attr, None)
         if isinstance(value, int) and value > 0:
             return value
-    raise ConfigError(f"{type(model).__name__}: a per_head layout needs the number of "
-                      f"attention heads, and its config has none of {', '.join(HEAD_ATTRS)}")
+    raise ConfigError(
+        f"{type(model).__name__}: a per_head layout needs the number of "
+        f"attention heads, and its config has none of {', '.join(HEAD_ATTRS)}"
+    )
 
 
 def _grouped_sizes(model: nn.Module) -> tuple[int, int, int]:
@@ -226,43 +258,63 @@ def _grouped_sizes(model: nn.Module) -> tuple[int, int, int]:
     kv = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or getattr(config, "hidden_size", 0) // heads
     if not (isinstance(kv, int) and isinstance(head_dim, int) and kv > 0 and head_dim > 0):
-        raise ConfigError(f"{type(model).__name__}: a grouped layout needs num_key_value_heads "
-                          f"and head_dim (or hidden_size) in its config; got {kv!r}, "
-                          f"{head_dim!r}")
+        raise ConfigError(
+            f"{type(model).__name__}: a grouped layout needs num_key_value_heads "
+            f"and head_dim (or hidden_size) in its config; got {kv!r}, "
+            f"{head_dim!r}"
+        )
     return heads * head_dim, kv * head_dim, kv * head_dim
 
 
-def _split(name: str, param: nn.Parameter, module: nn.Module, roles: tuple[str, ...],
-           family: str, layout: str = "", heads: int = 0,
-           sizes: tuple[int, ...] = ()) -> list[MatrixSpec]:
+def _split(
+    name: str,
+    param: nn.Parameter,
+    module: nn.Module,
+    roles: tuple[str, ...],
+    family: str,
+    layout: str = "",
+    heads: int = 0,
+    sizes: tuple[int, ...] = (),
+) -> list[MatrixSpec]:
     """The matrix records of one parameter: its orientation from its module; a fused
     parameter split along its output axis by ``layout`` (``blocks``: equal contiguous
     blocks; ``per_head``: ``heads`` groups of one head-size slice per role; ``grouped``:
     contiguous blocks of ``sizes`` rows)."""
     if param.dim() != 2:
-        raise ConfigError(f"parameter {name} {tuple(param.shape)} is not a matrix; model "
-                          f"family {family!r} needs a table function for it")
+        raise ConfigError(
+            f"parameter {name} {tuple(param.shape)} is not a matrix; model "
+            f"family {family!r} needs a table function for it"
+        )
     in_out = _is_hf_conv1d(module)
     if not (in_out or isinstance(module, nn.Linear | nn.Embedding)):
-        raise ConfigError(f"parameter {name} of {type(module).__name__}: its orientation "
-                          "is not known (nn.Linear, nn.Embedding and Conv1D are); model "
-                          f"family {family!r} needs a table function for it")
+        raise ConfigError(
+            f"parameter {name} of {type(module).__name__}: its orientation "
+            "is not known (nn.Linear, nn.Embedding and Conv1D are); model "
+            f"family {family!r} needs a table function for it"
+        )
     d_in, d_out = param.shape if in_out else param.shape[::-1]
     n = len(roles)
     groups = heads if layout == "per_head" else 1
     if layout == "grouped" and sum(sizes) != d_out:
-        raise ConfigError(f"parameter {name} {tuple(param.shape)}: {d_out} outputs are not "
-                          f"q | k | v of {' + '.join(map(str, sizes))} rows (n_heads·head_dim, "
-                          "n_kv_heads·head_dim twice, from the model's config)")
+        raise ConfigError(
+            f"parameter {name} {tuple(param.shape)}: {d_out} outputs are not "
+            f"q | k | v of {' + '.join(map(str, sizes))} rows (n_heads·head_dim, "
+            "n_kv_heads·head_dim twice, from the model's config)"
+        )
     if layout != "grouped" and d_out % (n * groups):
-        what = (f"{heads} heads × {n} parts ({', '.join(roles)}) per head"
-                if layout == "per_head" else f"{n} equal blocks ({', '.join(roles)})")
-        raise ConfigError(f"parameter {name} {tuple(param.shape)}: {d_out} outputs do not "
-                          f"split into {what}")
+        what = (
+            f"{heads} heads × {n} parts ({', '.join(roles)}) per head"
+            if layout == "per_head"
+            else f"{n} equal blocks ({', '.join(roles)})"
+        )
+        raise ConfigError(
+            f"parameter {name} {tuple(param.shape)}: {d_out} outputs do not split into {what}"
+        )
     size = d_out // n  # outputs of one role
     width = size // groups  # a head's slice of one role (per_head); the block (blocks)
-    starts = [sum(sizes[:j]) for j in range(n)] if layout == "grouped" else [
-        j * size for j in range(n)]
+    starts = (
+        [sum(sizes[:j]) for j in range(n)] if layout == "grouped" else [j * size for j in range(n)]
+    )
     match = _LAYER.search(name)
     layer = int(match.group(1)) if match else 0
     out = []
@@ -279,8 +331,21 @@ def _split(name: str, param: nn.Parameter, module: nn.Module, roles: tuple[str, 
                 size = sizes[j]
             label = f"{name}[{role.rpartition('.')[2]}]"
             index = (cols if in_out else rows)(starts[j], starts[j] + size)
-        out.append(MatrixSpec(label, param, index, part, int(d_in), int(size), layer, residual,
-                              role, in_out=in_out, layout=layout if n > 1 else ""))
+        out.append(
+            MatrixSpec(
+                label,
+                param,
+                index,
+                part,
+                int(d_in),
+                int(size),
+                layer,
+                residual,
+                role,
+                in_out=in_out,
+                layout=layout if n > 1 else "",
+            )
+        )
     return out
 
 
@@ -290,23 +355,29 @@ _FAMILIES: list[Family] = []
 
 def _patterns(mapping: Mapping[str, object], what: str) -> list[tuple[str, re.Pattern]]:
     if not isinstance(mapping, Mapping):
-        raise ConfigError(f"{what} must be a mapping of name patterns, got "
-                          f"{type(mapping).__name__}")
+        raise ConfigError(
+            f"{what} must be a mapping of name patterns, got {type(mapping).__name__}"
+        )
     out = []
     for pattern in mapping:
         try:
             out.append((pattern, re.compile(pattern)))
         except (re.error, TypeError) as err:
-            raise ConfigError(f"{what} pattern {pattern!r} is not a regular expression "
-                              f"({err})") from None
+            raise ConfigError(
+                f"{what} pattern {pattern!r} is not a regular expression ({err})"
+            ) from None
     return out
 
 
-def make_family(name: str, match: Matcher, *,
-                matrices: Mapping[str, str | Sequence[str]] | None = None,
-                vectors: Mapping[str, str] | None = None,
-                table: TableFn | None = None,
-                layouts: Mapping[str, str] | None = None) -> Family:
+def make_family(
+    name: str,
+    match: Matcher,
+    *,
+    matrices: Mapping[str, str | Sequence[str]] | None = None,
+    vectors: Mapping[str, str] | None = None,
+    table: TableFn | None = None,
+    layouts: Mapping[str, str] | None = None,
+) -> Family:
     """A checked :class:`Family` (see :func:`register_family`)."""
     if not isinstance(name, str) or not name:
         raise ConfigError(f"model family name {name!r} is not allowed; give a non-empty string")
@@ -315,47 +386,62 @@ def make_family(name: str, match: Matcher, *,
     if table is not None and not callable(table):
         raise ConfigError(f"model family {name!r}: table must be a function of the model")
     if not matrices and table is None:
-        raise ConfigError(f"model family {name!r} needs matrices (pattern → role) or a table "
-                          "function")
+        raise ConfigError(
+            f"model family {name!r} needs matrices (pattern → role) or a table function"
+        )
     compiled_m = []
     for text, pattern in _patterns(matrices or {}, "matrices"):
         roles = (matrices[text],) if isinstance(matrices[text], str) else tuple(matrices[text])
         bad = [r for r in roles if r not in ROLES] or ([] if roles else ["(none)"])
         if bad:
-            raise ConfigError(f"model family {name!r}: role {bad[0]!r} of pattern {text!r} is "
-                              f"not known; choose from {', '.join(ROLES)}")
+            raise ConfigError(
+                f"model family {name!r}: role {bad[0]!r} of pattern {text!r} is "
+                f"not known; choose from {', '.join(ROLES)}"
+            )
         compiled_m.append((pattern, roles))
     compiled_v = []
     for text, pattern in _patterns(vectors or {}, "vectors"):
         if vectors[text] not in VECTOR_VALUES:
-            raise ConfigError(f"model family {name!r}: vector meaning {vectors[text]!r} of "
-                              f"pattern {text!r} is not known; choose from "
-                              f"{', '.join(VECTOR_VALUES)}")
+            raise ConfigError(
+                f"model family {name!r}: vector meaning {vectors[text]!r} of "
+                f"pattern {text!r} is not known; choose from "
+                f"{', '.join(VECTOR_VALUES)}"
+            )
         compiled_v.append((pattern, vectors[text]))
     fused = {p.pattern for p, roles in compiled_m if len(roles) > 1}
     compiled_l = []
     for text, pattern in _patterns(layouts or {}, "layouts"):
         if layouts[text] not in LAYOUTS:
-            raise ConfigError(f"model family {name!r}: layout {layouts[text]!r} of pattern "
-                              f"{text!r} is not known; choose from {', '.join(LAYOUTS)}")
+            raise ConfigError(
+                f"model family {name!r}: layout {layouts[text]!r} of pattern "
+                f"{text!r} is not known; choose from {', '.join(LAYOUTS)}"
+            )
         if text not in fused:
-            raise ConfigError(f"model family {name!r}: layout pattern {text!r} is not a "
-                              "fused pattern of matrices (one mapped to a tuple of roles); "
-                              f"fused patterns: {', '.join(sorted(fused)) or 'none'}")
+            raise ConfigError(
+                f"model family {name!r}: layout pattern {text!r} is not a "
+                "fused pattern of matrices (one mapped to a tuple of roles); "
+                f"fused patterns: {', '.join(sorted(fused)) or 'none'}"
+            )
         roles = next(r for p, r in compiled_m if p.pattern == text)
         if layouts[text] == "grouped" and roles != GROUPED_ROLES:
-            raise ConfigError(f"model family {name!r}: the grouped layout of {text!r} needs "
-                              f"the roles {', '.join(GROUPED_ROLES)} in this order, not "
-                              f"{', '.join(roles)}")
+            raise ConfigError(
+                f"model family {name!r}: the grouped layout of {text!r} needs "
+                f"the roles {', '.join(GROUPED_ROLES)} in this order, not "
+                f"{', '.join(roles)}"
+            )
         compiled_l.append((pattern, layouts[text]))
     return Family(name, match, tuple(compiled_m), tuple(compiled_v), table, tuple(compiled_l))
 
 
-def register_family(name: str, match: Matcher, *,
-                    matrices: Mapping[str, str | Sequence[str]] | None = None,
-                    vectors: Mapping[str, str] | None = None,
-                    table: TableFn | None = None,
-                    layouts: Mapping[str, str] | None = None) -> Family:
+def register_family(
+    name: str,
+    match: Matcher,
+    *,
+    matrices: Mapping[str, str | Sequence[str]] | None = None,
+    vectors: Mapping[str, str] | None = None,
+    table: TableFn | None = None,
+    layouts: Mapping[str, str] | None = None,
+) -> Family:
     """Teach :func:`~smallinit.llm.model.init.apply_init` a model family and return it.
 
     ``match(model) -> bool`` recognises the (unwrapped) model. ``matrices`` maps regular
@@ -371,14 +457,21 @@ def register_family(name: str, match: Matcher, *,
     LayerNorm, RMSNorm, Linear and Embedding need no entry. ``table(model)`` may instead
     return the :class:`~.matrices.MatrixSpec` list itself. A family registered under an
     existing name replaces it; later families are tried first."""
-    family = make_family(name, match, matrices=matrices, vectors=vectors, table=table,
-                         layouts=layouts)
+    family = make_family(
+        name, match, matrices=matrices, vectors=vectors, table=table, layouts=layouts
+    )
     stated = {p.pattern for p, _ in family.layouts}
     for pattern, roles in family.matrices:
         if len(roles) > 1 and pattern.pattern not in stated:
-            log.info("model family %r: fused pattern %r read as blocks (%s: %s); pass "
-                     "layouts={%r: 'per_head'} if it interleaves them per head", name,
-                     pattern.pattern, " | ".join(roles), LAYOUTS["blocks"], pattern.pattern)
+            log.info(
+                "model family %r: fused pattern %r read as blocks (%s: %s); pass "
+                "layouts={%r: 'per_head'} if it interleaves them per head",
+                name,
+                pattern.pattern,
+                " | ".join(roles),
+                LAYOUTS["blocks"],
+                pattern.pattern,
+            )
     _FAMILIES[:] = [f for f in _FAMILIES if f.name != name]
     _FAMILIES.append(family)
     return family
@@ -387,8 +480,10 @@ def register_family(name: str, match: Matcher, *,
 def unregister_family(name: str) -> None:
     """Forget a registered family (built-in ones included); unknown names are an error."""
     if not any(f.name == name for f in _FAMILIES):
-        raise ConfigError(f"model family {name!r} is not registered; registered: "
-                          f"{', '.join(f.name for f in _FAMILIES)}")
+        raise ConfigError(
+            f"model family {name!r} is not registered; registered: "
+            f"{', '.join(f.name for f in _FAMILIES)}"
+        )
     _FAMILIES[:] = [f for f in _FAMILIES if f.name != name]
 
 
@@ -405,22 +500,30 @@ def family_of(model: nn.Module) -> Family:
                 return family
         except Exception:  # a matcher written for another kind of model: not this family
             continue
-    raise with_template(ConfigError(
-        f"apply_init does not know how to read {type(model).__name__}; supported: "
-        f"smallinit.llm Transformer and the model families {', '.join(families())}. Add one "
-        f"with smallinit.llm.register_family ({TEMPLATE_HINT})"), model)
+    raise with_template(
+        ConfigError(
+            f"apply_init does not know how to read {type(model).__name__}; supported: "
+            f"smallinit.llm Transformer and the model families {', '.join(families())}. Add one "
+            f"with smallinit.llm.register_family ({TEMPLATE_HINT})"
+        ),
+        model,
+    )
 
 
-TEMPLATE_HINT = ("a template of the call for this model is the error's note, also "
-                 "smallinit.llm.model.families.template(model)")
+TEMPLATE_HINT = (
+    "a template of the call for this model is the error's note, also "
+    "smallinit.llm.model.families.template(model)"
+)
 
 
 def with_template(err: ConfigError, model: nn.Module, name: str | None = None) -> ConfigError:
     """``err`` (one line, as every refusal) with the :func:`template` of a register_family
     call for ``model`` as its note: shown under a traceback in a script or notebook, read
     as ``err.__notes__``."""
-    err.add_note("a template for this model (replace each ? by a role, check each guessed "
-                 "one):\n" + template(model, name))
+    err.add_note(
+        "a template for this model (replace each ? by a role, check each guessed "
+        "one):\n" + template(model, name)
+    )
     return err
 
 
@@ -433,7 +536,7 @@ def _pattern_text(name: str) -> str:
     after its block number (else its last two parts), anchored at a dot."""
     parts = name.split(".")
     numbered = [i for i, p in enumerate(parts) if p.isdigit()]
-    tail = parts[numbered[-1] + 1:] if numbered else parts[-2:]
+    tail = parts[numbered[-1] + 1 :] if numbered else parts[-2:]
     return r"(^|\.)" + r"\.".join(re.escape(p) for p in tail) + "$"
 
 
@@ -444,8 +547,11 @@ def template(model: nn.Module, name: str | None = None) -> str:
     line for each one-dimensional parameter whose meaning no module states."""
     model_type = _model_type(model)
     name = name or model_type or type(model).__name__.lower()
-    match = (f'lambda m: m.config.model_type == "{model_type}"' if model_type else
-             f'lambda m: type(m).__name__ == "{type(model).__name__}"')
+    match = (
+        f'lambda m: m.config.model_type == "{model_type}"'
+        if model_type
+        else f'lambda m: type(m).__name__ == "{type(model).__name__}"'
+    )
     modules = dict(model.named_modules())
     matrices: dict[str, tuple[str, str]] = {}
     vectors: dict[str, str] = {}
@@ -468,8 +574,10 @@ def template(model: nn.Module, name: str | None = None) -> str:
             matrices[pattern] = ('"?"' if guess == "?" else guess, note)
         elif param.dim() == 1 and known_vector(module, pname.rpartition(".")[2]) is None:
             vectors.setdefault(pattern, f"{tuple(param.shape)} {type(module).__name__}")
-    lines = ["from smallinit.llm import register_family",
-             f'register_family("{name}", {match}, matrices={{']
+    lines = [
+        "from smallinit.llm import register_family",
+        f'register_family("{name}", {match}, matrices={{',
+    ]
     keys = {p: f'r"{p}":' for p in [*matrices, *vectors]}
     width = max(map(len, keys.values()), default=0)
     role_width = max((len(r) for r, _ in matrices.values()), default=0) + 1
@@ -478,29 +586,36 @@ def template(model: nn.Module, name: str | None = None) -> str:
     if vectors:
         lines.append("}, vectors={")
         for pattern, note in vectors.items():
-            lines.append(f'    {keys[pattern]:<{width}} "?",  # {note}: gain, offset_gain '
-                         "or bias")
+            lines.append(f'    {keys[pattern]:<{width}} "?",  # {note}: gain, offset_gain or bias')
     lines.append("})")
-    lines.append(f"# roles: {', '.join(ROLES)}; a fused parameter maps to a tuple of roles, "
-                 "split as blocks (equal, contiguous) unless layouts={pattern: 'per_head'} "
-                 "or, for q | k | v of grouped-query sizes, 'grouped'")
+    lines.append(
+        f"# roles: {', '.join(ROLES)}; a fused parameter maps to a tuple of roles, "
+        "split as blocks (equal, contiguous) unless layouts={pattern: 'per_head'} "
+        "or, for q | k | v of grouped-query sizes, 'grouped'"
+    )
     return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- built-in
 _GPT2 = {
-    r"(^|\.)wte\.weight$": "embedding", r"(^|\.)wpe\.weight$": "positions",
+    r"(^|\.)wte\.weight$": "embedding",
+    r"(^|\.)wpe\.weight$": "positions",
     r"\.attn\.c_attn\.weight$": ("attn.q", "attn.k", "attn.v"),
     r"\.attn\.c_proj\.weight$": "attn.o",
-    r"\.mlp\.c_fc\.weight$": "mlp.up", r"\.mlp\.c_proj\.weight$": "mlp.down",
+    r"\.mlp\.c_fc\.weight$": "mlp.up",
+    r"\.mlp\.c_proj\.weight$": "mlp.down",
     r"(^|\.)lm_head\.weight$": "head",
 }
 _LLAMA = {
     r"(^|\.)embed_tokens\.weight$": "embedding",
-    r"(^|\.)q_proj\.weight$": "attn.q", r"(^|\.)k_proj\.weight$": "attn.k",
-    r"(^|\.)v_proj\.weight$": "attn.v", r"(^|\.)o_proj\.weight$": "attn.o",
-    r"(^|\.)gate_proj\.weight$": "mlp.gate", r"(^|\.)up_proj\.weight$": "mlp.up",
-    r"(^|\.)down_proj\.weight$": "mlp.down", r"(^|\.)lm_head\.weight$": "head",
+    r"(^|\.)q_proj\.weight$": "attn.q",
+    r"(^|\.)k_proj\.weight$": "attn.k",
+    r"(^|\.)v_proj\.weight$": "attn.v",
+    r"(^|\.)o_proj\.weight$": "attn.o",
+    r"(^|\.)gate_proj\.weight$": "mlp.gate",
+    r"(^|\.)up_proj\.weight$": "mlp.up",
+    r"(^|\.)down_proj\.weight$": "mlp.down",
+    r"(^|\.)lm_head\.weight$": "head",
 }
 
 
@@ -532,10 +647,10 @@ _NEOX = {
 #: Phi-1, 1.5 and 2 (``PhiForCausalLM``): separate q, k, v, the attention output ``dense``,
 #: an fc1/fc2 MLP beside the attention (one input LayerNorm), a head with a bias
 _PHI = {
-    **{p: r for p, r in _LLAMA.items() if r in ("embedding", "attn.q", "attn.k", "attn.v",
-                                                 "head")},
+    **{p: r for p, r in _LLAMA.items() if r in ("embedding", "attn.q", "attn.k", "attn.v", "head")},
     r"(^|\.)self_attn\.dense\.weight$": "attn.o",
-    r"(^|\.)mlp\.fc1\.weight$": "mlp.up", r"(^|\.)mlp\.fc2\.weight$": "mlp.down",
+    r"(^|\.)mlp\.fc1\.weight$": "mlp.up",
+    r"(^|\.)mlp\.fc2\.weight$": "mlp.down",
 }
 
 #: Phi-3 (``Phi3ForCausalLM``, Abdin et al. 2024): Llama's names, but q | k | v fused in
@@ -551,10 +666,22 @@ _PHI3 = {
 }
 
 register_family("llama", _named_like(_LLAMA), matrices=_LLAMA)
-register_family("gpt2", lambda m: _model_type(m) == "gpt2", matrices=_GPT2,
-                layouts={r"\.attn\.c_attn\.weight$": "blocks"})
-register_family("gpt_neox", lambda m: _model_type(m) == "gpt_neox", matrices=_NEOX,
-                layouts={_NEOX_QKV: "per_head"})
+register_family(
+    "gpt2",
+    lambda m: _model_type(m) == "gpt2",
+    matrices=_GPT2,
+    layouts={r"\.attn\.c_attn\.weight$": "blocks"},
+)
+register_family(
+    "gpt_neox",
+    lambda m: _model_type(m) == "gpt_neox",
+    matrices=_NEOX,
+    layouts={_NEOX_QKV: "per_head"},
+)
 register_family("phi", lambda m: _model_type(m) == "phi", matrices=_PHI)
-register_family("phi3", lambda m: _model_type(m) == "phi3", matrices=_PHI3,
-                layouts={_PHI3_QKV: "grouped", _PHI3_GATE_UP: "blocks"})
+register_family(
+    "phi3",
+    lambda m: _model_type(m) == "phi3",
+    matrices=_PHI3,
+    layouts={_PHI3_QKV: "grouped", _PHI3_GATE_UP: "blocks"},
+)

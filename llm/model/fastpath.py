@@ -59,8 +59,13 @@ ON = os.environ.get("SMALLINIT_FASTPATH", "1") != "0"
 def enabled(x: torch.Tensor) -> bool:
     """Whether the functions below replace PyTorch's composites for input ``x``: eager
     float32 on CPU without autocast, in a process where :data:`ON` holds."""
-    return (ON and x.device.type == "cpu" and x.dtype == torch.float32
-            and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling())
+    return (
+        ON
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and not torch.is_autocast_enabled("cpu")
+        and not torch.compiler.is_compiling()
+    )
 
 
 # ----------------------------------------------------------------------------- RMSNorm
@@ -124,8 +129,7 @@ class _GELU(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         (h,) = ctx.saved_tensors
-        return torch.ops.aten.gelu_backward.grad_input(g, h,
-                                                       grad_input=_POOL.get(h.shape, h))
+        return torch.ops.aten.gelu_backward.grad_input(g, h, grad_input=_POOL.get(h.shape, h))
 
 
 def gelu(h: torch.Tensor) -> torch.Tensor:
@@ -135,8 +139,7 @@ def gelu(h: torch.Tensor) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------- RoPE
-def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor,
-                 ssin: torch.Tensor) -> None:
+def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor, ssin: torch.Tensor) -> None:
     """out = x ⊙ cos + roll(x, h/2) ⊙ ssin, the rolled product formed half by half."""
     half = x.shape[-1] // 2
     torch.mul(x, cos, out=out)
@@ -155,11 +158,18 @@ class _RotaryQKV(torch.autograd.Function):
         ssin = signed_sin(sin)
         wide = (sin.shape[0], 2, H, hd)
         qk = _POOL.get(qkv[:, :, :2].shape, qkv)  # q and k rotated together, (B, T, 2, H, hd)
-        _rotate_into(qk, qkv[:, :, :2], cos[:, None, None, :].expand(wide).contiguous(),
-                     ssin[:, None, None, :].expand(wide).contiguous())
+        _rotate_into(
+            qk,
+            qkv[:, :, :2],
+            cos[:, None, None, :].expand(wide).contiguous(),
+            ssin[:, None, None, :].expand(wide).contiguous(),
+        )
         ctx.save_for_backward(cos, ssin)
-        return qk[:, :, 0].transpose(1, 2), qk[:, :, 1].transpose(1, 2), \
-            qkv[:, :, 2].transpose(1, 2)
+        return (
+            qk[:, :, 0].transpose(1, 2),
+            qk[:, :, 1].transpose(1, 2),
+            qkv[:, :, 2].transpose(1, 2),
+        )
 
     @staticmethod
     def backward(ctx, g_q, g_k, g_v):
@@ -228,8 +238,10 @@ class _Recycler:
             base = next((b for b in bases if _unshared(b)), None)
             if base is None:
                 base = like.new_empty(shape)
-                if (len(bases) < self.per_shape
-                        and self.kept_bytes() + base.nbytes <= self.max_bytes):
+                if (
+                    len(bases) < self.per_shape
+                    and self.kept_bytes() + base.nbytes <= self.max_bytes
+                ):
                     bases.append(base)
             return base.view(shape)
 
@@ -260,8 +272,9 @@ class _CrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, targets):  # logits (N, V), targets (N,)
         log_probs = torch.log_softmax(logits, dim=-1, out=_POOL.get(logits.shape, logits))
-        loss, total_weight = torch.ops.aten.nll_loss_forward(log_probs, targets, None, _MEAN,
-                                                             _IGNORE)
+        loss, total_weight = torch.ops.aten.nll_loss_forward(
+            log_probs, targets, None, _MEAN, _IGNORE
+        )
         ctx.save_for_backward(log_probs, targets, total_weight)
         ctx.used = False
         return loss
@@ -269,18 +282,28 @@ class _CrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         if ctx.used:  # the first backward overwrote the saved log-probs with its gradient
-            raise RuntimeError("the CPU fast-path cross-entropy supports one backward per "
-                               "forward (retain_graph=True and a second backward are not "
-                               "allowed); set SMALLINIT_FASTPATH=0 to use PyTorch's")
+            raise RuntimeError(
+                "the CPU fast-path cross-entropy supports one backward per "
+                "forward (retain_graph=True and a second backward are not "
+                "allowed); set SMALLINIT_FASTPATH=0 to use PyTorch's"
+            )
         ctx.used = True
         log_probs, targets, total_weight = ctx.saved_tensors
         g_log_probs = torch.ops.aten.nll_loss_backward.grad_input(
-            g, log_probs, targets, None, _MEAN, _IGNORE, total_weight,
-            grad_input=_POOL.get(log_probs.shape, log_probs))
+            g,
+            log_probs,
+            targets,
+            None,
+            _MEAN,
+            _IGNORE,
+            total_weight,
+            grad_input=_POOL.get(log_probs.shape, log_probs),
+        )
         # ∂logits = ∂lp − exp(lp)·Σ∂lp row by row: each element reads its log-prob, then
         # its gradient takes its place
-        torch.ops.aten._log_softmax_backward_data.out(g_log_probs, log_probs, -1,
-                                                      log_probs.dtype, out=log_probs)
+        torch.ops.aten._log_softmax_backward_data.out(
+            g_log_probs, log_probs, -1, log_probs.dtype, out=log_probs
+        )
         return log_probs, None
 
 

@@ -44,8 +44,8 @@ class KVCache:
             self.k = k.new_zeros(self.shape)
             self.v = v.new_zeros(self.shape)
         end = self.length + k.shape[2]
-        self.k[layer, :, :, self.length:end] = k
-        self.v[layer, :, :, self.length:end] = v
+        self.k[layer, :, :, self.length : end] = k
+        self.v[layer, :, :, self.length : end] = v
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
 
 
@@ -65,13 +65,21 @@ def window_positions(start: int, T: int, pad: torch.Tensor) -> tuple[torch.Tenso
 
 
 @torch.no_grad()
-def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *,
-             temperature: float = 1.0, top_k: int | None = None,
-             stop_tokens: Sequence[int] = (),
-             prompt_lengths: Sequence[int] | torch.Tensor | None = None,
-             until: Callable[[int, list[int]], bool] | None = None, pad_id: int = 0,
-             generator: torch.Generator | None = None, use_cache: bool = True,
-             on_step: Callable[[int], None] | None = None) -> torch.Tensor:
+def generate(
+    model: nn.Module,
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    stop_tokens: Sequence[int] = (),
+    prompt_lengths: Sequence[int] | torch.Tensor | None = None,
+    until: Callable[[int, list[int]], bool] | None = None,
+    pad_id: int = 0,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+    on_step: Callable[[int], None] | None = None,
+) -> torch.Tensor:
     """Continue the prompts ``idx`` (B, T) by up to ``max_new_tokens`` tokens each;
     returns (B, T + n) with n ≤ ``max_new_tokens``.
 
@@ -103,8 +111,11 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, *,
     check_token_ids(idx, model.cfg.vocab_size)
     idx = idx.long()  # the embedding reads int64 (and int32) ids only; uint8 ids too
     B, T0 = idx.shape
-    lengths = torch.full((B,), T0, dtype=torch.long) if prompt_lengths is None else \
-        torch.as_tensor(prompt_lengths, dtype=torch.long).cpu()
+    lengths = (
+        torch.full((B,), T0, dtype=torch.long)
+        if prompt_lengths is None
+        else torch.as_tensor(prompt_lengths, dtype=torch.long).cpu()
+    )
     check_generate_args(T0, lengths, max_new_tokens, temperature, top_k, B)
     ctx = model.cfg.context
     pad = (T0 - lengths).to(idx.device)
@@ -158,56 +169,86 @@ def check_token_ids(idx, vocab_size: int) -> None:
     not a 2-D integer tensor (B, T), ConfigError naming the first id outside
     ``[0, vocab_size)``."""
     if not isinstance(idx, torch.Tensor):
-        raise TypeError(f"token ids must be a torch integer tensor of shape (batch, length), "
-                        f"got {type(idx).__module__}.{type(idx).__name__}; e.g. "
-                        "torch.tensor([[1, 2, 3]])")
+        raise TypeError(
+            f"token ids must be a torch integer tensor of shape (batch, length), "
+            f"got {type(idx).__module__}.{type(idx).__name__}; e.g. "
+            "torch.tensor([[1, 2, 3]])"
+        )
     if idx.dtype == torch.bool or idx.dtype.is_floating_point or idx.dtype.is_complex:
-        raise TypeError(f"token ids must be an integer tensor, got dtype {idx.dtype}; "
-                        "convert with .long()")
+        raise TypeError(
+            f"token ids must be an integer tensor, got dtype {idx.dtype}; convert with .long()"
+        )
     if idx.dim() != 2:
-        raise ConfigError(f"token ids must have shape (batch, length), got shape "
-                          f"{tuple(idx.shape)}; add a batch dimension with idx[None]")
+        raise ConfigError(
+            f"token ids must have shape (batch, length), got shape "
+            f"{tuple(idx.shape)}; add a batch dimension with idx[None]"
+        )
     if idx.numel():
         low, high = int(idx.min()), int(idx.max())
         if low < 0 or high >= vocab_size:
             bad = low if low < 0 else high
-            raise ConfigError(f"token id {bad} is outside the vocabulary; ids must be in "
-                              f"[0, {vocab_size}) (model.vocab_size={vocab_size})")
+            raise ConfigError(
+                f"token id {bad} is outside the vocabulary; ids must be in "
+                f"[0, {vocab_size}) (model.vocab_size={vocab_size})"
+            )
 
 
 def check_ids_without_sync(idx, vocab_size: int) -> None:
     """:func:`check_token_ids` wherever it costs neither a device sync nor a graph break:
     ids on the CPU outside ``torch.compile`` and ``torch.vmap`` (a population's batched ids
     read no single value); elsewhere only that ``idx`` is an integer tensor (the TypeError)."""
-    if isinstance(idx, torch.Tensor) and not (
-            idx.dtype == torch.bool or idx.dtype.is_floating_point or idx.dtype.is_complex) \
-            and (idx.device.type != "cpu" or torch.compiler.is_compiling()
-                 or torch._C._functorch.is_batchedtensor(idx)):
+    if (
+        isinstance(idx, torch.Tensor)
+        and not (idx.dtype == torch.bool or idx.dtype.is_floating_point or idx.dtype.is_complex)
+        and (
+            idx.device.type != "cpu"
+            or torch.compiler.is_compiling()
+            or torch._C._functorch.is_batchedtensor(idx)
+        )
+    ):
         return
     check_token_ids(idx, vocab_size)
 
 
-def check_generate_args(width: int, lengths: torch.Tensor, max_new_tokens: int,
-                        temperature: float, top_k: int | None, batch: int) -> None:
+def check_generate_args(
+    width: int,
+    lengths: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int | None,
+    batch: int,
+) -> None:
     """Refuse generation settings that have no meaning (ConfigError naming the value)."""
     if width < 1:
-        raise ConfigError("generate needs a prompt of at least one token (e.g. the "
-                          "end-of-text token)")
+        raise ConfigError(
+            "generate needs a prompt of at least one token (e.g. the end-of-text token)"
+        )
     if not _is_int(max_new_tokens) or max_new_tokens < 0:
         raise ConfigError(f"max_new_tokens={max_new_tokens!r} must be an integer >= 0")
-    if (isinstance(temperature, bool) or not isinstance(temperature, numbers.Real)
-            or not (temperature == 0 or MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE)):
-        raise ConfigError(f"temperature={temperature!r} is not allowed; use 0 (greedy) or a "
-                          f"number in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]")
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, numbers.Real)
+        or not (temperature == 0 or MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE)
+    ):
+        raise ConfigError(
+            f"temperature={temperature!r} is not allowed; use 0 (greedy) or a "
+            f"number in [{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]"
+        )
     if top_k is not None and (not _is_int(top_k) or top_k < 1):
         raise ConfigError(f"top_k={top_k!r} must be an integer >= 1 or None (all tokens)")
     if lengths.shape != (batch,) or bool((lengths < 1).any()) or bool((lengths > width).any()):
-        raise ConfigError(f"prompt_lengths must give each of the {batch} rows a length in "
-                          f"1..{width} (the padded width); got {lengths.tolist()}")
+        raise ConfigError(
+            f"prompt_lengths must give each of the {batch} rows a length in "
+            f"1..{width} (the padded width); got {lengths.tolist()}"
+        )
 
 
-def pick_token(logits: torch.Tensor, temperature: float, top_k: int | None,
-               generator: torch.Generator | None = None) -> torch.Tensor:
+def pick_token(
+    logits: torch.Tensor,
+    temperature: float,
+    top_k: int | None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Next token (B,) from last-position logits (B, V): argmax for temperature 0, else a
     draw from softmax(logits / temperature) restricted to the top_k largest logits."""
     logits = logits.float()

@@ -71,8 +71,11 @@ def unwrap(model: Any) -> nn.Module:
             model = inner
             continue
         inner = model._modules.get("module")
-        if isinstance(inner, nn.Module) and len(model._modules) == 1 and \
-                not any(True for _ in model.named_parameters(recurse=False)):
+        if (
+            isinstance(inner, nn.Module)
+            and len(model._modules) == 1
+            and not any(True for _ in model.named_parameters(recurse=False))
+        ):
             model = inner
             continue
         break
@@ -104,14 +107,17 @@ def matrix_table(model: nn.Module) -> list[MatrixSpec]:
 
 def _checked_module(model: Any) -> nn.Module:
     if not isinstance(model, nn.Module):
-        raise ConfigError(f"apply_init needs a torch.nn.Module, got {type(model).__name__}; "
-                          "supported: smallinit.llm Transformer and the model families "
-                          f"{', '.join(families())}")
+        raise ConfigError(
+            f"apply_init needs a torch.nn.Module, got {type(model).__name__}; "
+            "supported: smallinit.llm Transformer and the model families "
+            f"{', '.join(families())}"
+        )
     return unwrap(model)
 
 
-def vector_values(model: nn.Module, specs: list[MatrixSpec]) -> list[tuple[str, nn.Parameter,
-                                                                           float]]:
+def vector_values(
+    model: nn.Module, specs: list[MatrixSpec]
+) -> list[tuple[str, nn.Parameter, float]]:
     """(name, parameter, value) of every parameter that is not a matrix of ``specs``: norm
     gains 1, biases 0, offset gains (x·(1+w)) 0. A parameter whose meaning neither the model's
     family nor its module states is a ConfigError naming it (nothing is guessed)."""
@@ -122,9 +128,11 @@ def vector_values(model: nn.Module, specs: list[MatrixSpec]) -> list[tuple[str, 
         if id(param) in covered:
             continue
         if param.dim() != 1:
-            raise ConfigError(f"parameter {name} {tuple(param.shape)} of "
-                              f"{type(model).__name__} has no init rule (not a declared "
-                              "matrix, not a gain or bias)")
+            raise ConfigError(
+                f"parameter {name} {tuple(param.shape)} of "
+                f"{type(model).__name__} has no init rule (not a declared "
+                "matrix, not a gain or bias)"
+            )
         meaning = vector_meaning(model, name, family)
         out.append((name, param, VECTOR_VALUES[meaning]))
     return out
@@ -141,18 +149,25 @@ def check_storage(model: nn.Module) -> None:
     (ConfigError naming a parameter): a parameter on the ``meta`` device (a shape without
     storage), or one with no elements (its storage partitioned away or never allocated)."""
     storage_less = (
-        (lambda p: p.is_meta, "is on the meta device (a shape without storage)",
-         "materialize the model first, e.g. model.to_empty(device='cpu'), then apply_init"),
-        (lambda p: p.numel() == 0, "holds no elements (a partitioned or unallocated "
-         "parameter, as under DeepSpeed ZeRO-3)", "apply_init before partitioning, or on the "
-         "gathered parameters"),
+        (
+            lambda p: p.is_meta,
+            "is on the meta device (a shape without storage)",
+            "materialize the model first, e.g. model.to_empty(device='cpu'), then apply_init",
+        ),
+        (
+            lambda p: p.numel() == 0,
+            "holds no elements (a partitioned or unallocated parameter, as under DeepSpeed ZeRO-3)",
+            "apply_init before partitioning, or on the gathered parameters",
+        ),
     )
     for test, what, advice in storage_less:
         found = [name for name, param in model.named_parameters() if test(param)]
         if found:
             more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-            raise ConfigError(f"parameter {found[0]}{more} of {type(model).__name__} {what}, "
-                              f"so no init can be drawn into it; {advice}")
+            raise ConfigError(
+                f"parameter {found[0]}{more} of {type(model).__name__} {what}, "
+                f"so no init can be drawn into it; {advice}"
+            )
 
 
 def check_head(model: nn.Module, specs: list[MatrixSpec], scheme: InitScheme) -> None:
@@ -166,15 +181,20 @@ def check_head(model: nn.Module, specs: list[MatrixSpec], scheme: InitScheme) ->
     names: dict[int, list[str]] = {}
     for name, param in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(param), []).append(name)
-    tied = [(s.name, names[id(s.param)][1:]) for s in specs
-            if s.part == "embedding" and len(names.get(id(s.param), ())) > 1]
+    tied = [
+        (s.name, names[id(s.param)][1:])
+        for s in specs
+        if s.part == "embedding" and len(names.get(id(s.param), ())) > 1
+    ]
     if tied:
         embedding, (alias, *_) = tied[0]
-        raise ConfigError(f"init {scheme.describe()!r} sets the head's γ (head={head:g}), but "
-                          f"the LM head of {type(model).__name__} ({alias}) is tied to the "
-                          f"embedding {embedding}: one matrix, drawn once as the embedding; "
-                          "drop head= or untie the head (model.tie_embeddings=false, "
-                          "tie_word_embeddings=False in a Hugging Face config)")
+        raise ConfigError(
+            f"init {scheme.describe()!r} sets the head's γ (head={head:g}), but "
+            f"the LM head of {type(model).__name__} ({alias}) is tied to the "
+            f"embedding {embedding}: one matrix, drawn once as the embedding; "
+            "drop head= or untie the head (model.tie_embeddings=false, "
+            "tie_word_embeddings=False in a Hugging Face config)"
+        )
 
 
 def idle_parts(specs: list[MatrixSpec], scheme: InitScheme) -> list[str]:
@@ -184,8 +204,9 @@ def idle_parts(specs: list[MatrixSpec], scheme: InitScheme) -> list[str]:
     return [part for part, _ in scheme.overrides if part not in used]
 
 
-def applied_scheme(model: nn.Module, specs: list[MatrixSpec], scheme: InitScheme, *,
-                   stacklevel: int = 2) -> InitScheme:
+def applied_scheme(
+    model: nn.Module, specs: list[MatrixSpec], scheme: InitScheme, *, stacklevel: int = 2
+) -> InitScheme:
     """``scheme`` without the overrides that act on no matrix of ``model``
     (:func:`idle_parts`), each named in an :class:`UnusedOverrideWarning`: what was
     applied, and so what is recorded. The σ of every matrix is the same under both."""
@@ -196,11 +217,15 @@ def applied_scheme(model: nn.Module, specs: list[MatrixSpec], scheme: InitScheme
     given = dict(scheme.overrides)
     parts = sorted({s.part for s in specs}, key=PARTS.index)
     for part in unused:
-        warnings.warn(UnusedOverrideWarning(
-            f"init {scheme.describe()!r}: override {part}={number_text(given[part])} acts on "
-            f"no matrix of {type(model).__name__}, which has no {part} matrix (its parts: "
-            f"{', '.join(parts)}); it is not applied: the scheme applied is "
-            f"{applied.describe()!r}"), stacklevel=stacklevel + 1)
+        warnings.warn(
+            UnusedOverrideWarning(
+                f"init {scheme.describe()!r}: override {part}={number_text(given[part])} acts on "
+                f"no matrix of {type(model).__name__}, which has no {part} matrix (its parts: "
+                f"{', '.join(parts)}); it is not applied: the scheme applied is "
+                f"{applied.describe()!r}"
+            ),
+            stacklevel=stacklevel + 1,
+        )
     return applied
 
 
@@ -210,9 +235,11 @@ def as_scheme(scheme: InitScheme | str) -> InitScheme:
     if isinstance(scheme, InitScheme):
         return scheme
     if not isinstance(scheme, str):
-        raise ConfigError(f"init scheme {scheme!r} ({type(scheme).__name__}) is not allowed; "
-                          "give a string such as 'gamma:0.5', 'nanogpt', 'fixed:0.02' or an "
-                          "InitScheme")
+        raise ConfigError(
+            f"init scheme {scheme!r} ({type(scheme).__name__}) is not allowed; "
+            "give a string such as 'gamma:0.5', 'nanogpt', 'fixed:0.02' or an "
+            "InitScheme"
+        )
     try:
         return parse_scheme(scheme)
     except ValueError as err:  # theory's message names the scheme and what is allowed
@@ -224,9 +251,17 @@ def spec_std(spec: MatrixSpec, scheme: InitScheme, n_layers: int) -> float:
     no draw can use: zero, subnormal, infinite or absurdly large); its ValueError becomes a
     ConfigError naming the matrix."""
     try:
-        return float(matrix_std(scheme, sigma_part(spec.part, spec.kind), spec.d_in,
-                                spec.d_out, n_layers=n_layers,
-                                layer=spec.layer, residual_out=spec.residual_out))
+        return float(
+            matrix_std(
+                scheme,
+                sigma_part(spec.part, spec.kind),
+                spec.d_in,
+                spec.d_out,
+                n_layers=n_layers,
+                layer=spec.layer,
+                residual_out=spec.residual_out,
+            )
+        )
     except (ValueError, OverflowError) as err:
         raise ConfigError(f"matrix {spec.name}: {err}") from None
 
@@ -244,8 +279,10 @@ LEGACY_RECORD_ATTR = "smallinit_init"
 def init_record(scheme: InitScheme | str, **extra: Any) -> dict[str, Any]:
     """The record :func:`apply_init` and the export store: ``{"init": canonical, **extra}``
     (``extra`` entries that are None left out)."""
-    return {"init": as_scheme(scheme).describe(),
-            **{k: v for k, v in extra.items() if v is not None}}
+    return {
+        "init": as_scheme(scheme).describe(),
+        **{k: v for k, v in extra.items() if v is not None},
+    }
 
 
 def record_holder(model: nn.Module) -> Any:
@@ -255,8 +292,7 @@ def record_holder(model: nn.Module) -> Any:
     return config if config is not None and not has_declarations(inner) else inner
 
 
-def apply_init(model: nn.Module, scheme: InitScheme | str, *,
-               seed: int | None = None) -> nn.Module:
+def apply_init(model: nn.Module, scheme: InitScheme | str, *, seed: int | None = None) -> nn.Module:
     """Re-initialize ``model`` in place by ``scheme`` (an :class:`InitScheme` or a string
     such as ``"gamma:1.0"``) and return it.
 
@@ -275,8 +311,9 @@ def apply_init(model: nn.Module, scheme: InitScheme | str, *,
     ``config.json``) or ``model.smallinit`` (:data:`RECORD_ATTR`, :func:`recorded_scheme`)."""
     scheme = as_scheme(scheme)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ConfigError(f"seed={seed!r} is not allowed; give an integer or None (torch's "
-                          "global generator)")
+        raise ConfigError(
+            f"seed={seed!r} is not allowed; give an integer or None (torch's global generator)"
+        )
     inner = _checked_module(model)
     check_storage(inner)
     specs = matrix_table(inner)
@@ -332,10 +369,19 @@ def init_table(model: nn.Module, scheme: InitScheme | str) -> list[dict[str, Any
     rows = []
     for spec in specs:
         sigma = spec_std(spec, scheme, n_layers)
-        rows.append({
-            "name": spec.name, "kind": spec.kind, "part": spec.part, "shape": list(spec.shape),
-            "d_in": spec.d_in, "d_out": spec.d_out, "layer": spec.layer,
-            "residual_out": spec.residual_out, "layout": spec.layout, "std": sigma,
-            "gamma_eff": effective_gamma(sigma, spec.d_in),
-        })
+        rows.append(
+            {
+                "name": spec.name,
+                "kind": spec.kind,
+                "part": spec.part,
+                "shape": list(spec.shape),
+                "d_in": spec.d_in,
+                "d_out": spec.d_out,
+                "layer": spec.layer,
+                "residual_out": spec.residual_out,
+                "layout": spec.layout,
+                "std": sigma,
+                "gamma_eff": effective_gamma(sigma, spec.d_in),
+            }
+        )
     return rows

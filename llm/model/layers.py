@@ -85,21 +85,34 @@ class Attention(nn.Module):
         self.layer = layer
         self.qkv = nn.Linear(d, 3 * a, bias=cfg.bias)
         for j, (tag, part) in enumerate((("q", "qk"), ("k", "qk"), ("v", "vo"))):
-            declare(self.qkv, part=part, kind=f"attn.{tag}", d_in=d, d_out=a, layer=layer,
-                    tag=tag, index=rows(j * a, (j + 1) * a))
+            declare(
+                self.qkv,
+                part=part,
+                kind=f"attn.{tag}",
+                d_in=d,
+                d_out=a,
+                layer=layer,
+                tag=tag,
+                index=rows(j * a, (j + 1) * a),
+            )
         self.proj = nn.Linear(a, d, bias=cfg.bias)
-        declare(self.proj, part="vo", kind="attn.o", d_in=a, d_out=d, layer=layer,
-                residual_out=True)
+        declare(
+            self.proj, part="vo", kind="attn.o", d_in=a, d_out=d, layer=layer, residual_out=True
+        )
         self.gate = None
         if cfg.gated_attention:
             out = a if cfg.gate_kind == "elementwise" else cfg.n_heads
             self.gate = nn.Linear(d, out, bias=False)
-            declare(self.gate, part="attn_gate", kind="attn.gate", d_in=d, d_out=out,
-                    layer=layer)
+            declare(self.gate, part="attn_gate", kind="attn.gate", d_in=d, d_out=out, layer=layer)
 
-    def forward(self, x: torch.Tensor, rope: Rope | None, need_weights: bool = False,
-                cache: KVCache | None = None,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        rope: Rope | None,
+        need_weights: bool = False,
+        cache: KVCache | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """W_o · Attn(x) (through the gate, if any) and the weights (if ``need_weights``).
 
         ``rope``: cos and sin tables whose first T positions are the tokens' (shared, or per
@@ -150,13 +163,28 @@ class MLP(nn.Module):
         self.up = nn.Linear(d, ff * (2 if self.swiglu else 1), bias=cfg.bias)
         if self.swiglu:
             for j, tag in enumerate(("gate", "up")):
-                declare(self.up, part="mlp", kind=f"mlp.{tag}", d_in=d, d_out=ff, layer=layer,
-                        tag=tag, index=rows(j * ff, (j + 1) * ff))
+                declare(
+                    self.up,
+                    part="mlp",
+                    kind=f"mlp.{tag}",
+                    d_in=d,
+                    d_out=ff,
+                    layer=layer,
+                    tag=tag,
+                    index=rows(j * ff, (j + 1) * ff),
+                )
         else:
             declare(self.up, part="mlp", kind="mlp.up", d_in=d, d_out=ff, layer=layer)
         self.down = nn.Linear(ff, d, bias=cfg.bias)
-        declare(self.down, part="mlp_out", kind="mlp.down", d_in=ff, d_out=d, layer=layer,
-                residual_out=True)
+        declare(
+            self.down,
+            part="mlp_out",
+            kind="mlp.down",
+            d_in=ff,
+            d_out=d,
+            layer=layer,
+            residual_out=True,
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down(self.activation(self.up(x)))
@@ -191,8 +219,7 @@ class Head(nn.Linear):
         reductions, so no float32 buffer of that size is made
         (``tests/llm/test_llm_gpu_paths.py``)."""
         if self.loss_chunk > 0:
-            return None, chunked_cross_entropy(h, self.weight, self.bias, targets,
-                                               self.loss_chunk)
+            return None, chunked_cross_entropy(h, self.weight, self.bias, targets, self.loss_chunk)
         logits = self(h)
         wide = torch.promote_types(logits.dtype, torch.float32)
         return logits, F.cross_entropy(logits.flatten(0, 1).to(wide), targets.flatten())

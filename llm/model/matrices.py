@@ -103,9 +103,11 @@ class MatrixSpec:
     @property
     def shape(self) -> tuple[int, ...]:
         """The block's shape as stored (without reading it)."""
-        dims = [len(i) if isinstance(i, tuple) else len(range(*i.indices(n)))
-                for n, i in zip(self.param.shape, self.index, strict=False)]
-        return (*dims, *self.param.shape[len(self.index):])
+        dims = [
+            len(i) if isinstance(i, tuple) else len(range(*i.indices(n)))
+            for n, i in zip(self.param.shape, self.index, strict=False)
+        ]
+        return (*dims, *self.param.shape[len(self.index) :])
 
 
 @dataclass(frozen=True)
@@ -123,9 +125,19 @@ class Declaration:
     residual_out: bool
 
 
-def declare(module: nn.Module, *, part: str, kind: str, d_in: int, d_out: int,
-            layer: int = 0, residual_out: bool = False, attr: str = "weight",
-            tag: str | None = None, index: tuple[slice, ...] = ALL) -> None:
+def declare(
+    module: nn.Module,
+    *,
+    part: str,
+    kind: str,
+    d_in: int,
+    d_out: int,
+    layer: int = 0,
+    residual_out: bool = False,
+    attr: str = "weight",
+    tag: str | None = None,
+    index: tuple[slice, ...] = ALL,
+) -> None:
     """Record on ``module`` that ``module.<attr>[index]`` is one matrix (call it where the
     module is built; declarations keep their order)."""
     decls = module.__dict__.setdefault(DECLARED, [])
@@ -141,9 +153,20 @@ def declared_matrices(model: nn.Module) -> list[MatrixSpec]:
             name = f"{prefix}.{decl.attr}" if prefix else decl.attr
             param = getattr(module, decl.attr)
             bias = getattr(module, "bias", None) if decl.attr == "weight" else None
-            out.append(MatrixSpec(name if decl.tag is None else f"{name}[{decl.tag}]", param,
-                                  decl.index, decl.part, decl.d_in, decl.d_out, decl.layer,
-                                  decl.residual_out, decl.kind, bias))
+            out.append(
+                MatrixSpec(
+                    name if decl.tag is None else f"{name}[{decl.tag}]",
+                    param,
+                    decl.index,
+                    decl.part,
+                    decl.d_in,
+                    decl.d_out,
+                    decl.layer,
+                    decl.residual_out,
+                    decl.kind,
+                    bias,
+                )
+            )
     return out
 
 
@@ -151,8 +174,9 @@ def has_declarations(model: nn.Module) -> bool:
     return any(DECLARED in m.__dict__ for m in model.modules())
 
 
-def select(table: Iterable[MatrixSpec], kind: str, layer: int | None = None) -> Iterator[
-        MatrixSpec]:
+def select(
+    table: Iterable[MatrixSpec], kind: str, layer: int | None = None
+) -> Iterator[MatrixSpec]:
     """The matrices of a role (``"attn.q"``, ``"mlp.down"``, ...), optionally of one block."""
     return (s for s in table if s.kind == kind and (layer is None or s.layer == layer))
 
@@ -161,6 +185,8 @@ def one(table: Iterable[MatrixSpec], kind: str, layer: int = 0) -> MatrixSpec:
     """The single matrix of role ``kind`` in block ``layer``; ValueError when absent."""
     found = list(select(table, kind, layer))
     if len(found) != 1:
-        raise ValueError(f"the model has {len(found)} matrices of kind {kind!r} in layer "
-                         f"{layer}; exactly one was expected")
+        raise ValueError(
+            f"the model has {len(found)} matrices of kind {kind!r} in layer "
+            f"{layer}; exactly one was expected"
+        )
     return found[0]

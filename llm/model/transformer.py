@@ -49,8 +49,7 @@ class Transformer(nn.Module):
     :data:`.layers.PLAIN_PARTS` for PyTorch's composites everywhere, the same numbers).
     """
 
-    def __init__(self, cfg: ModelConfig, scheme=None, *, seed: int = 0,
-                 parts: Parts | None = None):
+    def __init__(self, cfg: ModelConfig, scheme=None, *, seed: int = 0, parts: Parts | None = None):
         super().__init__()
         self.cfg = cfg
         parts = chosen_parts() if parts is None else parts
@@ -60,8 +59,7 @@ class Transformer(nn.Module):
         self.pos_emb = None
         if cfg.positions == "learned":
             self.pos_emb = nn.Embedding(cfg.context, d)
-            declare(self.pos_emb, part="embedding", kind="positions", d_in=d,
-                    d_out=cfg.context)
+            declare(self.pos_emb, part="embedding", kind="positions", d_in=d, d_out=cfg.context)
         self.blocks = nn.ModuleList(Block(cfg, i, parts) for i in range(cfg.n_layers))
         self.norm_f = nn.Identity() if cfg.norm_position == "post" else make_norm(cfg, parts)
         self.head = parts.head(d, cfg.vocab_size, bias=cfg.head_bias)
@@ -80,8 +78,14 @@ class Transformer(nn.Module):
         """Every weight matrix as its modules declared it, in module order."""
         return declared_matrices(self)
 
-    def hidden(self, idx: torch.Tensor, need_weights: bool = False, *,
-               cache: KVCache | None = None, pad: torch.Tensor | None = None):
+    def hidden(
+        self,
+        idx: torch.Tensor,
+        need_weights: bool = False,
+        *,
+        cache: KVCache | None = None,
+        pad: torch.Tensor | None = None,
+    ):
         """Final normed hidden states (B, T, d) and the list of attention weights.
 
         Training and scoring call it with ``idx`` alone (positions 0..T−1, causal). Decoding
@@ -96,8 +100,9 @@ class Transformer(nn.Module):
         B, T = idx.shape
         start = cache.length if cache is not None else 0
         if start + T > self.cfg.context:
-            raise ValueError(f"sequence length {start + T} exceeds model.context="
-                             f"{self.cfg.context}")
+            raise ValueError(
+                f"sequence length {start + T} exceeds model.context={self.cfg.context}"
+            )
         if cache is not None and start + T > cache.size:
             raise ValueError(f"{start + T} tokens overflow a KV cache of {cache.size} slots")
         x = self.tok_emb(idx)
@@ -120,8 +125,9 @@ class Transformer(nn.Module):
             cache.length += T
         return self.norm_f(x), all_weights
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
-                need_weights: bool = False):
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, need_weights: bool = False
+    ):
         """Logits; with ``targets`` also the mean loss; with ``need_weights`` also the
         attention weights, as ``(logits, loss, weights)``."""
         h, weights = self.hidden(idx, need_weights)

@@ -65,13 +65,23 @@ log = logging.getLogger(__name__)
 
 
 def _model_default() -> ModelConfig:
-    return ModelConfig(vocab_size=128, context=9, d_model=64, n_layers=2, n_heads=4,
-                       positions="learned")
+    return ModelConfig(
+        vocab_size=128, context=9, d_model=64, n_layers=2, n_heads=4, positions="learned"
+    )
 
 
 def _train_default() -> TrainConfig:
-    return TrainConfig(steps=1000, batch_size=128, lr=1e-3, warmup=50, weight_decay=0.01,
-                       log_every=50, eval_every=250, checkpoint_every=0, device="cpu")
+    return TrainConfig(
+        steps=1000,
+        batch_size=128,
+        lr=1e-3,
+        warmup=50,
+        weight_decay=0.01,
+        log_every=50,
+        eval_every=250,
+        checkpoint_every=0,
+        device="cpu",
+    )
 
 
 def zhang2024_recipe(model: ModelConfig) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -86,12 +96,32 @@ def zhang2024_recipe(model: ModelConfig) -> tuple[dict[str, Any], dict[str, Any]
     width, steps, batch, lr, λ (the original's: AdamW's default 0.01) and the schedule's
     lengths stay the run's own, so a scan can vary them."""
     d = model.d_model
-    return ({"norm": "layernorm", "norm_position": "post", "norm_eps": 1e-5, "n_heads": 1,
-             "attn_dim": d // 2, "mlp": "relu", "d_ff": 3 * d, "bias": False,
-             "norm_bias": True, "head_bias": True, "positions": "learned",
-             "tie_embeddings": False, "gated_attention": False, "vocab_size": 201},
-            {"beta1": 0.9, "beta2": 0.999, "adam_eps": 1e-8, "decay_all": True,
-             "grad_clip": 1.0, "warmup_from": 0.1})
+    return (
+        {
+            "norm": "layernorm",
+            "norm_position": "post",
+            "norm_eps": 1e-5,
+            "n_heads": 1,
+            "attn_dim": d // 2,
+            "mlp": "relu",
+            "d_ff": 3 * d,
+            "bias": False,
+            "norm_bias": True,
+            "head_bias": True,
+            "positions": "learned",
+            "tie_embeddings": False,
+            "gated_attention": False,
+            "vocab_size": 201,
+        },
+        {
+            "beta1": 0.9,
+            "beta2": 0.999,
+            "adam_eps": 1e-8,
+            "decay_all": True,
+            "grad_clip": 1.0,
+            "warmup_from": 0.1,
+        },
+    )
 
 
 #: The anchor task's recipes: ``smallinit`` uses the run's model and train tables as they
@@ -113,28 +143,34 @@ class AnchorConfig:
     task: anchor.AnchorTaskConfig = field(default_factory=anchor.AnchorTaskConfig)
     model: ModelConfig = field(default_factory=_model_default)
     train: TrainConfig = field(default_factory=_train_default)
-    recipe: Literal["smallinit", "zhang2024"] = field(default="smallinit",
-                                                      metadata={KEY_NEUTRAL: True})
+    recipe: Literal["smallinit", "zhang2024"] = field(
+        default="smallinit", metadata={KEY_NEUTRAL: True}
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
         self.init = canonical_init(self.init)
         if self.recipe in RECIPES:
             model, train = RECIPES[self.recipe](self.model)
-            replaced = [f"{part}.{k}={getattr(cfg, k)!r}→{v!r}"
-                        for part, cfg, table in (("model", self.model, model),
-                                                 ("train", self.train, train))
-                        for k, v in table.items() if getattr(cfg, k) != v]
+            replaced = [
+                f"{part}.{k}={getattr(cfg, k)!r}→{v!r}"
+                for part, cfg, table in (("model", self.model, model), ("train", self.train, train))
+                for k, v in table.items()
+                if getattr(cfg, k) != v
+            ]
             if replaced:
                 log.debug("recipe %s sets %s", self.recipe, ", ".join(replaced))
             self.model = override(self.model, model, where="model")
             self.train = override(self.train, train, where="train")
-        require(self.model.vocab_size > self.task.max_label,
-                f"model.vocab_size={self.model.vocab_size} is too small; labels reach "
-                f"{self.task.max_label}, so it must be >= {self.task.max_label + 1}")
-        require(self.model.context >= self.task.seq_len,
-                f"model.context={self.model.context} is shorter than task.seq_len="
-                f"{self.task.seq_len}")
+        require(
+            self.model.vocab_size > self.task.max_label,
+            f"model.vocab_size={self.model.vocab_size} is too small; labels reach "
+            f"{self.task.max_label}, so it must be >= {self.task.max_label + 1}",
+        )
+        require(
+            self.model.context >= self.task.seq_len,
+            f"model.context={self.model.context} is shorter than task.seq_len={self.task.seq_len}",
+        )
 
     @property
     def scheme(self):
@@ -150,7 +186,7 @@ def predict(model, tokens: np.ndarray, batch: int = 1024) -> np.ndarray:
     model.eval()
     with torch.no_grad():
         for i in range(0, len(tokens), batch):
-            x = torch.from_numpy(tokens[i:i + batch]).to(device)
+            x = torch.from_numpy(tokens[i : i + batch]).to(device)
             out.append(last_logits(model, x).argmax(-1).cpu().numpy())
     model.train(was_training)
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
@@ -163,9 +199,13 @@ def evaluate(model, data: anchor.AnchorData) -> tuple[dict[str, float], dict[str
     """Accuracies and solution shares, and the predictions they came from (on the first
     ``FIT_ROWS`` training samples, all test samples)."""
     fit = anchor.subset(data, FIT_ROWS)
-    preds = {"train": predict(model, fit.train.tokens),
-             **{name: predict(model, getattr(data, name).tokens)
-                for name in ("test_seen", "test_held_out")}}
+    preds = {
+        "train": predict(model, fit.train.tokens),
+        **{
+            name: predict(model, getattr(data, name).tokens)
+            for name in ("test_seen", "test_held_out")
+        },
+    }
     metrics = anchor.summarize(preds["train"], preds["test_seen"], preds["test_held_out"], fit)
     return metrics, preds
 
@@ -202,8 +242,9 @@ class AnchorTask:
 
     def rows(self, step: int, dist) -> np.ndarray:
         """This rank's training rows of ``step``."""
-        return dist.share(batch_indices(step, self.cfg.seed, len(self.y),
-                                        self.cfg.train.batch_size))
+        return dist.share(
+            batch_indices(step, self.cfg.seed, len(self.y), self.cfg.train.batch_size)
+        )
 
     def batch(self, step: int, dist):
         rows = torch.from_numpy(self.rows(step, dist)).to(self.device)
@@ -237,7 +278,8 @@ class AnchorTask:
         with ctx:
             metrics, preds = evaluate(model, data)
         arrays = {
-            "pred_train": preds["train"], "pred_test_seen": preds["test_seen"],
+            "pred_train": preds["train"],
+            "pred_test_seen": preds["test_seen"],
             "pred_held_out": preds["test_held_out"],
             "held_out_x": data.test_held_out.x,
             "held_out_kind": anchor.classify(preds["test_held_out"], data.test_held_out.x),
@@ -245,14 +287,24 @@ class AnchorTask:
             **mechanism(model, cfg, data),
         }
         run.save_arrays(**arrays)
-        summary = {**metrics, "steps": cfg.train.steps, "params": model.num_params(),
-                   "wq_condensation": float(arrays["wq_condensation"]),
-                   "wq_clusters": int(arrays["wq_clusters"]),
-                   "wq_condensation_baseline": float(arrays["wq_condensation_baseline"])}
-        log.info("%s L=%d λ=%g: seen train %.3f test %.3f | held-out inferential %.3f "
-                 "symmetric %.3f", cfg.init, cfg.model.n_layers, cfg.train.weight_decay,
-                 metrics["acc_seen_train"], metrics["acc_seen_test"],
-                 metrics["share_inferential"], metrics["share_symmetric"])
+        summary = {
+            **metrics,
+            "steps": cfg.train.steps,
+            "params": model.num_params(),
+            "wq_condensation": float(arrays["wq_condensation"]),
+            "wq_clusters": int(arrays["wq_clusters"]),
+            "wq_condensation_baseline": float(arrays["wq_condensation_baseline"]),
+        }
+        log.info(
+            "%s L=%d λ=%g: seen train %.3f test %.3f | held-out inferential %.3f symmetric %.3f",
+            cfg.init,
+            cfg.model.n_layers,
+            cfg.train.weight_decay,
+            metrics["acc_seen_train"],
+            metrics["acc_seen_test"],
+            metrics["share_inferential"],
+            metrics["share_symmetric"],
+        )
         return summary
 
 
@@ -261,7 +313,7 @@ def mechanism(model, cfg: AnchorConfig, data: anchor.AnchorData) -> dict[str, np
     """Embedding geometry, W_Q^(1) condensation and attention on the anchor positions."""
     table = matrix_table(model)
     emb = one(table, "embedding").rows_out.detach().float().cpu().numpy()
-    values = emb[cfg.task.value_lo:cfg.task.value_hi + 1]
+    values = emb[cfg.task.value_lo : cfg.task.value_hi + 1]
     value_cos = np.asarray(cosine_gram(values))
     wq = one(table, "attn.q", 0).rows_out.detach().float().cpu().numpy()  # rows: q neurons
     wq_cos = np.asarray(cosine_gram(wq))
@@ -278,8 +330,9 @@ def mechanism(model, cfg: AnchorConfig, data: anchor.AnchorData) -> dict[str, np
     attn_last = np.concatenate([triple, rest], axis=-1).mean(axis=0)  # (L, H, 4)
     middle = cfg.task.n_positions // 2
     sel = held.pos == middle
-    attn_map = attn[:, sel].mean(axis=1) if sel.any() else np.full(attn.shape[:1] +
-                                                                   attn.shape[2:], np.nan)
+    attn_map = (
+        attn[:, sel].mean(axis=1) if sel.any() else np.full(attn.shape[:1] + attn.shape[2:], np.nan)
+    )
     return {
         "emb_cos_anchors": np.asarray(cosine_gram(emb[list(anchor.ANCHORS)])),
         "emb_cos_values": value_cos,
@@ -302,28 +355,42 @@ def _run_alone(cfg: AnchorConfig, root, force: bool, callbacks) -> Run:
 #: the anchor task's runs for a population
 #: (:func:`smallinit.llm.training.population.train_population`): members of one shape (model,
 #: task table, steps, batch) that differ in seed, init, learning rate, decay, ε, …
-ANCHOR = population.RunKind(KIND, VERSION, AnchorConfig, AnchorTask, _run_alone,
-                            explicit_attention=True)
+ANCHOR = population.RunKind(
+    KIND, VERSION, AnchorConfig, AnchorTask, _run_alone, explicit_attention=True
+)
 
 
-def run_anchor_population(cfgs: list[AnchorConfig], store: RunStore | None = None, *,
-                          force: bool = False, execution: str | None = None) -> list[Run]:
+def run_anchor_population(
+    cfgs: list[AnchorConfig],
+    store: RunStore | None = None,
+    *,
+    force: bool = False,
+    execution: str | None = None,
+) -> list[Run]:
     """Train (or resume, or reuse) the anchor runs ``cfgs`` (one shape) as populations
     (:func:`smallinit.llm.training.population.train_populations`); each is stored as
     :func:`run_anchor` stores it."""
-    store = check_instance(store or RunStore(), RunStore, "run_anchor_population(store=...)",
-                           STORE_HINT)
-    return population.train_populations(cfgs, runs_dir=store.root, force=force, kind=ANCHOR,
-                                        execution=execution)
+    store = check_instance(
+        store or RunStore(), RunStore, "run_anchor_population(store=...)", STORE_HINT
+    )
+    return population.train_populations(
+        cfgs, runs_dir=store.root, force=force, kind=ANCHOR, execution=execution
+    )
 
 
 def run_anchor(cfg: AnchorConfig, store: RunStore | None = None, *, force: bool = False) -> Run:
     """Train (or resume, or reuse) the run for ``cfg``, alone or under ``torchrun``."""
     check_instance(cfg, AnchorConfig, "run_anchor")
     store = check_instance(store or RunStore(), RunStore, "run_anchor(store=...)", STORE_HINT)
-    return fit_run(store, KIND, VERSION, cfg,
-                   lambda dist: Trainer(cfg, dist, AnchorTask), force=force,
-                   explicit_attention=True)
+    return fit_run(
+        store,
+        KIND,
+        VERSION,
+        cfg,
+        lambda dist: Trainer(cfg, dist, AnchorTask),
+        force=force,
+        explicit_attention=True,
+    )
 
 
 @dataclass
@@ -348,4 +415,3 @@ class AnchorSpec(population.Populated, RunSpec):
         """The trainer's :func:`~smallinit.llm.training.train.trial` of ``config`` (a cut of
         this spec's, default its own) on the anchor task."""
         return trial(self.config if config is None else config, AnchorTask)
-

@@ -84,6 +84,11 @@ class Recorder:
             except Exception as err:
                 if not callback.optional:
                     raise
-                log.warning("%s failed at %s (%s: %s); dropped", type(callback).__name__,
-                            point, type(err).__name__, err)
+                log.warning(
+                    "%s failed at %s (%s: %s); dropped",
+                    type(callback).__name__,
+                    point,
+                    type(err).__name__,
+                    err,
+                )
                 self.callbacks.remove(callback)

@@ -107,8 +107,7 @@ def atomic_save_safetensors(state: dict[str, torch.Tensor], path: str | Path) ->
             value = value.clone()
         seen.add(value.data_ptr())
         tensors[name] = value
-    return _atomic_write(path, lambda tmp: save_file(tensors, str(tmp),
-                                                     metadata={"format": "pt"}))
+    return _atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
 
 
 def load_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
@@ -137,9 +136,11 @@ def check_disk(folder: Path, need: int, what: str) -> None:
     except OSError:
         return
     if free < need:
-        raise StoreError(f"{probe} has {human(free)} free; the run to be computed there "
-                         f"needs about {human(need)} ({what}); free some space or give another "
-                         "--runs-dir")
+        raise StoreError(
+            f"{probe} has {human(free)} free; the run to be computed there "
+            f"needs about {human(need)} ({what}); free some space or give another "
+            "--runs-dir"
+        )
 
 
 def checkpoints(run_dir: str | Path) -> list[Path]:
@@ -171,9 +172,13 @@ def remove_checkpoint(path: Path) -> None:
 
 def save_checkpoint(run, step: int, model, optimizer) -> Path:
     """Checkpoint after ``step``, then keep only the newest :data:`KEEP_CHECKPOINTS`."""
-    state = {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-             "torch_rng": torch.get_rng_state(),
-             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+    state = {
+        "step": step,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    }
     path = write_checkpoint(state, run.checkpoint_dir / f"step-{step:08d}.pt")
     for old in checkpoints(run.path)[:-KEEP_CHECKPOINTS]:
         remove_checkpoint(old)
@@ -186,8 +191,7 @@ def load_checkpoint(path: Path) -> dict:
     try:
         entry = read_json(record_of(path))
     except StoreError as err:
-        raise ValueError(f"its record of size and SHA-256 is unusable ({one_line(err)})"
-                         ) from None
+        raise ValueError(f"its record of size and SHA-256 is unusable ({one_line(err)})") from None
     problem = integrity.entry_problem(path.parent, path.name, entry)
     if problem:
         raise ValueError(problem)
@@ -208,9 +212,12 @@ def latest_loadable(run_dir: str | Path, *, set_aside: bool = True) -> tuple[int
         try:
             state = load_checkpoint(path)
         except Exception as err:  # no record, altered, not weights-only, or inconsistent
-            log.warning("checkpoint %s is damaged or unsafe (%s); %sfalling back to the one "
-                        "before it", path, str(err).splitlines()[0] if str(err) else
-                        type(err).__name__, "set aside as <name>.damaged, " if set_aside else "")
+            log.warning(
+                "checkpoint %s is damaged or unsafe (%s); %sfalling back to the one before it",
+                path,
+                str(err).splitlines()[0] if str(err) else type(err).__name__,
+                "set aside as <name>.damaged, " if set_aside else "",
+            )
             if set_aside:
                 for p in (path, record_of(path)):
                     with contextlib.suppress(OSError):

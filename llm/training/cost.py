@@ -48,19 +48,31 @@ H200_MEMORY_GIB = 139  # what one H200 offers a process (141 GB HBM3e, ~139 GiB 
 MFU = 0.40  # assumed model FLOPs utilization (module docstring)
 #: GPT-2 small as nanoGPT trains it (Radford et al. 2019: d 768, 12 layers, 12 heads,
 #: context 1024, vocabulary 50257, tied embeddings; LayerNorm, learned positions, GELU)
-GPT2_SMALL = ModelConfig(vocab_size=50257, context=1024, d_model=768, n_layers=12,
-                         n_heads=12, norm="layernorm", positions="learned", mlp="gelu",
-                         tie_embeddings=True, bias=True)
+GPT2_SMALL = ModelConfig(
+    vocab_size=50257,
+    context=1024,
+    d_model=768,
+    n_layers=12,
+    n_heads=12,
+    norm="layernorm",
+    positions="learned",
+    mlp="gelu",
+    tie_embeddings=True,
+    bias=True,
+)
 #: nanoGPT's GPT-2 (124M) run (module docstring): tokens, wall seconds, GPUs, A100 peak
-NANOGPT_RUN = {"tokens": 600_000 * 491_520, "seconds": 4 * 86_400, "gpus": 8,
-               "peak": 312e12}
-SMALL_MFU_SOURCE = ("nanoGPT (github.com/karpathy/nanoGPT) README: GPT-2 124M on 8xA100 40GB "
-                    "in about 4 days; config/train_gpt2.py: 600,000 iterations of 491,520 "
-                    "tokens; A100 312 TFLOP/s dense BF16")
+NANOGPT_RUN = {"tokens": 600_000 * 491_520, "seconds": 4 * 86_400, "gpus": 8, "peak": 312e12}
+SMALL_MFU_SOURCE = (
+    "nanoGPT (github.com/karpathy/nanoGPT) README: GPT-2 124M on 8xA100 40GB "
+    "in about 4 days; config/train_gpt2.py: 600,000 iterations of 491,520 "
+    "tokens; A100 312 TFLOP/s dense BF16"
+)
 FORMULA = "C = 6·(N_non-embedding + V·d)·T + 12·L·n_ctx·d·T"
-SOURCES = ("Kaplan et al. 2020 (arXiv 2001.08361) Table 1; Hoffmann et al. 2022 (arXiv "
-           "2203.15556) App. F (logits); Chowdhery et al. 2022 (arXiv 2204.02311) App. B "
-           "(attention term, MFU)")
+SOURCES = (
+    "Kaplan et al. 2020 (arXiv 2001.08361) Table 1; Hoffmann et al. 2022 (arXiv "
+    "2203.15556) App. F (logits); Chowdhery et al. 2022 (arXiv 2204.02311) App. B "
+    "(attention term, MFU)"
+)
 PEAK_SOURCE = "NVIDIA H200 datasheet: 1,979 TFLOP/s BF16 with sparsity, 989 dense"
 
 
@@ -131,11 +143,15 @@ def run_cost(config) -> RunCost | None:
         return None
     tokens = train.steps * train.batch_size * sequence_length(config)
     flops = training_flops(model, tokens)
-    return RunCost(params=param_count(model), params_non_embedding=non_embedding_params(model),
-                   tokens=tokens, flops=flops,
-                   memory_bytes=training_bytes(model, train.batch_size),
-                   h200_hours=gpu_hours(flops),
-                   h200_hours_small_mfu=gpu_hours(flops, mfu=SMALL_MODEL_MFU))
+    return RunCost(
+        params=param_count(model),
+        params_non_embedding=non_embedding_params(model),
+        tokens=tokens,
+        flops=flops,
+        memory_bytes=training_bytes(model, train.batch_size),
+        h200_hours=gpu_hours(flops),
+        h200_hours_small_mfu=gpu_hours(flops, mfu=SMALL_MODEL_MFU),
+    )
 
 
 def training_flops_of(config) -> float | None:

@@ -31,20 +31,26 @@ def token_losses(model, corpus, device, n_windows: int, context: int) -> dict[st
     n_avail = (len(corpus.val) - 1) // context
     n = min(n_windows, n_avail)
     if n < 1:
-        raise ValueError(f"held-out split has {len(corpus.val)} tokens, fewer than one "
-                         f"context window of {context}")
+        raise ValueError(
+            f"held-out split has {len(corpus.val)} tokens, fewer than one "
+            f"context window of {context}"
+        )
     span = n * context
     ids = np.asarray(corpus.val[: span + 1], dtype=np.int64)
     x = torch.from_numpy(ids[:-1].reshape(n, context)).to(device)
     y = torch.from_numpy(ids[1:].reshape(n, context)).to(device)
-    losses = torch.cat([model.token_losses(x[i:i + 16], y[i:i + 16])
-                        for i in range(0, n, 16)]).float().cpu().numpy()
+    losses = (
+        torch.cat([model.token_losses(x[i : i + 16], y[i : i + 16]) for i in range(0, n, 16)])
+        .float()
+        .cpu()
+        .numpy()
+    )
     return {
         "inputs": ids[:-1].reshape(n, context).astype(np.int32),
         "targets": ids[1:].reshape(n, context).astype(np.int32),
         "losses": losses.astype(np.float32),
-        "tags": np.asarray(corpus.val_tags[1: span + 1]).reshape(n, context),
-        "answer": np.asarray(corpus.val_answer[1: span + 1]).reshape(n, context),
+        "tags": np.asarray(corpus.val_tags[1 : span + 1]).reshape(n, context),
+        "answer": np.asarray(corpus.val_answer[1 : span + 1]).reshape(n, context),
     }
 
 
@@ -92,11 +98,15 @@ def answer_accuracy(model, corpus, device, n_items: int, context: int) -> dict[s
                 continue
             right, loss_sum, n_tokens = _score(model, corpus, device, chosen)
             p_chance = synthetic.chance(name, k)
-            out.update({cell_key("acc", name, k): float(right.mean()),
-                        cell_key("chance", name, k): p_chance,
-                        cell_key("majority", name, k): majority_share(corpus, chosen),
-                        cell_key("n", name, k): len(chosen),
-                        cell_key("answer_loss", name, k): loss_sum / n_tokens})
+            out.update(
+                {
+                    cell_key("acc", name, k): float(right.mean()),
+                    cell_key("chance", name, k): p_chance,
+                    cell_key("majority", name, k): majority_share(corpus, chosen),
+                    cell_key("n", name, k): len(chosen),
+                    cell_key("answer_loss", name, k): loss_sum / n_tokens,
+                }
+            )
             right_t += int(right.sum())
             n_t += len(chosen)
             chance_sum += p_chance * len(chosen)
@@ -117,9 +127,14 @@ def majority_share(corpus, chosen: np.ndarray) -> float:
     items do not depend on the training seed), so an above-chance test over seeds compares
     with the larger of the two (:attr:`smallinit.llm.analysis.reasoning.Cell.baseline`)."""
     items = corpus.val_items
-    answers = Counter(tuple(corpus.val[items["start"][i] + items["prompt_len"][i]:
-                                      items["start"][i] + items["length"][i]].tolist())
-                      for i in chosen)
+    answers = Counter(
+        tuple(
+            corpus.val[
+                items["start"][i] + items["prompt_len"][i] : items["start"][i] + items["length"][i]
+            ].tolist()
+        )
+        for i in chosen
+    )
     return max(answers.values()) / len(chosen)
 
 
@@ -128,7 +143,7 @@ def _score(model, corpus, device, chosen: np.ndarray, batch: int = 64):
     count of the answer tokens (one teacher-forced pass per batch of items)."""
     right, loss_sum, n_tokens = [], 0.0, 0
     for lo in range(0, len(chosen), batch):
-        r, s, n = _score_batch(model, corpus, device, chosen[lo:lo + batch])
+        r, s, n = _score_batch(model, corpus, device, chosen[lo : lo + batch])
         right.append(r)
         loss_sum += s
         n_tokens += n
@@ -141,17 +156,18 @@ def _score_batch(model, corpus, device, chosen: np.ndarray):
     width = int(lens.max())
     batch = np.zeros((len(chosen), width), dtype=np.int64)  # right padding: causal, harmless
     for r, (s, n) in enumerate(zip(starts, lens, strict=True)):
-        batch[r, :n] = corpus.val[s:s + n]
+        batch[r, :n] = corpus.val[s : s + n]
     x = torch.from_numpy(batch).to(device)
     logits = model(x).float()  # [:, j] predicts token j + 1
     pred = logits.argmax(dim=-1).cpu().numpy()
-    nll = -torch.log_softmax(logits[:, :-1], dim=-1).gather(
-        -1, x[:, 1:, None])[..., 0].cpu().numpy()  # nll[:, j]: loss of token j + 1
+    nll = (
+        -torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, x[:, 1:, None])[..., 0].cpu().numpy()
+    )  # nll[:, j]: loss of token j + 1
     right = np.zeros(len(chosen), dtype=bool)
     loss_sum, n_tokens = 0.0, 0
     for r, (p, n) in enumerate(zip(plens, lens, strict=True)):
-        right[r] = np.array_equal(pred[r, p - 1:n - 1], batch[r, p:n])
-        loss_sum += float(nll[r, p - 1:n - 1].sum())
+        right[r] = np.array_equal(pred[r, p - 1 : n - 1], batch[r, p:n])
+        loss_sum += float(nll[r, p - 1 : n - 1].sum())
         n_tokens += n - p
     return right, loss_sum, n_tokens
 

@@ -42,20 +42,31 @@ SEEDS = (TUNE_SEED,)  # §13.1 (3): seed 0 alone tunes
 MIN_TUNE_SEEDS = 3  # §13.2 (1): the mean rule needs at least this many tuning seeds
 
 
-def grid_runs(cfg: RunConfig, rates: tuple[float, ...], seeds: tuple[int, ...] = SEEDS
-              ) -> list[RunConfig]:
+def grid_runs(
+    cfg: RunConfig, rates: tuple[float, ...], seeds: tuple[int, ...] = SEEDS
+) -> list[RunConfig]:
     """The tuning runs of the plain config ``cfg``: every tuning seed (§13.1: seed 0) at
     every rate of ``rates``."""
     return [override(cfg, {"seed": s, "train.lr": lr}) for lr in rates for s in seeds]
 
 
-def tuning_specs(cfg: RunConfig, grid: tuple[float, ...], tags: dict[str, Any],
-                 seeds: tuple[int, ...] = SEEDS) -> list[TrainSpec]:
+def tuning_specs(
+    cfg: RunConfig, grid: tuple[float, ...], tags: dict[str, Any], seeds: tuple[int, ...] = SEEDS
+) -> list[TrainSpec]:
     """The grid's tuning runs as specs for the job driver (the edge extension, when the
     choice needs it, is computed by the runs that need the choice)."""
-    return [TrainSpec(c, {**tags, "lr": c.train.lr, "tuning": True,
-                          **({"seed": c.seed} if seeds != SEEDS else {})})
-            for c in grid_runs(cfg, grid, seeds)]
+    return [
+        TrainSpec(
+            c,
+            {
+                **tags,
+                "lr": c.train.lr,
+                "tuning": True,
+                **({"seed": c.seed} if seeds != SEEDS else {}),
+            },
+        )
+        for c in grid_runs(cfg, grid, seeds)
+    ]
 
 
 def choose_by_mean(losses: dict[float, list[float]], reference: float | None = None) -> float:
@@ -66,17 +77,24 @@ def choose_by_mean(losses: dict[float, list[float]], reference: float | None = N
     chose) if it is in the tie set, else the smallest rate of the tie set."""
     counts = {len(v) for v in losses.values()}
     if len(counts) != 1 or min(counts) < MIN_TUNE_SEEDS:
-        raise ConfigError(f"a learning rate by mean tune loss needs the same >= "
-                          f"{MIN_TUNE_SEEDS} tuning seeds at every rate (got "
-                          f"{sorted(counts)} per rate; docs/science.md §13.2, 1)")
+        raise ConfigError(
+            f"a learning rate by mean tune loss needs the same >= "
+            f"{MIN_TUNE_SEEDS} tuning seeds at every rate (got "
+            f"{sorted(counts)} per rate; docs/science.md §13.2, 1)"
+        )
     mean = {r: math.fsum(v) / len(v) for r, v in losses.items()}
-    se = {r: (statistics.stdev(v) / math.sqrt(len(v)) if math.isfinite(mean[r]) else math.inf)
-          for r, v in losses.items()}
+    se = {
+        r: (statistics.stdev(v) / math.sqrt(len(v)) if math.isfinite(mean[r]) else math.inf)
+        for r, v in losses.items()
+    }
     best = min(sorted(losses), key=lambda r: mean[r])
     if not math.isfinite(mean[best]):
         return min(losses)  # every rate diverged: the smallest (its runs say so)
-    tied = [r for r in sorted(losses) if math.isfinite(mean[r])
-            and mean[r] - mean[best] < math.hypot(se[best], se[r])] + [best]
+    tied = [
+        r
+        for r in sorted(losses)
+        if math.isfinite(mean[r]) and mean[r] - mean[best] < math.hypot(se[best], se[r])
+    ] + [best]
     return reference if reference in tied else min(tied)
 
 
@@ -89,14 +107,22 @@ def _tune_loss(run: Run) -> float | None:
         return None
     loss = run.summary.get("tune_loss")
     if loss is None:
-        raise ConfigError(f"tuning run {run.path} has no tune_loss: a learning rate is chosen "
-                          "on the tune split (eval.held_out = 'halves')")
+        raise ConfigError(
+            f"tuning run {run.path} has no tune_loss: a learning rate is chosen "
+            "on the tune split (eval.held_out = 'halves')"
+        )
     return float(loss) if math.isfinite(loss) else math.inf
 
 
-def choose(store: RunStore, cfg: RunConfig, grid: tuple[float, ...], *,
-           compute: bool, seeds: tuple[int, ...] = SEEDS,
-           reference: float | None = None) -> float | None:
+def choose(
+    store: RunStore,
+    cfg: RunConfig,
+    grid: tuple[float, ...],
+    *,
+    compute: bool,
+    seeds: tuple[int, ...] = SEEDS,
+    reference: float | None = None,
+) -> float | None:
     """lr* of the plain config ``cfg`` over ``grid`` (module doc): with one tuning seed
     (§13.1) the lowest tune loss, with ``seeds`` of at least 3 (§13.2) :func:`choose_by_mean`
     with ``reference``; with ``compute`` the tuning runs still missing are trained here
@@ -144,8 +170,9 @@ class LRChoice:
 
     def lr(self, store: RunStore, *, compute: bool) -> float | None:
         def at(cfg: RunConfig, reference: float | None = None) -> float | None:
-            return choose(store, cfg, self.grid, compute=compute, seeds=self.seeds,
-                          reference=reference)
+            return choose(
+                store, cfg, self.grid, compute=compute, seeds=self.seeds, reference=reference
+            )
 
         mean_rule = len(self.seeds) >= MIN_TUNE_SEEDS
         if self.gamma == TUNED[0]:
@@ -174,8 +201,7 @@ class TunedSpec(RunSpec):
         and how that is chosen (the run itself is keyed as any llm-train run)."""
         data = config_to_dict(self.config)
         data["train"].pop("lr")
-        return config_key("llm-tuned", {"run": data, "choice": _plain(self.choice)},
-                          self.version)
+        return config_key("llm-tuned", {"run": data, "choice": _plain(self.choice)}, self.version)
 
     def chosen(self, store: RunStore, *, compute: bool = False) -> RunConfig | None:
         """The run's config at lr* (None while the choice waits for tuning runs)."""
@@ -197,17 +223,26 @@ class TunedSpec(RunSpec):
         return population_key(self.config, mode)
 
     @classmethod
-    def compute_population(cls, specs: list[RunSpec], store: RunStore, force: bool,
-                           execution: str = "eager") -> None:
+    def compute_population(
+        cls, specs: list[RunSpec], store: RunStore, force: bool, execution: str = "eager"
+    ) -> None:
         """The runs of ``specs`` (one shape) at their lr* as populations."""
-        train_populations([s.chosen(store, compute=True) for s in specs],
-                          runs_dir=store.root, force=force, execution=execution)
+        train_populations(
+            [s.chosen(store, compute=True) for s in specs],
+            runs_dir=store.root,
+            force=force,
+            execution=execution,
+        )
 
 
 def _plain(choice: LRChoice) -> dict[str, Any]:
     """The choice in a run key (the tuning seeds only where they are not §13.1's seed 0, so
     §13.1's keys stay as they are)."""
     seeds = {"tune_seeds": list(choice.seeds)} if choice.seeds != SEEDS else {}
-    return {"grid": list(choice.grid), "gamma": choice.gamma,
-            "at_half": config_to_dict(choice.at_half), "at_one": config_to_dict(choice.at_one),
-            **seeds}
+    return {
+        "grid": list(choice.grid),
+        "gamma": choice.gamma,
+        "at_half": config_to_dict(choice.at_half),
+        "at_one": config_to_dict(choice.at_one),
+        **seeds,
+    }

@@ -72,20 +72,22 @@ def model_bytes(model) -> int:
 def training_bytes(model, batch_size: int, *, explicit_attention: bool = False) -> int:
     """Bytes a training step of ``batch_size`` sequences holds at once (module docstring)."""
     tokens = batch_size * model.context
-    per_token = (ACT_PER_D * model.d_model + ACT_PER_FF[model.mlp] * model.ffn_dim) \
-        * model.n_layers + LOGIT_COPIES * model.vocab_size
+    per_token = (
+        ACT_PER_D * model.d_model + ACT_PER_FF[model.mlp] * model.ffn_dim
+    ) * model.n_layers + LOGIT_COPIES * model.vocab_size
     activations = FLOAT * tokens * per_token
     if explicit_attention:
-        activations += FLOAT * batch_size * model.n_heads * model.context ** 2 * model.n_layers
+        activations += FLOAT * batch_size * model.n_heads * model.context**2 * model.n_layers
     batch = 2 * 8 * batch_size * (model.context + 1)
-    return (BYTES_PER_PARAM_TRAINING * param_count(model) + rope_bytes(model) + activations
-            + batch)
+    return BYTES_PER_PARAM_TRAINING * param_count(model) + rope_bytes(model) + activations + batch
 
 
 def describe(model, batch_size: int | None = None) -> str:
     """The sizes an estimate depends on, as ``model.d_model=…, …`` for an error message."""
-    bits = [f"model.{name}={getattr(model, name)}"
-            for name in ("d_model", "n_layers", "n_heads", "context", "vocab_size")]
+    bits = [
+        f"model.{name}={getattr(model, name)}"
+        for name in ("d_model", "n_layers", "n_heads", "context", "vocab_size")
+    ]
     bits.insert(1, f"model.d_ff={model.ffn_dim}")
     if batch_size is not None:
         bits.append(f"train.batch_size={batch_size}")
@@ -108,25 +110,37 @@ def device_memory(device: torch.device | str | None) -> tuple[int | None, str]:
     return int(free), f"GPU memory ({name})"
 
 
-def check_training_memory(cfg, *, explicit_attention: bool = False,
-                          device: torch.device | str | None = None,
-                          available: int | None = None, pool: str | None = None) -> None:
+def check_training_memory(
+    cfg,
+    *,
+    explicit_attention: bool = False,
+    device: torch.device | str | None = None,
+    available: int | None = None,
+    pool: str | None = None,
+) -> None:
     """Refuse (:class:`~smallinit.core.errors.ConfigError`) a run whose training step cannot fit
     the memory limit of the device it trains on (``device``: module docstring; None: the
     host); ``cfg`` has ``model`` (a ModelConfig) and ``train.batch_size``. ``available`` and
     ``pool`` name another pool instead (a plan's GPU on a machine without one)."""
-    estimate = training_bytes(cfg.model, cfg.train.batch_size,
-                              explicit_attention=explicit_attention)
+    estimate = training_bytes(
+        cfg.model, cfg.train.batch_size, explicit_attention=explicit_attention
+    )
     if available is None:
         available, where = device_memory(device)
     else:
         where = pool or "memory"
-    check_memory(estimate, f"training with {describe(cfg.model, cfg.train.batch_size)} "
-                 f"({param_count(cfg.model):.3g} parameters: weights, gradients, AdamW state "
-                 "and activations)", available=available, pool=where)
+    check_memory(
+        estimate,
+        f"training with {describe(cfg.model, cfg.train.batch_size)} "
+        f"({param_count(cfg.model):.3g} parameters: weights, gradients, AdamW state "
+        "and activations)",
+        available=available,
+        pool=where,
+    )
 
 
 def check_model_memory(model, what: str) -> None:
     """Refuse building the fp32 model of ``model`` (a ModelConfig) when it cannot fit."""
-    check_memory(model_bytes(model), f"{what} with {describe(model)} "
-                 f"({param_count(model):.3g} parameters)")
+    check_memory(
+        model_bytes(model), f"{what} with {describe(model)} ({param_count(model):.3g} parameters)"
+    )

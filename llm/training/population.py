@@ -108,12 +108,29 @@ from smallinit.llm.training.train import (
 log = logging.getLogger(__name__)
 
 #: config fields (dotted) in which members may differ; every other field is the shape
-FREE = frozenset({
-    "seed", "init", "model.norm_eps", "train.lr", "train.min_lr_ratio", "train.warmup",
-    "train.warmup_from", "train.weight_decay", "train.decay_all", "train.beta1",
-    "train.beta2", "train.adam_eps", "train.grad_clip", "train.eval_every",
-    "train.eval_batches", "eval.answer_items", "eval.token_windows", "eval.held_out",
-    "eval.at_steps"})
+FREE = frozenset(
+    {
+        "seed",
+        "init",
+        "model.norm_eps",
+        "train.lr",
+        "train.min_lr_ratio",
+        "train.warmup",
+        "train.warmup_from",
+        "train.weight_decay",
+        "train.decay_all",
+        "train.beta1",
+        "train.beta2",
+        "train.adam_eps",
+        "train.grad_clip",
+        "train.eval_every",
+        "train.eval_batches",
+        "eval.answer_items",
+        "eval.token_windows",
+        "eval.held_out",
+        "eval.at_steps",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -167,20 +184,23 @@ def check_population(cfgs: Sequence[Any], config: type = RunConfig) -> None:
         check_instance(cfg, config, "train_population")
     chunked = [c.train.loss_chunk for c in cfgs if getattr(c.train, "loss_chunk", 0)]
     if chunked:
-        raise ConfigError(f"train.loss_chunk={chunked[0]} is not allowed in a population, "
-                          "which computes its loss whole; train these runs alone or with "
-                          "train.loss_chunk=0")
+        raise ConfigError(
+            f"train.loss_chunk={chunked[0]} is not allowed in a population, "
+            "which computes its loss whole; train these runs alone or with "
+            "train.loss_chunk=0"
+        )
     first = shape_of(cfgs[0])
     for i, cfg in enumerate(cfgs[1:], 1):
         for name, value in shape_of(cfg).items():
             if first.get(name) != value:
-                raise ConfigError(f"member {i} has {name}={value!r} but member 0 has "
-                                  f"{first.get(name)!r}; a population's members share every "
-                                  f"field but {', '.join(sorted(FREE))}")
+                raise ConfigError(
+                    f"member {i} has {name}={value!r} but member 0 has "
+                    f"{first.get(name)!r}; a population's members share every "
+                    f"field but {', '.join(sorted(FREE))}"
+                )
     keys = [canonical_json(config_to_dict(c)) for c in cfgs]
     if len(set(keys)) != len(keys):
-        raise ConfigError("two members of the population have the same config; give each "
-                          "run once")
+        raise ConfigError("two members of the population have the same config; give each run once")
 
 
 # ----------------------------------------------------------------------------- the model
@@ -230,8 +250,10 @@ def chosen_execution(execution: str | None) -> str:
 def check_execution(execution: str, device: torch.device) -> None:
     """Refuse CUDA graphs on a device that is not a GPU."""
     if execution == "cudagraphs" and device.type != "cuda":
-        raise ConfigError(f"population execution 'cudagraphs' needs a CUDA device, but the "
-                          f"runs train on {device.type}; use eager or compile")
+        raise ConfigError(
+            f"population execution 'cudagraphs' needs a CUDA device, but the "
+            f"runs train on {device.type}; use eager or compile"
+        )
 
 
 class PopulationObjective:
@@ -243,8 +265,13 @@ class PopulationObjective:
     them), ``buffers``: likewise. ``execution`` (:func:`chosen_execution`): the batched
     forward as it is, or through ``torch.compile``."""
 
-    def __init__(self, base: nn.Module, params: Callable[[], dict[str, torch.Tensor]],
-                 buffers: dict[str, torch.Tensor], execution: str = "eager"):
+    def __init__(
+        self,
+        base: nn.Module,
+        params: Callable[[], dict[str, torch.Tensor]],
+        buffers: dict[str, torch.Tensor],
+        execution: str = "eager",
+    ):
         self.base = base
         self.params = params
         self.buffers = buffers
@@ -311,8 +338,7 @@ class Member:
 
 def _decays(names: list[str], member: Member) -> dict[str, float]:
     """The weight decay of each parameter (by name) for ``member``, as ``make_optimizer``."""
-    rates = [g["weight_decay"] for g in member.trainer.optimizer.param_groups
-             for _ in g["params"]]
+    rates = [g["weight_decay"] for g in member.trainer.optimizer.param_groups for _ in g["params"]]
     return dict(zip(member.opt_names, rates, strict=True))
 
 
@@ -365,12 +391,14 @@ class Population:
             at += size
         for member in members:
             by_id = {id(p): n for n, p in member.trainer.model.named_parameters()}
-            member.opt_params = [p for g in member.trainer.optimizer.param_groups
-                                 for p in g["params"]]
+            member.opt_params = [
+                p for g in member.trainer.optimizer.param_groups for p in g["params"]
+            ]
             member.opt_names = [by_id[id(p)] for p in member.opt_params]
         # every member's parameters, one row each: θ[m] = (θ_m,p flattened, p in model order)
-        rows = [torch.cat([p.detach().flatten() for p in m.trainer.model.parameters()])
-                for m in members]
+        rows = [
+            torch.cat([p.detach().flatten() for p in m.trainer.model.parameters()]) for m in members
+        ]
         self.flat = torch.stack(rows).requires_grad_(True)
         dtype = self.flat.dtype
         decay = torch.zeros(len(members), at, dtype=dtype, device=self.device)
@@ -379,8 +407,10 @@ class Population:
             for name, (a, b, _) in self.spans.items():
                 decay[member.index, a:b] = rates[name]
             self._point_at_rows(member)
-        buffers = {n: torch.stack([dict(m.trainer.model.named_buffers())[n] for m in members])
-                   for n, _ in first.model.named_buffers()}
+        buffers = {
+            n: torch.stack([dict(m.trainer.model.named_buffers())[n] for m in members])
+            for n, _ in first.model.named_buffers()
+        }
         with torch.device("meta"):
             base = Transformer(self.cfg.model, parts=PLAIN_PARTS)
         eps = [m.cfg.model.norm_eps for m in members]
@@ -391,18 +421,26 @@ class Population:
         objective = first.task.objective(base)  # the model itself, or a loss wrapping it
         prefix = _prefix(objective, base)
         self.objective = PopulationObjective(
-            objective, lambda: {prefix + n: t for n, t in self.stacked().items()},
-            {prefix + n: b for n, b in buffers.items()}, chosen_execution(execution))
+            objective,
+            lambda: {prefix + n: t for n, t in self.stacked().items()},
+            {prefix + n: b for n, b in buffers.items()},
+            chosen_execution(execution),
+        )
         t = [m.cfg.train for m in members]
         self.optimizer = PopulationAdamW(
-            [self.flat], decays=[decay], betas=[(x.beta1, x.beta2) for x in t],
-            eps=[x.adam_eps for x in t], clip=[x.grad_clip for x in t])
+            [self.flat],
+            decays=[decay],
+            betas=[(x.beta1, x.beta2) for x in t],
+            eps=[x.adam_eps for x in t],
+            clip=[x.grad_clip for x in t],
+        )
 
     def stacked(self) -> dict[str, torch.Tensor]:
         """Every parameter stacked over members, (M, …) by name: views of :attr:`flat`."""
         n = self.flat.shape[0]
-        return {name: self.flat[:, a:b].view(n, *shape)
-                for name, (a, b, shape) in self.spans.items()}
+        return {
+            name: self.flat[:, a:b].view(n, *shape) for name, (a, b, shape) in self.spans.items()
+        }
 
     def row(self, tensor: torch.Tensor, m: int, name: str) -> torch.Tensor:
         """Member m's part ``name`` of a tensor laid out as :attr:`flat` (a view)."""
@@ -415,8 +453,7 @@ class Population:
         model, m = member.trainer.model, member.index
         fresh: dict[int, nn.Parameter] = {}
         for name, p in model.named_parameters():
-            fresh[id(p)] = nn.Parameter(self.row(self.flat.detach(), m, name),
-                                        requires_grad=False)
+            fresh[id(p)] = nn.Parameter(self.row(self.flat.detach(), m, name), requires_grad=False)
         for module in model.modules():
             for key, p in list(module._parameters.items()):
                 if p is not None:
@@ -433,7 +470,8 @@ class Population:
             opt.state[p] = {
                 "step": torch.tensor(float(step), dtype=torch.float32, device=p.device),
                 "exp_avg": self.row(state["exp_avg"], member.index, name).clone(),
-                "exp_avg_sq": self.row(state["exp_avg_sq"], member.index, name).clone()}
+                "exp_avg_sq": self.row(state["exp_avg_sq"], member.index, name).clone(),
+            }
         for group in opt.param_groups:
             group["lr"] = lr_at(step, member.cfg) if step else group["lr"]
         state = opt.state_dict()
@@ -442,8 +480,12 @@ class Population:
 
     def save(self, member: Member, step: int) -> None:
         model = member.trainer.model
-        save_checkpoint(member.run, step, _Saved(lambda: own_copy(model.state_dict())),
-                        _Saved(self.optimizer_state(member, step)))
+        save_checkpoint(
+            member.run,
+            step,
+            _Saved(lambda: own_copy(model.state_dict())),
+            _Saved(self.optimizer_state(member, step)),
+        )
 
     def load(self, member: Member, state: dict) -> None:
         """Restore a member from a checkpoint's ``state`` (either path's)."""
@@ -468,8 +510,13 @@ class Population:
                 try:
                     state = safe_load(member.run.path / "checkpoints" / f"step-{step:08d}.pt")
                 except Exception as err:  # gone or damaged: every member starts afresh
-                    log.warning("member %s has no intact checkpoint at step %d (%s); the "
-                                "population starts from step 0", member.run.path, step, err)
+                    log.warning(
+                        "member %s has no intact checkpoint at step %d (%s); the "
+                        "population starts from step 0",
+                        member.run.path,
+                        step,
+                        err,
+                    )
                     step = 0
             states.append(state)
         for member, state in zip(self.members, states, strict=True):
@@ -496,14 +543,18 @@ class Population:
             member.recorder.call("on_start", member.trainer, member.recorder, start)
         ctx = autocast(cfg, self.device)
         first = self.members[0]
-        window = torch.zeros(len(self.members), device=self.device,
-                             dtype=window_dtype(first.trainer.task, first.trainer.model))
+        window = torch.zeros(
+            len(self.members),
+            device=self.device,
+            dtype=window_dtype(first.trainer.task, first.trainer.model),
+        )
         n = 0
         tokens = first.trainer.task.tokens_per_step
         clock, clock_step = time.perf_counter(), start
         last = [math.nan] * len(self.members)
-        with progress(total=t.steps, initial=start, desc=f"population of {len(self.members)}",
-                      unit="step") as bar:
+        with progress(
+            total=t.steps, initial=start, desc=f"population of {len(self.members)}", unit="step"
+        ) as bar:
             for step in range(start + 1, t.steps + 1):
                 window += self.train_step(step, ctx).to(window.dtype)
                 n += 1
@@ -518,8 +569,11 @@ class Population:
                     clock, clock_step = now, step
                     for member in self.alive():
                         last[member.index] = means[member.index]
-                        record = {"step": step, "loss": means[member.index],
-                                  "lr": lr_at(step, member.cfg)}
+                        record = {
+                            "step": step,
+                            "loss": means[member.index],
+                            "lr": lr_at(step, member.cfg),
+                        }
                         if tokens:
                             record["tokens"] = step * tokens
                             record["tok_per_s"] = rate
@@ -556,8 +610,7 @@ class Population:
             if record is not None:
                 if not math.isfinite(record["loss"]):
                     run.log(record)
-                    raise RunFailed(f"non-finite training loss ({record['loss']}) at step "
-                                    f"{step}")
+                    raise RunFailed(f"non-finite training loss ({record['loss']}) at step {step}")
                 record.update(trainer.task.log_fields(step, trainer.model, ctx))
                 run.log(record)
             held_out = trainer.task.evaluate(step, trainer.model, ctx)
@@ -601,16 +654,23 @@ class _Claims:
     body hands the run over (``claimed``) and waits for its outcome; a run that is reused
     never reaches a body (``settled``)."""
 
-    def __init__(self, store: RunStore, cfgs: Sequence[Any], force: bool,
-                 kind: RunKind = PRETRAINING):
+    def __init__(
+        self, store: RunStore, cfgs: Sequence[Any], force: bool, kind: RunKind = PRETRAINING
+    ):
         self.kind = kind
         self.events: queue.Queue = queue.Queue()
         self.outcomes = [queue.Queue(maxsize=1) for _ in cfgs]
         self.runs: list[Run | None] = [None] * len(cfgs)
         self.errors: list[BaseException | None] = [None] * len(cfgs)
-        self.threads = [threading.Thread(target=self._work, args=(store, i, cfg, force),
-                                         name=f"population-member-{i}", daemon=True)
-                        for i, cfg in enumerate(cfgs)]
+        self.threads = [
+            threading.Thread(
+                target=self._work,
+                args=(store, i, cfg, force),
+                name=f"population-member-{i}",
+                daemon=True,
+            )
+            for i, cfg in enumerate(cfgs)
+        ]
         for thread in self.threads:
             thread.start()
 
@@ -623,8 +683,9 @@ class _Claims:
             return outcome
 
         try:
-            self.runs[i] = store.get_or_run(self.kind.kind, cfg, body,
-                                            version=self.kind.version, force=force)
+            self.runs[i] = store.get_or_run(
+                self.kind.kind, cfg, body, version=self.kind.version, force=force
+            )
         except BaseException as err:  # recorded by the store; reported by join()
             self.errors[i] = err
         finally:
@@ -684,10 +745,16 @@ class Populated:
         return population_key(self.config, mode)
 
     @classmethod
-    def compute_population(cls, specs: list, store: RunStore, force: bool,
-                           execution: str = "eager") -> None:
-        train_populations([s.config for s in specs], runs_dir=store.root, force=force,
-                          kind=cls.population_kind, execution=execution)
+    def compute_population(
+        cls, specs: list, store: RunStore, force: bool, execution: str = "eager"
+    ) -> None:
+        train_populations(
+            [s.config for s in specs],
+            runs_dir=store.root,
+            force=force,
+            kind=cls.population_kind,
+            execution=execution,
+        )
 
 
 def capacity(cfg) -> int | None:
@@ -702,8 +769,14 @@ def capacity(cfg) -> int | None:
     return max(1, int(available // each))
 
 
-def train_populations(cfgs: Sequence[Any], *, runs_dir=None, force: bool = False,
-                      kind: RunKind = PRETRAINING, execution: str | None = None) -> list[Run]:
+def train_populations(
+    cfgs: Sequence[Any],
+    *,
+    runs_dir=None,
+    force: bool = False,
+    kind: RunKind = PRETRAINING,
+    execution: str | None = None,
+) -> list[Run]:
     """:func:`train_population` of ``cfgs`` (one shape) in as many populations as their
     device's memory needs (:func:`capacity`), one after another."""
     cfgs = list(cfgs)
@@ -711,15 +784,20 @@ def train_populations(cfgs: Sequence[Any], *, runs_dir=None, force: bool = False
     size = capacity(cfgs[0]) or len(cfgs)
     runs: list[Run] = []
     for i in range(0, len(cfgs), size):
-        runs += train_population(cfgs[i:i + size], runs_dir=runs_dir, force=force, kind=kind,
-                                 execution=execution)
+        runs += train_population(
+            cfgs[i : i + size], runs_dir=runs_dir, force=force, kind=kind, execution=execution
+        )
     return runs
 
 
-def build_members(cfgs: Sequence[Any], runs: Sequence[Any], *,
-                  callbacks: list[Callback] | None = None,
-                  dtype: torch.dtype | None = None,
-                  kind: RunKind = PRETRAINING) -> list[Member]:
+def build_members(
+    cfgs: Sequence[Any],
+    runs: Sequence[Any],
+    *,
+    callbacks: list[Callback] | None = None,
+    dtype: torch.dtype | None = None,
+    kind: RunKind = PRETRAINING,
+) -> list[Member]:
     """Each config's member as its single run builds it (a :class:`Trainer`: task, model
     with its init, callbacks), writing to ``runs`` (store runs, or
     :class:`~smallinit.llm.training.train.ScratchRun` s); the trainer's own checkpoints are
@@ -732,10 +810,16 @@ def build_members(cfgs: Sequence[Any], runs: Sequence[Any], *,
     return members
 
 
-def train_population(cfgs: Sequence[Any], *, runs_dir=None, force: bool = False,
-                     callbacks: list[Callback] | None = None,
-                     dtype: torch.dtype | None = None, kind: RunKind = PRETRAINING,
-                     execution: str | None = None) -> list[Run]:
+def train_population(
+    cfgs: Sequence[Any],
+    *,
+    runs_dir=None,
+    force: bool = False,
+    callbacks: list[Callback] | None = None,
+    dtype: torch.dtype | None = None,
+    kind: RunKind = PRETRAINING,
+    execution: str | None = None,
+) -> list[Run]:
     """Train (or resume, or reuse) the runs ``cfgs`` of ``kind`` (default pretraining; the
     anchor task's is :data:`smallinit.llm.training.anchor.ANCHOR`) as one population on
     their shared ``train.device`` (module docstring); returns each config's run, in order,
@@ -758,9 +842,11 @@ def train_population(cfgs: Sequence[Any], *, runs_dir=None, force: bool = False,
     # a run another process is computing now stays out (a population waiting for it while
     # that process's population waits for one of ours would wait forever); it is asked for
     # alone afterwards, which waits for that writer and reuses its result
-    busy = [i for i, cfg in enumerate(cfgs)
-            if RunLock.is_free(store.run(kind.kind, cfg, version=kind.version).lock_path)
-            is False]
+    busy = [
+        i
+        for i, cfg in enumerate(cfgs)
+        if RunLock.is_free(store.run(kind.kind, cfg, version=kind.version).lock_path) is False
+    ]
     free = [i for i in range(len(cfgs)) if i not in busy]
     pool = [cfgs[i] for i in free]
     claims = _Claims(store, pool, force, kind)
@@ -768,12 +854,20 @@ def train_population(cfgs: Sequence[Any], *, runs_dir=None, force: bool = False,
     if claimed:
         order = sorted(claimed)
         try:
-            members = build_members([pool[i] for i in order], [claimed[i] for i in order],
-                                    callbacks=callbacks, dtype=dtype, kind=kind)
+            members = build_members(
+                [pool[i] for i in order],
+                [claimed[i] for i in order],
+                callbacks=callbacks,
+                dtype=dtype,
+                kind=kind,
+            )
             ident = population_id([claimed[i].key for i in order])
             for member in members:
                 member.run.status_fields["population"] = {
-                    "id": ident, "size": len(members), "member": member.index}
+                    "id": ident,
+                    "size": len(members),
+                    "member": member.index,
+                }
             population = Population(members, execution)
             population.fit(lambda m, outcome: claims.settle(order[m.index], outcome))
         except BaseException as err:

@@ -48,9 +48,15 @@ class PopulationAdamW(torch.optim.Optimizer):
     the member does not decay that parameter); ``betas``, ``eps``, ``clip``: one value per
     member. The step count is the population's (every member takes every step)."""
 
-    def __init__(self, params: Sequence[torch.Tensor], *, decays: Sequence[torch.Tensor],
-                 betas: Sequence[tuple[float, float]], eps: Sequence[float],
-                 clip: Sequence[float]):
+    def __init__(
+        self,
+        params: Sequence[torch.Tensor],
+        *,
+        decays: Sequence[torch.Tensor],
+        betas: Sequence[tuple[float, float]],
+        eps: Sequence[float],
+        clip: Sequence[float],
+    ):
         params = list(params)
         super().__init__(params, {})
         if len(decays) != len(params):
@@ -66,9 +72,10 @@ class PopulationAdamW(torch.optim.Optimizer):
         self.rates = torch.zeros_like(self.beta1)
         self.steps = 0
         for p in params:
-            self.state[p] = {"exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
-                             "exp_avg_sq": torch.zeros_like(p,
-                                                            memory_format=torch.preserve_format)}
+            self.state[p] = {
+                "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+                "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
+            }
 
     @property
     def params(self) -> list[torch.Tensor]:
@@ -102,8 +109,8 @@ class PopulationAdamW(torch.optim.Optimizer):
         self.steps += 1
         s = self.steps
         lr, b1, b2 = self.rates, self.beta1, self.beta2
-        step_size = lr / (1 - b1 ** s)
-        root2 = torch.sqrt(1 - b2 ** s)
+        step_size = lr / (1 - b1**s)
+        root2 = torch.sqrt(1 - b2**s)
         for p, decay in zip(self.params, self.decays, strict=True):
             g = p.grad
             if g is None:

@@ -98,8 +98,9 @@ class Probes(Callback):
             return
         if self.batch is None:
             n = min(PROBE_BATCH, (len(self.val) - 1) // self.context)
-            self.batch, _ = get_batch(self.val, np.arange(n) * self.context, self.context,
-                                      trainer.device)
+            self.batch, _ = get_batch(
+                self.val, np.arange(n) * self.context, self.context, trainer.device
+            )
         record = {"weights": measure_model(trainer.model), **collect(trainer.model, self.batch)}
         run.log({"step": step, "probe": record})
 
@@ -122,8 +123,12 @@ def trajectory(run) -> dict[str, Any]:
         return out
     names = recs[0]["probe"]["weights"].keys()
     out["weights"] = {
-        n: {m: np.array([r["probe"]["weights"][n][m] for r in recs])
-            for m in recs[0]["probe"]["weights"][n]} for n in names}
+        n: {
+            m: np.array([r["probe"]["weights"][n][m] for r in recs])
+            for m in recs[0]["probe"]["weights"][n]
+        }
+        for n in names
+    }
     for key, value in recs[0]["probe"].items():
         if key != "weights" and isinstance(value, int | float):
             out[key] = np.array([r["probe"].get(key, np.nan) for r in recs], dtype=float)

@@ -47,8 +47,9 @@ def replay(run: StoredRun, sinks: list[Sink], *, name: str | None = None) -> int
     ``metrics.jsonl`` (those with a step), then closed with the final evaluation of its
     summary at the last step. Returns the number of records logged into each sink."""
     if run.state == "corrupt":
-        raise ConfigError(f"run {run.name} is corrupt ({run.reason}); `smallinit runs verify` "
-                          "says more")
+        raise ConfigError(
+            f"run {run.name} is corrupt ({run.reason}); `smallinit runs verify` says more"
+        )
     records = run.metrics()
     title = name or readable_name(run.kind, run.config)
     final = final_evaluation(run.summary)
@@ -79,13 +80,23 @@ def retry_failed_starts(run_path: str | Path, sinks: list[Any]) -> list[str]:
         if run.key in sink.tried:
             continue
         before = failed[sink.label].get("reason", "?")
-        log.warning("run %s: its %s sink failed to start when it trained (%s); logging the "
-                    "stored run into %s now", run.name, sink.label, before, sink.target)
+        log.warning(
+            "run %s: its %s sink failed to start when it trained (%s); logging the "
+            "stored run into %s now",
+            run.name,
+            sink.label,
+            before,
+            sink.target,
+        )
         try:
             replay(run, [sink])
         except Exception as err:  # a sink stays optional: the run is there either way
-            log.warning("run %s: %s failed again (%s); kept for the run's next use",
-                        run.name, sink.label, one_line(err))
+            log.warning(
+                "run %s: %s failed again (%s); kept for the run's next use",
+                run.name,
+                sink.label,
+                one_line(err),
+            )
             continue
         set_pending(run_path, sink.label, None)
         done.append(sink.label)

@@ -53,10 +53,19 @@ def generation_bytes(cfg: ModelConfig, batch: int, prompt: int, new: int) -> int
     return cache + tokens + window + batch * cfg.vocab_size * FLOAT
 
 
-def sample_texts(model, tok, prompt: str, *, max_new_tokens: int = 64,
-                 temperature: float = 0.8, top_k: int | None = 200, num_samples: int = 1,
-                 seed: int = 0, eot_id: int | None = None,
-                 device: str | torch.device = "cpu") -> dict[str, Any]:
+def sample_texts(
+    model,
+    tok,
+    prompt: str,
+    *,
+    max_new_tokens: int = 64,
+    temperature: float = 0.8,
+    top_k: int | None = 200,
+    num_samples: int = 1,
+    seed: int = 0,
+    eot_id: int | None = None,
+    device: str | torch.device = "cpu",
+) -> dict[str, Any]:
     """``num_samples`` continuations of ``prompt`` by ``model`` (module docstring):
     ``{"prompt_tokens", "samples": [{"text", "tokens", "stopped"}]}`` with ``stopped``
     true when the end-of-text token ended the sample. Limits and progress: module
@@ -65,23 +74,31 @@ def sample_texts(model, tok, prompt: str, *, max_new_tokens: int = 64,
     ids = tok.encode(prompt, add_special_tokens=False).ids
     if not ids:
         ids = [eot_id if eot_id is not None else 0]
-    check_memory(generation_bytes(model.cfg, num_samples, len(ids), max_new_tokens),
-                 f"sampling num_samples={num_samples} x max_new_tokens={max_new_tokens} "
-                 "(KV cache and token rows)")
+    check_memory(
+        generation_bytes(model.cfg, num_samples, len(ids), max_new_tokens),
+        f"sampling num_samples={num_samples} x max_new_tokens={max_new_tokens} "
+        "(KV cache and token rows)",
+    )
     device = torch.device(device)
     x = torch.tensor([ids] * num_samples, dtype=torch.long, device=device)
     generator = torch.Generator(device=device).manual_seed(int(seed))
     with progress(total=max_new_tokens, desc="sample", unit="tok") as bar:
-        out = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k,
-                             stop_tokens=() if eot_id is None else (eot_id,), pad_id=-1,
-                             generator=generator,
-                             on_step=_progress(bar, max_new_tokens, num_samples))
+        out = model.generate(
+            x,
+            max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            stop_tokens=() if eot_id is None else (eot_id,),
+            pad_id=-1,
+            generator=generator,
+            on_step=_progress(bar, max_new_tokens, num_samples),
+        )
     samples = []
-    for row in out[:, len(ids):].tolist():
+    for row in out[:, len(ids) :].tolist():
         new = [t for t in row if t != -1]
         stopped = eot_id is not None and eot_id in new
         if stopped:
-            new = new[:new.index(eot_id)]
+            new = new[: new.index(eot_id)]
         samples.append({"text": tok.decode(new), "tokens": len(new), "stopped": stopped})
     return {"prompt_tokens": len(ids), "samples": samples}
 
@@ -95,15 +112,23 @@ def check_sample_args(prompt: Any, max_new_tokens: Any, num_samples: Any) -> Non
     try:
         prompt.encode("utf-8")
     except UnicodeEncodeError as err:  # a lone surrogate: a non-UTF-8 byte of argv
-        raise ConfigError(f"the prompt is not UTF-8 text: character {err.start} "
-                          f"({prompt[err.start]!r}) stands for a byte that is not UTF-8; "
-                          "give UTF-8 text") from None
-    for name, value, high in (("max_new_tokens", max_new_tokens, MAX_NEW_TOKENS),
-                              ("num_samples", num_samples, MAX_SAMPLES)):
-        if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
-                or not 1 <= value <= high):
-            raise ConfigError(f"{name}={value!r} is not allowed; it must be an integer in "
-                              f"1..{high}")
+        raise ConfigError(
+            f"the prompt is not UTF-8 text: character {err.start} "
+            f"({prompt[err.start]!r}) stands for a byte that is not UTF-8; "
+            "give UTF-8 text"
+        ) from None
+    for name, value, high in (
+        ("max_new_tokens", max_new_tokens, MAX_NEW_TOKENS),
+        ("num_samples", num_samples, MAX_SAMPLES),
+    ):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Integral)
+            or not 1 <= value <= high
+        ):
+            raise ConfigError(
+                f"{name}={value!r} is not allowed; it must be an integer in 1..{high}"
+            )
 
 
 def _progress(bar, total: int, batch: int):
@@ -118,8 +143,12 @@ def _progress(bar, total: int, batch: int):
         now = time.perf_counter()
         if lines and now - last >= LOG_SECONDS:
             last = now
-            log.info("%s", step_line("sample", step, total,
-                                     {"tok_per_s": step * batch / (now - start)}, now - start))
+            log.info(
+                "%s",
+                step_line(
+                    "sample", step, total, {"tok_per_s": step * batch / (now - start)}, now - start
+                ),
+            )
 
     return on_step
 

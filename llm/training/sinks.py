@@ -111,8 +111,12 @@ def final_evaluation(summary: dict[str, Any] | None) -> dict[str, float]:
     per-level accuracies, answer losses (the anchor task: its accuracies and shares)."""
     out = {}
     for name, value in (summary or {}).items():
-        if (name in NOT_EVALUATION or name.startswith(NOT_EVALUATION_PREFIXES)
-                or isinstance(value, bool) or not isinstance(value, int | float)):
+        if (
+            name in NOT_EVALUATION
+            or name.startswith(NOT_EVALUATION_PREFIXES)
+            or isinstance(value, bool)
+            or not isinstance(value, int | float)
+        ):
             continue
         if math.isfinite(value):
             out[f"eval/{name}"] = float(value)
@@ -124,16 +128,35 @@ def hyperparameters(cfg: Any) -> dict[str, str | int | float | bool]:
     hyperparameters, dotted names (``model.d_model``, ``train.lr``); lists and None as their
     text (what TensorBoard's HParams accepts)."""
     data = cfg if isinstance(cfg, dict) else config_to_dict(cfg)
-    return {path: value if isinstance(value, str | int | float | bool) else str(value)
-            for path, value in dotted_items(data)}
+    return {
+        path: value if isinstance(value, str | int | float | bool) else str(value)
+        for path, value in dotted_items(data)
+    }
 
 
 #: short names of the tags and config fields a readable run name is made of
-ABBREVIATIONS = {"size": "d", "d_model": "d", "width": "m", "gamma": "γ", "n_layers": "L",
-                 "depth": "L", "seed": "seed"}
+ABBREVIATIONS = {
+    "size": "d",
+    "d_model": "d",
+    "width": "m",
+    "gamma": "γ",
+    "n_layers": "L",
+    "depth": "L",
+    "seed": "seed",
+}
 #: the config fields (leaf names) a run name is made of when no tags say what the run is
-NAME_FIELDS = ("init", "task", "corpus", "d_model", "width", "n_layers", "depth", "gamma",
-               "lr", "seed")
+NAME_FIELDS = (
+    "init",
+    "task",
+    "corpus",
+    "d_model",
+    "width",
+    "n_layers",
+    "depth",
+    "gamma",
+    "lr",
+    "seed",
+)
 
 
 def _name_part(name: str, value: Any) -> str | None:
@@ -155,8 +178,9 @@ def _name_part(name: str, value: Any) -> str | None:
     return None
 
 
-def readable_name(kind: str, config: Any, tags: dict[str, Any] | None = None,
-                  prefix: str | None = None) -> str:
+def readable_name(
+    kind: str, config: Any, tags: dict[str, Any] | None = None, prefix: str | None = None
+) -> str:
     """A run's name for people, e.g. ``fair/fig7/d128/γ1/seed3``: ``prefix`` (a profile and
     figure) then the run's ``tags`` (what it stands for in its experiment), else ``kind``
     then the telling fields of its config (:data:`NAME_FIELDS`: ``llm-train/γ0.5/
@@ -202,8 +226,11 @@ def given_names() -> dict[str, str]:
         if stamp not in _names_read:
             data = read_json(Path(path))
             _names_read.clear()
-            _names_read[stamp] = {str(k): v for k, v in data.items() if isinstance(v, str)} \
-                if isinstance(data, dict) else {}
+            _names_read[stamp] = (
+                {str(k): v for k, v in data.items() if isinstance(v, str)}
+                if isinstance(data, dict)
+                else {}
+            )
         return _names_read[stamp]
     except (OSError, StoreError):
         return {}
@@ -271,8 +298,11 @@ class Sink(Callback):
         try:
             self.open(kind, key, name, hyperparameters(trainer.cfg), step)
         except Exception as err:
-            set_pending(run.path, self.label, {"target": str(self.target),
-                                               "reason": f"{type(err).__name__}: {err}"})
+            set_pending(
+                run.path,
+                self.label,
+                {"target": str(self.target), "reason": f"{type(err).__name__}: {err}"},
+            )
             raise
         set_pending(run.path, self.label, None)
 
@@ -305,12 +335,24 @@ class LogLines(Callback):
         self.clock = time.perf_counter()
 
     def on_record(self, record: dict[str, Any]) -> None:
-        fields = {k: v for k, v in record.items()
-                  if k not in ("step", "tokens") and isinstance(v, (int, float))
-                  and not isinstance(v, bool)}
+        fields = {
+            k: v
+            for k, v in record.items()
+            if k not in ("step", "tokens")
+            and isinstance(v, (int, float))
+            and not isinstance(v, bool)
+        }
         if fields:
-            self.logger.info("%s", step_line(self.desc, record.get("step"), self.total, fields,
-                                             time.perf_counter() - self.clock))
+            self.logger.info(
+                "%s",
+                step_line(
+                    self.desc,
+                    record.get("step"),
+                    self.total,
+                    fields,
+                    time.perf_counter() - self.clock,
+                ),
+            )
 
 
 def tensorboard_available() -> bool:
@@ -332,11 +374,14 @@ class TensorBoard(Sink):
 
     def __init__(self, root: str | Path):
         if not str(root).strip():
-            raise ConfigError("the TensorBoard folder is empty; give a folder, e.g. "
-                              "--tensorboard tb")
+            raise ConfigError(
+                "the TensorBoard folder is empty; give a folder, e.g. --tensorboard tb"
+            )
         if not tensorboard_available():
-            raise ConfigError("TensorBoard logging needs the tensorboard package; install "
-                              "it with: pip install 'smallinit[tb]' (or pip install tensorboard)")
+            raise ConfigError(
+                "TensorBoard logging needs the tensorboard package; install "
+                "it with: pip install 'smallinit[tb]' (or pip install tensorboard)"
+            )
         super().__init__()
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
@@ -406,11 +451,14 @@ class WandB(Sink):
 
     def __init__(self, project: str, *, entity: str | None = None):
         if not isinstance(project, str) or not project.strip():
-            raise ConfigError("the W&B project is empty; give a project name, e.g. "
-                              "--wandb smallinit")
+            raise ConfigError(
+                "the W&B project is empty; give a project name, e.g. --wandb smallinit"
+            )
         if not wandb_available():
-            raise ConfigError("W&B logging needs the wandb package; install it with: "
-                              "pip install 'smallinit[wandb]' (or pip install wandb)")
+            raise ConfigError(
+                "W&B logging needs the wandb package; install it with: "
+                "pip install 'smallinit[wandb]' (or pip install wandb)"
+            )
         super().__init__()
         self.project = self.target = project.strip()
         self.entity = entity
@@ -420,8 +468,16 @@ class WandB(Sink):
         import wandb  # lazy: optional dependency
 
         config = {**hparams, "run_key": key, "resumed_from_step": step}
-        self.run = wandb.init(project=self.project, entity=self.entity, name=name, group=key,
-                              job_type=kind, tags=[key], config=config, reinit="create_new")
+        self.run = wandb.init(
+            project=self.project,
+            entity=self.entity,
+            name=name,
+            group=key,
+            job_type=kind,
+            tags=[key],
+            config=config,
+            reinit="create_new",
+        )
 
     def scalars(self, values: dict[str, float], step: int) -> None:
         if self.run is not None:
@@ -446,14 +502,15 @@ def sinks_from_env() -> list[Callback]:
     return chosen_sinks()
 
 
-def chosen_sinks(tensorboard: str | Path | None = None,
-                 wandb: str | None = None) -> list[Callback]:
+def chosen_sinks(tensorboard: str | Path | None = None, wandb: str | None = None) -> list[Callback]:
     """The sinks of a run: TensorBoard in ``tensorboard`` (else ``$SMALLINIT_TENSORBOARD``),
     W&B to the project ``wandb`` (else ``$SMALLINIT_WANDB``); what the CLI's
     ``--tensorboard`` and ``--wandb`` give :func:`~smallinit.llm.training.train.train`."""
     out: list[Callback] = []
-    for given, env, make in ((tensorboard, TENSORBOARD_ENV, TensorBoard),
-                             (wandb, WANDB_ENV, WandB)):
+    for given, env, make in (
+        (tensorboard, TENSORBOARD_ENV, TensorBoard),
+        (wandb, WANDB_ENV, WandB),
+    ):
         if given is not None:
             out.append(make(given))
             continue
@@ -467,9 +524,11 @@ def chosen_sinks(tensorboard: str | Path | None = None,
 
 
 @contextlib.contextmanager
-def sink_environment(tensorboard: str | Path | None, wandb: str | None,
-                     names: Callable[[], dict[tuple[str, str], str]] | None = None
-                     ) -> Iterator[list[Callback]]:
+def sink_environment(
+    tensorboard: str | Path | None,
+    wandb: str | None,
+    names: Callable[[], dict[tuple[str, str], str]] | None = None,
+) -> Iterator[list[Callback]]:
     """The sinks of a command that trains many runs, each perhaps in a worker process or a
     Ray task: ``tensorboard`` and ``wandb`` (the CLI's ``--tensorboard``, ``--wandb``) go
     into ``$SMALLINIT_TENSORBOARD`` and ``$SMALLINIT_WANDB`` while the block runs, where
@@ -491,8 +550,9 @@ def sink_environment(tensorboard: str | Path | None, wandb: str | None,
         if chosen and names is not None:
             fd, names_file = tempfile.mkstemp(prefix="smallinit-run-names-", suffix=".json")
             os.close(fd)
-            atomic_write_json(Path(names_file), {f"{kind}/{key}": name
-                                                 for (kind, key), name in names().items()})
+            atomic_write_json(
+                Path(names_file), {f"{kind}/{key}": name for (kind, key), name in names().items()}
+            )
             os.environ[NAMES_ENV] = names_file
         yield chosen
     finally:

@@ -55,8 +55,7 @@ def run_device(cfg: RunConfig) -> torch.device:
     """The device a run of ``cfg`` trains on here: CUDA where it asks for it (or auto) and
     one is present, else the CPU."""
     want = cfg.train.device
-    return torch.device("cuda" if want in ("cuda", "auto") and torch.cuda.is_available()
-                        else "cpu")
+    return torch.device("cuda" if want in ("cuda", "auto") and torch.cuda.is_available() else "cpu")
 
 
 def _stepper(cfg: RunConfig, device: torch.device, compile: bool):
@@ -110,10 +109,15 @@ def compile_break_even(cfg: RunConfig, *, rounds: int = 7) -> dict[str, Any]:
             times[name].append(time.perf_counter() - t0)
     e, c = statistics.median(times["eager"]), statistics.median(times["compiled"])
     compile_s = max(first - c, 0.0)
-    return {"compile_s": compile_s, "eager_step_s": e, "compiled_step_s": c,
-            "step_speedup": e / c,
-            "break_even_steps": compile_s / (e - c) if e > c else None,
-            "threads": torch.get_num_threads(), "device": str(device)}
+    return {
+        "compile_s": compile_s,
+        "eager_step_s": e,
+        "compiled_step_s": c,
+        "step_speedup": e / c,
+        "break_even_steps": compile_s / (e - c) if e > c else None,
+        "threads": torch.get_num_threads(),
+        "device": str(device),
+    }
 
 
 def timed(step, device: torch.device, steps: int, warmup: int) -> tuple[float, float]:
@@ -130,8 +134,9 @@ def timed(step, device: torch.device, steps: int, warmup: int) -> tuple[float, f
     return t1 - t0, time.perf_counter() - t1
 
 
-def measure(cfg: RunConfig, *, steps: int = 20, warmup: int = 5,
-            compile: bool = False) -> dict[str, Any]:
+def measure(
+    cfg: RunConfig, *, steps: int = 20, warmup: int = 5, compile: bool = False
+) -> dict[str, Any]:
     """Time ``steps`` training steps of ``cfg``'s model after ``warmup`` untimed ones.
 
     Returns tokens/s, seconds per step, parameters, FLOPs per token, achieved FLOP/s and
@@ -147,24 +152,31 @@ def measure(cfg: RunConfig, *, steps: int = 20, warmup: int = 5,
     tok_s = tokens / elapsed
     fpt = flops_per_token(m)
     peak = peak_flops(device)
-    return {"device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
-            "compile": compile, "precision": "bf16" if device.type == "cuda"
-            or cfg.train.precision == "bf16" else "fp32",
-            "params": sum(p.numel() for p in model.parameters()),
-            "flops_per_token": fpt,
-            "tokens_per_step": shape[0] * shape[1], "steps": steps,
-            "step_s": elapsed / steps, "tokens_per_s": tok_s,
-            "flops_per_s": tok_s * fpt, "peak_flops": peak,
-            "mfu": None if peak is None else tok_s * fpt / peak,
-            "warmup_s": warmup_s}
+    return {
+        "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
+        "compile": compile,
+        "precision": "bf16" if device.type == "cuda" or cfg.train.precision == "bf16" else "fp32",
+        "params": sum(p.numel() for p in model.parameters()),
+        "flops_per_token": fpt,
+        "tokens_per_step": shape[0] * shape[1],
+        "steps": steps,
+        "step_s": elapsed / steps,
+        "tokens_per_s": tok_s,
+        "flops_per_s": tok_s * fpt,
+        "peak_flops": peak,
+        "mfu": None if peak is None else tok_s * fpt / peak,
+        "warmup_s": warmup_s,
+    }
 
 
 #: kernel families of a training step, by a pattern of the kernel's (or CPU op's) name; the
 #: first that matches names it, and what matches none is "other" (elementwise, copies)
 FAMILIES = (
     ("attention", ("flash", "fmha", "attention", "sdpa", "efficient_attention")),
-    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "matmul", "addmm", "aten::mm", "aten::bmm",
-                "cublas")),
+    (
+        "matmul",
+        ("gemm", "cutlass", "xmma", "nvjet", "matmul", "addmm", "aten::mm", "aten::bmm", "cublas"),
+    ),
     ("loss", ("cross_entropy", "log_softmax", "nll_loss", "softmax", "logsumexp")),
     ("optimizer", ("adam", "multi_tensor", "foreach")),
     ("norm", ("norm", "rsqrt")),
@@ -179,8 +191,12 @@ def family(name: str) -> str:
 
 #: the backends of ``F.scaled_dot_product_attention``, by a pattern of the aten op it
 #: dispatches to (``aten::_scaled_dot_product_flash_attention`` and its backward, …)
-SDPA_BACKENDS = (("flash", "flash"), ("efficient", "efficient"), ("cudnn", "cudnn"),
-                 ("math", "math"))
+SDPA_BACKENDS = (
+    ("flash", "flash"),
+    ("efficient", "efficient"),
+    ("cudnn", "cudnn"),
+    ("math", "math"),
+)
 
 
 def sdpa_backend(name: str) -> str | None:
@@ -202,8 +218,9 @@ def sdpa_picks(events) -> dict[str, int]:
     return picks
 
 
-def breakdown(cfg: RunConfig, *, steps: int = 5, warmup: int = 3, compile: bool = False,
-              top: int = 15) -> dict[str, Any]:
+def breakdown(
+    cfg: RunConfig, *, steps: int = 5, warmup: int = 3, compile: bool = False, top: int = 15
+) -> dict[str, Any]:
     """Where a training step's time goes: ``steps`` steps of ``cfg`` under
     ``torch.profiler`` after ``warmup`` untimed ones. On CUDA the device time of each kernel
     (self CUDA time), on the CPU the self time of each op; returns the ``top`` kernels with
@@ -233,9 +250,14 @@ def breakdown(cfg: RunConfig, *, steps: int = 5, warmup: int = 3, compile: bool 
     shares: dict[str, float] = {}
     for k, t in rows:
         shares[family(k)] = shares.get(family(k), 0.0) + t / total
-    return {"device": str(device), "compile": compile, "steps": steps,
-            "time_per_step_ms": total / 1e3 / steps, "clock": attr,
-            "families": dict(sorted(shares.items(), key=lambda kv: -kv[1])),
-            "sdpa_backends": sdpa_picks(events), "loss_chunk": cfg.train.loss_chunk,
-            "top": [{"name": k[:120], "family": family(k), "share": t / total}
-                    for k, t in rows[:top]]}
+    return {
+        "device": str(device),
+        "compile": compile,
+        "steps": steps,
+        "time_per_step_ms": total / 1e3 / steps,
+        "clock": attr,
+        "families": dict(sorted(shares.items(), key=lambda kv: -kv[1])),
+        "sdpa_backends": sdpa_picks(events),
+        "loss_chunk": cfg.train.loss_chunk,
+        "top": [{"name": k[:120], "family": family(k), "share": t / total} for k, t in rows[:top]],
+    }

@@ -103,8 +103,11 @@ class Dist:
 
     @classmethod
     def from_env(cls) -> Dist:
-        return cls(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
-                   int(os.environ.get("LOCAL_RANK", 0)))
+        return cls(
+            int(os.environ.get("RANK", 0)),
+            int(os.environ.get("WORLD_SIZE", 1)),
+            int(os.environ.get("LOCAL_RANK", 0)),
+        )
 
     @property
     def main(self) -> bool:
@@ -113,7 +116,7 @@ class Dist:
     def share(self, items):
         """This rank's contiguous slice of a global batch (its length divides evenly)."""
         n = len(items) // self.world
-        return items[self.rank * n:(self.rank + 1) * n]
+        return items[self.rank * n : (self.rank + 1) * n]
 
 
 def resolve_device(cfg, dist: Dist) -> torch.device:
@@ -130,7 +133,8 @@ def resolve_device(cfg, dist: Dist) -> torch.device:
 def autocast(cfg, device: torch.device):
     """bf16 autocast on GPU (``precision=auto``) or when asked; fp32 otherwise."""
     use_bf16 = cfg.train.precision == "bf16" or (
-        cfg.train.precision == "auto" and device.type == "cuda")
+        cfg.train.precision == "auto" and device.type == "cuda"
+    )
     if not use_bf16:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
@@ -154,15 +158,23 @@ def make_optimizer(model: torch.nn.Module, cfg, device) -> torch.optim.AdamW:
     t = cfg.train
     decay = [p for p in model.parameters() if p.dim() >= 2 or t.decay_all]
     rest = [p for p in model.parameters() if p.dim() < 2 and not t.decay_all]
-    groups = [{"params": decay, "weight_decay": t.weight_decay},
-              {"params": rest, "weight_decay": 0.0}]
+    groups = [
+        {"params": decay, "weight_decay": t.weight_decay},
+        {"params": rest, "weight_decay": 0.0},
+    ]
     # the fused kernel (CPU and CUDA) is the fastest update; same numbers every run
-    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), eps=t.adam_eps,
-                             fused=device.type in ("cpu", "cuda"))
+    return torch.optim.AdamW(
+        groups,
+        lr=t.lr,
+        betas=(t.beta1, t.beta2),
+        eps=t.adam_eps,
+        fused=device.type in ("cpu", "cuda"),
+    )
 
 
-def train_step(objective, optimizer, x, y, *, lr: float | None, clip: float, ctx=None,
-               clip_params=None) -> torch.Tensor:
+def train_step(
+    objective, optimizer, x, y, *, lr: float | None, clip: float, ctx=None, clip_params=None
+) -> torch.Tensor:
     """One optimizer step on (x, y): forward (``objective(x, y)`` returns ``(logits,
     loss)``), backward, clip to global norm ``clip`` (0: off), AdamW update at learning
     rate ``lr`` (None: the rates the optimizer holds, as a population's optimizer holds one
@@ -265,12 +277,16 @@ class LMTask:
     def starts(self, step: int, dist: Dist) -> np.ndarray:
         """Where this rank's training windows of ``step`` start in the training split."""
         cfg = self.cfg
-        return dist.share(batch_starts(step, cfg.seed, len(self.corpus.train),
-                                       cfg.model.context, cfg.train.batch_size))
+        return dist.share(
+            batch_starts(
+                step, cfg.seed, len(self.corpus.train), cfg.model.context, cfg.train.batch_size
+            )
+        )
 
     def batch(self, step: int, dist: Dist):
-        return get_batch(self.corpus.train, self.starts(step, dist), self.cfg.model.context,
-                         self.device)
+        return get_batch(
+            self.corpus.train, self.starts(step, dist), self.cfg.model.context, self.device
+        )
 
     @staticmethod
     def population_batch(tasks: list[LMTask], step: int):
@@ -306,8 +322,13 @@ class LMTask:
         model.eval()
         total = 0.0
         for i in range(cfg.train.eval_batches):
-            starts = batch_starts(i, cfg.seed + 1_000_003, len(self.corpus.val),
-                                  cfg.model.context, cfg.train.batch_size)
+            starts = batch_starts(
+                i,
+                cfg.seed + 1_000_003,
+                len(self.corpus.val),
+                cfg.model.context,
+                cfg.train.batch_size,
+            )
             x, y = get_batch(self.corpus.val, starts, cfg.model.context, self.device)
             with ctx:
                 total += float(model(x, y)[1])
@@ -321,12 +342,14 @@ class LMTask:
         context, batch = self.cfg.model.context, self.cfg.train.batch_size
         starts = np.arange((len(split.val) - 1) // context) * context
         if len(starts) == 0:
-            raise ConfigError(f"the held-out half has {len(split.val)} tokens, fewer than one "
-                              f"window of model.context={context} + 1")
+            raise ConfigError(
+                f"the held-out half has {len(split.val)} tokens, fewer than one "
+                f"window of model.context={context} + 1"
+            )
         model.eval()
         total = 0.0
         for i in range(0, len(starts), batch):
-            x, y = get_batch(split.val, starts[i:i + batch], context, self.device)
+            x, y = get_batch(split.val, starts[i : i + batch], context, self.device)
             with ctx:
                 total += float(model(x, y)[1]) * len(x)
         model.train()
@@ -342,17 +365,27 @@ class LMTask:
             record["tune_loss"] = self.val_loss(model, ctx, self.tune)
         run.log(record)
         with ctx:
-            metrics, tokens = evaluate(model, self.report, self.device,
-                                       n_windows=cfg.eval.token_windows,
-                                       n_items=cfg.eval.answer_items, context=cfg.model.context)
+            metrics, tokens = evaluate(
+                model,
+                self.report,
+                self.device,
+                n_windows=cfg.eval.token_windows,
+                n_items=cfg.eval.answer_items,
+                context=cfg.model.context,
+            )
         run.save_arrays(**tokens)
         run.write_json("eval.json", metrics)
         atomic_write_text(run.path / TOKENIZER, self.corpus.tokenizer.to_str())
         held = {k: v for k, v in record.items() if k != "step"}
-        return {"train_loss": train_loss, **held, "steps": cfg.train.steps,
-                "tokens": cfg.train.steps * self.tokens_per_step,
-                "params": model.num_params(), **metrics,
-                "corpus": corpus_mod.corpus_summary(self.corpus)}
+        return {
+            "train_loss": train_loss,
+            **held,
+            "steps": cfg.train.steps,
+            "tokens": cfg.train.steps * self.tokens_per_step,
+            "params": model.num_params(),
+            **metrics,
+            "corpus": corpus_mod.corpus_summary(self.corpus),
+        }
 
 
 class _RankView:
@@ -378,8 +411,15 @@ class Trainer:
     parameters are cast to it after the init (None: float32 as built); float64 serves the
     tests that compare two paths to ~1e-10, and a run's key does not record it."""
 
-    def __init__(self, cfg, dist: Dist, make_task: Callable[..., Task] = LMTask, *,
-                 callbacks: list[Callback] | None = None, dtype: torch.dtype | None = None):
+    def __init__(
+        self,
+        cfg,
+        dist: Dist,
+        make_task: Callable[..., Task] = LMTask,
+        *,
+        callbacks: list[Callback] | None = None,
+        dtype: torch.dtype | None = None,
+    ):
         self.cfg = cfg
         self.dist = dist
         self.extra = list(sinks_from_env() if callbacks is None else callbacks)
@@ -409,8 +449,12 @@ class Trainer:
         a resumed run keeps the probe of the step it resumes from)."""
         t = self.cfg.train
         lines = [] if bars_shown() else [LogLines(self.task.name)]
-        return [*lines, *self.extra, *self.task.callbacks(),
-                Checkpoints(t.checkpoint_every, t.steps)]
+        return [
+            *lines,
+            *self.extra,
+            *self.task.callbacks(),
+            Checkpoints(t.checkpoint_every, t.steps),
+        ]
 
     # -- resume
     def _resume(self, run) -> int:
@@ -461,18 +505,29 @@ class Trainer:
         ctx = autocast(cfg, self.device)
         self.model.train()
         window_sum = torch.zeros((), dtype=window_dtype(task, self.model), device=self.device)
-        clip_params = (list(self.model.parameters()) if task.rounding.clip_in_model_order
-                       else None)
+        clip_params = list(self.model.parameters()) if task.rounding.clip_in_model_order else None
         window_n = 0
         clock, clock_step = time.perf_counter(), start
         last_loss = float("nan")
-        with progress(total=t.steps, initial=start, desc=task.name, unit="step",
-                      **({} if dist.main else {"disable": True})) as bar:
+        with progress(
+            total=t.steps,
+            initial=start,
+            desc=task.name,
+            unit="step",
+            **({} if dist.main else {"disable": True}),
+        ) as bar:
             for step in range(start + 1, t.steps + 1):
                 x, y = task.batch(step, dist)
-                window_sum += train_step(self.objective, self.optimizer, x, y,
-                                         lr=lr_at(step, cfg), clip=t.grad_clip, ctx=ctx,
-                                         clip_params=clip_params)
+                window_sum += train_step(
+                    self.objective,
+                    self.optimizer,
+                    x,
+                    y,
+                    lr=lr_at(step, cfg),
+                    clip=t.grad_clip,
+                    ctx=ctx,
+                    clip_params=clip_params,
+                )
                 window_n += 1
                 bar.update(1)
                 record = None
@@ -484,8 +539,9 @@ class Trainer:
                     if task.tokens_per_step:
                         now = time.perf_counter()
                         record["tokens"] = step * task.tokens_per_step
-                        record["tok_per_s"] = ((step - clock_step) * task.tokens_per_step
-                                               / max(now - clock, 1e-9))
+                        record["tok_per_s"] = (
+                            (step - clock_step) * task.tokens_per_step / max(now - clock, 1e-9)
+                        )
                         clock, clock_step = now, step
                     if not math.isfinite(last_loss):
                         run.log(record)
@@ -517,8 +573,14 @@ class Trainer:
 
 
 # ----------------------------------------------------------------------------- entry points
-def preflight(cfg, dist: Dist | None = None, *, explicit_attention: bool = False,
-              computing: bool = True, memory: tuple[int, str] | None = None) -> None:
+def preflight(
+    cfg,
+    dist: Dist | None = None,
+    *,
+    explicit_attention: bool = False,
+    computing: bool = True,
+    memory: tuple[int, str] | None = None,
+) -> None:
     """Every check of a run's config that needs no training, made before its run directory
     exists (so a bad config leaves nothing behind). For a run that will be trained
     (``computing``): the device is there and the training step fits the memory of that
@@ -532,15 +594,25 @@ def preflight(cfg, dist: Dist | None = None, *, explicit_attention: bool = False
         if memory is None:
             check_training_memory(cfg, explicit_attention=explicit_attention, device=device)
         else:
-            check_training_memory(cfg, explicit_attention=explicit_attention,
-                                  available=memory[0], pool=memory[1])
+            check_training_memory(
+                cfg, explicit_attention=explicit_attention, available=memory[0], pool=memory[1]
+            )
         sinks_from_env()  # a bad $SMALLINIT_TENSORBOARD is refused before the run exists
     init_table(meta_transformer(cfg.model), cfg.scheme)
 
 
-def fit_run(store: RunStore, kind: str, version: str, cfg, build: Callable[[Dist], Trainer],
-            *, force: bool = False, prepare: Callable[[], None] | None = None,
-            check: Callable[[], None] | None = None, explicit_attention: bool = False) -> Run:
+def fit_run(
+    store: RunStore,
+    kind: str,
+    version: str,
+    cfg,
+    build: Callable[[Dist], Trainer],
+    *,
+    force: bool = False,
+    prepare: Callable[[], None] | None = None,
+    check: Callable[[], None] | None = None,
+    explicit_attention: bool = False,
+) -> Run:
     """Train (or resume, or reuse) the run (kind, cfg, version) with the trainer
     ``build(dist)``, alone or under ``torchrun``; ``prepare`` runs once on rank 0 before
     the others start (e.g. building a corpus they then read). The config is first checked
@@ -551,8 +623,10 @@ def fit_run(store: RunStore, kind: str, version: str, cfg, build: Callable[[Dist
     Returns the run (on ranks other than 0 a handle to the same directory)."""
     dist = Dist.from_env()
     if cfg.train.batch_size % dist.world:
-        raise ConfigError(f"train.batch_size={cfg.train.batch_size} is not divisible by the "
-                          f"{dist.world} processes")
+        raise ConfigError(
+            f"train.batch_size={cfg.train.batch_size} is not divisible by the "
+            f"{dist.world} processes"
+        )
     computing = force or not store.run(kind, cfg, version=version).reusable()
     preflight(cfg, dist, explicit_attention=explicit_attention, computing=computing)
     if computing and check is not None:
@@ -561,8 +635,9 @@ def fit_run(store: RunStore, kind: str, version: str, cfg, build: Callable[[Dist
         need = disk_bytes(param_count(cfg.model), cfg.train.checkpoint_every)
         check_disk(store.root, need, "weights and checkpoints")
     if dist.world == 1:
-        return store.get_or_run(kind, cfg, lambda run: build(dist).fit(run), version=version,
-                                force=force)
+        return store.get_or_run(
+            kind, cfg, lambda run: build(dist).fit(run), version=version, force=force
+        )
     import torch.distributed as tdist
 
     on_gpu = cfg.train.device != "cpu" and torch.cuda.is_available()
@@ -581,8 +656,9 @@ def fit_run(store: RunStore, kind: str, version: str, cfg, build: Callable[[Dist
             box = [None]
         tdist.broadcast_object_list(box, src=0)
         if dist.main:
-            return store.get_or_run(kind, cfg, lambda r: build(dist).fit(r), version=version,
-                                    force=force)
+            return store.get_or_run(
+                kind, cfg, lambda r: build(dist).fit(r), version=version, force=force
+            )
         if box[0]:
             try:
                 build(dist).fit(_RankView(run))
@@ -622,8 +698,9 @@ class ScratchRun:
         self.files[name] = data
 
 
-def cut_config(cfg, *, width: int = 64, layers: int = 2, context: int = 64, batch: int = 4,
-               items: int = 16):
+def cut_config(
+    cfg, *, width: int = 64, layers: int = 2, context: int = 64, batch: int = 4, items: int = 16
+):
     """``cfg`` at a size the CPU trains in seconds, every switch kept (norms, positions,
     MLP, gating, init scheme, precision, compile, data and vocabulary): d_model cut to
     ``n_heads`` heads of an even head dimension near ``width / n_heads`` (never above the
@@ -635,12 +712,18 @@ def cut_config(cfg, *, width: int = 64, layers: int = 2, context: int = 64, batc
     head_dim = min(m.head_dim, max(2, (width // m.n_heads) // 2 * 2))
     d = m.n_heads * head_dim
     changes: dict[str, Any] = {
-        "model.d_model": d, "model.n_layers": min(m.n_layers, layers),
+        "model.d_model": d,
+        "model.n_layers": min(m.n_layers, layers),
         "model.context": min(m.context, context),
         "model.d_ff": None if m.d_ff is None else max(1, round(m.d_ff * d / m.d_model)),
-        "train.steps": 1, "train.warmup": 0, "train.batch_size": min(t.batch_size, batch),
-        "train.log_every": 1, "train.eval_every": 0, "train.checkpoint_every": 0,
-        "train.eval_batches": min(t.eval_batches, 2)}
+        "train.steps": 1,
+        "train.warmup": 0,
+        "train.batch_size": min(t.batch_size, batch),
+        "train.log_every": 1,
+        "train.eval_every": 0,
+        "train.checkpoint_every": 0,
+        "train.eval_batches": min(t.eval_batches, 2),
+    }
     if hasattr(cfg, "eval"):
         changes["eval.answer_items"] = min(cfg.eval.answer_items, items)
         changes["eval.token_windows"] = min(cfg.eval.token_windows, 4)
@@ -664,8 +747,13 @@ def trial(cfg, make_task: Callable[..., Task] = LMTask) -> dict[str, Any]:
         wall = time.perf_counter() - t0
     numbers = {k: v for k, v in summary.items() if isinstance(v, int | float)}
     losses = [r["loss"] for r in run.records if "loss" in r]
-    return {"loss": losses[-1] if losses else None, "summary": numbers,
-            "records": len(run.records), "arrays": sorted(run.arrays), "wall_s": wall}
+    return {
+        "loss": losses[-1] if losses else None,
+        "summary": numbers,
+        "records": len(run.records),
+        "arrays": sorted(run.arrays),
+        "wall_s": wall,
+    }
 
 
 def _being_written(run: Run) -> bool:
@@ -676,18 +764,29 @@ def _being_written(run: Run) -> bool:
         return False
 
 
-def train(cfg: RunConfig, *, runs_dir: str | Path | None = None, force: bool = False,
-          callbacks: list[Callback] | None = None) -> Run:
+def train(
+    cfg: RunConfig,
+    *,
+    runs_dir: str | Path | None = None,
+    force: bool = False,
+    callbacks: list[Callback] | None = None,
+) -> Run:
     """Train (or resume, or reuse) the pretraining run for ``cfg``; works alone or under
     ``torchrun``. ``callbacks``: more callbacks while it trains, e.g. the log sink
     ``[TensorBoard("tb")]`` (:mod:`smallinit.llm.training.sinks`; None: the sinks the
     environment asks for); they are not part of the run's config and never change its key."""
     check_instance(cfg, RunConfig, "train")
     sinks = sinks_from_env() if callbacks is None else list(callbacks)
-    run = fit_run(RunStore(runs_dir), KIND, VERSION, cfg,
-                  lambda dist: Trainer(cfg, dist, callbacks=sinks), force=force,
-                  prepare=lambda: corpus_mod.prepare(cfg.data, cfg.model.vocab_size),
-                  check=lambda: corpus_mod.check_source(cfg.data))
+    run = fit_run(
+        RunStore(runs_dir),
+        KIND,
+        VERSION,
+        cfg,
+        lambda dist: Trainer(cfg, dist, callbacks=sinks),
+        force=force,
+        prepare=lambda: corpus_mod.prepare(cfg.data, cfg.model.vocab_size),
+        check=lambda: corpus_mod.check_source(cfg.data),
+    )
     if Dist.from_env().main and run.state == "done":
         retry_failed_starts(run.path, sinks)  # a sink that failed to start the last time
     return run

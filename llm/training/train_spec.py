@@ -44,7 +44,12 @@ class TrainSpec(Populated, RunSpec):
     @classmethod
     def prepare(cls, specs: list[RunSpec]) -> None:
         """Build each distinct corpus once, before workers read it."""
-        corpora = {canonical_json([config_to_dict(s.config.data), s.config.model.vocab_size]):
-                   (s.config.data, s.config.model.vocab_size) for s in specs}
+        corpora = {
+            canonical_json([config_to_dict(s.config.data), s.config.model.vocab_size]): (
+                s.config.data,
+                s.config.model.vocab_size,
+            )
+            for s in specs
+        }
         for data, vocab in corpora.values():
             corpus_mod.prepare(data, vocab)

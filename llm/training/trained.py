@@ -70,17 +70,27 @@ def resolve_run(ref: str, runs_dir: str | Path | None = None) -> TrainedRun:
         return TrainedRun(path, key, root, in_store=path.resolve().parent == base)
     key = ref.split("/", 1)[1] if ref.startswith(TRAIN_KIND + "/") else ref
     if not KEY_PREFIX.fullmatch(key):
-        raise ConfigError(f"RUN {ref!r} matches no run: it is neither a run directory (with "
-                          "a config.json) nor a run key (1 to 16 lowercase hex digits, "
-                          "optionally after llm-train/)")
+        raise ConfigError(
+            f"RUN {ref!r} matches no run: it is neither a run directory (with "
+            "a config.json) nor a run key (1 to 16 lowercase hex digits, "
+            "optionally after llm-train/)"
+        )
     base = root / TRAIN_KIND
-    matches = sorted(p for p in base.iterdir() if p.name.startswith(key) and p.is_dir()
-                     and KEY_PREFIX.fullmatch(p.name)) if base.is_dir() else []
+    matches = (
+        sorted(
+            p
+            for p in base.iterdir()
+            if p.name.startswith(key) and p.is_dir() and KEY_PREFIX.fullmatch(p.name)
+        )
+        if base.is_dir()
+        else []
+    )
     if len(matches) != 1:
-        what = ("no run directory, and as a key it matches no" if not matches
-                else f"{len(matches)}")
-        raise ConfigError(f"RUN {ref!r} matches {what} trained runs under {base}; give a run "
-                          "directory, llm-train/<key> or a unique key prefix (see --runs-dir)")
+        what = "no run directory, and as a key it matches no" if not matches else f"{len(matches)}"
+        raise ConfigError(
+            f"RUN {ref!r} matches {what} trained runs under {base}; give a run "
+            "directory, llm-train/<key> or a unique key prefix (see --runs-dir)"
+        )
     return TrainedRun(matches[0], matches[0].name, root)
 
 
@@ -89,15 +99,20 @@ def _check_run_dir(path: Path) -> str:
     meta = read_json(path / "config.json")
     if not isinstance(meta, dict) or meta.get("kind") != TRAIN_KIND:
         kind = meta.get("kind") if isinstance(meta, dict) else None
-        raise ConfigError(f"{path} is a run of kind {kind!r}, not {TRAIN_KIND!r}; give a "
-                          "trained model's run")
+        raise ConfigError(
+            f"{path} is a run of kind {kind!r}, not {TRAIN_KIND!r}; give a trained model's run"
+        )
     key = meta.get("key")
     if key != path.resolve().name or not isinstance(meta.get("config"), dict):
-        raise ConfigError(f"{path} is not a valid run directory: its config.json names key "
-                          f"{key!r}; the directory is {path.resolve().name!r}")
+        raise ConfigError(
+            f"{path} is not a valid run directory: its config.json names key "
+            f"{key!r}; the directory is {path.resolve().name!r}"
+        )
     if config_key(TRAIN_KIND, meta["config"], str(meta.get("version", "1"))) != key:
-        raise ConfigError(f"{path}/config.json does not hash to its key {key}: the config was "
-                          "edited after the run was keyed; refusing it")
+        raise ConfigError(
+            f"{path}/config.json does not hash to its key {key}: the config was "
+            "edited after the run was keyed; refusing it"
+        )
     return key
 
 
@@ -106,16 +121,19 @@ def data_config(run: TrainedRun, cfg: RunConfig, *, trust_data: bool = False) ->
     if run.in_store or trust_data:
         return cfg.data
     if cfg.data.corpus.startswith(("text:", "hf:")):
-        raise ConfigError(f"run {run.path} is outside the run store {run.store_root} and its "
-                          f"config names data.corpus={cfg.data.corpus!r}; pass "
-                          "--trust-run-data to read it (only for a run you trust)")
+        raise ConfigError(
+            f"run {run.path} is outside the run store {run.store_root} and its "
+            f"config names data.corpus={cfg.data.corpus!r}; pass "
+            "--trust-run-data to read it (only for a run you trust)"
+        )
     return override(cfg.data, {"cache_dir": None})
 
 
 def run_config(run_dir: str | Path) -> RunConfig:
     """The :class:`RunConfig` stored in a run directory's ``config.json``."""
-    return config_from_dict(RunConfig, read_json(Path(run_dir) / "config.json")["config"],
-                            where="config")
+    return config_from_dict(
+        RunConfig, read_json(Path(run_dir) / "config.json")["config"], where="config"
+    )
 
 
 def load_trained(run_dir: str | Path) -> tuple[RunConfig, Transformer]:
@@ -126,12 +144,12 @@ def load_trained(run_dir: str | Path) -> tuple[RunConfig, Transformer]:
     run = Run(run_dir, TRAIN_KIND, run_dir.name, None, "")
     state = run.state
     if state != "done":
-        raise ConfigError(f"trained run {run_dir} is {state}, not done; train it first "
-                          "(smallinit llm train)")
+        raise ConfigError(
+            f"trained run {run_dir} is {state}, not done; train it first (smallinit llm train)"
+        )
     name = WEIGHTS if (run_dir / WEIGHTS).is_file() else "model.pt"
     if not (run_dir / name).is_file():
-        raise StoreError(f"{run_dir / WEIGHTS} is missing; the run finished without saving "
-                         "weights")
+        raise StoreError(f"{run_dir / WEIGHTS} is missing; the run finished without saving weights")
     weights = run.file(name)  # the config hashes to the key, the bytes to the manifest
     cfg = run_config(run_dir)
     check_model_memory(cfg.model, f"loading {weights}")
@@ -139,9 +157,11 @@ def load_trained(run_dir: str | Path) -> tuple[RunConfig, Transformer]:
         state = load_safetensors(weights) if weights.name == WEIGHTS else safe_load(weights)
     except Exception as err:  # torch: RuntimeError, OSError, EOFError, pickle errors;
         # safetensors: SafetensorError
-        raise StoreError(f"{weights} cannot be read ({type(err).__name__}: "
-                         f"{one_line(err)[:200]}); the file is damaged: train the run again "
-                         "(smallinit llm train with its config and --force)") from None
+        raise StoreError(
+            f"{weights} cannot be read ({type(err).__name__}: "
+            f"{one_line(err)[:200]}); the file is damaged: train the run again "
+            "(smallinit llm train with its config and --force)"
+        ) from None
     model = Transformer(cfg.model)
     mismatch = first_mismatch(model.state_dict(), state)
     if mismatch:
@@ -158,8 +178,9 @@ def run_tokenizer(run: TrainedRun, cfg: RunConfig, *, trust_data: bool = False) 
     path = run.path / TOKENIZER
     if path.is_file():
         return load_tokenizer(Run(run.path, TRAIN_KIND, run.key, None, "").file(TOKENIZER))
-    return corpus_mod.load(data_config(run, cfg, trust_data=trust_data),
-                           cfg.model.vocab_size).tokenizer
+    return corpus_mod.load(
+        data_config(run, cfg, trust_data=trust_data), cfg.model.vocab_size
+    ).tokenizer
 
 
 def first_mismatch(expected: dict[str, Any], loaded: Any) -> str | None:
@@ -174,23 +195,31 @@ def first_mismatch(expected: dict[str, Any], loaded: Any) -> str | None:
         if not isinstance(got, torch.Tensor):
             return f"{name} is a {type(got).__name__}, not a tensor"
         if tuple(got.shape) != tuple(tensor.shape):
-            return (f"{name} has shape {tuple(got.shape)}, the config gives "
-                    f"{tuple(tensor.shape)}")
+            return f"{name} has shape {tuple(got.shape)}, the config gives {tuple(tensor.shape)}"
     extra = sorted(set(loaded) - set(expected))
     if extra:
         return f"tensor {extra[0]} is not in the model the config describes"
     return None
 
 
-def evaluate_run(run: TrainedRun, *, n_items: int | None = None, n_windows: int | None = None,
-                 trust_data: bool = False) -> dict[str, Any]:
+def evaluate_run(
+    run: TrainedRun,
+    *,
+    n_items: int | None = None,
+    n_windows: int | None = None,
+    trust_data: bool = False,
+) -> dict[str, Any]:
     """Held-out metrics of a finished run (see :mod:`smallinit.llm.training.evaluate`)."""
     cfg, model = load_trained(run.path)
     corpus = corpus_mod.load(data_config(run, cfg, trust_data=trust_data), cfg.model.vocab_size)
-    metrics, _ = evaluate(model, corpus, torch.device("cpu"),
-                          n_windows=n_windows or cfg.eval.token_windows,
-                          n_items=cfg.eval.answer_items if n_items is None else n_items,
-                          context=cfg.model.context)
+    metrics, _ = evaluate(
+        model,
+        corpus,
+        torch.device("cpu"),
+        n_windows=n_windows or cfg.eval.token_windows,
+        n_items=cfg.eval.answer_items if n_items is None else n_items,
+        context=cfg.model.context,
+    )
     return metrics
 
 
@@ -200,8 +229,10 @@ def build_for_table(cfg: ModelConfig, family: str):
     :data:`MAX_TABLE_LAYERS` is refused: the table has a row per matrix, and building
     millions of modules takes minutes even without storage."""
     if cfg.n_layers > MAX_TABLE_LAYERS:
-        raise ConfigError(f"model.n_layers={cfg.n_layers} is too deep for an init table (one "
-                          f"row per matrix, about 7 per layer); use at most {MAX_TABLE_LAYERS}")
+        raise ConfigError(
+            f"model.n_layers={cfg.n_layers} is too deep for an init table (one "
+            f"row per matrix, about 7 per layer); use at most {MAX_TABLE_LAYERS}"
+        )
     if family == "ours":
         return meta_transformer(cfg)
     with torch.device("meta"):  # shapes only: a table of any size needs no memory

@@ -37,16 +37,32 @@ from smallinit.study.experiments import (
 )
 from smallinit.study.experiments.experiment import Experiment
 
-_ALL = [m.EXPERIMENT for m in (toy_scan, rd_vs_width, condense, initial_condensation,
-                               diagonal, compare, anchor_scan, gamma_sweep, eps_gating,
-                               critical_init, condense_expand, token_gains, gain_scaling)]
+_ALL = [
+    m.EXPERIMENT
+    for m in (
+        toy_scan,
+        rd_vs_width,
+        condense,
+        initial_condensation,
+        diagonal,
+        compare,
+        anchor_scan,
+        gamma_sweep,
+        eps_gating,
+        critical_init,
+        condense_expand,
+        token_gains,
+        gain_scaling,
+    )
+]
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in _ALL}
 
 
 def get(name: str) -> Experiment:
     if name not in EXPERIMENTS:
-        raise ConfigError(f"experiment {name!r} does not exist; choose from "
-                          f"{', '.join(EXPERIMENTS)}")
+        raise ConfigError(
+            f"experiment {name!r} does not exist; choose from {', '.join(EXPERIMENTS)}"
+        )
     return EXPERIMENTS[name]
 
 
@@ -80,8 +96,9 @@ def summary(spec: RunSpec) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
-def planned(profile: str, figures: list[int] | None = None
-            ) -> list[tuple[int, Experiment, RunSpec, bool]]:
+def planned(
+    profile: str, figures: list[int] | None = None
+) -> list[tuple[int, Experiment, RunSpec, bool]]:
     """Every run of the chosen figures at ``profile`` as (figure, experiment, spec, inner),
     figure by figure: an experiment's own runs, then the runs they compute inside
     themselves (compare's transformers, ``inner`` True) where it has runs of its own at
@@ -96,8 +113,9 @@ def planned(profile: str, figures: list[int] | None = None
     return out
 
 
-def plan(profile: str, figures: list[int] | None = None, *,
-         population: str | None = None) -> list[dict[str, Any]]:
+def plan(
+    profile: str, figures: list[int] | None = None, *, population: str | None = None
+) -> list[dict[str, Any]]:
     """Every run of the chosen figures at ``profile`` (:func:`planned`): one row per (figure,
     experiment, run) with kind, key, a config summary and ``inner``. A transformer run also
     gets its ``cost`` (:func:`smallinit.llm.training.cost.run_cost`: parameters, tokens,
@@ -109,10 +127,18 @@ def plan(profile: str, figures: list[int] | None = None, *,
     rows = []
     for number, experiment, spec, inner in planned(profile, figures):
         the_cost = cost.run_cost(spec.config)
-        rows.append({"figure": number, "experiment": experiment.name,
-                     "kind": spec.kind, "key": spec.key, "summary": summary(spec),
-                     "inner": inner, "cost": the_cost.as_dict() if the_cost else None,
-                     "population": _population(spec, mode)})
+        rows.append(
+            {
+                "figure": number,
+                "experiment": experiment.name,
+                "kind": spec.kind,
+                "key": spec.key,
+                "summary": summary(spec),
+                "inner": inner,
+                "cost": the_cost.as_dict() if the_cost else None,
+                "population": _population(spec, mode),
+            }
+        )
     members: dict[str, set[str]] = {}
     for r in rows:
         if r["population"]:
@@ -150,15 +176,24 @@ def plan_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for r in rows:
         if r.get("population"):
             groups.setdefault(r["population"], set()).add(r["key"])
-    return {"runs": len(distinct), "transformer_runs": len(costs),
-            "populations": len(groups), "in_populations": sum(map(len, groups.values())),
-            "flops": sum(c["flops"] for c in costs),
-            "h200_hours": sum(c["h200_hours"] for c in costs),
-            "h200_hours_small_mfu": sum(c["h200_hours_small_mfu"] for c in costs),
-            "small_mfu": cost.SMALL_MODEL_MFU, "small_mfu_source": cost.SMALL_MFU_SOURCE,
-            "measured": measured_mfu.hours(sum(c["flops"] for c in costs),
-                                           measured_mfu.newest(specs("gamma-sweep", "full")[0])),
-            "max_memory_bytes": max((c["memory_bytes"] for c in costs), default=0),
-            "mfu": cost.MFU, "peak_flops": cost.H200_PEAK_BF16_DENSE,
-            "gpu_memory_gib": cost.H200_MEMORY_GIB,
-            "formula": cost.FORMULA, "sources": cost.SOURCES, "peak_source": cost.PEAK_SOURCE}
+    return {
+        "runs": len(distinct),
+        "transformer_runs": len(costs),
+        "populations": len(groups),
+        "in_populations": sum(map(len, groups.values())),
+        "flops": sum(c["flops"] for c in costs),
+        "h200_hours": sum(c["h200_hours"] for c in costs),
+        "h200_hours_small_mfu": sum(c["h200_hours_small_mfu"] for c in costs),
+        "small_mfu": cost.SMALL_MODEL_MFU,
+        "small_mfu_source": cost.SMALL_MFU_SOURCE,
+        "measured": measured_mfu.hours(
+            sum(c["flops"] for c in costs), measured_mfu.newest(specs("gamma-sweep", "full")[0])
+        ),
+        "max_memory_bytes": max((c["memory_bytes"] for c in costs), default=0),
+        "mfu": cost.MFU,
+        "peak_flops": cost.H200_PEAK_BF16_DENSE,
+        "gpu_memory_gib": cost.H200_MEMORY_GIB,
+        "formula": cost.FORMULA,
+        "sources": cost.SOURCES,
+        "peak_source": cost.PEAK_SOURCE,
+    }

@@ -63,25 +63,40 @@ class AnchorScan:
 
     def __post_init__(self) -> None:
         check_fields(self, "scan")
-        require(len(self.gammas) >= 1 and all(g > 0 for g in self.gammas),
-                f"scan.gammas={list(self.gammas)} must be a non-empty list of numbers > 0")
-        require(len(self.layers) >= 1 and all(n >= 1 for n in self.layers),
-                f"scan.layers={list(self.layers)} must be a non-empty list of integers >= 1")
-        require(all(w >= 0 for w in self.weight_decays),
-                f"scan.weight_decays={list(self.weight_decays)} must all be >= 0")
+        require(
+            len(self.gammas) >= 1 and all(g > 0 for g in self.gammas),
+            f"scan.gammas={list(self.gammas)} must be a non-empty list of numbers > 0",
+        )
+        require(
+            len(self.layers) >= 1 and all(n >= 1 for n in self.layers),
+            f"scan.layers={list(self.layers)} must be a non-empty list of integers >= 1",
+        )
+        require(
+            all(w >= 0 for w in self.weight_decays),
+            f"scan.weight_decays={list(self.weight_decays)} must all be >= 0",
+        )
         require(self.wd_layers >= 0, f"scan.wd_layers={self.wd_layers} must be >= 0")
-        require(all(math.isfinite(b) and b > 0 for b in self.budgets),
-                f"scan.budgets={list(self.budgets)} must all be finite numbers > 0")
-        require(all(w >= 1 for w in self.budget_widths),
-                f"scan.budget_widths={list(self.budget_widths)} must all be integers >= 1")
-        require(all(g > 0 for g in self.budget_gammas),
-                f"scan.budget_gammas={list(self.budget_gammas)} must all be numbers > 0")
-        require(len(self.mechanism_gammas) == 2 and all(g > 0 for g in self.mechanism_gammas),
-                f"scan.mechanism_gammas={list(self.mechanism_gammas)} must be two numbers > 0")
+        require(
+            all(math.isfinite(b) and b > 0 for b in self.budgets),
+            f"scan.budgets={list(self.budgets)} must all be finite numbers > 0",
+        )
+        require(
+            all(w >= 1 for w in self.budget_widths),
+            f"scan.budget_widths={list(self.budget_widths)} must all be integers >= 1",
+        )
+        require(
+            all(g > 0 for g in self.budget_gammas),
+            f"scan.budget_gammas={list(self.budget_gammas)} must all be numbers > 0",
+        )
+        require(
+            len(self.mechanism_gammas) == 2 and all(g > 0 for g in self.mechanism_gammas),
+            f"scan.mechanism_gammas={list(self.mechanism_gammas)} must be two numbers > 0",
+        )
 
 
-def load(profile: str = "quick", overrides=(), *,
-         file: str | Path | None = None) -> tuple[AnchorConfig, AnchorScan]:
+def load(
+    profile: str = "quick", overrides=(), *, file: str | Path | None = None
+) -> tuple[AnchorConfig, AnchorScan]:
     """Run config and scan grid of a profile (its ``[anchor]`` table; a derived profile's
     too), then the TOML ``file`` of the same form (run config at the top, grid in
     ``[scan]``) laid over it, then ``key=value`` overrides, applied to that one tree
@@ -102,13 +117,21 @@ def init_gamma(init: str) -> float | None:
     return scheme.gamma if plain else None
 
 
-def cell_config(base: AnchorConfig, *, gamma: float | None = None, layers: int | None = None,
-                weight_decay: float | None = None, seed: int | None = None) -> AnchorConfig:
+def cell_config(
+    base: AnchorConfig,
+    *,
+    gamma: float | None = None,
+    layers: int | None = None,
+    weight_decay: float | None = None,
+    seed: int | None = None,
+) -> AnchorConfig:
     """``base`` with one grid cell's γ, depth, weight decay and seed."""
     changes: dict[str, Any] = {}
     if gamma is not None:
-        require(math.isfinite(gamma) and gamma > 0,
-                f"gamma {gamma} is not allowed; γ must be a finite number > 0 (as scan.gammas)")
+        require(
+            math.isfinite(gamma) and gamma > 0,
+            f"gamma {gamma} is not allowed; γ must be a finite number > 0 (as scan.gammas)",
+        )
         changes["init"] = gamma_scheme(gamma)
     if seed is not None:
         changes["seed"] = seed
@@ -129,14 +152,26 @@ def scan_cells(base: AnchorConfig, scan: AnchorScan) -> list[tuple[str, AnchorCo
             for layers in scan.layers:
                 cells.append(("depth", cell_config(base, gamma=gamma, layers=layers, seed=seed)))
             for wd in scan.weight_decays:
-                cells.append(("wd", cell_config(base, gamma=gamma, layers=wd_depth,
-                                                weight_decay=wd, seed=seed)))
+                cells.append(
+                    (
+                        "wd",
+                        cell_config(base, gamma=gamma, layers=wd_depth, weight_decay=wd, seed=seed),
+                    )
+                )
     return cells
 
 
 def _spec(cfg: AnchorConfig, **tags: Any) -> AnchorSpec:
-    return AnchorSpec(cfg, {"gamma": init_gamma(cfg.init), "layers": cfg.model.n_layers,
-                            "weight_decay": cfg.train.weight_decay, "seed": cfg.seed, **tags})
+    return AnchorSpec(
+        cfg,
+        {
+            "gamma": init_gamma(cfg.init),
+            "layers": cfg.model.n_layers,
+            "weight_decay": cfg.train.weight_decay,
+            "seed": cfg.seed,
+            **tags,
+        },
+    )
 
 
 def cell_specs(base: AnchorConfig, scan: AnchorScan) -> list[AnchorSpec]:
@@ -147,8 +182,11 @@ def cell_specs(base: AnchorConfig, scan: AnchorScan) -> list[AnchorSpec]:
 def mechanism_specs(base: AnchorConfig, scan: AnchorScan) -> list[AnchorSpec]:
     """The two contrasting models of the mechanism view (base depth and weight decay, first
     seed; tag ``panel=mechanism``; none without seeds)."""
-    return [_spec(cell_config(base, gamma=g, seed=scan.seeds[0]), panel="mechanism")
-            for g in scan.mechanism_gammas if scan.seeds]
+    return [
+        _spec(cell_config(base, gamma=g, seed=scan.seeds[0]), panel="mechanism")
+        for g in scan.mechanism_gammas
+        if scan.seeds
+    ]
 
 
 def budget_config(base: AnchorConfig, multiple: float, width: int) -> AnchorConfig:
@@ -159,9 +197,15 @@ def budget_config(base: AnchorConfig, multiple: float, width: int) -> AnchorConf
     def scaled(steps: int) -> int:
         return max(1, round(steps * multiple)) if steps else 0
 
-    return override(base, {"model.d_model": width, "train.steps": scaled(t.steps),
-                           "train.warmup": scaled(t.warmup),
-                           "train.eval_every": scaled(t.eval_every)})
+    return override(
+        base,
+        {
+            "model.d_model": width,
+            "train.steps": scaled(t.steps),
+            "train.warmup": scaled(t.warmup),
+            "train.eval_every": scaled(t.eval_every),
+        },
+    )
 
 
 def budget_specs(base: AnchorConfig, scan: AnchorScan) -> list[AnchorSpec]:
@@ -171,8 +215,7 @@ def budget_specs(base: AnchorConfig, scan: AnchorScan) -> list[AnchorSpec]:
         for gamma in scan.budget_gammas or scan.mechanism_gammas:
             for width in scan.budget_widths or (base.model.d_model,):
                 for multiple in scan.budgets:
-                    cfg = cell_config(budget_config(base, multiple, width), gamma=gamma,
-                                      seed=seed)
+                    cfg = cell_config(budget_config(base, multiple, width), gamma=gamma, seed=seed)
                     out.append(_spec(cfg, panel="budget", budget=multiple, d_model=width))
     return out
 
@@ -182,8 +225,12 @@ def specs(profile: str) -> list[AnchorSpec]:
     return cell_specs(base, scan) + mechanism_specs(base, scan) + budget_specs(base, scan)
 
 
-EXPERIMENT = Experiment("anchor-scan", (6,), "anchor task: (γ, depth) and (γ, λ) grids and "
-                        "the two mechanism models", specs)
+EXPERIMENT = Experiment(
+    "anchor-scan",
+    (6,),
+    "anchor task: (γ, depth) and (γ, λ) grids and the two mechanism models",
+    specs,
+)
 
 
 @dataclass
@@ -211,38 +258,59 @@ def cells(results: Results) -> list[Cell]:
         if t.get("panel") not in ("depth", "wd"):
             continue
         if not run.done:
-            log.warning("cell %s L=%d λ=%g failed: %s", spec.config.init, t["layers"],
-                        t["weight_decay"], run.status().get("reason"))
-        out.append(Cell(t["panel"], t["gamma"], t["layers"], t["weight_decay"], t["seed"],
-                        run))
+            log.warning(
+                "cell %s L=%d λ=%g failed: %s",
+                spec.config.init,
+                t["layers"],
+                t["weight_decay"],
+                run.status().get("reason"),
+            )
+        out.append(Cell(t["panel"], t["gamma"], t["layers"], t["weight_decay"], t["seed"], run))
     return out
 
 
 def scan_table(scan: Results | list[Cell]) -> list[dict[str, Any]]:
     """One row per cell (means over seeds): the numbers behind fig 6."""
     groups: dict[tuple, list[Cell]] = {}
-    for c in (cells(scan) if isinstance(scan, Results) else scan):
+    for c in cells(scan) if isinstance(scan, Results) else scan:
         groups.setdefault((c.panel, c.gamma, c.layers, c.weight_decay), []).append(c)
     rows = []
-    keys = ("acc_seen_train", "acc_seen_test", "share_inferential", "share_symmetric",
-            "share_other", "wq_condensation")
+    keys = (
+        "acc_seen_train",
+        "acc_seen_test",
+        "share_inferential",
+        "share_symmetric",
+        "share_other",
+        "wq_condensation",
+    )
     for (panel, gamma, layers, wd), group in groups.items():
         done = [c.summary() for c in group if c.ok]
-        row = {"panel": panel, "gamma": gamma, "layers": layers, "weight_decay": wd,
-               "seeds": len(group), "failed": len(group) - len(done)}
+        row = {
+            "panel": panel,
+            "gamma": gamma,
+            "layers": layers,
+            "weight_decay": wd,
+            "seeds": len(group),
+            "failed": len(group) - len(done),
+        }
         for k in keys:
             row[k] = float(np.mean([s[k] for s in done])) if done else float("nan")
         rows.append(row)
     return rows
 
 
-def seed_shares(scan: Results | list[Cell], panel: str = "depth", layers: int | None = None,
-                weight_decay: float | None = None) -> dict[float, dict[str, np.ndarray]]:
+def seed_shares(
+    scan: Results | list[Cell],
+    panel: str = "depth",
+    layers: int | None = None,
+    weight_decay: float | None = None,
+) -> dict[float, dict[str, np.ndarray]]:
     """Per γ, the finished seeds of one (depth, λ) line of the grid and their (4, 3) shares
     (arrays ``seed``, ``share_inferential``, ``share_symmetric``, ``share_other``, in seed
     order). ``layers``/``weight_decay`` None: the line's only value (the first one seen)."""
-    chosen = [c for c in (cells(scan) if isinstance(scan, Results) else scan)
-              if c.panel == panel and c.ok]
+    chosen = [
+        c for c in (cells(scan) if isinstance(scan, Results) else scan) if c.panel == panel and c.ok
+    ]
     if chosen and layers is None:
         layers = chosen[0].layers
     if chosen and weight_decay is None:
@@ -251,8 +319,7 @@ def seed_shares(scan: Results | list[Cell], panel: str = "depth", layers: int | 
     for c in sorted(chosen, key=lambda c: (c.gamma, c.seed)):
         if c.layers != layers or c.weight_decay != weight_decay:
             continue
-        row = out.setdefault(c.gamma, {"seed": [], **{f"share_{k}": []
-                                                       for k in anchor.SOLUTIONS}})
+        row = out.setdefault(c.gamma, {"seed": [], **{f"share_{k}": [] for k in anchor.SOLUTIONS}})
         row["seed"].append(c.seed)
         for k in anchor.SOLUTIONS:
             row[f"share_{k}"].append(float(c.summary()[f"share_{k}"]))
@@ -260,8 +327,10 @@ def seed_shares(scan: Results | list[Cell], panel: str = "depth", layers: int | 
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'panel':<6}{'γ':>6}{'L':>3}{'λ':>7}  {'seen/train':>10}{'seen/test':>10}"
-            f"{'infer':>7}{'symm':>7}{'other':>7}{'WQcond':>8}")
+    head = (
+        f"{'panel':<6}{'γ':>6}{'L':>3}{'λ':>7}  {'seen/train':>10}{'seen/test':>10}"
+        f"{'infer':>7}{'symm':>7}{'other':>7}{'WQcond':>8}"
+    )
     lines = [head]
     for r in rows:
         lines.append(
@@ -269,5 +338,6 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             f"{r['acc_seen_train']:>10.3f}{r['acc_seen_test']:>10.3f}"
             f"{r['share_inferential']:>7.3f}{r['share_symmetric']:>7.3f}"
             f"{r['share_other']:>7.3f}{r['wq_condensation']:>8.3f}"
-            + (f"  ({r['failed']} failed)" if r["failed"] else ""))
+            + (f"  ({r['failed']} failed)" if r["failed"] else "")
+        )
     return os.linesep.join(lines)

@@ -18,5 +18,6 @@ def inner(profile: str) -> list[TrainSpec]:
     return llm_specs(comparison.profile_config(profile))
 
 
-EXPERIMENT = Experiment("compare", (5,), "toy-to-transformer comparison (smallinit compare)",
-                        specs, inner=inner)
+EXPERIMENT = Experiment(
+    "compare", (5,), "toy-to-transformer comparison (smallinit compare)", specs, inner=inner
+)

@@ -11,5 +11,6 @@ def specs(profile: str) -> list[CondenseSpec]:
     return [CondenseSpec(from_profile(profile))]
 
 
-EXPERIMENT = Experiment("condense", (3,), "two-layer ReLU net: condensation maps over (γ, γ')",
-                        specs)
+EXPERIMENT = Experiment(
+    "condense", (3,), "two-layer ReLU net: condensation maps over (γ, γ')", specs
+)

@@ -11,13 +11,23 @@ from smallinit.study.experiments.experiment import Experiment
 
 def specs(profile: str) -> list[RunSpec]:
     the_plan = llm_plan.plan(profile)
-    chosen = [s for s in eps_gating.specs(profile)
-              if s.tags["eps_setting"] == "standard" and not s.tags["gated"]
-              and s.tags["gamma"] in the_plan.dynamics_gammas]
+    chosen = [
+        s
+        for s in eps_gating.specs(profile)
+        if s.tags["eps_setting"] == "standard"
+        and not s.tags["gated"]
+        and s.tags["gamma"] in the_plan.dynamics_gammas
+    ]
     if not the_plan.dynamics_steps:
         return chosen
     return [llm_plan.respec(s, **{"train.steps": the_plan.dynamics_steps}) for s in chosen]
 
 
-EXPERIMENT = Experiment("condense-expand", (10,), "LLM: γ = 0.5 and 1 runs followed over "
-                        "training", specs, workers=llm_plan.workers, inner=llm_plan.tuning)
+EXPERIMENT = Experiment(
+    "condense-expand",
+    (10,),
+    "LLM: γ = 0.5 and 1 runs followed over training",
+    specs,
+    workers=llm_plan.workers,
+    inner=llm_plan.tuning,
+)

@@ -14,11 +14,24 @@ def specs(profile: str) -> list[RunSpec]:
     the_plan = llm_plan.plan(profile)
     d = the_plan.sizes[0]
     base = llm_plan.base_config(profile, d, probe=llm_plan.has_probe(profile))
-    return [llm_plan.spec(the_plan, base, {"size": d, "init": gamma_scheme(g), "gamma": g,
-                                           "seed": s}, gamma=g, seed=s)
-            for g in (the_plan.critical_gammas or the_plan.gammas)
-            for s in the_plan.critical_seeds]
+    return [
+        llm_plan.spec(
+            the_plan,
+            base,
+            {"size": d, "init": gamma_scheme(g), "gamma": g, "seed": s},
+            gamma=g,
+            seed=s,
+        )
+        for g in (the_plan.critical_gammas or the_plan.gammas)
+        for s in the_plan.critical_seeds
+    ]
 
 
-EXPERIMENT = Experiment("critical-init", (9,), "LLM: γ grid × seeds at the smallest size",
-                        specs, workers=llm_plan.workers, inner=llm_plan.critical_tuning)
+EXPERIMENT = Experiment(
+    "critical-init",
+    (9,),
+    "LLM: γ grid × seeds at the smallest size",
+    specs,
+    workers=llm_plan.workers,
+    inner=llm_plan.critical_tuning,
+)

@@ -12,5 +12,4 @@ def specs(profile: str) -> list[DiagonalSpec]:
     return [DiagonalSpec(cfg, {"depth": cfg.depth}) for cfg in from_profile(profile)]
 
 
-EXPERIMENT = Experiment("diagonal", (4,), "diagonal linear net trained from init scale α",
-                        specs)
+EXPERIMENT = Experiment("diagonal", (4,), "diagonal linear net trained from init scale α", specs)

@@ -12,11 +12,20 @@ from smallinit.study.experiments.experiment import Experiment
 
 def specs(profile: str) -> list[RunSpec]:
     the_plan = llm_plan.plan(profile)
-    return [s for d in the_plan.scaling_sizes
-            for s in llm_plan.eps_gating_grid(profile, the_plan, d, llm_plan.COMPARED,
-                                              the_plan.scaling_seeds)]
+    return [
+        s
+        for d in the_plan.scaling_sizes
+        for s in llm_plan.eps_gating_grid(
+            profile, the_plan, d, llm_plan.COMPARED, the_plan.scaling_seeds
+        )
+    ]
 
 
-EXPERIMENT = Experiment("gain-scaling", (12,),
-                        "LLM: γ = 0.5 / 1 gain against size under ε × gating", specs,
-                        workers=llm_plan.workers, inner=llm_plan.tuning)
+EXPERIMENT = Experiment(
+    "gain-scaling",
+    (12,),
+    "LLM: γ = 0.5 / 1 gain against size under ε × gating",
+    specs,
+    workers=llm_plan.workers,
+    inner=llm_plan.tuning,
+)

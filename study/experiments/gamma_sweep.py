@@ -15,13 +15,21 @@ def specs(profile: str) -> list[RunSpec]:
     out = []
     for d in the_plan.sizes:
         base = llm_plan.base_config(profile, d)
-        schemes = ([(gamma_scheme(g), g) for g in the_plan.gammas]
-                   + [(b, None) for b in the_plan.baselines])
+        schemes = [(gamma_scheme(g), g) for g in the_plan.gammas] + [
+            (b, None) for b in the_plan.baselines
+        ]
         for init, g in schemes:
-            for seed in (the_plan.seeds if g in llm_plan.COMPARED else others):
-                out.append(llm_plan.spec(the_plan, base, {"size": d, "init": init, "gamma": g,
-                                                          "seed": seed},
-                                         init=init, seed=seed, lr_gamma=g))
+            for seed in the_plan.seeds if g in llm_plan.COMPARED else others:
+                out.append(
+                    llm_plan.spec(
+                        the_plan,
+                        base,
+                        {"size": d, "init": init, "gamma": g, "seed": seed},
+                        init=init,
+                        seed=seed,
+                        lr_gamma=g,
+                    )
+                )
         out += arms(the_plan, base, d == max(the_plan.sizes))
     return out
 
@@ -35,15 +43,30 @@ def arms(the_plan: llm_plan.Plan, base, largest: bool) -> list[RunSpec]:
     for seed in the_plan.seeds:
         tags = {"size": d, "init": gamma_scheme(1.0), "gamma": 1.0, "seed": seed}
         if the_plan.shared_lr_arm:
-            out.append(llm_plan.spec(the_plan, base, {**tags, "arm": "shared_lr"}, gamma=1.0,
-                                     seed=seed, lr_gamma=0.5))
+            out.append(
+                llm_plan.spec(
+                    the_plan, base, {**tags, "arm": "shared_lr"}, gamma=1.0, seed=seed, lr_gamma=0.5
+                )
+            )
         if the_plan.decay_arm and largest:
-            out.append(llm_plan.spec(the_plan, base, {**tags, "arm": "weight_decay",
-                                                      "weight_decay": the_plan.decay_arm},
-                                     gamma=1.0, seed=seed,
-                                     **{"train.weight_decay": the_plan.decay_arm}))
+            out.append(
+                llm_plan.spec(
+                    the_plan,
+                    base,
+                    {**tags, "arm": "weight_decay", "weight_decay": the_plan.decay_arm},
+                    gamma=1.0,
+                    seed=seed,
+                    **{"train.weight_decay": the_plan.decay_arm},
+                )
+            )
     return out
 
 
-EXPERIMENT = Experiment("gamma-sweep", (7, 13), "LLM: γ grid × sizes + baselines", specs,
-                        workers=llm_plan.workers, inner=llm_plan.tuning)
+EXPERIMENT = Experiment(
+    "gamma-sweep",
+    (7, 13),
+    "LLM: γ grid × sizes + baselines",
+    specs,
+    workers=llm_plan.workers,
+    inner=llm_plan.tuning,
+)

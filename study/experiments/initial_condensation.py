@@ -18,9 +18,11 @@ TABLE = "initial-condensation"
 def activations(profile: str) -> list[str]:
     """The activations of the profile's ``[initial-condensation]`` table, one run each."""
     found = profiles.section(profile, TABLE).get("activations", ["tanh"])
-    require(isinstance(found, list) and len(found) > 0,
-            f"{profile}.{TABLE}.activations={found!r} is not allowed; give a list of at "
-            "least one activation (figure 3 draws one panel per activation)")
+    require(
+        isinstance(found, list) and len(found) > 0,
+        f"{profile}.{TABLE}.activations={found!r} is not allowed; give a list of at "
+        "least one activation (figure 3 draws one panel per activation)",
+    )
     return found
 
 
@@ -30,14 +32,15 @@ def config(profile: str, activation: str | None = None) -> InitialCondensationCo
     table = profiles.section(profile, TABLE)
     table.pop("activations", None)
     activation = activations(profile)[0] if activation is None else activation
-    return override(InitialCondensationConfig(), {**table, "activation": activation},
-                    where=f"{profile}.{TABLE}")
+    return override(
+        InitialCondensationConfig(), {**table, "activation": activation}, where=f"{profile}.{TABLE}"
+    )
 
 
 def specs(profile: str) -> list[InitialCondensationSpec]:
-    return [InitialCondensationSpec(config(profile, a), {"activation": a})
-            for a in activations(profile)]
+    return [
+        InitialCondensationSpec(config(profile, a), {"activation": a}) for a in activations(profile)
+    ]
 
 
-EXPERIMENT = Experiment("initial-condensation", (3,), "initial condensation per activation",
-                        specs)
+EXPERIMENT = Experiment("initial-condensation", (3,), "initial condensation per activation", specs)

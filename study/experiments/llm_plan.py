@@ -76,13 +76,19 @@ class Plan:
     def __post_init__(self) -> None:
         check_fields(self, "plan")
         if self.tune_seeds:
-            report = {*self.seeds, *self.critical_seeds, *self.eps_seeds,
-                      *self.scaling_seeds, *(self.grid_seeds or ())}
+            report = {
+                *self.seeds,
+                *self.critical_seeds,
+                *self.eps_seeds,
+                *self.scaling_seeds,
+                *(self.grid_seeds or ()),
+            }
             if len(set(self.tune_seeds)) < MIN_TUNE_SEEDS or report & set(self.tune_seeds):
                 raise ConfigError(
                     f"plan.tune_seeds {list(self.tune_seeds)}: at least {MIN_TUNE_SEEDS} "
                     f"distinct seeds, none of them a report seed (report seeds: "
-                    f"{sorted(report)}; docs/science.md §13.2, 1)")
+                    f"{sorted(report)}; docs/science.md §13.2, 1)"
+                )
 
     @property
     def tuning_seeds(self) -> tuple[int, ...]:
@@ -92,8 +98,9 @@ class Plan:
 
 def plan(profile: str) -> Plan:
     """The profile's ``[llm-sweeps.plan]``."""
-    return config_from_dict(Plan, profiles.section(profile, TABLE).get("plan", {}),
-                            where=f"{profile}.{TABLE}.plan")
+    return config_from_dict(
+        Plan, profiles.section(profile, TABLE).get("plan", {}), where=f"{profile}.{TABLE}.plan"
+    )
 
 
 def workers(profile: str) -> int | None:
@@ -105,10 +112,14 @@ def base_config(profile: str, d_model: int, *, probe: bool = False) -> RunConfig
     model's default rule; every other field the RunConfig default); with ``probe``, the
     ``[llm-sweeps.probe]`` table laid over it (the reasoning probe's corpus, §13.1, 6)."""
     tables = profiles.section(profile, TABLE)
-    cfg = override(RunConfig(), {**tables.get("base", {}), "model.d_model": d_model},
-                   where=f"{profile}.{TABLE}.base")
-    return override(cfg, tables.get("probe", {}), where=f"{profile}.{TABLE}.probe") \
-        if probe else cfg
+    cfg = override(
+        RunConfig(),
+        {**tables.get("base", {}), "model.d_model": d_model},
+        where=f"{profile}.{TABLE}.base",
+    )
+    return (
+        override(cfg, tables.get("probe", {}), where=f"{profile}.{TABLE}.probe") if probe else cfg
+    )
 
 
 def has_probe(profile: str) -> bool:
@@ -123,8 +134,14 @@ def small_eps(d: int, d_large: int, eps_large: float) -> float:
     return float(f"{matching_eps(d, d_large, g, eps_large):.4g}")
 
 
-def spec(the_plan: Plan, base: RunConfig, tags: dict[str, Any], *, lr_gamma: float | None = None,
-         **changes: Any) -> RunSpec:
+def spec(
+    the_plan: Plan,
+    base: RunConfig,
+    tags: dict[str, Any],
+    *,
+    lr_gamma: float | None = None,
+    **changes: Any,
+) -> RunSpec:
     """The training run of ``base`` with ``changes`` (dotted paths; ``gamma`` sets the init
     ``gamma:γ``), tagged ``tags``. With the plan's ``lr_grid`` its learning rate is chosen
     (:class:`~smallinit.llm.training.lr_choice.TunedSpec`): the lr* of ``base`` at γ
@@ -137,10 +154,13 @@ def spec(the_plan: Plan, base: RunConfig, tags: dict[str, Any], *, lr_gamma: flo
         return TrainSpec(cfg, dict(tags))
     g = lr_gamma if lr_gamma is not None else gamma
     if g is None:
-        raise ConfigError(f"run {tags} is not a γ-rule run: with an lr_grid only γ runs get "
-                          "a learning rate (docs/science.md §13.1, 3); leave baselines out")
-    choice = LRChoice(the_plan.lr_grid, plain(base, 0.5), plain(base, 1.0), g,
-                      the_plan.tuning_seeds)
+        raise ConfigError(
+            f"run {tags} is not a γ-rule run: with an lr_grid only γ runs get "
+            "a learning rate (docs/science.md §13.1, 3); leave baselines out"
+        )
+    choice = LRChoice(
+        the_plan.lr_grid, plain(base, 0.5), plain(base, 1.0), g, the_plan.tuning_seeds
+    )
     return TunedSpec(cfg, dict(tags), choice)
 
 
@@ -160,18 +180,30 @@ def _tuning_of(profile: str, bases: list[RunConfig]) -> list[TrainSpec]:
     the_plan = plan(profile)
     if not the_plan.lr_grid:
         return []
-    return [s for base in bases for g in (0.5, 1.0)
-            for s in tuning_specs(plain(base, g), the_plan.lr_grid,
-                                  {"size": base.model.d_model, "gamma": g},
-                                  the_plan.tuning_seeds)]
+    return [
+        s
+        for base in bases
+        for g in (0.5, 1.0)
+        for s in tuning_specs(
+            plain(base, g),
+            the_plan.lr_grid,
+            {"size": base.model.d_model, "gamma": g},
+            the_plan.tuning_seeds,
+        )
+    ]
 
 
 def tuning(profile: str) -> list[TrainSpec]:
     """The tuning runs of the profile's sweeps (every size of figs 7 and 12), computed
     before the runs that need their choice."""
     the_plan = plan(profile)
-    return _tuning_of(profile, [base_config(profile, d) for d in dict.fromkeys(
-        (*the_plan.sizes, *the_plan.scaling_sizes))])
+    return _tuning_of(
+        profile,
+        [
+            base_config(profile, d)
+            for d in dict.fromkeys((*the_plan.sizes, *the_plan.scaling_sizes))
+        ],
+    )
 
 
 def critical_tuning(profile: str) -> list[TrainSpec]:
@@ -191,10 +223,24 @@ def eps_gating_grid(profile: str, the_plan: Plan, d: int, gammas, seeds) -> list
         for gated in (False, True):
             for g in gammas:
                 for seed in seeds:
-                    specs.append(spec(the_plan, base, {
-                        "size": d, "gamma": g, "init": gamma_scheme(g), "seed": seed,
-                        "eps_setting": eps_name, "eps_nominal": nominal, "eps": eps,
-                        "gated": gated, "d_large": the_plan.d_large},
-                        gamma=g, seed=seed, **{"model.norm_eps": eps,
-                                               "model.gated_attention": gated}))
+                    specs.append(
+                        spec(
+                            the_plan,
+                            base,
+                            {
+                                "size": d,
+                                "gamma": g,
+                                "init": gamma_scheme(g),
+                                "seed": seed,
+                                "eps_setting": eps_name,
+                                "eps_nominal": nominal,
+                                "eps": eps,
+                                "gated": gated,
+                                "d_large": the_plan.d_large,
+                            },
+                            gamma=g,
+                            seed=seed,
+                            **{"model.norm_eps": eps, "model.gated_attention": gated},
+                        )
+                    )
     return specs

@@ -11,5 +11,6 @@ def specs(profile: str) -> list[ScanSpec]:
     return [ScanSpec(from_profile(profile, "rd-vs-width"))]
 
 
-EXPERIMENT = Experiment("rd-vs-width", (2,), "two-layer ReLU net: RD against width at γ' = 0",
-                        specs)
+EXPERIMENT = Experiment(
+    "rd-vs-width", (2,), "two-layer ReLU net: RD against width at γ' = 0", specs
+)

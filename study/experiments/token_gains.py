@@ -12,5 +12,11 @@ def specs(profile: str) -> list[RunSpec]:
     return [s for s in critical_init.specs(profile) if s.tags["gamma"] in llm_plan.COMPARED]
 
 
-EXPERIMENT = Experiment("token-gains", (11,), "LLM: matched γ = 0.5 / γ = 1 models per seed",
-                        specs, workers=llm_plan.workers, inner=llm_plan.critical_tuning)
+EXPERIMENT = Experiment(
+    "token-gains",
+    (11,),
+    "LLM: matched γ = 0.5 / γ = 1 models per seed",
+    specs,
+    workers=llm_plan.workers,
+    inner=llm_plan.critical_tuning,
+)

@@ -11,5 +11,4 @@ def specs(profile: str) -> list[ScanSpec]:
     return [ScanSpec(from_profile(profile))]
 
 
-EXPERIMENT = Experiment("toy-scan", (1,), "two-layer ReLU net: S_w over the (γ, γ') grid",
-                        specs)
+EXPERIMENT = Experiment("toy-scan", (1,), "two-layer ReLU net: S_w over the (γ, γ') grid", specs)

@@ -25,8 +25,9 @@ ROUNDS, WARMUP = 3, 1
 
 def test_generate_kv_cache_against_recompute(benchmark):
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(vocab_size=1024, context=256, d_model=128, n_layers=4,
-                                    n_heads=4)).eval()
+    model = Transformer(
+        ModelConfig(vocab_size=1024, context=256, d_model=128, n_layers=4, n_heads=4)
+    ).eval()
     idx = torch.randint(0, 1024, (BATCH, PROMPT), generator=torch.Generator().manual_seed(0))
     plain_times: list[float] = []
 
@@ -35,15 +36,23 @@ def test_generate_kv_cache_against_recompute(benchmark):
         model.generate(idx, NEW, temperature=0, use_cache=False)
         plain_times.append(time.perf_counter() - t0)
 
-    out = benchmark.pedantic(lambda: model.generate(idx, NEW, temperature=0), setup=plain,
-                             rounds=ROUNDS, warmup_rounds=WARMUP)
+    out = benchmark.pedantic(
+        lambda: model.generate(idx, NEW, temperature=0),
+        setup=plain,
+        rounds=ROUNDS,
+        warmup_rounds=WARMUP,
+    )
     assert torch.equal(out, model.generate(idx, NEW, temperature=0, use_cache=False))
     cached = benchmark.stats.stats.median
     times = sorted(plain_times[WARMUP:])
     recompute = times[len(times) // 2]
     tokens = BATCH * NEW
-    benchmark.extra_info.update(tokens_per_s=tokens / cached,
-                                recompute_tokens_per_s=tokens / recompute,
-                                speedup=recompute / cached)
-    print(f"\nKV cache: {tokens / cached:,.0f} new tokens/s, recompute "
-          f"{tokens / recompute:,.0f}, speed-up {recompute / cached:.1f}x")
+    benchmark.extra_info.update(
+        tokens_per_s=tokens / cached,
+        recompute_tokens_per_s=tokens / recompute,
+        speedup=recompute / cached,
+    )
+    print(
+        f"\nKV cache: {tokens / cached:,.0f} new tokens/s, recompute "
+        f"{tokens / recompute:,.0f}, speed-up {recompute / cached:.1f}x"
+    )

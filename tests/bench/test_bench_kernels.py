@@ -52,8 +52,10 @@ def test_bench_gpu_grouped_and_gram(benchmark):
             f"{row['throughput_ratio']:.2f} of cuBLAS time-throughput"
         )
     for row in stacks:
-        print(f"measure_stack {row['batch']}x{row['m']}x{row['d']}: "
-              f"{row['speedup']:.1f}x vs per-matrix host loop")
+        print(
+            f"measure_stack {row['batch']}x{row['m']}x{row['d']}: "
+            f"{row['speedup']:.1f}x vs per-matrix host loop"
+        )
     from smallinit.kernels import gpu
 
     args = kernel_bench.phase_scan_batch(dtype=np.float32)

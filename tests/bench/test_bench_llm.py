@@ -87,15 +87,18 @@ class RefGPT(nn.Module):
 def ref_optimizer(model):
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                              {"params": rest, "weight_decay": 0.0}], lr=1e-4,
-                             betas=(0.9, 0.95))
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+        lr=1e-4,
+        betas=(0.9, 0.95),
+    )
 
 
 # ----------------------------------------------------------------------------- harness
 VARIANTS = {
-    "gpt2-style (all options off)": dict(norm="layernorm", positions="learned", mlp="gelu",
-                                         tie_embeddings=True, bias=True),
+    "gpt2-style (all options off)": dict(
+        norm="layernorm", positions="learned", mlp="gelu", tie_embeddings=True, bias=True
+    ),
     "llama default": {},
     "llama + gated attention": dict(gated_attention=True),
     "llama + attention-weights path": {},
@@ -116,13 +119,21 @@ class WeightsPath(nn.Module):
 
 def data():
     g = torch.Generator().manual_seed(0)
-    return (torch.randint(0, VOCAB, (BATCH, CTX), generator=g),
-            torch.randint(0, VOCAB, (BATCH, CTX), generator=g))
+    return (
+        torch.randint(0, VOCAB, (BATCH, CTX), generator=g),
+        torch.randint(0, VOCAB, (BATCH, CTX), generator=g),
+    )
 
 
 def ours(variant: str):
-    cfg = ModelConfig(vocab_size=VOCAB, context=CTX, d_model=D, n_layers=LAYERS,
-                      n_heads=HEADS, **VARIANTS[variant])
+    cfg = ModelConfig(
+        vocab_size=VOCAB,
+        context=CTX,
+        d_model=D,
+        n_layers=LAYERS,
+        n_heads=HEADS,
+        **VARIANTS[variant],
+    )
     model = Transformer(cfg, "nanogpt")
     opt = make_optimizer(model, RunConfig(), torch.device("cpu"))
     if variant.endswith("weights path"):
@@ -132,8 +143,7 @@ def ours(variant: str):
 
 def step_fn(model, opt):
     x, y = data()
-    return lambda: train_step(model, opt, x, y, lr=1e-4, clip=1.0,
-                              ctx=contextlib.nullcontext())
+    return lambda: train_step(model, opt, x, y, lr=1e-4, clip=1.0, ctx=contextlib.nullcontext())
 
 
 class Reference:
@@ -174,27 +184,35 @@ def test_llm_train_step(benchmark, variant):
     ref = Reference()
     torch.manual_seed(0)
     model, opt = ours(variant)
-    benchmark.pedantic(step_fn(model, opt), setup=ref.setup, rounds=ROUNDS,
-                       warmup_rounds=WARMUP)
+    benchmark.pedantic(step_fn(model, opt), setup=ref.setup, rounds=ROUNDS, warmup_rounds=WARMUP)
     tok_s = TOKENS / benchmark.stats.stats.median
     ref_tok_s = ref.tok_s(skip=WARMUP)
     ratio = tok_s / ref_tok_s
     # fastest round against fastest round: what each step takes when nothing else runs,
     # the steadier estimate on a machine that other work shares
     ratio_fastest = TOKENS / benchmark.stats.stats.min / ref.tok_s(WARMUP, fastest=True)
-    benchmark.extra_info.update(tokens_per_s=tok_s, reference_tokens_per_s=ref_tok_s,
-                                ratio_to_reference=ratio,
-                                ratio_of_fastest_rounds=ratio_fastest)
-    print(f"\n{variant}: {tok_s:,.0f} tokens/s, reference {ref_tok_s:,.0f}, "
-          f"ratio {ratio:.3f} (fastest rounds: {ratio_fastest:.3f})")
+    benchmark.extra_info.update(
+        tokens_per_s=tok_s,
+        reference_tokens_per_s=ref_tok_s,
+        ratio_to_reference=ratio,
+        ratio_of_fastest_rounds=ratio_fastest,
+    )
+    print(
+        f"\n{variant}: {tok_s:,.0f} tokens/s, reference {ref_tok_s:,.0f}, "
+        f"ratio {ratio:.3f} (fastest rounds: {ratio_fastest:.3f})"
+    )
 
 
 # ----------------------------------------------------------------------------- compile
 COMPILE_SHAPES = {  # name: (model, threads)
-    "bench shape, 2 threads": (dict(vocab_size=VOCAB, context=CTX, d_model=D,
-                                    n_layers=LAYERS, n_heads=HEADS), THREADS),
-    "quick shape (d_model 64), 1 thread": (dict(vocab_size=512, context=64, d_model=64,
-                                                n_layers=2, n_heads=4), 1),
+    "bench shape, 2 threads": (
+        dict(vocab_size=VOCAB, context=CTX, d_model=D, n_layers=LAYERS, n_heads=HEADS),
+        THREADS,
+    ),
+    "quick shape (d_model 64), 1 thread": (
+        dict(vocab_size=512, context=64, d_model=64, n_layers=2, n_heads=4),
+        1,
+    ),
 }
 
 
@@ -203,17 +221,27 @@ def test_compile_break_even(benchmark, shape, tmp_path, monkeypatch):
     model, threads = COMPILE_SHAPES[shape]
     torch.set_num_threads(threads)  # the fixture restores the previous count
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # cold: nothing built yet
-    cfg = RunConfig(init="nanogpt", model=ModelConfig(**model),
-                    train=TrainConfig(batch_size=BATCH, device="cpu"))
-    cold = benchmark.pedantic(compile_break_even, args=(cfg,), kwargs={"rounds": 5},
-                              rounds=1, iterations=1)
+    cfg = RunConfig(
+        init="nanogpt",
+        model=ModelConfig(**model),
+        train=TrainConfig(batch_size=BATCH, device="cpu"),
+    )
+    cold = benchmark.pedantic(
+        compile_break_even, args=(cfg,), kwargs={"rounds": 5}, rounds=1, iterations=1
+    )
     warm = compile_break_even(cfg, rounds=5)  # the same cache directory, now filled
-    info = {"eager_step_s": cold["eager_step_s"], "compiled_step_s": cold["compiled_step_s"],
-            "step_speedup": cold["step_speedup"], "compile_s_cold": cold["compile_s"],
-            "compile_s_warm": warm["compile_s"],
-            "break_even_steps_cold": cold["break_even_steps"],
-            "break_even_steps_warm": warm["break_even_steps"]}
+    info = {
+        "eager_step_s": cold["eager_step_s"],
+        "compiled_step_s": cold["compiled_step_s"],
+        "step_speedup": cold["step_speedup"],
+        "compile_s_cold": cold["compile_s"],
+        "compile_s_warm": warm["compile_s"],
+        "break_even_steps_cold": cold["break_even_steps"],
+        "break_even_steps_warm": warm["break_even_steps"],
+    }
     benchmark.extra_info.update(info)
-    print(f"\n{shape}: " + ", ".join(f"{k} {v:.3g}" if v is not None else f"{k} never"
-                                      for k, v in info.items()))
+    print(
+        f"\n{shape}: "
+        + ", ".join(f"{k} {v:.3g}" if v is not None else f"{k} never" for k, v in info.items())
+    )
     assert cold["compile_s"] > 0 and cold["eager_step_s"] > 0 and cold["compiled_step_s"] > 0

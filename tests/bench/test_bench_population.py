@@ -21,6 +21,7 @@ THREADS, MEMBERS, D_MODEL, STEPS = 1, 8, 32, 5
 
 def test_population_step_against_single_runs(benchmark, tmp_path):
     cfgs = member_configs(D_MODEL, MEMBERS, device="cpu", cache=str(tmp_path))
-    result = benchmark.pedantic(lambda: measure(cfgs, steps=STEPS, warmup=2), rounds=1,
-                                iterations=1)
+    result = benchmark.pedantic(
+        lambda: measure(cfgs, steps=STEPS, warmup=2), rounds=1, iterations=1
+    )
     benchmark.extra_info.update({k: v for k, v in result.items() if v is not None})

@@ -33,8 +33,12 @@ def _median(times: list[float]) -> float:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_refusal_against_a_bare_python(benchmark, name, tmp_path):
-    argv = [sys.executable, "-m", "smallinit",
-            *(a.replace("{dir}", str(tmp_path)) for a in CASES[name])]
+    argv = [
+        sys.executable,
+        "-m",
+        "smallinit",
+        *(a.replace("{dir}", str(tmp_path)) for a in CASES[name]),
+    ]
     base: list[float] = []
 
     def bare() -> None:
@@ -48,8 +52,14 @@ def test_refusal_against_a_bare_python(benchmark, name, tmp_path):
     proc = benchmark.pedantic(refuse, setup=bare, rounds=ROUNDS, warmup_rounds=WARMUP)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     refusal, bare_s = benchmark.stats.stats.median, _median(base[WARMUP:])
-    benchmark.extra_info.update(refusal_s=refusal, bare_python_s=bare_s,
-                                ratio=refusal / bare_s, goal_s=GOAL_S,
-                                goal_met=refusal < GOAL_S)
-    print(f"\n{name}: refused in {refusal:.2f} s, bare python {bare_s:.3f} s "
-          f"({refusal / bare_s:.0f}x); goal < {GOAL_S} s: {refusal < GOAL_S}")
+    benchmark.extra_info.update(
+        refusal_s=refusal,
+        bare_python_s=bare_s,
+        ratio=refusal / bare_s,
+        goal_s=GOAL_S,
+        goal_met=refusal < GOAL_S,
+    )
+    print(
+        f"\n{name}: refused in {refusal:.2f} s, bare python {bare_s:.3f} s "
+        f"({refusal / bare_s:.0f}x); goal < {GOAL_S} s: {refusal < GOAL_S}"
+    )

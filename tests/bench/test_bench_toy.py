@@ -34,8 +34,9 @@ pytest.importorskip("jax")
 
 from smallinit.toy.scan import BENCH_WIDTHS, ScanConfig, fit_slopes, simulate  # noqa: E402
 
-GROUPED_CPU = ScanConfig(gammas=(0.5, 1.0, 1.75), gamma_primes=(-0.5, 0.0, 0.5),
-                         widths=(100, 200, 400), seeds=1)
+GROUPED_CPU = ScanConfig(
+    gammas=(0.5, 1.0, 1.75), gamma_primes=(-0.5, 0.0, 0.5), widths=(100, 200, 400), seeds=1
+)
 
 pytestmark = pytest.mark.bench
 
@@ -121,8 +122,7 @@ def test_bench_engine_vs_pytorch_loop(benchmark):
         results["engine"] = simulate(cfg)
         results["engine_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        results["torch"] = torch_phase_loop.train_scan(batches, X, y,
-                                                       max_steps=cfg.max_steps)
+        results["torch"] = torch_phase_loop.train_scan(batches, X, y, max_steps=cfg.max_steps)
         results["torch_s"] = time.perf_counter() - t0
 
     benchmark.pedantic(run_both, rounds=1, iterations=1)
@@ -131,7 +131,8 @@ def test_bench_engine_vs_pytorch_loop(benchmark):
     # per width (G·Gp,) → the engine's layout (γ, γ', width, seed)
     ref_steps, ref_status, ref_rd = (
         np.stack([v.reshape(G, Gp, 1) for v in ref[key]], axis=2)
-        for key in ("steps", "status", "rd"))
+        for key in ("steps", "status", "rd")
+    )
     np.testing.assert_array_equal(ref_status, sim["status"])
     assert np.abs(ref_steps - sim["steps"]).max() <= 1  # a tol crossing within rounding
     _, sw = fit_slopes(sim["rd"], sim["status"], cfg.widths)
@@ -165,8 +166,9 @@ def _grouped_vs_jax(benchmark, cfg: ScanConfig) -> dict:
     t0 = time.perf_counter()
     simulate(cfg, engine="batched")
     jax_cold = time.perf_counter() - t0
-    simulate(ScanConfig(gammas=(1.0,), gamma_primes=(0.0,), widths=(4, 6), seeds=1),
-             engine="grouped")
+    simulate(
+        ScanConfig(gammas=(1.0,), gamma_primes=(0.0,), widths=(4, 6), seeds=1), engine="grouped"
+    )
     results = _time_engines(benchmark, cfg, ("batched", "grouped"))
     (tj, sj), (tg, sg) = results["batched"], results["grouped"]
     np.testing.assert_array_equal(sg["status"], sj["status"])
@@ -210,5 +212,6 @@ def test_bench_grouped_vs_jax_gpu(benchmark):
 
     if backend() != "cupy":
         pytest.skip("no usable CUDA device/CuPy: the kernels' backend is cpu")
-    print("\ngrouped (CuPy) vs JAX engine, quick scan grid:",
-          _grouped_vs_jax(benchmark, ScanConfig()))
+    print(
+        "\ngrouped (CuPy) vs JAX engine, quick scan grid:", _grouped_vs_jax(benchmark, ScanConfig())
+    )

@@ -60,28 +60,41 @@ ROOT = Path(__file__).resolve().parents[2]
 #: folder on a lower floor (none where the floor keeps to itself); a folder beside it on its
 #: floor only where :data:`SIDEWAYS` allows; never a folder on a higher floor.
 FLOORS = (
-    (("theory", "kernels"), True,
-     "foundations: sympy derivations and science constants; CuPy kernels, CPU fallbacks"),
-    (("core",), True,
-     "ground: run store, configs, profiles, stats, job driver, progress, errors"),
+    (
+        ("theory", "kernels"),
+        True,
+        "foundations: sympy derivations and science constants; CuPy kernels, CPU fallbacks",
+    ),
+    (("core",), True, "ground: run store, configs, profiles, stats, job driver, progress, errors"),
     (("toy", "llm"), False, "the two halves, never each other"),
-    (("compare", "study", "paper_figs"), False,
-     "toy-to-LLM; experiments registry, figure driver, claims, report; one module per figure"),
-    (("cli", "tools"), False,
-     "every command; tooling users never import (GPU check, benchmark helpers)"),
+    (
+        ("compare", "study", "paper_figs"),
+        False,
+        "toy-to-LLM; experiments registry, figure driver, claims, report; one module per figure",
+    ),
+    (
+        ("cli", "tools"),
+        False,
+        "every command; tooling users never import (GPU check, benchmark helpers)",
+    ),
 )
 #: imports between two folders of one floor that the plan allows: (importer, imported). The
 #: figure driver finds and loads the figure modules, and a figure declares itself through
 #: ``study/figure.py``; the circle test keeps the two directions from closing a circle.
-SIDEWAYS = {("study", "compare"), ("study", "paper_figs"), ("paper_figs", "study"),
-            ("cli", "tools")}
+SIDEWAYS = {
+    ("study", "compare"),
+    ("study", "paper_figs"),
+    ("paper_figs", "study"),
+    ("cli", "tools"),
+}
 #: apart from the floors: the public surface (``__init__``'s lazy re-exports) and the CLI's
 #: entry point (``__main__``). It may import any floor; only these folders import it
 SURFACE = "smallinit"
 SURFACE_USERS = ("cli",)  # the CLI reads __version__
 #: source folder -> the package it is installed as (pyproject's package-dir)
-PACKAGES = {SURFACE: SURFACE} | {folder: f"smallinit.{folder}"
-                                 for folders, _, _ in FLOORS for folder in folders}
+PACKAGES = {SURFACE: SURFACE} | {
+    folder: f"smallinit.{folder}" for folders, _, _ in FLOORS for folder in folders
+}
 FLOOR_OF = {folder: n for n, (folders, _, _) in enumerate(FLOORS) for folder in folders}
 LAZY_MARK = "# lazy:"
 #: heavy third-party packages: lazy only where a module must import without them
@@ -112,8 +125,12 @@ def folder_of(name: str) -> str:
 
 def _type_checking_only(tree) -> set[int]:
     """The ids of the nodes under ``if TYPE_CHECKING:``, which never run."""
-    return {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-            and ast.unparse(node.test).endswith("TYPE_CHECKING") for n in ast.walk(node)}
+    return {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+        for n in ast.walk(node)
+    }
 
 
 class Statement(NamedTuple):
@@ -121,6 +138,7 @@ class Statement(NamedTuple):
     names ``X`` and ``X.a``, which may be a submodule), its line, whether it is at module
     level, its text, whether it runs (not under ``if TYPE_CHECKING``), and ``X`` of a
     ``from X import`` (else ``None``)."""
+
     names: list[str]
     line: int
     top: bool
@@ -146,13 +164,19 @@ def imports(module: str, is_package: bool, source: str):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
-                anchor = anchor[:len(anchor) - (node.level - 1)]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
             names = [base] + [f"{base}.{a.name}" for a in node.names if a.name != "*"]
         else:
             continue
-        yield Statement(names, node.lineno, id(node) not in nested, " ".join(
-            lines[node.lineno - 1:node.end_lineno]), id(node) not in never_run, base)
+        yield Statement(
+            names,
+            node.lineno,
+            id(node) not in nested,
+            " ".join(lines[node.lineno - 1 : node.end_lineno]),
+            id(node) not in never_run,
+            base,
+        )
 
 
 def violations(rel: str, source: str) -> list[str]:
@@ -163,18 +187,32 @@ def violations(rel: str, source: str) -> list[str]:
     at_top = {name.split(".")[0] for s in statements if s.top for name in s.names}
     for names, line, top, text, _, base in statements:
         # ``from smallinit import llm`` imports smallinit.llm (the package is its parent)
-        ours = [name for name in names if within(name, "smallinit")
-                and not (name == "smallinit" and base == "smallinit" and len(names) > 1)]
-        heavy = [name for name in names if name.split(".")[0] in HEAVY
-                 and name.split(".")[0] not in at_top]
-        if (ours or heavy) and not top and not within(module, "smallinit.cli") \
-                and LAZY_MARK not in text:
-            found.append(f"{rel}:{line} imports {(ours or heavy)[0]} inside a function: move "
-                         f"it to the top of the module, or say why it must wait with "
-                         f"'{LAZY_MARK} <reason>'")
+        ours = [
+            name
+            for name in names
+            if within(name, "smallinit")
+            and not (name == "smallinit" and base == "smallinit" and len(names) > 1)
+        ]
+        heavy = [
+            name
+            for name in names
+            if name.split(".")[0] in HEAVY and name.split(".")[0] not in at_top
+        ]
+        if (
+            (ours or heavy)
+            and not top
+            and not within(module, "smallinit.cli")
+            and LAZY_MARK not in text
+        ):
+            found.append(
+                f"{rel}:{line} imports {(ours or heavy)[0]} inside a function: move "
+                f"it to the top of the module, or say why it must wait with "
+                f"'{LAZY_MARK} <reason>'"
+            )
         for name in ours:
-            found += floor_breaks(folder_of(module), f"{rel}:{line} imports {name}",
-                                  folder_of(name))
+            found += floor_breaks(
+                folder_of(module), f"{rel}:{line} imports {name}", folder_of(name)
+            )
     return sorted(set(found))
 
 
@@ -183,8 +221,11 @@ def floor_breaks(importer: str, where: str, imported: str) -> list[str]:
     if importer == imported:
         return []
     if imported == SURFACE:
-        return [] if importer in SURFACE_USERS else [
-            f"{where}: only {', '.join(SURFACE_USERS)} imports the public surface smallinit/"]
+        return (
+            []
+            if importer in SURFACE_USERS
+            else [f"{where}: only {', '.join(SURFACE_USERS)} imports the public surface smallinit/"]
+        )
     if importer == SURFACE:
         return []
     own, other = FLOOR_OF[importer], FLOOR_OF[imported]
@@ -192,28 +233,34 @@ def floor_breaks(importer: str, where: str, imported: str) -> list[str]:
     if alone:
         return [f"{where}: {importer}/ imports nothing of ours outside itself"]
     if other > own:
-        return [f"{where}: {importer}/ (floor {own}) imports {imported}/ (floor {other}), "
-                "a floor up"]
+        return [
+            f"{where}: {importer}/ (floor {own}) imports {imported}/ (floor {other}), a floor up"
+        ]
     if other == own and (importer, imported) not in SIDEWAYS:
-        return [f"{where}: {importer}/ imports {imported}/ beside it on floor {own}; "
-                f"allowed sideways: {sorted(SIDEWAYS)}"]
+        return [
+            f"{where}: {importer}/ imports {imported}/ beside it on floor {own}; "
+            f"allowed sideways: {sorted(SIDEWAYS)}"
+        ]
     return []
 
 
 def source_files() -> list[str]:
     files = []
     for folder in PACKAGES:
-        files += [p.relative_to(ROOT).as_posix() for p in (ROOT / folder).rglob("*.py")
-                  if "out" not in p.relative_to(ROOT).parts]
+        files += [
+            p.relative_to(ROOT).as_posix()
+            for p in (ROOT / folder).rglob("*.py")
+            if "out" not in p.relative_to(ROOT).parts
+        ]
     return sorted(files)
 
 
 def test_the_source_tree_keeps_the_floor_plan():
     files = source_files()
     assert len(files) > 50 and "toy/scan.py" in files and "cli/figs.py" in files
-    assert sorted(PACKAGES) == sorted(p.name for p in ROOT.iterdir()
-                                      if (p / "__init__.py").is_file()), \
-        "every top-level package folder stands on one floor of FLOORS"
+    assert sorted(PACKAGES) == sorted(
+        p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()
+    ), "every top-level package folder stands on one floor of FLOORS"
     found = [v for rel in files for v in violations(rel, (ROOT / rel).read_text())]
     assert not found, "\n".join(found)
 
@@ -246,8 +293,11 @@ def import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
             if not statement.runs:
                 continue
             names, base = statement.names, statement.base
-            targets = names if base is None else [
-                name if name in modules else base for name in names[1:]] or [base]
+            targets = (
+                names
+                if base is None
+                else [name if name in modules else base for name in names[1:]] or [base]
+            )
             for target in targets:
                 if not within(target, "smallinit"):
                     continue
@@ -318,54 +368,99 @@ def _shortest(graph, group, start: str, goal: str) -> list[str]:
 
 
 def excused(circle: list[str]) -> bool:
-    return any(within(a, x) and within(b, y) for x, y in KNOWN_CIRCLE_EDGES
-               for a, b in zip(circle, circle[1:], strict=False))
+    return any(
+        within(a, x) and within(b, y)
+        for x, y in KNOWN_CIRCLE_EDGES
+        for a, b in zip(circle, circle[1:], strict=False)
+    )
 
 
 def test_no_import_circle_between_our_modules():
     sources = {rel: (ROOT / rel).read_text(encoding="utf-8") for rel in source_files()}
     graph = import_graph(sources)
-    assert "smallinit.kernels.gpu" in graph["smallinit.kernels.stack"] or \
-        "smallinit.kernels.backend" in graph["smallinit.kernels.stack"]
+    assert (
+        "smallinit.kernels.gpu" in graph["smallinit.kernels.stack"]
+        or "smallinit.kernels.backend" in graph["smallinit.kernels.stack"]
+    )
     found = [c for c in circles(graph) if not excused(c)]
-    assert not found, "import circles (break each: move the shared part down a module):\n" \
+    assert not found, (
+        "import circles (break each: move the shared part down a module):\n"
         + "\n".join(" -> ".join(c) for c in found)
+    )
 
 
-@pytest.mark.parametrize(("sources", "circle"), [
-    ({"kernels/a.py": "from . import b\n", "kernels/b.py": "from .a import f\n"},
-     ["smallinit.kernels.a", "smallinit.kernels.b", "smallinit.kernels.a"]),
-    ({"cli/x.py": "def f():\n    from smallinit.cli.y import g\n",
-      "cli/y.py": "def g():\n    from smallinit.cli import x  # lazy: a circle\n",
-      "cli/__init__.py": ""},
-     ["smallinit.cli.x", "smallinit.cli.y", "smallinit.cli.x"]),
-    ({"toy/a.py": "import smallinit.toy.b\n", "toy/b.py": "import smallinit.toy.c\n",
-      "toy/c.py": "from smallinit.toy import a\n", "toy/__init__.py": ""},
-     ["smallinit.toy.a", "smallinit.toy.b", "smallinit.toy.c", "smallinit.toy.a"]),
-    ({"study/figs.py": "", "paper_figs/fig01_x.py": "from smallinit.study.figs import one\n"},
-     ["smallinit.paper_figs.fig01_x", "smallinit.study.figs", "smallinit.paper_figs.fig01_x"]),
-])
+@pytest.mark.parametrize(
+    ("sources", "circle"),
+    [
+        (
+            {"kernels/a.py": "from . import b\n", "kernels/b.py": "from .a import f\n"},
+            ["smallinit.kernels.a", "smallinit.kernels.b", "smallinit.kernels.a"],
+        ),
+        (
+            {
+                "cli/x.py": "def f():\n    from smallinit.cli.y import g\n",
+                "cli/y.py": "def g():\n    from smallinit.cli import x  # lazy: a circle\n",
+                "cli/__init__.py": "",
+            },
+            ["smallinit.cli.x", "smallinit.cli.y", "smallinit.cli.x"],
+        ),
+        (
+            {
+                "toy/a.py": "import smallinit.toy.b\n",
+                "toy/b.py": "import smallinit.toy.c\n",
+                "toy/c.py": "from smallinit.toy import a\n",
+                "toy/__init__.py": "",
+            },
+            ["smallinit.toy.a", "smallinit.toy.b", "smallinit.toy.c", "smallinit.toy.a"],
+        ),
+        (
+            {
+                "study/figs.py": "",
+                "paper_figs/fig01_x.py": "from smallinit.study.figs import one\n",
+            },
+            [
+                "smallinit.paper_figs.fig01_x",
+                "smallinit.study.figs",
+                "smallinit.paper_figs.fig01_x",
+            ],
+        ),
+    ],
+)
 def test_the_circle_check_finds_a_planted_circle(sources, circle):
     assert circle in circles(import_graph(sources))
 
 
 def test_the_circle_check_excuses_no_circle():
     """A figure that imports the driver which loads it by name closes a circle too."""
-    planted = {"study/figs.py": "", "paper_figs/fig01_x.py": "from smallinit.study import figs\n",
-               "kernels/a.py": "from . import b\n", "kernels/b.py": "from . import a\n"}
+    planted = {
+        "study/figs.py": "",
+        "paper_figs/fig01_x.py": "from smallinit.study import figs\n",
+        "kernels/a.py": "from . import b\n",
+        "kernels/b.py": "from . import a\n",
+    }
     found = [c for c in circles(import_graph(planted)) if not excused(c)]
-    assert found == [["smallinit.kernels.a", "smallinit.kernels.b", "smallinit.kernels.a"],
-                     ["smallinit.paper_figs.fig01_x", "smallinit.study.figs",
-                      "smallinit.paper_figs.fig01_x"]]
+    assert found == [
+        ["smallinit.kernels.a", "smallinit.kernels.b", "smallinit.kernels.a"],
+        ["smallinit.paper_figs.fig01_x", "smallinit.study.figs", "smallinit.paper_figs.fig01_x"],
+    ]
 
 
-@pytest.mark.parametrize("sources", [
-    {"kernels/a.py": "from . import b\n", "kernels/b.py": "import math\n"},
-    {"kernels/__init__.py": "from .a import f\n", "kernels/a.py": "from . import b\n",
-     "kernels/b.py": "x = 1\n"},  # the package's __init__ runs first: no edge back to it
-    {"theory/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-     "    from .b import B\n", "theory/b.py": "from .a import f\n"},
-])
+@pytest.mark.parametrize(
+    "sources",
+    [
+        {"kernels/a.py": "from . import b\n", "kernels/b.py": "import math\n"},
+        {
+            "kernels/__init__.py": "from .a import f\n",
+            "kernels/a.py": "from . import b\n",
+            "kernels/b.py": "x = 1\n",
+        },  # the package's __init__ runs first: no edge back to it
+        {
+            "theory/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from .b import B\n",
+            "theory/b.py": "from .a import f\n",
+        },
+    ],
+)
 def test_the_circle_check_accepts_a_one_way_graph(sources):
     assert circles(import_graph(sources)) == []
 
@@ -374,11 +469,12 @@ def test_building_the_cli_parser_imports_no_heavy_library():
     """The CLI's handlers import the libraries (which import torch, jax, sympy and
     matplotlib at their tops); building the parser, all that ``smallinit --help`` does,
     imports none of them."""
-    code = ("import sys; from smallinit.cli import build_parser; build_parser(); "
-            "print(sorted(m for m in ('torch', 'jax', 'sympy', 'matplotlib') "
-            "if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+    code = (
+        "import sys; from smallinit.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('torch', 'jax', 'sympy', 'matplotlib') "
+        "if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]", proc.stdout
 
 
@@ -386,14 +482,22 @@ def test_the_toy_commands_import_no_torch(tmp_path):
     """``smallinit toy ...`` reads its profile table in toy/ (``from_profile``), not through
     the experiment registry, which imports torch with its LLM experiments: the toy commands
     (their configs, and a run) leave torch unimported."""
-    code = ("import sys\nfrom smallinit.cli import main\n"
-            "for cmd in ('scan', 'condense', 'diagonal'):\n"
-            "    assert main(['toy', cmd, '--print-config']) == 0\n"
-            f"assert main(['toy', 'diagonal', '--runs-dir', {str(tmp_path / 'runs')!r}, "
-            "'--json', 'alphas=[1.0]', 'max_steps=50', 'dim=8', 'n=4']) == 0\n"
-            "print(sorted(m for m in ('torch', 'jax') if m in sys.modules), file=sys.stderr)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=300, check=False)
+    code = (
+        "import sys\nfrom smallinit.cli import main\n"
+        "for cmd in ('scan', 'condense', 'diagonal'):\n"
+        "    assert main(['toy', cmd, '--print-config']) == 0\n"
+        f"assert main(['toy', 'diagonal', '--runs-dir', {str(tmp_path / 'runs')!r}, "
+        "'--json', 'alphas=[1.0]', 'max_steps=50', 'dim=8', 'n=4']) == 0\n"
+        "print(sorted(m for m in ('torch', 'jax') if m in sys.modules), file=sys.stderr)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines()[-1] == "['jax']", proc.stderr[-3000:]
 
@@ -406,84 +510,114 @@ BESIDE = "beside it on floor"
 ALONE = "imports nothing of ours outside itself"
 
 
-@pytest.mark.parametrize(("rel", "source", "rule"), [
-    ("theory/phase.py", "from smallinit.core.errors import X\n", ALONE),
-    ("kernels/measure.py", "import smallinit.core.store\n", ALONE),
-    ("theory/phase.py", "from ..toy import scan\n", ALONE),
-    ("theory/phase.py", "from smallinit.kernels import measure\n", ALONE),  # sideways too
-    ("kernels/stack.py", "def f():\n    from smallinit.theory import phase  # lazy: x\n",
-     ALONE),
-    ("core/jobs.py", "from smallinit.toy import scan\n", ALONE),
-    ("core/profiles/__init__.py", "from smallinit.llm import config\n", ALONE),
-    ("core/store.py", "from smallinit.study.figs import x\n", ALONE),
-    ("core/runs.py", "from smallinit.compare import run\n", ALONE),
-    ("core/stats.py", "from smallinit.kernels import measure\n", ALONE),  # the core keeps to itself
-    ("llm/analysis/ffn.py", "from smallinit.toy.scan import fit_slopes\n", BESIDE),
-    ("toy/scan.py", "from smallinit import llm\n", BESIDE),
-    ("toy/scan.py", "from smallinit.cli import main\n", UP),
-    ("toy/scan.py", "from smallinit.study import experiments\n", UP),
-    ("llm/run_config.py", "from smallinit.paper_figs import fig01_phase_diagram\n", UP),
-    ("llm/training/train.py", "import smallinit.tools.gpu_check\n", UP),
-    ("compare/run.py", "from smallinit.cli.util import x\n", UP),
-    ("compare/run.py", "from smallinit.study import experiments\n", BESIDE),
-    ("study/experiments/gamma_sweep.py", "import smallinit.cli\n", UP),
-    ("study/report.py", "from smallinit.tools import gpu_check\n", UP),
-    ("study/experiments/x.py", "def f():\n    from smallinit.tools import gpu_parts  # lazy: x\n",
-     UP),
-    ("paper_figs/fig01_phase_diagram.py", "from smallinit.cli import util\n", UP),
-    ("paper_figs/fig01_phase_diagram.py", "from smallinit.tools import gpu_report\n", UP),
-    ("tools/gpu_check.py", "from smallinit.cli.util import user_error\n", BESIDE),
-    ("compare/run.py", "from smallinit.paper_figs import fig01_phase_diagram\n", BESIDE),
-    ("toy/scan.py", "from smallinit import load_run\n", "public surface"),
-    ("study/report.py", "import smallinit\n", "public surface"),
-    ("toy/scan.py", "def f():\n    from smallinit.core.store import S\n", "inside a function"),
-    ("core/runs.py", "class A:\n    def f(self):\n        import smallinit.core.errors\n",
-     "inside a function"),
-    ("kernels/stack.py", "def f():\n    from . import gpu  # noqa: PLC0415\n",
-     "inside a function"),
-    ("tools/gpu_check.py", "def f():\n    from smallinit.study import report\n",
-     "inside a function"),
-    ("toy/escape.py", "def f():\n    import jax.numpy as jnp\n", "inside a function"),
-    ("theory/exact.py", "import math\ndef f():\n    import sympy\n", "inside a function"),
-])
+@pytest.mark.parametrize(
+    ("rel", "source", "rule"),
+    [
+        ("theory/phase.py", "from smallinit.core.errors import X\n", ALONE),
+        ("kernels/measure.py", "import smallinit.core.store\n", ALONE),
+        ("theory/phase.py", "from ..toy import scan\n", ALONE),
+        ("theory/phase.py", "from smallinit.kernels import measure\n", ALONE),  # sideways too
+        (
+            "kernels/stack.py",
+            "def f():\n    from smallinit.theory import phase  # lazy: x\n",
+            ALONE,
+        ),
+        ("core/jobs.py", "from smallinit.toy import scan\n", ALONE),
+        ("core/profiles/__init__.py", "from smallinit.llm import config\n", ALONE),
+        ("core/store.py", "from smallinit.study.figs import x\n", ALONE),
+        ("core/runs.py", "from smallinit.compare import run\n", ALONE),
+        (
+            "core/stats.py",
+            "from smallinit.kernels import measure\n",
+            ALONE,
+        ),  # the core keeps to itself
+        ("llm/analysis/ffn.py", "from smallinit.toy.scan import fit_slopes\n", BESIDE),
+        ("toy/scan.py", "from smallinit import llm\n", BESIDE),
+        ("toy/scan.py", "from smallinit.cli import main\n", UP),
+        ("toy/scan.py", "from smallinit.study import experiments\n", UP),
+        ("llm/run_config.py", "from smallinit.paper_figs import fig01_phase_diagram\n", UP),
+        ("llm/training/train.py", "import smallinit.tools.gpu_check\n", UP),
+        ("compare/run.py", "from smallinit.cli.util import x\n", UP),
+        ("compare/run.py", "from smallinit.study import experiments\n", BESIDE),
+        ("study/experiments/gamma_sweep.py", "import smallinit.cli\n", UP),
+        ("study/report.py", "from smallinit.tools import gpu_check\n", UP),
+        (
+            "study/experiments/x.py",
+            "def f():\n    from smallinit.tools import gpu_parts  # lazy: x\n",
+            UP,
+        ),
+        ("paper_figs/fig01_phase_diagram.py", "from smallinit.cli import util\n", UP),
+        ("paper_figs/fig01_phase_diagram.py", "from smallinit.tools import gpu_report\n", UP),
+        ("tools/gpu_check.py", "from smallinit.cli.util import user_error\n", BESIDE),
+        ("compare/run.py", "from smallinit.paper_figs import fig01_phase_diagram\n", BESIDE),
+        ("toy/scan.py", "from smallinit import load_run\n", "public surface"),
+        ("study/report.py", "import smallinit\n", "public surface"),
+        ("toy/scan.py", "def f():\n    from smallinit.core.store import S\n", "inside a function"),
+        (
+            "core/runs.py",
+            "class A:\n    def f(self):\n        import smallinit.core.errors\n",
+            "inside a function",
+        ),
+        (
+            "kernels/stack.py",
+            "def f():\n    from . import gpu  # noqa: PLC0415\n",
+            "inside a function",
+        ),
+        (
+            "tools/gpu_check.py",
+            "def f():\n    from smallinit.study import report\n",
+            "inside a function",
+        ),
+        ("toy/escape.py", "def f():\n    import jax.numpy as jnp\n", "inside a function"),
+        ("theory/exact.py", "import math\ndef f():\n    import sympy\n", "inside a function"),
+    ],
+)
 def test_each_rule_catches_a_fake_source(rel, source, rule):
     found = violations(rel, source)
     assert any(rule in v for v in found), found
 
 
-@pytest.mark.parametrize(("rel", "source"), [
-    ("theory/phase.py", "from .init_rules import parse_scheme\nimport sympy\n"),
-    ("kernels/measure.py", "from . import cpu\nfrom .stack import measure_stack\n"),
-    ("toy/scan.py", "from smallinit.theory import phase\nfrom smallinit.core.store import S\n"),
-    ("core/store.py", "from smallinit.core.runs import Run\n"),
-    ("llm/run_config.py", "from smallinit.kernels import cluster_count\n"),
-    ("study/experiments/compare.py", "from smallinit.compare.run import x\n"),
-    ("study/figs.py", "from smallinit.study import experiments\n"),
-    ("smallinit/__main__.py", "from smallinit.cli import main\n"),
-    ("smallinit/__init__.py", "from smallinit.core.results import load_run\n"),
-    ("cli/__init__.py", "from smallinit import __version__\n"),
-    ("cli/gpu_check.py", "def f():\n    from smallinit.tools.gpu_check import main\n"),
-    ("tools/gpu_check.py", "from smallinit.study import report\nfrom smallinit.llm import x\n"),
-    ("tools/gpu_parts.py", "from smallinit.kernels import measure\nfrom . import gpu_kernels\n"),
-    ("paper_figs/fig01_phase_diagram.py", "from smallinit.study.figs import single\n"),
-    ("compare/run.py", "from smallinit.toy import scan\nfrom smallinit.llm import train\n"),
-    ("llm/training/train.py", "from smallinit.kernels import measure\n"
-     "from smallinit.theory import phase\nfrom smallinit.core.store import S\n"),
-    ("cli/figs.py", "def f():\n    from smallinit.study.experiments import plan\n"),
-    ("kernels/stack.py", "def f():\n    from . import gpu  # lazy: needs cupy\n"),
-    ("toy/scan.py", "import jax\ndef f():\n    import jax.numpy as jnp\n"),
-    ("llm/training/train.py", "import torch\ndef f():\n    import torch.distributed\n"),
-    ("kernels/backend.py", "def f():\n    import torch  # lazy: kernels run without torch\n"),
-    ("theory/diagram.py", "def f():\n    from matplotlib.patches import Polygon\n"),
-])
+@pytest.mark.parametrize(
+    ("rel", "source"),
+    [
+        ("theory/phase.py", "from .init_rules import parse_scheme\nimport sympy\n"),
+        ("kernels/measure.py", "from . import cpu\nfrom .stack import measure_stack\n"),
+        ("toy/scan.py", "from smallinit.theory import phase\nfrom smallinit.core.store import S\n"),
+        ("core/store.py", "from smallinit.core.runs import Run\n"),
+        ("llm/run_config.py", "from smallinit.kernels import cluster_count\n"),
+        ("study/experiments/compare.py", "from smallinit.compare.run import x\n"),
+        ("study/figs.py", "from smallinit.study import experiments\n"),
+        ("smallinit/__main__.py", "from smallinit.cli import main\n"),
+        ("smallinit/__init__.py", "from smallinit.core.results import load_run\n"),
+        ("cli/__init__.py", "from smallinit import __version__\n"),
+        ("cli/gpu_check.py", "def f():\n    from smallinit.tools.gpu_check import main\n"),
+        ("tools/gpu_check.py", "from smallinit.study import report\nfrom smallinit.llm import x\n"),
+        (
+            "tools/gpu_parts.py",
+            "from smallinit.kernels import measure\nfrom . import gpu_kernels\n",
+        ),
+        ("paper_figs/fig01_phase_diagram.py", "from smallinit.study.figs import single\n"),
+        ("compare/run.py", "from smallinit.toy import scan\nfrom smallinit.llm import train\n"),
+        (
+            "llm/training/train.py",
+            "from smallinit.kernels import measure\n"
+            "from smallinit.theory import phase\nfrom smallinit.core.store import S\n",
+        ),
+        ("cli/figs.py", "def f():\n    from smallinit.study.experiments import plan\n"),
+        ("kernels/stack.py", "def f():\n    from . import gpu  # lazy: needs cupy\n"),
+        ("toy/scan.py", "import jax\ndef f():\n    import jax.numpy as jnp\n"),
+        ("llm/training/train.py", "import torch\ndef f():\n    import torch.distributed\n"),
+        ("kernels/backend.py", "def f():\n    import torch  # lazy: kernels run without torch\n"),
+        ("theory/diagram.py", "def f():\n    from matplotlib.patches import Polygon\n"),
+    ],
+)
 def test_the_checker_accepts_what_the_plan_allows(rel, source):
     assert violations(rel, source) == []
 
 
 # ----------------------------------------------------------------------------- one job driver
 #: what only the job driver does: start worker processes, and remember which runs it forced
-DRIVER_ONLY = ("ProcessPoolExecutor", "multiprocessing", "get_context(", "_FORCED",
-               "ray.remote")
+DRIVER_ONLY = ("ProcessPoolExecutor", "multiprocessing", "get_context(", "_FORCED", "ray.remote")
 
 
 def driver_copies(rel: str, source: str) -> list[str]:
@@ -491,29 +625,52 @@ def driver_copies(rel: str, source: str) -> list[str]:
     force-once set of their own: a second sweep driver in the making."""
     if rel == "core/jobs.py":
         return []
-    return [f"{rel}:{n} {word}" for n, line in enumerate(source.splitlines(), 1)
-            for word in DRIVER_ONLY if word in line and not line.lstrip().startswith("#")]
+    return [
+        f"{rel}:{n} {word}"
+        for n, line in enumerate(source.splitlines(), 1)
+        for word in DRIVER_ONLY
+        if word in line and not line.lstrip().startswith("#")
+    ]
 
 
 def test_one_job_driver_runs_every_sweep():
-    found = [hit for rel in source_files()
-             for hit in driver_copies(rel, (ROOT / rel).read_text(encoding="utf-8"))]
-    assert not found, f"only core/jobs.py runs many runs (workers, force once): " \
-                      f"{found}"
-    assert driver_copies("study/experiments/gamma_sweep.py",
-                         "from concurrent.futures import ProcessPoolExecutor\n")
+    found = [
+        hit
+        for rel in source_files()
+        for hit in driver_copies(rel, (ROOT / rel).read_text(encoding="utf-8"))
+    ]
+    assert not found, f"only core/jobs.py runs many runs (workers, force once): {found}"
+    assert driver_copies(
+        "study/experiments/gamma_sweep.py", "from concurrent.futures import ProcessPoolExecutor\n"
+    )
 
 
 # ----------------------------------------------------------------------------- one path per idea
 ENTRY_STRING = re.compile(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*:[A-Za-z_]\w*$")  # "pkg.mod:func"
 DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")  # "pkg.mod.func"
 #: keywords and dict keys whose value, given as a dotted string, names a function to call
-ENTRY_WORDS = ("entry", "entry_point", "target", "_target_", "func", "fn", "function",
-               "callable", "handler", "runner")
+ENTRY_WORDS = (
+    "entry",
+    "entry_point",
+    "target",
+    "_target_",
+    "func",
+    "fn",
+    "function",
+    "callable",
+    "handler",
+    "runner",
+)
 #: where a module may be looked up by its name: the packages' lazy re-exports, the CLI's
 #: command dispatch (one module per command group), the figure driver (one per figure)
-LOOKUP_ALLOWED = ("smallinit/__init__.py", "theory/__init__.py", "toy/__init__.py",
-                  "llm/__init__.py", "cli/__init__.py", "study/figs.py")
+LOOKUP_ALLOWED = (
+    "smallinit/__init__.py",
+    "theory/__init__.py",
+    "toy/__init__.py",
+    "llm/__init__.py",
+    "cli/__init__.py",
+    "study/figs.py",
+)
 #: calls that load a module given its name or path
 LOADERS = ("import_module", "__import__", "spec_from_file_location", "run_module", "run_path")
 OVERRIDE_FUNCTION = "core/config.py"
@@ -533,8 +690,10 @@ def top_level_names() -> dict[str, frozenset[str]]:
     for rel in source_files():
         body = ast.parse((ROOT / rel).read_text(encoding="utf-8")).body
         index[module_of(rel)[0]] = frozenset(
-            n.name for n in body
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef))
+            n.name
+            for n in body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        )
     return index
 
 
@@ -565,23 +724,38 @@ def string_entry_points(rel: str, source: str) -> list[str]:
     for node in ast.walk(ast.parse(source)):
         if _is_text(node) and names_a_function(node.value):
             found.append(f"{rel}:{node.lineno} names {node.value!r} by a string")
-        pairs = ([(k.arg, k.value) for k in node.keywords] if isinstance(node, ast.Call) else
-                 [(k.value, v) for k, v in zip(node.keys, node.values, strict=True)
-                  if _is_text(k)] if isinstance(node, ast.Dict) else
-                 [(t.id, node.value) for t in node.targets if isinstance(t, ast.Name)]
-                 if isinstance(node, ast.Assign) else [])
+        pairs = (
+            [(k.arg, k.value) for k in node.keywords]
+            if isinstance(node, ast.Call)
+            else [(k.value, v) for k, v in zip(node.keys, node.values, strict=True) if _is_text(k)]
+            if isinstance(node, ast.Dict)
+            else [(t.id, node.value) for t in node.targets if isinstance(t, ast.Name)]
+            if isinstance(node, ast.Assign)
+            else []
+        )
         for key, value in pairs:
-            if key and key.lower() in ENTRY_WORDS and _is_text(value) and \
-                    (DOTTED.match(value.value) or ENTRY_STRING.match(value.value)):
-                found.append(f"{rel}:{value.lineno} gives {key}={value.value!r}: a function "
-                             "named by a string")
+            if (
+                key
+                and key.lower() in ENTRY_WORDS
+                and _is_text(value)
+                and (DOTTED.match(value.value) or ENTRY_STRING.match(value.value))
+            ):
+                found.append(
+                    f"{rel}:{value.lineno} gives {key}={value.value!r}: a function "
+                    "named by a string"
+                )
     return sorted(set(found))
 
 
 def _call_name(node) -> str:
     func = node.func if isinstance(node, ast.Call) else None
-    return (func.id if isinstance(func, ast.Name) else
-            func.attr if isinstance(func, ast.Attribute) else "")
+    return (
+        func.id
+        if isinstance(func, ast.Name)
+        else func.attr
+        if isinstance(func, ast.Attribute)
+        else ""
+    )
 
 
 def string_lookups(rel: str, source: str) -> list[str]:
@@ -595,30 +769,46 @@ def string_lookups(rel: str, source: str) -> list[str]:
     ours = set()  # names this file binds by importing our modules
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            ours.update((a.asname or a.name).split(".")[0] for a in node.names
-                        if within(a.name, "smallinit"))
+            ours.update(
+                (a.asname or a.name).split(".")[0]
+                for a in node.names
+                if within(a.name, "smallinit")
+            )
         elif isinstance(node, ast.ImportFrom) and (
-                node.level or within(node.module or "", "smallinit")):
+            node.level or within(node.module or "", "smallinit")
+        ):
             ours.update(a.asname or a.name for a in node.names)
 
     def is_module(node) -> bool:
         root = node
         while isinstance(root, ast.Attribute):
             root = root.value
-        return (_call_name(node) in LOADERS or (isinstance(root, ast.Name) and root.id in ours)
-                or (isinstance(node, ast.Subscript) and ast.unparse(node.value) == "sys.modules"))
+        return (
+            _call_name(node) in LOADERS
+            or (isinstance(root, ast.Name) and root.id in ours)
+            or (isinstance(node, ast.Subscript) and ast.unparse(node.value) == "sys.modules")
+        )
 
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _call_name(node) in LOADERS:
-            found.append(f"{rel}:{node.lineno} loads a module by its name "
-                         f"({_call_name(node)})")
-        if isinstance(node, ast.Call) and _call_name(node) == "getattr" and \
-                len(node.args) >= 2 and _is_text(node.args[1]) and is_module(node.args[0]):
+            found.append(f"{rel}:{node.lineno} loads a module by its name ({_call_name(node)})")
+        if (
+            isinstance(node, ast.Call)
+            and _call_name(node) == "getattr"
+            and len(node.args) >= 2
+            and _is_text(node.args[1])
+            and is_module(node.args[0])
+        ):
             found.append(f"{rel}:{node.lineno} looks up {node.args[1].value!r} by a string")
-        if isinstance(node, ast.Subscript) and _is_text(node.slice) and (
-                _call_name(node.value) in ("globals", "vars", "locals") or
-                (isinstance(node.value, ast.Attribute) and node.value.attr == "__dict__")):
+        if (
+            isinstance(node, ast.Subscript)
+            and _is_text(node.slice)
+            and (
+                _call_name(node.value) in ("globals", "vars", "locals")
+                or (isinstance(node.value, ast.Attribute) and node.value.attr == "__dict__")
+            )
+        ):
             found.append(f"{rel}:{node.lineno} looks up {node.slice.value!r} by a string")
     return [f"{hit}: import the function and call it" for hit in found]
 
@@ -636,29 +826,44 @@ def second_override_functions(rel: str, source: str) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and (
-                OVERRIDE_WORDS & set(node.name.lower().split("_"))
-                or node.name.strip("_").lower() in OVERRIDE_NAMES):
+            OVERRIDE_WORDS & set(node.name.lower().split("_"))
+            or node.name.strip("_").lower() in OVERRIDE_NAMES
+        ):
             found.append(f"{rel}:{node.lineno} defines {node.name}, a second override function")
         prefixes = []
-        if isinstance(node, ast.Call) and _call_name(node) in ("startswith", "removeprefix") \
-                and node.args:
+        if (
+            isinstance(node, ast.Call)
+            and _call_name(node) in ("startswith", "removeprefix")
+            and node.args
+        ):
             arg = node.args[0]
             prefixes = arg.elts if isinstance(arg, ast.Tuple) else [arg]
         elif isinstance(node, ast.Compare):
             prefixes = [node.left, *node.comparators]
         for prefix in prefixes:
             if _is_text(prefix) and SECTION_PREFIX.match(prefix.value):
-                found.append(f"{rel}:{node.lineno} routes keys by the prefix "
-                             f"{prefix.value!r}")
-        if isinstance(node, ast.ImportFrom) and node.module == "dataclasses" and \
-                any(a.name == "replace" for a in node.names):
+                found.append(f"{rel}:{node.lineno} routes keys by the prefix {prefix.value!r}")
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "dataclasses"
+            and any(a.name == "replace" for a in node.names)
+        ):
             found.append(f"{rel}:{node.lineno} imports dataclasses.replace")
-        if isinstance(node, ast.Attribute) and node.attr == "replace" and \
-                isinstance(node.value, ast.Name) and node.value.id == "dataclasses":
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "replace"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "dataclasses"
+        ):
             found.append(f"{rel}:{node.lineno} calls dataclasses.replace")
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr == "split" and node.args and \
-                isinstance(node.args[0], ast.Constant) and node.args[0].value == "__":
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "split"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value == "__"
+        ):
             found.append(f"{rel}:{node.lineno} splits names on '__' into a config path")
     return [f"{hit}: change a config with smallinit.core.config.override" for hit in found]
 
@@ -668,30 +873,44 @@ def second_registries(rel: str, source: str) -> list[str]:
     the registry, or an ``Experiment(...)`` built outside the experiment modules."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        targets = node.targets if isinstance(node, ast.Assign) else (
-            [node.target] if isinstance(node, ast.AnnAssign) else [])
-        if rel != REGISTRY and any(isinstance(t, ast.Name) and t.id == "EXPERIMENTS"
-                                   for t in targets):
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else ([node.target] if isinstance(node, ast.AnnAssign) else [])
+        )
+        if rel != REGISTRY and any(
+            isinstance(t, ast.Name) and t.id == "EXPERIMENTS" for t in targets
+        ):
             found.append(f"{rel}:{node.lineno} defines EXPERIMENTS: the registry is {REGISTRY}")
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                node.func.id == "Experiment" and not rel.startswith(EXPERIMENTS):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "Experiment"
+            and not rel.startswith(EXPERIMENTS)
+        ):
             found.append(f"{rel}:{node.lineno} builds an Experiment outside {EXPERIMENTS}")
     return found
 
 
-ONE_PATH_RULES = (string_entry_points, string_lookups, second_override_functions,
-                  second_registries)
+ONE_PATH_RULES = (string_entry_points, string_lookups, second_override_functions, second_registries)
 
 
 def test_one_path_per_idea():
-    found = [hit for rel in source_files() for rule in ONE_PATH_RULES
-             for hit in rule(rel, (ROOT / rel).read_text(encoding="utf-8"))]
+    found = [
+        hit
+        for rel in source_files()
+        for rule in ONE_PATH_RULES
+        for hit in rule(rel, (ROOT / rel).read_text(encoding="utf-8"))
+    ]
     assert not found, "\n".join(found)
 
 
 def test_every_experiment_module_declares_one_experiment_the_registry_lists():
-    modules = sorted(p.stem for p in (ROOT / EXPERIMENTS).glob("*.py")
-                     if p.stem not in ("__init__", "experiment", "llm_plan"))
+    modules = sorted(
+        p.stem
+        for p in (ROOT / EXPERIMENTS).glob("*.py")
+        if p.stem not in ("__init__", "experiment", "llm_plan")
+    )
     registry = (ROOT / REGISTRY).read_text(encoding="utf-8")
     for name in modules:
         source = (ROOT / EXPERIMENTS / f"{name}.py").read_text(encoding="utf-8")
@@ -699,82 +918,164 @@ def test_every_experiment_module_declares_one_experiment_the_registry_lists():
         assert re.search(rf"\b{name}\b", registry), f"{name} is not in the registry"
 
 
-@pytest.mark.parametrize(("rule", "rel", "source"), [
-    (string_entry_points, "study/experiments/x.py",
-     'ENTRY = "smallinit.llm.training.train:train_job"\n'),
-    (string_entry_points, "study/experiments/x.py",
-     'Job(entry="smallinit.llm.training.train.train_job")\n'),
-    (string_entry_points, "study/experiments/x.py",
-     'spec = {"target": "pkg.mod.func"}\n'),
-    (string_entry_points, "study/figs.py", 'F = "smallinit.llm.training.train.train"\n'),
-    (string_entry_points, "study/figs.py", 'F = "llm.training.train.train"\n'),
-    (string_lookups, "study/experiments/x.py",
-     'import importlib\nf = getattr(importlib.import_module("smallinit.llm.training.train"), '
-     '"train")\n'),
-    (string_lookups, "core/jobs.py", "from importlib import import_module\n"
-     "m = import_module(name)\n"),
-    (string_lookups, "core/jobs.py", "m = __import__('smallinit.core.runs')\n"),
-    (string_lookups, "core/jobs.py",
-     "from smallinit.llm.training import train\nf = getattr(train, 'train')\n"),
-    (string_lookups, "core/jobs.py",
-     "import smallinit.llm.training.train\nf = getattr(smallinit.llm.training.train, 'train')\n"),
-    (string_lookups, "core/jobs.py", "import sys\nf = getattr(sys.modules[n], 'f')\n"),
-    (string_lookups, "core/jobs.py", "f = globals()['train_job']\n"),
-    (second_override_functions, "llm/training/anchor.py",
-     "def replace_config(cfg, table):\n    return cfg\n"),
-    (second_override_functions, "study/experiments/anchor_scan.py",
-     "def _apply_overrides(cfg, changes):\n    return cfg\n"),
-    (second_override_functions, "core/profiles/__init__.py",
-     "def _merge(a, b):\n    return a | b\n"),
-    (second_override_functions, "cli/llm.py", "def override(text):\n    return text\n"),
-    (second_override_functions, "study/experiments/anchor_scan.py",
-     "scan = {k[5:]: v for k, v in changes.items() if k.startswith('scan.')}\n"),
-    (second_override_functions, "study/experiments/anchor_scan.py",
-     "rest = [k.removeprefix('scan.') for k in keys if k.startswith(('model.', 'x'))]\n"),
-    (second_override_functions, "study/experiments/anchor_scan.py",
-     "scan = [k for k in keys if k[:5] == 'scan.']\n"),
-    (second_override_functions, "study/experiments/x.py",
-     "import dataclasses\ncfg = dataclasses.replace(cfg, seed=1)\n"),
-    (second_override_functions, "llm/training/trained.py",
-     "from dataclasses import dataclass, replace\n"),
-    (second_override_functions, "study/experiments/llm_plan.py",
-     "def _with(cfg, **kw):\n    for key in kw:\n        key.split('__')\n"),
-    (second_registries, "llm/training/train.py", "EXPERIMENTS = {}\n"),
-    (second_registries, "study/figs.py", "E = Experiment('x', (1,), '', f)\n"),
-])
+@pytest.mark.parametrize(
+    ("rule", "rel", "source"),
+    [
+        (
+            string_entry_points,
+            "study/experiments/x.py",
+            'ENTRY = "smallinit.llm.training.train:train_job"\n',
+        ),
+        (
+            string_entry_points,
+            "study/experiments/x.py",
+            'Job(entry="smallinit.llm.training.train.train_job")\n',
+        ),
+        (string_entry_points, "study/experiments/x.py", 'spec = {"target": "pkg.mod.func"}\n'),
+        (string_entry_points, "study/figs.py", 'F = "smallinit.llm.training.train.train"\n'),
+        (string_entry_points, "study/figs.py", 'F = "llm.training.train.train"\n'),
+        (
+            string_lookups,
+            "study/experiments/x.py",
+            "import importlib\n"
+            'f = getattr(importlib.import_module("smallinit.llm.training.train"), "train")\n',
+        ),
+        (
+            string_lookups,
+            "core/jobs.py",
+            "from importlib import import_module\nm = import_module(name)\n",
+        ),
+        (string_lookups, "core/jobs.py", "m = __import__('smallinit.core.runs')\n"),
+        (
+            string_lookups,
+            "core/jobs.py",
+            "from smallinit.llm.training import train\nf = getattr(train, 'train')\n",
+        ),
+        (
+            string_lookups,
+            "core/jobs.py",
+            "import smallinit.llm.training.train\n"
+            "f = getattr(smallinit.llm.training.train, 'train')\n",
+        ),
+        (string_lookups, "core/jobs.py", "import sys\nf = getattr(sys.modules[n], 'f')\n"),
+        (string_lookups, "core/jobs.py", "f = globals()['train_job']\n"),
+        (
+            second_override_functions,
+            "llm/training/anchor.py",
+            "def replace_config(cfg, table):\n    return cfg\n",
+        ),
+        (
+            second_override_functions,
+            "study/experiments/anchor_scan.py",
+            "def _apply_overrides(cfg, changes):\n    return cfg\n",
+        ),
+        (
+            second_override_functions,
+            "core/profiles/__init__.py",
+            "def _merge(a, b):\n    return a | b\n",
+        ),
+        (second_override_functions, "cli/llm.py", "def override(text):\n    return text\n"),
+        (
+            second_override_functions,
+            "study/experiments/anchor_scan.py",
+            "scan = {k[5:]: v for k, v in changes.items() if k.startswith('scan.')}\n",
+        ),
+        (
+            second_override_functions,
+            "study/experiments/anchor_scan.py",
+            "rest = [k.removeprefix('scan.') for k in keys if k.startswith(('model.', 'x'))]\n",
+        ),
+        (
+            second_override_functions,
+            "study/experiments/anchor_scan.py",
+            "scan = [k for k in keys if k[:5] == 'scan.']\n",
+        ),
+        (
+            second_override_functions,
+            "study/experiments/x.py",
+            "import dataclasses\ncfg = dataclasses.replace(cfg, seed=1)\n",
+        ),
+        (
+            second_override_functions,
+            "llm/training/trained.py",
+            "from dataclasses import dataclass, replace\n",
+        ),
+        (
+            second_override_functions,
+            "study/experiments/llm_plan.py",
+            "def _with(cfg, **kw):\n    for key in kw:\n        key.split('__')\n",
+        ),
+        (second_registries, "llm/training/train.py", "EXPERIMENTS = {}\n"),
+        (second_registries, "study/figs.py", "E = Experiment('x', (1,), '', f)\n"),
+    ],
+)
 def test_each_one_path_rule_catches_a_planted_violation(rule, rel, source):
     assert rule(rel, source)
 
 
-@pytest.mark.parametrize(("rule", "rel", "source"), [
-    (string_entry_points, "cli/util.py", 'TEXT = "key=value: a:b"\n'),
-    (string_entry_points, "core/progress.py",
-     'log = logging.getLogger("smallinit.core.jobs")\n'),
-    (string_entry_points, "study/experiments/x.py",
-     'cfg = override(cfg, {"train.lr": 1e-3, "model.norm_eps": 1e-5})\n'),
-    (string_entry_points, "study/experiments/x.py", 'Job(entry=train_job)\n'),
-    (string_lookups, "study/figs.py",
-     "import importlib\nm = importlib.import_module(module_name(7))\nf = getattr(m, 'make')\n"),
-    (string_lookups, "llm/__init__.py",
-     "import importlib\ndef __getattr__(name):\n"
-     "    return getattr(importlib.import_module(_EXPORTS[name]), name)\n"),
-    (string_lookups, "llm/training/cost.py", "t = getattr(config, 'task', None)\n"),
-    (string_lookups, "llm/model/fastpath.py",
-     "import torch\nf = getattr(torch._C, '_storage_Use_Count', None)\n"),
-    (string_lookups, "llm/training/sinks.py",
-     "import importlib.util\nok = importlib.util.find_spec('wandb') is not None\n"),
-    (second_override_functions, OVERRIDE_FUNCTION,
-     "def override(cfg, changes):\n    return cfg\ndef merge_tables(a, b):\n    return a\n"),
-    (second_override_functions, "core/config_test.py",
-     "def parse(text):\n    return text.startswith('text:') or text.startswith('.')\n"),
-    (second_override_functions, "core/config.py",
-     "import dataclasses\nx = dataclasses.replace(c)\n"),
-    (second_override_functions, "theory/phase.py", "e = expr.replace(a, b)\n"),
-    (second_override_functions, "theory/phase.py", "s = dataclasses.replace(s, a=1)\n"),
-    (second_registries, REGISTRY, "EXPERIMENTS = {}\n"),
-    (second_registries, "study/experiments/toy_scan.py",
-     "EXPERIMENT = Experiment('toy-scan', (1,), '', specs)\n"),
-])
+@pytest.mark.parametrize(
+    ("rule", "rel", "source"),
+    [
+        (string_entry_points, "cli/util.py", 'TEXT = "key=value: a:b"\n'),
+        (
+            string_entry_points,
+            "core/progress.py",
+            'log = logging.getLogger("smallinit.core.jobs")\n',
+        ),
+        (
+            string_entry_points,
+            "study/experiments/x.py",
+            'cfg = override(cfg, {"train.lr": 1e-3, "model.norm_eps": 1e-5})\n',
+        ),
+        (string_entry_points, "study/experiments/x.py", "Job(entry=train_job)\n"),
+        (
+            string_lookups,
+            "study/figs.py",
+            "import importlib\nm = importlib.import_module(module_name(7))\n"
+            "f = getattr(m, 'make')\n",
+        ),
+        (
+            string_lookups,
+            "llm/__init__.py",
+            "import importlib\ndef __getattr__(name):\n"
+            "    return getattr(importlib.import_module(_EXPORTS[name]), name)\n",
+        ),
+        (string_lookups, "llm/training/cost.py", "t = getattr(config, 'task', None)\n"),
+        (
+            string_lookups,
+            "llm/model/fastpath.py",
+            "import torch\nf = getattr(torch._C, '_storage_Use_Count', None)\n",
+        ),
+        (
+            string_lookups,
+            "llm/training/sinks.py",
+            "import importlib.util\nok = importlib.util.find_spec('wandb') is not None\n",
+        ),
+        (
+            second_override_functions,
+            OVERRIDE_FUNCTION,
+            "def override(cfg, changes):\n    return cfg\ndef merge_tables(a, b):\n    return a\n",
+        ),
+        (
+            second_override_functions,
+            "core/config_test.py",
+            "def parse(text):\n    return text.startswith('text:') or text.startswith('.')\n",
+        ),
+        (
+            second_override_functions,
+            "core/config.py",
+            "import dataclasses\nx = dataclasses.replace(c)\n",
+        ),
+        (second_override_functions, "theory/phase.py", "e = expr.replace(a, b)\n"),
+        (second_override_functions, "theory/phase.py", "s = dataclasses.replace(s, a=1)\n"),
+        (second_registries, REGISTRY, "EXPERIMENTS = {}\n"),
+        (
+            second_registries,
+            "study/experiments/toy_scan.py",
+            "EXPERIMENT = Experiment('toy-scan', (1,), '', specs)\n",
+        ),
+    ],
+)
 def test_the_one_path_rules_accept_what_is_allowed(rule, rel, source):
     assert rule(rel, source) == []
 
@@ -791,14 +1092,20 @@ def fast_path_mentions(rel: str, source: str) -> list[str]:
     branch in the plain model's forward code."""
     found = []
     for func in ast.walk(ast.parse(source)):
-        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef) or \
-                func.name == "__init__":
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef) or func.name == "__init__":
             continue
         for node in ast.walk(func):
-            word = (node.id if isinstance(node, ast.Name) else
-                    node.attr if isinstance(node, ast.Attribute) else
-                    node.arg if isinstance(node, ast.arg) else
-                    node.asname or node.name if isinstance(node, ast.alias) else "")
+            word = (
+                node.id
+                if isinstance(node, ast.Name)
+                else node.attr
+                if isinstance(node, ast.Attribute)
+                else node.arg
+                if isinstance(node, ast.arg)
+                else node.asname or node.name
+                if isinstance(node, ast.alias)
+                else ""
+            )
             if "fast" in word.lower():
                 found.append(f"{rel}:{node.lineno} {func.name} mentions {word}")
     return found
@@ -806,9 +1113,17 @@ def fast_path_mentions(rel: str, source: str) -> list[str]:
 
 #: tensor attributes and calls that tell the device or the grad mode (a fast path's test)
 DEVICE_ATTRS = ("is_cuda", "is_cpu", "is_mps", "is_meta", "is_xpu", "requires_grad")
-MODE_CALLS = ("is_grad_enabled", "is_inference_mode_enabled", "is_inference",
-              "is_autocast_enabled", "is_autocast_cpu_enabled", "is_scripting", "is_tracing",
-              "is_compiling", "is_available")
+MODE_CALLS = (
+    "is_grad_enabled",
+    "is_inference_mode_enabled",
+    "is_inference",
+    "is_autocast_enabled",
+    "is_autocast_cpu_enabled",
+    "is_scripting",
+    "is_tracing",
+    "is_compiling",
+    "is_available",
+)
 
 
 def device_branches(rel: str, source: str) -> list[str]:
@@ -820,82 +1135,105 @@ def device_branches(rel: str, source: str) -> list[str]:
     a wrong dtype.)"""
     found = []
     for func in ast.walk(ast.parse(source)):
-        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef) or \
-                func.name == "__init__":
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef) or func.name == "__init__":
             continue
         watched = ("device", "dtype") if func.name == "forward" else ("device",)
         tests = [n.test for n in ast.walk(func) if isinstance(n, ast.If | ast.IfExp | ast.While)]
         tests += [n for n in ast.walk(func) if isinstance(n, ast.Compare)]
         for node in ast.walk(func):
-            if isinstance(node, ast.Attribute) and (node.attr in DEVICE_ATTRS or (
-                    node.attr == "type" and isinstance(node.value, ast.Attribute)
-                    and node.value.attr == "device")):
+            if isinstance(node, ast.Attribute) and (
+                node.attr in DEVICE_ATTRS
+                or (
+                    node.attr == "type"
+                    and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "device"
+                )
+            ):
                 found.append(f"{rel}:{node.lineno} {func.name} reads {ast.unparse(node)}")
             if isinstance(node, ast.Call) and _call_name(node) in MODE_CALLS:
                 found.append(f"{rel}:{node.lineno} {func.name} calls {_call_name(node)}")
         for test in tests:
             for node in ast.walk(test):
                 if isinstance(node, ast.Attribute) and node.attr in watched:
-                    found.append(f"{rel}:{node.lineno} {func.name} branches on "
-                                 f"{ast.unparse(node)}")
+                    found.append(f"{rel}:{node.lineno} {func.name} branches on {ast.unparse(node)}")
     return sorted(set(found))
 
 
 def test_the_models_forward_code_never_mentions_the_fast_path():
     sources = {rel: (ROOT / rel).read_text(encoding="utf-8") for rel in PLAIN_MODEL}
-    forwards = [node for source in sources.values() for node in ast.walk(ast.parse(source))
-                if isinstance(node, ast.FunctionDef) and node.name == "forward"]
+    forwards = [
+        node
+        for source in sources.values()
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef) and node.name == "forward"
+    ]
     assert len(forwards) >= 4  # the attention's, the MLP's, the block's, the model's
     found = [hit for rel, source in sources.items() for hit in fast_path_mentions(rel, source)]
-    assert not found, ("the plain model branches on the fast path; put it in a layer of "
-                       f"llm/model/fastlayers.py, chosen at build time: {found}")
+    assert not found, (
+        "the plain model branches on the fast path; put it in a layer of "
+        f"llm/model/fastlayers.py, chosen at build time: {found}"
+    )
     found = [hit for rel, source in sources.items() for hit in device_branches(rel, source)]
-    assert not found, ("the plain model branches on the device, dtype or grad mode; put the "
-                       f"fast path in llm/model/fastlayers.py, chosen at build time: {found}")
+    assert not found, (
+        "the plain model branches on the device, dtype or grad mode; put the "
+        f"fast path in llm/model/fastlayers.py, chosen at build time: {found}"
+    )
 
 
-@pytest.mark.parametrize("source", [
-    "class RMSNorm:\n    def forward(self, x):\n        if fastpath.enabled(x):\n"
-    "            return rms(x)\n        return x\n",
-    "class Attention:\n    def split_heads(self, qkv):\n        return fast_rope(qkv)\n",
-    "class MLP:\n    def forward(self, x):\n        from smallinit.llm.model import fastpath\n"
-    "        return x\n",
-    "class Head:\n    def forward(self, x, use_fast=True):\n        return x\n",
-    "def forward(self, x):\n    return self.norm.fast(x)\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "class RMSNorm:\n    def forward(self, x):\n        if fastpath.enabled(x):\n"
+        "            return rms(x)\n        return x\n",
+        "class Attention:\n    def split_heads(self, qkv):\n        return fast_rope(qkv)\n",
+        "class MLP:\n    def forward(self, x):\n        from smallinit.llm.model import fastpath\n"
+        "        return x\n",
+        "class Head:\n    def forward(self, x, use_fast=True):\n        return x\n",
+        "def forward(self, x):\n    return self.norm.fast(x)\n",
+    ],
+)
 def test_the_fast_path_check_catches_a_fake_source(source):
     assert fast_path_mentions("llm/model/layers.py", source)
 
 
-@pytest.mark.parametrize("source", [
-    "class RMSNorm:\n    def forward(self, x):\n        if x.device.type == 'cpu':\n"
-    "            return rms(x)\n        return x\n",
-    "class MLP:\n    def forward(self, x):\n        if torch.is_grad_enabled():\n"
-    "            return self.slow(x)\n        return self.quick(x)\n",
-    "class MLP:\n    def forward(self, x):\n        return a(x) if x.dtype == torch.float32 "
-    "else b(x)\n",
-    "class Attention:\n    def forward(self, x):\n        if x.is_cuda and not x.requires_grad:\n"
-    "            return x\n        return x\n",
-    "class Attention:\n    def split_heads(self, qkv):\n        ok = qkv.device == CPU\n"
-    "        return ok\n",
-    "class Block:\n    def forward(self, x):\n        while torch.is_inference_mode_enabled():\n"
-    "            break\n        return x\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "class RMSNorm:\n    def forward(self, x):\n        if x.device.type == 'cpu':\n"
+        "            return rms(x)\n        return x\n",
+        "class MLP:\n    def forward(self, x):\n        if torch.is_grad_enabled():\n"
+        "            return self.slow(x)\n        return self.quick(x)\n",
+        "class MLP:\n    def forward(self, x):\n        return a(x) if x.dtype == torch.float32 "
+        "else b(x)\n",
+        "class Attention:\n    def forward(self, x):\n"
+        "        if x.is_cuda and not x.requires_grad:\n"
+        "            return x\n        return x\n",
+        "class Attention:\n    def split_heads(self, qkv):\n        ok = qkv.device == CPU\n"
+        "        return ok\n",
+        "class Block:\n    def forward(self, x):\n"
+        "        while torch.is_inference_mode_enabled():\n"
+        "            break\n        return x\n",
+    ],
+)
 def test_the_device_branch_check_catches_a_fake_source(source):
     assert device_branches("llm/model/transformer.py", source)
 
 
 def test_the_device_branch_check_lets_the_model_pass_the_device_on():
-    source = ("class A:\n    def __init__(self, x):\n        self.cpu = x.device.type == 'cpu'\n"
-              "    def forward(self, x):\n        m = torch.ones(2, device=x.device)\n"
-              "        return m.to(x.dtype)\n"
-              "    def hidden(self, idx):\n        if idx.dtype == torch.bool:\n"
-              "            raise TypeError(idx.dtype)\n        return idx\n")
+    source = (
+        "class A:\n    def __init__(self, x):\n        self.cpu = x.device.type == 'cpu'\n"
+        "    def forward(self, x):\n        m = torch.ones(2, device=x.device)\n"
+        "        return m.to(x.dtype)\n"
+        "    def hidden(self, idx):\n        if idx.dtype == torch.bool:\n"
+        "            raise TypeError(idx.dtype)\n        return idx\n"
+    )
     assert device_branches("llm/model/layers.py", source) == []
 
 
 def test_the_fast_path_check_lets_the_constructor_choose_the_layers():
-    source = ("class Transformer:\n    def __init__(self, parts=FAST_PARTS):\n"
-              "        self.head = FastHead()\n    def forward(self, h):\n"
-              "        return self.head(h)\n")
+    source = (
+        "class Transformer:\n    def __init__(self, parts=FAST_PARTS):\n"
+        "        self.head = FastHead()\n    def forward(self, h):\n"
+        "        return self.head(h)\n"
+    )
     assert fast_path_mentions("llm/model/transformer.py", source) == []

@@ -21,14 +21,23 @@ def test_the_battery_is_large_and_covers_every_command_group():
     assert sum(c.api for c in badinput.CASES) >= 8
 
 
-@pytest.mark.parametrize(("word", "least"), [
-    ("nested", 20),  # configs, overrides, store files, task files, HF configs
-    ("FIFO", 6), ("/dev/", 5), ("socket", 1), ("symlink loop", 1),  # not regular files
-    ("empty", 10),  # empty paths
-    ("temperature", 6), ("max-new-tokens", 3), ("prompt", 4),  # sampling edges
-    ("typo", 10),  # misspelled enum values in config dataclasses
-    ("ids", 5), (" id", 2),  # bad token ids
-])
+@pytest.mark.parametrize(
+    ("word", "least"),
+    [
+        ("nested", 20),  # configs, overrides, store files, task files, HF configs
+        ("FIFO", 6),
+        ("/dev/", 5),
+        ("socket", 1),
+        ("symlink loop", 1),  # not regular files
+        ("empty", 10),  # empty paths
+        ("temperature", 6),
+        ("max-new-tokens", 3),
+        ("prompt", 4),  # sampling edges
+        ("typo", 10),  # misspelled enum values in config dataclasses
+        ("ids", 5),
+        (" id", 2),  # bad token ids
+    ],
+)
 def test_the_battery_holds_each_family_of_hostile_input(word, least):
     assert sum(word in c.name for c in badinput.CASES) >= least
 
@@ -38,4 +47,5 @@ def test_bad_input_is_one_clean_line(outcomes, name):
     o = outcomes[name]
     assert o.verdict == "clean", (
         f"{name}: {o.verdict}, status {o.status}, {o.seconds:.1f} s, "
-        f"{o.max_rss / 1e6:.0f} MB; stderr: {o.stderr[-800:]}")
+        f"{o.max_rss / 1e6:.0f} MB; stderr: {o.stderr[-800:]}"
+    )

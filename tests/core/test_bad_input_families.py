@@ -40,7 +40,8 @@ def nested(n: int) -> str:
 
 # ----------------------------------------------------------------------------- deep nesting
 def test_a_deeply_nested_status_json_makes_one_run_corrupt_and_the_rest_still_list(
-        tmp_path, capsys):
+    tmp_path, capsys
+):
     store = RunStore(tmp_path / "runs")
     runs = [store.get_or_run("toy-x", {"i": i}, lambda run: {"v": 1.0}) for i in range(3)]
     (runs[1].path / "status.json").write_text(nested(100_000))
@@ -90,11 +91,18 @@ def special(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize(("name", "words"), [
-    ("fifo", "is a FIFO"), ("sock", "cannot be read"), ("loop", "cannot be read"),
-    ("folder", "is a folder"), ("/dev/zero", "is a character device"),
-    ("/dev/urandom", "is a character device"), ("missing", "does not exist"),
-])
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("fifo", "is a FIFO"),
+        ("sock", "cannot be read"),
+        ("loop", "cannot be read"),
+        ("folder", "is a folder"),
+        ("/dev/zero", "is a character device"),
+        ("/dev/urandom", "is a character device"),
+        ("missing", "does not exist"),
+    ],
+)
 def test_only_regular_files_are_read(special, name, words):
     with pytest.raises(ConfigError, match=words):
         read_user_file(special / name, what="input", limit=100)
@@ -129,17 +137,36 @@ def _config_classes():
     from smallinit.toy.scan import ScanConfig
     from smallinit.toy.twolayer import TrainSettings
 
-    return [cls() for cls in (
-        ModelConfig, DataConfig, TrainConfig, EvalConfig, RunConfig, ScanConfig, CondenseConfig,
-        DiagonalConfig, EscapeConfig, InitialCondensationConfig, TrainSettings, CompareConfig,
-        AnchorTaskConfig, AnchorConfig, AnchorScan)] + [plan("quick")]
+    return [
+        cls()
+        for cls in (
+            ModelConfig,
+            DataConfig,
+            TrainConfig,
+            EvalConfig,
+            RunConfig,
+            ScanConfig,
+            CondenseConfig,
+            DiagonalConfig,
+            EscapeConfig,
+            InitialCondensationConfig,
+            TrainSettings,
+            CompareConfig,
+            AnchorTaskConfig,
+            AnchorConfig,
+            AnchorScan,
+        )
+    ] + [plan("quick")]
 
 
 CONFIGS = _config_classes()
 FIELDS = [(type(c).__name__, f.name) for c in CONFIGS for f in dataclasses.fields(c)]
-LITERALS = [(type(c).__name__, name) for c in CONFIGS
-            for name, tp in typing.get_type_hints(type(c)).items()
-            if typing.get_origin(tp) is typing.Literal]
+LITERALS = [
+    (type(c).__name__, name)
+    for c in CONFIGS
+    for name, tp in typing.get_type_hints(type(c)).items()
+    if typing.get_origin(tp) is typing.Literal
+]
 
 
 def test_every_dataclass_with_a_literal_field_is_a_checked_config():
@@ -154,8 +181,9 @@ def test_every_dataclass_with_a_literal_field_is_a_checked_config():
         for path in (root / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.ClassDef) and any(
-                        isinstance(s, ast.AnnAssign) and "Literal[" in ast.unparse(s.annotation)
-                        for s in node.body):
+                    isinstance(s, ast.AnnAssign) and "Literal[" in ast.unparse(s.annotation)
+                    for s in node.body
+                ):
                     found.add(node.name)
     assert found - records <= {type(c).__name__ for c in CONFIGS}
     assert {"ModelConfig", "TrainConfig", "ScanConfig"} <= found
@@ -191,7 +219,8 @@ def test_tuple_fields_read_a_string_as_the_command_line_does_and_keep_their_keys
     one = ScanConfig(gammas=(1, 0.5), widths=(250, 500))
     assert config_to_dict(one)["gammas"] == [1, 0.5]
     assert config_key("toy-scan", one, "1") != config_key(
-        "toy-scan", ScanConfig(gammas=(1.0, 0.5), widths=(250, 500)), "1")
+        "toy-scan", ScanConfig(gammas=(1.0, 0.5), widths=(250, 500)), "1"
+    )
 
 
 # ----------------------------------------------------------------------------- sampling
@@ -200,10 +229,14 @@ def test_the_cli_sampling_limits_are_the_apis():
     from smallinit.llm.model import generate
     from smallinit.llm.training import sample
 
-    assert (llm_sample.MAX_NEW_TOKENS, llm_sample.MAX_SAMPLES) == (sample.MAX_NEW_TOKENS,
-                                                                   sample.MAX_SAMPLES)
+    assert (llm_sample.MAX_NEW_TOKENS, llm_sample.MAX_SAMPLES) == (
+        sample.MAX_NEW_TOKENS,
+        sample.MAX_SAMPLES,
+    )
     assert (llm_sample.MIN_TEMPERATURE, llm_sample.MAX_TEMPERATURE) == (
-        generate.MIN_TEMPERATURE, generate.MAX_TEMPERATURE)
+        generate.MIN_TEMPERATURE,
+        generate.MAX_TEMPERATURE,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -212,8 +245,9 @@ def tiny_model():
     from smallinit.llm.run_config import ModelConfig
 
     torch.manual_seed(0)
-    return Transformer(ModelConfig(d_model=16, n_heads=2, vocab_size=64, context=8,
-                                   n_layers=1)).eval()
+    return Transformer(
+        ModelConfig(d_model=16, n_heads=2, vocab_size=64, context=8, n_layers=1)
+    ).eval()
 
 
 def test_the_temperature_range_is_exact(tiny_model):
@@ -221,8 +255,7 @@ def test_the_temperature_range_is_exact(tiny_model):
 
     idx = torch.tensor([[1, 2]])
     for t in (0, MIN_TEMPERATURE, MAX_TEMPERATURE):
-        out = tiny_model.generate(idx, 3, temperature=t,
-                                  generator=torch.Generator().manual_seed(0))
+        out = tiny_model.generate(idx, 3, temperature=t, generator=torch.Generator().manual_seed(0))
         assert out.shape == (1, 5) and bool(((out >= 0) & (out < 64)).all())
     for t in (MIN_TEMPERATURE / 2, MAX_TEMPERATURE * 2, 1e-300, -0.5, float("nan"), True):
         with pytest.raises(ConfigError, match="temperature"):
@@ -251,21 +284,21 @@ class _ByteTokenizer:
         return " ".join(map(str, ids))
 
 
-def test_long_generation_logs_its_progress_where_no_bar_is_shown(tiny_model, monkeypatch,
-                                                                 caplog):
+def test_long_generation_logs_its_progress_where_no_bar_is_shown(tiny_model, monkeypatch, caplog):
     from smallinit.llm.training import sample
 
     monkeypatch.setattr(sample, "LOG_SECONDS", 0.0)  # a line per step
     with caplog.at_level(logging.INFO, logger=sample.__name__):
-        out = sample.sample_texts(tiny_model, _ByteTokenizer(), "ab", max_new_tokens=5,
-                                  temperature=0)
+        out = sample.sample_texts(
+            tiny_model, _ByteTokenizer(), "ab", max_new_tokens=5, temperature=0
+        )
     lines = [r.getMessage() for r in caplog.records if r.name == sample.__name__]
     assert out["samples"][0]["tokens"] == 5
     assert [ln.split(" elapsed")[0].split(" tok/s")[0] for ln in lines] == [
-        f"sample step {n}/5" for n in range(1, 6)]
+        f"sample step {n}/5" for n in range(1, 6)
+    ]
     caplog.clear()
     monkeypatch.setattr(sample, "LOG_SECONDS", 3600.0)  # a short sample: no lines
     with caplog.at_level(logging.INFO, logger=sample.__name__):
-        sample.sample_texts(tiny_model, _ByteTokenizer(), "ab", max_new_tokens=5,
-                            temperature=0)
+        sample.sample_texts(tiny_model, _ByteTokenizer(), "ab", max_new_tokens=5, temperature=0)
     assert not [r for r in caplog.records if r.name == sample.__name__]

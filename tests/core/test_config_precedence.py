@@ -23,15 +23,19 @@ def test_the_order_is_stated_once():
     assert [p.split()[0] for p in PRECEDENCE] == ["the", "--profile", "--config", "KEY=VALUE"]
 
 
-@pytest.mark.parametrize("argv, file_text, key, file_value, profile_key", [
-    (["toy", "scan", "--profile", "full"], "seeds = 7\n", "seeds", 7, "widths"),
-    (["toy", "condense", "--profile", "full"], "seed = 3\n", "seed", 3, "width"),
-    (["compare", "--profile", "full"], "toy_seeds = 7\n", "toy_seeds", 7, "widths"),
-    (["llm", "anchor", "--profile", "full"], "seed = 4\n", "seed", 4, "model"),
-    (["llm", "train", "--profile", "full"], "seed = 4\n", "seed", 4, "model"),
-])
+@pytest.mark.parametrize(
+    "argv, file_text, key, file_value, profile_key",
+    [
+        (["toy", "scan", "--profile", "full"], "seeds = 7\n", "seeds", 7, "widths"),
+        (["toy", "condense", "--profile", "full"], "seed = 3\n", "seed", 3, "width"),
+        (["compare", "--profile", "full"], "toy_seeds = 7\n", "toy_seeds", 7, "widths"),
+        (["llm", "anchor", "--profile", "full"], "seed = 4\n", "seed", 4, "model"),
+        (["llm", "train", "--profile", "full"], "seed = 4\n", "seed", 4, "model"),
+    ],
+)
 def test_config_file_is_laid_over_the_profile_and_under_the_overrides(
-        argv, file_text, key, file_value, profile_key, capsys, tmp_path):
+    argv, file_text, key, file_value, profile_key, capsys, tmp_path
+):
     file = tmp_path / "overlay.toml"
     file.write_text(file_text)
     at_profile = printed(argv, capsys)
@@ -39,8 +43,9 @@ def test_config_file_is_laid_over_the_profile_and_under_the_overrides(
     assert with_file[key] == file_value != at_profile.get(key)
     # every key the file leaves out keeps the profile's value (an overlay, not "instead of")
     assert with_file[profile_key] == at_profile[profile_key]
-    assert {k: v for k, v in with_file.items() if k != key} == \
-        {k: v for k, v in at_profile.items() if k != key}
+    assert {k: v for k, v in with_file.items() if k != key} == {
+        k: v for k, v in at_profile.items() if k != key
+    }
     # and a KEY=VALUE override wins over the file
     assert printed([*argv, "--config", str(file), f"{key}=6"], capsys)[key] == 6
 
@@ -71,5 +76,8 @@ def test_the_defaults_live_in_code_not_in_a_profile(monkeypatch):
     monkeypatch.undo()
     # quick states the same grid: its [toy-scan] table changes none of these fields
     assert (scan.gammas, scan.gamma_primes, scan.widths) == (
-        config("quick").gammas, config("quick").gamma_primes, config("quick").widths)
+        config("quick").gammas,
+        config("quick").gamma_primes,
+        config("quick").widths,
+    )
     assert compare.widths == (32, 64, 128)

@@ -16,8 +16,9 @@ GROUPS = ["theory", "toy", "llm", "compare", "figs"]
 
 def run_cli(*args, cwd=None):
     env = dict(os.environ, SMALLINIT_QUIET="1")
-    return subprocess.run([sys.executable, "-m", "smallinit", *args], capture_output=True,
-                          text=True, cwd=cwd, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "smallinit", *args], capture_output=True, text=True, cwd=cwd, env=env
+    )
 
 
 def test_top_level_help_lists_every_group(capsys):
@@ -52,8 +53,9 @@ def test_every_option_of_every_command_has_help():
             if isinstance(action, argparse._SubParsersAction):
                 continue
             if not action.help or action.help == argparse.SUPPRESS:
-                missing.append(" ".join(path) + " " + "/".join(action.option_strings or
-                                                              [action.dest]))
+                missing.append(
+                    " ".join(path) + " " + "/".join(action.option_strings or [action.dest])
+                )
     assert not missing, f"options without help: {missing}"
 
 
@@ -77,8 +79,12 @@ def test_bad_arguments_exit_2_with_one_line(args, fragment):
 
 
 def test_user_error_inside_a_command_exits_2_without_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "smallinit", "llm", "train", "--config",
-                           "nope"], capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "smallinit", "llm", "train", "--config", "nope"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "smallinit: error: config 'nope' is neither a file nor a packaged config "
@@ -96,17 +102,18 @@ def test_console_script_is_installed():
 def test_closed_pipe_ends_quietly():
     """`smallinit theory schemes | head -1` must not print a BrokenPipeError traceback: the
     reader is gone before the command writes anything."""
-    proc = subprocess.Popen([sys.executable, "-m", "smallinit", "theory", "schemes"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "smallinit", "theory", "schemes"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     proc.stdout.close()
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
 
 
-
-@pytest.mark.parametrize("argv", [["runs", "ls"], ["runs", "ls", "--json"],
-                                  ["theory", "schemes"]])
+@pytest.mark.parametrize("argv", [["runs", "ls"], ["runs", "ls", "--json"], ["theory", "schemes"]])
 def test_a_closed_stdout_ends_quietly(tmp_path, argv):
     """`smallinit runs ls >&-`: standard output closed before the command starts. The
     command runs to its own status, prints no traceback, and the store it reads keeps its
@@ -115,9 +122,19 @@ def test_a_closed_stdout_ends_quietly(tmp_path, argv):
 
     run = RunStore(tmp_path / "runs").get_or_run("toy-x", {"i": 1}, lambda r: {"v": 1.0})
     before = {p: p.read_bytes() for p in run.path.iterdir()}
-    proc = subprocess.run([sys.executable, "-m", "smallinit", *argv, *(
-        ["--runs-dir", str(tmp_path / "runs")] if argv[0] == "runs" else [])],
-        stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
-        preexec_fn=lambda: os.close(1))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "smallinit",
+            *argv,
+            *(["--runs-dir", str(tmp_path / "runs")] if argv[0] == "runs" else []),
+        ],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.close(1),
+    )
     assert (proc.returncode, proc.stderr) == (0, "")
     assert {p: p.read_bytes() for p in run.path.iterdir()} == before

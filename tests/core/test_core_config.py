@@ -40,8 +40,13 @@ class Experiment:
 
 
 def test_toml_round_trip(tmp_path):
-    cfg = Experiment(name="x", gammas=(0.3, 0.75), seed=7, gated=True,
-                     model=Model(d_model=256, norm="layer", eps=1e-12))
+    cfg = Experiment(
+        name="x",
+        gammas=(0.3, 0.75),
+        seed=7,
+        gated=True,
+        model=Model(d_model=256, norm="layer", eps=1e-12),
+    )
     path = tmp_path / "cfg.toml"
     path.write_text(dump_toml(cfg))
     assert load_config(Experiment, path) == cfg
@@ -49,9 +54,10 @@ def test_toml_round_trip(tmp_path):
 
 def test_overrides_take_priority_and_are_typed(tmp_path):
     path = tmp_path / "cfg.toml"
-    path.write_text('seed = 3\n[model]\nd_model = 32\n')
-    cfg = load_config(Experiment, path, ["model.eps=1e-12", "widths=64,128,256", "gated=true",
-                                         "note=hello world"])
+    path.write_text("seed = 3\n[model]\nd_model = 32\n")
+    cfg = load_config(
+        Experiment, path, ["model.eps=1e-12", "widths=64,128,256", "gated=true", "note=hello world"]
+    )
     assert cfg.seed == 3 and cfg.model.d_model == 32
     assert cfg.model.eps == 1e-12
     assert cfg.widths == (64, 128, 256)
@@ -83,7 +89,9 @@ def test_override_is_one_function_for_dotted_paths_tables_and_plain_tables():
     assert base == Parent()  # the original is left alone
     plain = {"scan": {"gammas": [0.5]}, "seed": 0}
     assert override(plain, {"scan.gammas": [1.0], "scan.seeds": [0, 1]}) == {
-        "scan": {"gammas": [1.0], "seeds": [0, 1]}, "seed": 0}
+        "scan": {"gammas": [1.0], "seeds": [0, 1]},
+        "seed": 0,
+    }
     assert plain == {"scan": {"gammas": [0.5]}, "seed": 0}
     with pytest.raises(ConfigError, match="override seed.x=1 is not allowed: seed is a value"):
         override(plain, {"seed.x": 1})
@@ -130,10 +138,18 @@ def test_canonical_json_is_order_independent_and_rejects_nan():
 def test_dotted_items_are_the_paths_that_override_applies():
     """The leaves of nested tables as dotted paths, in table order; applying them with
     override to an empty table rebuilds the tables (empty ones aside)."""
-    tables = {"train": {"lr": 1e-3, "steps": 3}, "seed": 1, "model": {"mlp": {"kind": "relu"}},
-              "data": {}}
-    assert list(dotted_items(tables)) == [("train.lr", 1e-3), ("train.steps", 3), ("seed", 1),
-                                          ("model.mlp.kind", "relu")]
+    tables = {
+        "train": {"lr": 1e-3, "steps": 3},
+        "seed": 1,
+        "model": {"mlp": {"kind": "relu"}},
+        "data": {},
+    }
+    assert list(dotted_items(tables)) == [
+        ("train.lr", 1e-3),
+        ("train.steps", 3),
+        ("seed", 1),
+        ("model.mlp.kind", "relu"),
+    ]
     assert override({}, dict(dotted_items(tables))) == {k: v for k, v in tables.items() if v != {}}
 
 
@@ -148,17 +164,29 @@ class Bounded:
         check_fields(self, "run", {"steps": (1, MAX_STEPS), "tol": (0, 1)})
 
 
-@pytest.mark.parametrize("overrides, fragment", [
-    (["steps=1e20"], "run.steps=100000000000000000000 is not allowed; it must be an integer "
-                     f"in [1, {MAX_STEPS}]"),
-    (["steps=0"], "run.steps=0 is not allowed"),
-    (["size=100000000000"], f"run.size=100000000000 is not allowed; it must be an integer in "
-                            f"[-{INT_BOUND}, {INT_BOUND}]"),
-    (["tol=inf"], "run.tol=inf is not allowed; it must be a finite number in [0, 1]"),
-    (["tol=-1"], "run.tol=-1.0 is not allowed"),
-    (["widths=64,1e20"], "run.widths[1]=100000000000000000000 is not allowed; it must be an "
-                         f"integer in [-{INT_BOUND}, {INT_BOUND}]"),
-])
+@pytest.mark.parametrize(
+    "overrides, fragment",
+    [
+        (
+            ["steps=1e20"],
+            "run.steps=100000000000000000000 is not allowed; it must be an integer "
+            f"in [1, {MAX_STEPS}]",
+        ),
+        (["steps=0"], "run.steps=0 is not allowed"),
+        (
+            ["size=100000000000"],
+            f"run.size=100000000000 is not allowed; it must be an integer in "
+            f"[-{INT_BOUND}, {INT_BOUND}]",
+        ),
+        (["tol=inf"], "run.tol=inf is not allowed; it must be a finite number in [0, 1]"),
+        (["tol=-1"], "run.tol=-1.0 is not allowed"),
+        (
+            ["widths=64,1e20"],
+            "run.widths[1]=100000000000000000000 is not allowed; it must be an "
+            f"integer in [-{INT_BOUND}, {INT_BOUND}]",
+        ),
+    ],
+)
 def test_every_number_has_a_bound_named_in_its_refusal(overrides, fragment):
     with pytest.raises(ConfigError) as caught:
         load_config(Bounded, None, overrides)

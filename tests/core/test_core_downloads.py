@@ -23,8 +23,10 @@ def index(tmp_path, monkeypatch):
     page = tmp_path / "simple" / "pkg" / "index.html"
     page.parent.mkdir(parents=True)
     (files / "pkg-1.0.tar.gz").write_bytes(PAYLOAD)
-    page.write_text('<html><body><a href="../../files/pkg-1.0.tar.gz#sha256=00">'
-                    "pkg-1.0.tar.gz</a><br/></body></html>")
+    page.write_text(
+        '<html><body><a href="../../files/pkg-1.0.tar.gz#sha256=00">'
+        "pkg-1.0.tar.gz</a><br/></body></html>"
+    )
     monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "simple").as_uri())
     real_urlopen = downloads.urllib.request.urlopen
 

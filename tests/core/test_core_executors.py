@@ -28,18 +28,37 @@ from smallinit.llm.run_config import RunConfig
 from smallinit.llm.training.train_spec import TrainSpec
 
 HERE = Path(__file__).resolve().parent
-TINY = ["model.vocab_size=300", "model.context=16", "model.d_model=16", "model.n_layers=1",
-        "model.n_heads=2", "data.synthetic_items=300", "data.synthetic_val_items=60",
-        "data.synthetic_facts=10", "train.steps=6", "train.batch_size=4", "train.warmup=2",
-        "train.log_every=2", "train.eval_every=0", "train.checkpoint_every=2",
-        "train.threads=1", "train.device=cpu", "eval.answer_items=5", "eval.token_windows=2"]
+TINY = [
+    "model.vocab_size=300",
+    "model.context=16",
+    "model.d_model=16",
+    "model.n_layers=1",
+    "model.n_heads=2",
+    "data.synthetic_items=300",
+    "data.synthetic_val_items=60",
+    "data.synthetic_facts=10",
+    "train.steps=6",
+    "train.batch_size=4",
+    "train.warmup=2",
+    "train.log_every=2",
+    "train.eval_every=0",
+    "train.checkpoint_every=2",
+    "train.threads=1",
+    "train.device=cpu",
+    "eval.answer_items=5",
+    "eval.token_windows=2",
+]
 
 
 def tiny_sweep(cache: Path) -> list[TrainSpec]:
     """Three tiny transformer runs at different γ (one torch thread each)."""
-    return [TrainSpec(load_config(RunConfig, None, [
-        *TINY, f"data.cache_dir={cache}", f"init=gamma:{g}"]), {"gamma": g})
-        for g in (0.5, 0.75, 1.0)]
+    return [
+        TrainSpec(
+            load_config(RunConfig, None, [*TINY, f"data.cache_dir={cache}", f"init=gamma:{g}"]),
+            {"gamma": g},
+        )
+        for g in (0.5, 0.75, 1.0)
+    ]
 
 
 def stored_numbers(results) -> list[tuple[str, list, dict]]:
@@ -47,10 +66,11 @@ def stored_numbers(results) -> list[tuple[str, list, dict]]:
     out = []
     for _, run in results:
         assert run.done, run.status()
-        metrics = [{k: v for k, v in r.items() if "time" not in k and not k.endswith("_s")}
-                   for r in run.metrics()]
-        summary = {k: v for k, v in run.summary.items()
-                   if "time" not in k and not k.endswith("_s")}
+        metrics = [
+            {k: v for k, v in r.items() if "time" not in k and not k.endswith("_s")}
+            for r in run.metrics()
+        ]
+        summary = {k: v for k, v in run.summary.items() if "time" not in k and not k.endswith("_s")}
         out.append((run.key, metrics, summary))
     return out
 
@@ -142,8 +162,7 @@ def test_ray_gives_the_serial_results_and_retries_failures(tmp_path, local_ray, 
     monkeypatch.setenv("SMALLINIT_RAY_RETRIES", "1")
     store = RunStore(tmp_path / "faults")
     flaky = FlakySpec({"i": 5, "marker": str(tmp_path / "marker")}, {"i": 5})
-    results = run_specs([square_job(3), square_job(4, die=True), flaky], store,
-                       executor="ray")
+    results = run_specs([square_job(3), square_job(4, die=True), flaky], store, executor="ray")
     ok, dead, retried = results.runs
     assert ok.summary["square"] == 9
     assert retried.summary["square"] == 25  # failed once, retried by Ray, then done
@@ -171,8 +190,12 @@ def test_cli_sweep_commands_take_workers_and_executor():
     from smallinit.cli import build_parser
 
     parser = build_parser()
-    for argv in (["llm", "sweep", "--experiment", "gamma-sweep"], ["llm", "anchor-scan"],
-                 ["compare"], ["figs"]):
+    for argv in (
+        ["llm", "sweep", "--experiment", "gamma-sweep"],
+        ["llm", "anchor-scan"],
+        ["compare"],
+        ["figs"],
+    ):
         args = parser.parse_args([*argv, "--workers", "3", "--executor", "ray"])
         assert (args.workers, args.executor) == (3, "ray")
         assert parser.parse_args(argv).workers is None  # every core unless given
@@ -186,9 +209,11 @@ def test_ray_tasks_ask_for_their_threads_and_a_gpu_when_they_train_on_one():
             self.gpus = gpus
 
         def nodes(self):
-            return [{"Alive": True, "Resources": {"CPU": 16.0, "GPU": self.gpus}},
-                    {"Alive": True, "Resources": {"CPU": 16.0}},
-                    {"Alive": False, "Resources": {"CPU": 1.0}}]
+            return [
+                {"Alive": True, "Resources": {"CPU": 16.0, "GPU": self.gpus}},
+                {"Alive": True, "Resources": {"CPU": 16.0}},
+                {"Alive": False, "Resources": {"CPU": 1.0}},
+            ]
 
     def cfg(*extra):
         return load_config(RunConfig, None, list(extra))

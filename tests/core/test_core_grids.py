@@ -13,8 +13,10 @@ from smallinit.core import grids
 def exact_logspace(start, stop, num):
     """The double nearest to 10^(start + i(stop − start)/(num − 1)), from 60 exact digits."""
     lo, hi = sympy.Rational(repr(start)), sympy.Rational(repr(stop))
-    return tuple(float(sympy.Float((10 ** (lo + (hi - lo) * sympy.Rational(i, num - 1))).evalf(60),
-                                   60)) for i in range(num))
+    return tuple(
+        float(sympy.Float((10 ** (lo + (hi - lo) * sympy.Rational(i, num - 1))).evalf(60), 60))
+        for i in range(num)
+    )
 
 
 @pytest.mark.parametrize("start, stop, num", [(-3.0, 2.0, 41), (-2.5, 1.25, 17), (0.0, 3.0, 7)])

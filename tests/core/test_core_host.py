@@ -54,9 +54,11 @@ def test_cpu_model_falls_back_without_cpuinfo(monkeypatch, tmp_path):
 
 def test_cpuinfo_gives_the_first_processors_model_and_vector_extensions(monkeypatch, tmp_path):
     info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nmodel name\t: AMD EPYC\n"
-                    "flags\t\t: fpu sse2 fma avx avx2 avx512f avx512bw bmi2\n\n"
-                    "processor\t: 1\nmodel name\t: something else\nflags\t\t: fpu\n")
+    info.write_text(
+        "processor\t: 0\nmodel name\t: AMD EPYC\n"
+        "flags\t\t: fpu sse2 fma avx avx2 avx512f avx512bw bmi2\n\n"
+        "processor\t: 1\nmodel name\t: something else\nflags\t\t: fpu\n"
+    )
     monkeypatch.setattr(host, "CPUINFO", info)
     info = host._cpuinfo()
     assert host._cpu_model(info) == "AMD EPYC"

@@ -28,12 +28,16 @@ def test_no_overlay_is_the_base_itself():
 
 
 def test_the_name_is_deterministic_and_independent_of_the_overrides_order():
-    one = profiles.derive("quick", overrides=parse_overrides(
-        ["llm-sweeps.plan.seeds=[0]", "anchor.train.steps=200"]))
-    two = profiles.derive("quick", overrides=parse_overrides(
-        ["anchor.train.steps=200", "llm-sweeps.plan.seeds=[0]"]))
-    nested = profiles.derive("quick", overrides={"anchor": {"train": {"steps": 200}},
-                                                 "llm-sweeps": {"plan": {"seeds": [0]}}})
+    one = profiles.derive(
+        "quick", overrides=parse_overrides(["llm-sweeps.plan.seeds=[0]", "anchor.train.steps=200"])
+    )
+    two = profiles.derive(
+        "quick", overrides=parse_overrides(["anchor.train.steps=200", "llm-sweeps.plan.seeds=[0]"])
+    )
+    nested = profiles.derive(
+        "quick",
+        overrides={"anchor": {"train": {"steps": 200}}, "llm-sweeps": {"plan": {"seeds": [0]}}},
+    )
     assert one == two == nested
     assert one.startswith("quick+") and len(one) == len("quick+") + 8
     int(one.removeprefix("quick+"), 16)
@@ -52,8 +56,7 @@ def test_a_derived_profile_reads_like_a_packaged_one():
     assert name not in profiles.names() and name in profiles.derived()
     assert profiles.exists(name) and not profiles.exists("medium+00000000")
     assert profiles.overlay(name) == ("medium", {"anchor": {"train": {"steps": 200}}})
-    assert profiles.derive(*profiles.overlay(name)[:1],
-                           overrides=profiles.overlay(name)[1]) == name
+    assert profiles.derive(*profiles.overlay(name)[:1], overrides=profiles.overlay(name)[1]) == name
 
 
 def test_seeds_override_gives_a_subset_of_the_base_runs_and_leaves_the_rest_alone():
@@ -86,8 +89,9 @@ def test_a_file_overlay_then_the_overrides(tmp_path):
     name = profiles.derive("quick", file, {"llm-sweeps.plan.sizes": [48]})
     plan = profiles.section(name, "llm-sweeps")["plan"]
     assert (plan["seeds"], plan["sizes"]) == ([0], [48])
-    assert name == profiles.derive("quick", overrides={"llm-sweeps.plan.seeds": [0],
-                                                       "llm-sweeps.plan.sizes": [48]})
+    assert name == profiles.derive(
+        "quick", overrides={"llm-sweeps.plan.seeds": [0], "llm-sweeps.plan.sizes": [48]}
+    )
 
 
 def test_a_key_another_packaged_profile_states_is_allowed():
@@ -95,25 +99,32 @@ def test_a_key_another_packaged_profile_states_is_allowed():
     assert profiles.section(name, "llm-sweeps")["plan"]["grid_seeds"] == [0]
 
 
-@pytest.mark.parametrize(("text", "extends"), [
-    ('extends = "full"\n[anchor.train]\nsteps = 3\n', "'full'"),
-    ("extends = 3\n", "3"),
-])
+@pytest.mark.parametrize(
+    ("text", "extends"),
+    [
+        ('extends = "full"\n[anchor.train]\nsteps = 3\n', "'full'"),
+        ("extends = 3\n", "3"),
+    ],
+)
 def test_a_file_extending_another_profile_is_one_line(tmp_path, text, extends):
     file = tmp_path / "other.toml"
     file.write_text(text)
-    with pytest.raises(ConfigError, match=f"extends = {extends}, but it is laid over profile "
-                                          "'quick'") as err:
+    with pytest.raises(
+        ConfigError, match=f"extends = {extends}, but it is laid over profile 'quick'"
+    ) as err:
         profiles.derive("quick", file)
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize(("override", "named", "allowed"), [
-    ("llm-sweep.plan.seeds=[0]", "quick.llm-sweep", "anchor, budget, compare"),
-    ("llm-sweeps.plan.sedes=[0]", "quick.llm-sweeps.plan.sedes", "seeds, shared_lr_arm"),
-    ("anchor.train.stepz=3", "quick.anchor.train.stepz", "steps"),
-    ("extends=full", "quick.extends", "anchor"),
-])
+@pytest.mark.parametrize(
+    ("override", "named", "allowed"),
+    [
+        ("llm-sweep.plan.seeds=[0]", "quick.llm-sweep", "anchor, budget, compare"),
+        ("llm-sweeps.plan.sedes=[0]", "quick.llm-sweeps.plan.sedes", "seeds, shared_lr_arm"),
+        ("anchor.train.stepz=3", "quick.anchor.train.stepz", "steps"),
+        ("extends=full", "quick.extends", "anchor"),
+    ],
+)
 def test_a_bad_key_names_it_and_the_keys_allowed_there(override, named, allowed):
     with pytest.raises(ConfigError, match=f"unknown key {named}; allowed keys: .*{allowed}"):
         profiles.derive("quick", overrides=parse_overrides([override]))
@@ -145,18 +156,28 @@ def test_figs_plan_with_an_override_lists_fewer_runs(capsys):
 def test_figs_and_sweep_take_a_config_file_and_print_the_derived_profile(tmp_path, capsys):
     file = tmp_path / "mine.toml"
     file.write_text('extends = "quick"\n[llm-sweeps.plan]\nsizes = [32]\n')
-    assert main(["figs", "--print-config", "--config", str(file),
-                 "llm-sweeps.plan.seeds=[0]"]) == 0
+    assert main(["figs", "--print-config", "--config", str(file), "llm-sweeps.plan.seeds=[0]"]) == 0
     plan = tomllib.loads(capsys.readouterr().out)["llm-sweeps"]["plan"]
     assert (plan["sizes"], plan["seeds"]) == ([32], [0])
-    assert main(["llm", "sweep", "--experiment", "gamma-sweep", "--print-config",
-                 "--config", str(file)]) == 0
+    assert (
+        main(
+            ["llm", "sweep", "--experiment", "gamma-sweep", "--print-config", "--config", str(file)]
+        )
+        == 0
+    )
     assert tomllib.loads(capsys.readouterr().out)["llm-sweeps"]["plan"]["sizes"] == [32]
 
 
 def test_claims_judge_the_derived_profile(tmp_path, capsys):
-    argv = ["claims", "--json", "--runs-dir", str(tmp_path / "runs"), "--profile", "quick",
-            "llm-sweeps.plan.seeds=[0]"]
+    argv = [
+        "claims",
+        "--json",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--profile",
+        "quick",
+        "llm-sweeps.plan.seeds=[0]",
+    ]
     assert main(argv) == 0
     records = json.loads(capsys.readouterr().out)
     name = profiles.derive("quick", overrides={"llm-sweeps.plan.seeds": [0]})
@@ -164,11 +185,17 @@ def test_claims_judge_the_derived_profile(tmp_path, capsys):
     assert {r["verdict"] for r in records} == {"not run"}  # an empty store: nothing trains
 
 
-@pytest.mark.parametrize(("argv", "says"), [
-    (["figs", "--plan", "llm-sweeps.plan.sedes=[0]"], "unknown key quick.llm-sweeps.plan.sedes"),
-    (["figs", "--plan", "--config", "{other}"], "extends = 'full', but it is laid over"),
-    (["claims", "--profile", "quick", "medium", "anchor.train.steps=3"], "give one --profile"),
-])
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["figs", "--plan", "llm-sweeps.plan.sedes=[0]"],
+            "unknown key quick.llm-sweeps.plan.sedes",
+        ),
+        (["figs", "--plan", "--config", "{other}"], "extends = 'full', but it is laid over"),
+        (["claims", "--profile", "quick", "medium", "anchor.train.steps=3"], "give one --profile"),
+    ],
+)
 def test_a_bad_overlay_is_one_line_and_exit_2(tmp_path, capsys, argv, says):
     other = tmp_path / "other.toml"
     other.write_text('extends = "full"\n')
@@ -178,8 +205,9 @@ def test_a_bad_overlay_is_one_line_and_exit_2(tmp_path, capsys, argv, says):
 
 
 def test_the_report_keeps_a_derived_profile_for_a_later_process(tmp_path, monkeypatch):
-    name = profiles.derive("quick", overrides={"llm-sweeps.plan.seeds": [0],
-                                               "anchor.init": "gamma:0.8"})
+    name = profiles.derive(
+        "quick", overrides={"llm-sweeps.plan.seeds": [0], "anchor.init": "gamma:0.8"}
+    )
     (tmp_path / "fig07.png").write_bytes(b"png")
     info = report.record_drawn(tmp_path, name, {7: [tmp_path / "fig07.png"]})[7]
     assert (info["profile"], info["base"]) == (name, "quick")

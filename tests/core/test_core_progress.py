@@ -34,9 +34,16 @@ def off_terminal(monkeypatch):
 
 def test_duration_and_line_format():
     assert [duration(s) for s in (None, float("nan"), 0.4, 41, 185, 3720)] == [
-        "?", "?", "0s", "41s", "3m05s", "1h02m"]
+        "?",
+        "?",
+        "0s",
+        "41s",
+        "3m05s",
+        "1h02m",
+    ]
     assert run_line("sweep", 3, 8, "llm-train/abc", "done", 41.2, 192, 2490) == (
-        "sweep: run 3/8 done llm-train/abc (41s), elapsed 3m12s, ETA 41m30s")
+        "sweep: run 3/8 done llm-train/abc (41s), elapsed 3m12s, ETA 41m30s"
+    )
 
 
 def test_eta_weighs_transformer_runs_by_their_flops(off_terminal):
@@ -118,12 +125,15 @@ class NapSpec(RunSpec):
     kind = "test-nap"
 
     def compute(self, store, force):
-        return store.get_or_run(self.kind, self.config, lambda run: {"i": self.config["i"]},
-                                force=force)
+        return store.get_or_run(
+            self.kind, self.config, lambda run: {"i": self.config["i"]}, force=force
+        )
 
 
-LINE = re.compile(r"naps: run (\d)/3 done test-nap/[0-9a-f]{16} \((\d+)s\), elapsed (\S+), "
-                  r"ETA (\S+)$")
+LINE = re.compile(
+    r"naps: run (\d)/3 done test-nap/[0-9a-f]{16} \((\d+)s\), elapsed (\S+), "
+    r"ETA (\S+)$"
+)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -132,8 +142,9 @@ def test_off_a_terminal_one_log_line_per_finished_run(tmp_path, monkeypatch, cap
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # what a batch job's log file is
     specs = [NapSpec({"i": i}) for i in range(3)]
     with caplog.at_level(logging.INFO, logger="smallinit.core.jobs"):
-        run_specs(specs, RunStore(tmp_path), workers=workers, desc="naps",
-                  weigh=lambda config: None)
+        run_specs(
+            specs, RunStore(tmp_path), workers=workers, desc="naps", weigh=lambda config: None
+        )
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("naps: run")]
     assert [int(LINE.match(m).group(1)) for m in lines] == [1, 2, 3]
     assert LINE.match(lines[-1]).group(4) == "0s"  # nothing left
@@ -153,8 +164,7 @@ def test_on_a_terminal_one_bar_over_runs_and_no_lines(tmp_path, monkeypatch, cap
     monkeypatch.setattr(progress_mod, "_quiet", False)
     monkeypatch.setattr(sys, "stderr", screen)
     with caplog.at_level(logging.INFO, logger="smallinit.core.jobs"):
-        run_specs([NapSpec({"i": i}) for i in range(3)], RunStore(tmp_path), workers=1,
-                  desc="naps")
+        run_specs([NapSpec({"i": i}) for i in range(3)], RunStore(tmp_path), workers=1, desc="naps")
     text = screen.getvalue()
     assert "naps: 3/3 runs |" in text and "ETA 0s]" in text
     assert not [r for r in caplog.records if r.getMessage().startswith("naps: run")]
@@ -179,14 +189,19 @@ def test_figs_sweeps_and_anchor_scans_weigh_runs_by_their_flops(monkeypatch, tmp
 
     monkeypatch.setattr(jobs, "run_specs", fake)
     monkeypatch.setattr(figs, "run_specs", fake)
-    for argv in (["llm", "sweep", "--experiment", "critical-init"],
-                 ["llm", "anchor-scan", "scan.gammas=0.5"]):
+    for argv in (
+        ["llm", "sweep", "--experiment", "critical-init"],
+        ["llm", "anchor-scan", "scan.gammas=0.5"],
+    ):
         with pytest.raises(Stop):
             main([*argv, "--runs-dir", str(tmp_path)])
     with pytest.raises(Stop):
         figs.compute([experiments.get("critical-init")], "quick", RunStore(tmp_path))
-    assert seen == {"critical-init": training_flops_of, "anchor scan": training_flops_of,
-                    "runs of the figures": training_flops_of}
+    assert seen == {
+        "critical-init": training_flops_of,
+        "anchor scan": training_flops_of,
+        "runs of the figures": training_flops_of,
+    }
     spec = experiments.specs("critical-init", "quick")[0]
     assert training_flops_of(spec.config) == run_cost(spec.config).flops > 0
     assert training_flops_of(experiments.specs("toy-scan", "quick")[0].config) is None

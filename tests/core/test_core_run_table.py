@@ -13,12 +13,21 @@ from smallinit.cli import main
 from smallinit.core.store import RunStore
 
 CONFIGS = [  # (kind, config, summary): three transformer-like runs and a toy one
-    ("llm-train", {"init": "gamma:0.5", "model": {"d_model": 32, "n_layers": 2}, "seed": 0},
-     {"val_loss": 2.5, "steps": 30}),
-    ("llm-train", {"init": "gamma:1.0", "model": {"d_model": 64, "n_layers": 2}, "seed": 0},
-     {"val_loss": 2.1, "steps": 30}),
-    ("llm-train", {"init": "gamma:1.0", "model": {"d_model": 32, "n_layers": 2}, "seed": 1},
-     {"val_loss": 2.3, "steps": 30}),
+    (
+        "llm-train",
+        {"init": "gamma:0.5", "model": {"d_model": 32, "n_layers": 2}, "seed": 0},
+        {"val_loss": 2.5, "steps": 30},
+    ),
+    (
+        "llm-train",
+        {"init": "gamma:1.0", "model": {"d_model": 64, "n_layers": 2}, "seed": 0},
+        {"val_loss": 2.1, "steps": 30},
+    ),
+    (
+        "llm-train",
+        {"init": "gamma:1.0", "model": {"d_model": 32, "n_layers": 2}, "seed": 1},
+        {"val_loss": 2.3, "steps": 30},
+    ),
     ("toy-scan", {"gammas": [0.5, 1.0], "widths": [20, 40]}, {"converged": True}),
 ]
 
@@ -29,9 +38,11 @@ def store(tmp_path):
     s = RunStore(root)
     keys = []
     for kind, config, summary in CONFIGS:
+
         def body(run, summary=summary):
             run.log({"step": 1, "loss": 1.0})
             return summary
+
         keys.append(s.get_or_run(kind, config, body).key)
     return root, keys
 
@@ -60,19 +71,26 @@ def test_ls_sorts_by_a_summary_entry_or_a_config_key_missing_ones_last(store, ca
     assert got == [keys[1], keys[2], keys[0], keys[3]]  # the toy run has no val_loss: last
     got = [r["key"] for r in ls_json(capsys, root, "--sort", "val_loss", "--reverse")]
     assert got == [keys[0], keys[2], keys[1], keys[3]]
-    got = [r["key"] for r in ls_json(capsys, root, "--kind", "llm-train",
-                                     "--sort", "model.d_model", "--reverse")]
+    got = [
+        r["key"]
+        for r in ls_json(
+            capsys, root, "--kind", "llm-train", "--sort", "model.d_model", "--reverse"
+        )
+    ]
     assert got[0] == keys[1] and sorted(got[1:]) == sorted([keys[0], keys[2]])
 
 
-@pytest.mark.parametrize("args,says", [
-    (["--where", "model.d_model"], "--where 'model.d_model' is not a filter"),
-    (["--where", "=3"], "is not a filter"),
-    (["--where", "model.d_modle=32"], "'model.d_modle' is no config key"),
-    (["--sort", "val_los"], "--sort 'val_los' is no field"),
-    (["--profile", "nosuch"], "profile 'nosuch' is not allowed"),
-    (["--kind", "nosuch"], "run kind 'nosuch' has no runs"),
-])
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["--where", "model.d_model"], "--where 'model.d_model' is not a filter"),
+        (["--where", "=3"], "is not a filter"),
+        (["--where", "model.d_modle=32"], "'model.d_modle' is no config key"),
+        (["--sort", "val_los"], "--sort 'val_los' is no field"),
+        (["--profile", "nosuch"], "profile 'nosuch' is not allowed"),
+        (["--kind", "nosuch"], "run kind 'nosuch' has no runs"),
+    ],
+)
 def test_bad_filters_are_one_line_and_exit_2(store, capsys, args, says):
     root, _keys = store
     try:
@@ -91,8 +109,9 @@ def test_ls_profile_lists_only_the_runs_of_that_profiles_plan(tmp_path, capsys):
     root = tmp_path / "runs"
     s = RunStore(root)
     spec = specs("toy-scan", "quick")[0]
-    planned = s.get_or_run(spec.kind, config_to_dict(spec.config), lambda run: {},
-                           version=spec.version)
+    planned = s.get_or_run(
+        spec.kind, config_to_dict(spec.config), lambda run: {}, version=spec.version
+    )
     assert planned.key == spec.key
     s.get_or_run(spec.kind, {"not": "planned"}, lambda run: {}, version=spec.version)
     assert [r["key"] for r in ls_json(capsys, root, "--profile", "quick")] == [spec.key]

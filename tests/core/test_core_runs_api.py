@@ -25,8 +25,14 @@ from smallinit.core.store import RunStore
 # ----------------------------------------------------------------------------- a small store
 def _train_like(run):
     for step in (10, 20, 30):
-        run.log({"step": step, "loss": 3.0 / step, "lr": 0.1,
-                 "per_category": {"reasoning": 1.0 / step, "fact": 2.0 / step}})
+        run.log(
+            {
+                "step": step,
+                "loss": 3.0 / step,
+                "lr": 0.1,
+                "per_category": {"reasoning": 1.0 / step, "fact": 2.0 / step},
+            }
+        )
     run.save_arrays(curve=np.arange(6, dtype=np.float32).reshape(2, 3), widths=np.array([8, 16]))
     return {"val_loss": 0.25, "train_loss": 0.2, "steps": 30}
 
@@ -35,10 +41,12 @@ def _train_like(run):
 def store(tmp_path):
     root = tmp_path / "runs"
     s = RunStore(root)
-    a = s.get_or_run("llm-train", {"init": "gamma:0.5", "model": {"d_model": 32}, "seed": 0},
-                     _train_like)
-    b = s.get_or_run("llm-train", {"init": "gamma:1", "model": {"d_model": 32}, "seed": 1},
-                     _train_like)
+    a = s.get_or_run(
+        "llm-train", {"init": "gamma:0.5", "model": {"d_model": 32}, "seed": 0}, _train_like
+    )
+    b = s.get_or_run(
+        "llm-train", {"init": "gamma:1", "model": {"d_model": 32}, "seed": 1}, _train_like
+    )
 
     def fails(run):
         raise RunFailed("loss became NaN at step 3")
@@ -90,8 +98,12 @@ def test_load_run_by_key_prefix_kind_and_directory(store):
     arrays = run.arrays()
     assert arrays["curve"].dtype == np.float32 and arrays["curve"].shape == (2, 3)
     np.testing.assert_array_equal(arrays["widths"], [8, 16])
-    assert {f["path"] for f in run.files()} == {"config.json", "status.json",
-                                                "metrics.jsonl", "arrays.npz"}
+    assert {f["path"] for f in run.files()} == {
+        "config.json",
+        "status.json",
+        "metrics.jsonl",
+        "arrays.npz",
+    }
 
 
 def test_load_run_refuses_unknown_ambiguous_and_malformed_keys(store):
@@ -153,8 +165,10 @@ def test_runs_ls_and_show(store, capsys):
     records = json.loads(capsys.readouterr().out)
     assert {r["key"] for r in records} == {runs["a"].key, runs["b"].key}
     by_key = {r["key"]: r for r in records}  # the whole config, as an object, not cut short
-    assert by_key[runs["a"].key]["config"] == json.loads(
-        (runs["a"].path / "config.json").read_text())["config"]
+    assert (
+        by_key[runs["a"].key]["config"]
+        == json.loads((runs["a"].path / "config.json").read_text())["config"]
+    )
     assert by_key[runs["a"].key]["config"]["model"] == {"d_model": 32}
     assert by_key[runs["a"].key]["summary"]["val_loss"] == 0.25
     assert main(["runs", "show", runs["a"].key[:7], "--runs-dir", str(root)]) == 0
@@ -192,20 +206,35 @@ def test_one_json_convention_across_commands():
                 with_json.append(" ".join(argv))
             if "--format" in action.option_strings:
                 assert argv == ("llm", "init-table"), argv
-    for command in ("theory classify", "toy scan", "compare", "figs", "runs ls", "runs show",
-                    "llm init-table", "llm anchor-scan", "llm train", "llm downstream-data"):
+    for command in (
+        "theory classify",
+        "toy scan",
+        "compare",
+        "figs",
+        "runs ls",
+        "runs show",
+        "llm init-table",
+        "llm anchor-scan",
+        "llm train",
+        "llm downstream-data",
+    ):
         assert command in with_json, command
 
 
 def test_print_config_prints_toml_and_runs_nothing(tmp_path, capsys):
     runs = tmp_path / "runs"
     store = ["--runs-dir", str(runs)]
-    cases = [["llm", "train", "--config", "quick", "init=gamma:0.75", *store],
-             ["llm", "init-table", "--init", "nanogpt"],
-             ["llm", "anchor", "init=gamma:0.5", *store], ["llm", "anchor-scan", *store],
-             ["compare", "gammas=0.5,1", *store],
-             ["toy", "scan", "gammas=0.5", *store], ["toy", "condense", *store],
-             ["toy", "diagonal", *store], ["toy", "escape", *store]]
+    cases = [
+        ["llm", "train", "--config", "quick", "init=gamma:0.75", *store],
+        ["llm", "init-table", "--init", "nanogpt"],
+        ["llm", "anchor", "init=gamma:0.5", *store],
+        ["llm", "anchor-scan", *store],
+        ["compare", "gammas=0.5,1", *store],
+        ["toy", "scan", "gammas=0.5", *store],
+        ["toy", "condense", *store],
+        ["toy", "diagonal", *store],
+        ["toy", "escape", *store],
+    ]
     for argv in cases:
         assert main([*argv, "--print-config"]) == 0, argv
         data = tomllib.loads(capsys.readouterr().out)
@@ -272,11 +301,14 @@ def test_llm_train_is_the_function_and_the_module_stays_importable():
 
 
 def test_import_smallinit_is_light_and_typed():
-    code = ("import sys, smallinit\nfrom smallinit import theory, toy, llm\n"
-            "heavy = [m for m in ('torch', 'jax', 'sympy') if m in sys.modules]\n"
-            "print(heavy, smallinit.load_run.__module__)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    code = (
+        "import sys, smallinit\nfrom smallinit import theory, toy, llm\n"
+        "heavy = [m for m in ('torch', 'jax', 'sympy') if m in sys.modules]\n"
+        "print(heavy, smallinit.load_run.__module__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.split() == ["[]", "smallinit.core.results"]
     typed = Path(smallinit.__file__).with_name("py.typed")
     assert typed.is_file()

@@ -74,9 +74,23 @@ def _race(tmp_path, trial, *, force=(False, False)):
     d = tmp_path / f"trial-{trial}"
     d.mkdir()
     root, ran, go = d / "runs", d / "ran.txt", d / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", CONTENDER, str(root), str(ran),
-                               str(d / f"ready-{i}"), str(go), str(d / f"out-{i}"),
-                               "1" if f else "0", str(STEPS)]) for i, f in enumerate(force)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                CONTENDER,
+                str(root),
+                str(ran),
+                str(d / f"ready-{i}"),
+                str(go),
+                str(d / f"out-{i}"),
+                "1" if f else "0",
+                str(STEPS),
+            ]
+        )
+        for i, f in enumerate(force)
+    ]
     deadline = time.monotonic() + 60
     while not all((d / f"ready-{i}").exists() for i in range(2)):
         assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
@@ -160,16 +174,30 @@ def test_a_run_cannot_wait_for_itself(tmp_path):
 # ----------------------------------------------------------------------------- leases
 def _foreign_status(renewed_ago, lease_s=60.0):
     """status.json of a writer on another host (another kernel: its lock is invisible)."""
-    return {"state": "running", "pid": 1, "host": "elsewhere", "boot": "another-kernel",
-            "token": "feedbeef", "started": "2026-01-01T00:00:00+0000",
-            "renewed": time.time() - renewed_ago, "lease_s": lease_s}
+    return {
+        "state": "running",
+        "pid": 1,
+        "host": "elsewhere",
+        "boot": "another-kernel",
+        "token": "feedbeef",
+        "started": "2026-01-01T00:00:00+0000",
+        "renewed": time.time() - renewed_ago,
+        "lease_s": lease_s,
+    }
 
 
 def _plant(store, status):
     run = store.writer("demo", Cfg())
     run.path.mkdir(parents=True)
-    atomic_write_json(run.path / "config.json", {  # as that writer wrote it
-        "kind": "demo", "key": run.key, "version": "1", "config": {"gamma": 0.5, "seed": 0}})
+    atomic_write_json(
+        run.path / "config.json",
+        {  # as that writer wrote it
+            "kind": "demo",
+            "key": run.key,
+            "version": "1",
+            "config": {"gamma": 0.5, "seed": 0},
+        },
+    )
     run.log({"step": 0, "from": "dead writer"})
     run.status_path.write_text(json.dumps(status))
     return run
@@ -273,8 +301,10 @@ def test_a_corrupt_status_is_set_aside_and_recomputed(tmp_path, caplog):
     kept = list((tmp_path / ".corrupt" / "demo").iterdir())
     assert [p.name.split(".")[0] for p in kept] == [run.key]
     assert (kept[0] / "status.json").read_bytes() == b"\x00garbage{"  # kept as it was
-    assert any("status.json is corrupt" in r.getMessage() and "recomputing" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "status.json is corrupt" in r.getMessage() and "recomputing" in r.getMessage()
+        for r in caplog.records
+    )
 
 
 def test_force_clears_a_corrupt_status(tmp_path):
@@ -288,8 +318,10 @@ def test_force_clears_a_corrupt_status(tmp_path):
 def test_temp_names_are_unique_per_call():
     names = {temp_path("/x/model.pt") for _ in range(1000)}
     assert len(names) == 1000
-    assert all(n.parent.as_posix() == "/x" and n.name.startswith(f".model.pt.{os.getpid()}.")
-               for n in names)
+    assert all(
+        n.parent.as_posix() == "/x" and n.name.startswith(f".model.pt.{os.getpid()}.")
+        for n in names
+    )
 
 
 def test_concurrent_writers_of_one_file_never_collide(tmp_path):
@@ -316,18 +348,38 @@ def test_concurrent_writers_of_one_file_never_collide(tmp_path):
 @pytest.mark.slow
 def test_two_llm_train_commands_on_one_config_train_once(tmp_path):
     """The audit's case end to end: two `smallinit llm train` at once on one tiny config."""
-    overrides = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2",
-                 "model.vocab_size=320", "model.context=32", "train.steps=40",
-                 "train.batch_size=4", "train.log_every=1", "train.eval_every=10",
-                 "train.checkpoint_every=5", "data.synthetic_items=100",
-                 "data.synthetic_val_items=20", "eval.answer_items=4", "eval.token_windows=2"]
+    overrides = [
+        "model.d_model=32",
+        "model.n_layers=1",
+        "model.n_heads=2",
+        "model.vocab_size=320",
+        "model.context=32",
+        "train.steps=40",
+        "train.batch_size=4",
+        "train.log_every=1",
+        "train.eval_every=10",
+        "train.checkpoint_every=5",
+        "data.synthetic_items=100",
+        "data.synthetic_val_items=20",
+        "eval.answer_items=4",
+        "eval.token_windows=2",
+    ]
     env = {**os.environ, "SMALLINIT_CACHE": str(tmp_path / "cache"), "SMALLINIT_QUIET": "1"}
     for trial in range(3):
         runs = tmp_path / f"runs-{trial}"
-        argv = [sys.executable, "-m", "smallinit", "llm", "train", "--runs-dir", str(runs),
-                *overrides]
-        procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
-                 for _ in range(2)]
+        argv = [
+            sys.executable,
+            "-m",
+            "smallinit",
+            "llm",
+            "train",
+            "--runs-dir",
+            str(runs),
+            *overrides,
+        ]
+        procs = [
+            subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+        ]
         outs = [p.communicate(timeout=300)[0] for p in procs]
         assert [p.returncode for p in procs] == [0, 0], outs
         assert outs[0] == outs[1]  # the same run and summary

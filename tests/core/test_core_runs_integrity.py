@@ -67,8 +67,9 @@ def test_a_final_failure_is_proven_like_a_done_run(tmp_path):
     assert sorted(run.status()[MANIFEST]) == ["config.json", "metrics.jsonl"]
 
 
-@pytest.mark.parametrize("damage", ["edit config", "truncate arrays", "flip arrays",
-                                    "delete metrics", "add a file"])
+@pytest.mark.parametrize(
+    "damage", ["edit config", "truncate arrays", "flip arrays", "delete metrics", "add a file"]
+)
 def test_a_damaged_run_is_set_aside_and_recomputed(tmp_path, damage, caplog):
     store, calls = RunStore(tmp_path), []
     run = make(store, calls=calls)
@@ -96,8 +97,10 @@ def test_a_damaged_run_is_set_aside_and_recomputed(tmp_path, damage, caplog):
     assert again.reusable() and again.summary == {"final_loss": 1.0}
     kept = list((tmp_path / ".corrupt" / "demo").iterdir())
     assert len(kept) == 1 and kept[0].name.startswith(run.key)
-    assert any("recomputing it" in r.getMessage() and str(kept[0]) in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "recomputing it" in r.getMessage() and str(kept[0]) in r.getMessage()
+        for r in caplog.records
+    )
 
 
 @pytest.mark.parametrize("read", ["arrays", "metrics", "read_json"])
@@ -192,8 +195,14 @@ def test_runs_verify_checks_keys_sizes_and_hashes(tmp_path, capsys):
     assert f"corrupt  demo/{bad.key}: {bad.arrays_path}" in out and "1 ok, 1 corrupt" in out
     assert main(["runs", "verify", good.key[:6], "--json", "--runs-dir", str(tmp_path)]) == 0
     [record] = json.loads(capsys.readouterr().out)
-    assert record == {"kind": "demo", "key": good.key, "state": "done", "ok": True,
-                      "problem": None, "recorded": False}
+    assert record == {
+        "kind": "demo",
+        "key": good.key,
+        "state": "done",
+        "ok": True,
+        "problem": None,
+        "recorded": False,
+    }
 
 
 def test_a_store_error_is_one_line_on_the_command_line(tmp_path, capsys):
@@ -258,15 +267,19 @@ def test_a_writer_never_writes_or_deletes_through_a_link(tmp_path, link):
     with pytest.raises(StoreError, match="is a symbolic link") as err:
         store.get_or_run("demo", Cfg(), body)
     assert "\n" not in str(err.value)
-    named = {"checkpoints": run.path / "checkpoints", "metrics.jsonl": run.metrics_path,
-             "run folder": run.path}[link]
+    named = {
+        "checkpoints": run.path / "checkpoints",
+        "metrics.jsonl": run.metrics_path,
+        "run folder": run.path,
+    }[link]
     assert str(named) in str(err.value)
     assert sentinel.read_text() == "keep me" and snapshot(outside) == before
 
 
 @pytest.mark.parametrize("name", ["status.json", "config.json"])
-def test_a_store_file_linking_out_of_the_store_is_corrupt_and_never_followed(tmp_path, capsys,
-                                                                             name):
+def test_a_store_file_linking_out_of_the_store_is_corrupt_and_never_followed(
+    tmp_path, capsys, name
+):
     """A store file that is a symbolic link (here to a copy of itself outside the store, so
     that following it would find a valid run) is corrupt for every reader and is set aside,
     link and all, by the next writer; the file it points to is neither read nor changed."""

@@ -93,8 +93,7 @@ def test_bh_matches_scipy_false_discovery_control():
     rng = np.random.default_rng(4)
     for _ in range(50):
         q = rng.uniform(0, 0.2, size=rng.integers(1, 15))
-        assert stats.bh(q) == pytest.approx(sps.false_discovery_control(q, method="bh"),
-                                            rel=1e-12)
+        assert stats.bh(q) == pytest.approx(sps.false_discovery_control(q, method="bh"), rel=1e-12)
 
 
 def test_t_bound_is_scipys_one_sided_interval():
@@ -113,9 +112,11 @@ def test_sign_test_is_scipys_binomtest_and_identical_seeds_give_one_in_2_to_the_
     x = [0.3, -0.1, 0.2, 0.25, 0.4, 0.1, -0.05]
     k = sum(v > 0 for v in x)
     assert stats.sign_test(x) == pytest.approx(
-        sps.binomtest(k, len(x), 0.5, alternative="greater").pvalue, rel=1e-12)
+        sps.binomtest(k, len(x), 0.5, alternative="greater").pvalue, rel=1e-12
+    )
     assert stats.sign_test(x, alternative="less") == pytest.approx(
-        sps.binomtest(len(x) - k, len(x), 0.5, alternative="greater").pvalue, rel=1e-12)
+        sps.binomtest(len(x) - k, len(x), 0.5, alternative="greater").pvalue, rel=1e-12
+    )
     # five seeds at 0.95 above a baseline of 0: t is undefined, the sign test gives 1/32
     flat = [0.95] * 5
     assert stats.one_sided(flat) == stats.OneSided(1 / 32, "sign", 5)
@@ -146,7 +147,8 @@ def test_one_sided_is_scipys_t_test_when_there_is_spread():
     for alt in ("greater", "less"):
         got = stats.one_sided(x, 0.02, alternative=alt)
         assert got.test == "t" and got.p_value == pytest.approx(
-            sps.ttest_1samp(x, 0.02, alternative=alt).pvalue, rel=1e-12)
+            sps.ttest_1samp(x, 0.02, alternative=alt).pvalue, rel=1e-12
+        )
     assert stats.one_sided([0.4]).test == "none" and math.isnan(stats.one_sided([0.4]).p_value)
     with pytest.raises(ValueError, match="one-sided"):
         stats.one_sided(x, alternative="two-sided")
@@ -155,16 +157,16 @@ def test_one_sided_is_scipys_t_test_when_there_is_spread():
 def test_permutation_paired_is_scipys_exact_permutation_test():
     d = np.array([0.012, 0.031, -0.008, 0.022, 0.017, 0.004, -0.002])
     for alt in ("greater", "less"):
-        ref = sps.permutation_test((d,), np.mean, permutation_type="samples",
-                                   alternative=alt, n_resamples=np.inf).pvalue
+        ref = sps.permutation_test(
+            (d,), np.mean, permutation_type="samples", alternative=alt, n_resamples=np.inf
+        ).pvalue
         assert stats.permutation_paired(d, alternative=alt) == pytest.approx(ref, rel=1e-12)
     assert stats.permutation_paired([1.0] * 5) == pytest.approx(1 / 32)  # the sign test's
     # against a reference: the test of d − μ₀
     assert stats.permutation_paired(d, 0.01) == stats.permutation_paired(d - 0.01)
 
 
-def test_permutation_paired_monte_carlo_beyond_16_values_is_seeded_and_near_exact(
-        monkeypatch):
+def test_permutation_paired_monte_carlo_beyond_16_values_is_seeded_and_near_exact(monkeypatch):
     rng = np.random.default_rng(6)
     d = rng.normal(0.25, 1.0, size=18)
     mc = stats.permutation_paired(d, draws=20_000)

@@ -22,8 +22,20 @@ DOC_NAME = "docs/science" + ".md"
 SPEC_PATH = "../shared/" + "SPEC"
 SCANNED_SUFFIXES = (".py", ".md", ".toml")
 # Skipped when walking a tree without git (an unpacked sdist, a copy): not sources.
-NOT_SOURCES = {".git", ".venv", "build", "dist", "runs", "__pycache__", "bench-results",
-               ".pytest_cache", ".ruff_cache", ".hypothesis", ".benchmarks", "out"}
+NOT_SOURCES = {
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "runs",
+    "__pycache__",
+    "bench-results",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    ".benchmarks",
+    "out",
+}
 
 _NUM = r"\d+(?:\.\d+)?"
 _SEP = r"\s*(?:,|–|-|—|and|or|to)\s*"
@@ -65,13 +77,22 @@ def cited_sections(text: str) -> set[str]:
 def _tracked_files() -> list[Path]:
     """Tracked files (git), else every file under the root outside non-source folders."""
     try:
-        names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
-                               check=True).stdout.decode().split("\0")
+        names = (
+            subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+            .stdout.decode()
+            .split("\0")
+        )
         files = [ROOT / n for n in names if n]
     except (OSError, subprocess.CalledProcessError):
-        files = [p for p in ROOT.rglob("*") if p.is_file()
-                 and not any(part in NOT_SOURCES or part.endswith(".egg-info")
-                             for part in p.relative_to(ROOT).parts)]
+        files = [
+            p
+            for p in ROOT.rglob("*")
+            if p.is_file()
+            and not any(
+                part in NOT_SOURCES or part.endswith(".egg-info")
+                for part in p.relative_to(ROOT).parts
+            )
+        ]
     return [f for f in files if f.is_file()]
 
 
@@ -81,8 +102,10 @@ def _read(path: Path) -> str:
 
 # ----------------------------------------------------------------------------- the parser
 def test_reference_parser_reads_lists_ranges_and_subsections():
-    text = (f"see {DOC_NAME} §2–§4, §7.3 and §9; also ({DOC_NAME} §1) and "
-            f"{DOC_NAME} §7.1-§7.3, but not §12 after a full stop. SPEC §11")
+    text = (
+        f"see {DOC_NAME} §2–§4, §7.3 and §9; also ({DOC_NAME} §1) and "
+        f"{DOC_NAME} §7.1-§7.3, but not §12 after a full stop. SPEC §11"
+    )
     assert cited_sections(text) == {"1", "2", "3", "4", "7.1", "7.2", "7.3", "9"}
 
 
@@ -127,10 +150,14 @@ def test_every_reference_names_an_existing_section():
 
 
 def test_no_file_outside_docs_points_at_the_workspace_spec():
-    bad = [str(p.relative_to(ROOT)) for p in _tracked_files()
-           if DOCS not in p.parents and SPEC_PATH.encode() in p.read_bytes()]
-    assert not bad, (f"{bad} still point at {SPEC_PATH}.md, which a clone does not have; "
-                     f"cite {DOC_NAME} instead")
+    bad = [
+        str(p.relative_to(ROOT))
+        for p in _tracked_files()
+        if DOCS not in p.parents and SPEC_PATH.encode() in p.read_bytes()
+    ]
+    assert not bad, (
+        f"{bad} still point at {SPEC_PATH}.md, which a clone does not have; cite {DOC_NAME} instead"
+    )
 
 
 # ----------------------------------------------------------------------------- the doc set
@@ -208,7 +235,7 @@ def shown_commands(text: str, program: str) -> list[list[str]]:
             while argv and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", argv[0]):
                 argv = argv[1:]
             if argv[:1] in (["torchrun"], ["python"], ["python3"]) and "-m" in argv:
-                argv = argv[argv.index("-m") + 1:]
+                argv = argv[argv.index("-m") + 1 :]
             if argv[:1] == [program]:
                 out.append(argv[1:])
     return out
@@ -217,28 +244,43 @@ def shown_commands(text: str, program: str) -> list[list[str]]:
 def test_readme_is_short():
     lines = README.read_text(encoding="utf-8").count("\n")
     assert lines <= README_MAX_LINES, (
-        f"README.md has {lines} lines (at most {README_MAX_LINES}): move the details to docs/")
+        f"README.md has {lines} lines (at most {README_MAX_LINES}): move the details to docs/"
+    )
 
 
 def test_slug_and_link_parsers():
-    text = ("# smallinit\n## 13. The study's claims\n### 7.1 Phase diagram\n"
-            "## Reading `smallinit compare` (toy → transformer)\n## The `h200` profile\n"
-            "## A, B\n## A, B\n```bash\n# not a heading\n```\n")
-    assert anchors(text) == {"smallinit", "13-the-studys-claims", "71-phase-diagram",
-                             "reading-smallinit-compare-toy--transformer",
-                             "the-h200-profile", "a-b", "a-b-1"}
-    body = ("see [a](usage.md#x), ![img](img/a.png) and [web](https://x.org); "
-            "`[not](a link)`\n```\n[nor](this.md)\n```\n")
+    text = (
+        "# smallinit\n## 13. The study's claims\n### 7.1 Phase diagram\n"
+        "## Reading `smallinit compare` (toy → transformer)\n## The `h200` profile\n"
+        "## A, B\n## A, B\n```bash\n# not a heading\n```\n"
+    )
+    assert anchors(text) == {
+        "smallinit",
+        "13-the-studys-claims",
+        "71-phase-diagram",
+        "reading-smallinit-compare-toy--transformer",
+        "the-h200-profile",
+        "a-b",
+        "a-b-1",
+    }
+    body = (
+        "see [a](usage.md#x), ![img](img/a.png) and [web](https://x.org); "
+        "`[not](a link)`\n```\n[nor](this.md)\n```\n"
+    )
     assert links(body) == ["usage.md#x", "img/a.png", "https://x.org"]
 
 
 def test_a_broken_link_or_anchor_is_detected(tmp_path):
-    (tmp_path / "a.md").write_text("# A\n## Here it is\n[ok](b.md#there) [self](#here-it-is)\n"
-                                   "[gone](c.md) [no anchor](b.md#elsewhere) [x](#nowhere)\n")
+    (tmp_path / "a.md").write_text(
+        "# A\n## Here it is\n[ok](b.md#there) [self](#here-it-is)\n"
+        "[gone](c.md) [no anchor](b.md#elsewhere) [x](#nowhere)\n"
+    )
     (tmp_path / "b.md").write_text("## There\n")
     assert broken_links(tmp_path / "a.md") == [
-        "c.md: no such file", "b.md#elsewhere: no heading #elsewhere in b.md",
-        "#nowhere: no heading #nowhere in a.md"]
+        "c.md: no such file",
+        "b.md#elsewhere: no heading #elsewhere in b.md",
+        "#nowhere: no heading #nowhere in a.md",
+    ]
 
 
 def test_every_link_and_anchor_of_the_docs_resolves():
@@ -272,18 +314,26 @@ def test_every_smallinit_command_the_docs_show_parses():
                     parse(parser, argv)
             except SystemExit as stop:  # --help exits 0; a refusal exits 2
                 if stop.code != 0:
-                    bad.append(f"{path.relative_to(ROOT)}: smallinit {' '.join(argv)}: "
-                               f"{said.getvalue().strip().splitlines()[-1]}")
+                    bad.append(
+                        f"{path.relative_to(ROOT)}: smallinit {' '.join(argv)}: "
+                        f"{said.getvalue().strip().splitlines()[-1]}"
+                    )
     assert count >= 40 and not bad, f"commands the CLI does not accept: {bad}"
 
 
 def test_every_make_target_the_docs_show_exists():
-    targets = set(re.findall(r"^([A-Za-z][\w.-]*)\s*:(?!=)", _read(ROOT / "Makefile"),
-                             re.MULTILINE))
-    bad = [f"{path.relative_to(ROOT)}: make {argv[0]}" for path in doc_set()
-           for argv in shown_commands(_read(path), "make")
-           if argv and not argv[0].startswith("-") and argv[0].split("=")[0] not in targets
-           and "=" not in argv[0]]
+    targets = set(
+        re.findall(r"^([A-Za-z][\w.-]*)\s*:(?!=)", _read(ROOT / "Makefile"), re.MULTILINE)
+    )
+    bad = [
+        f"{path.relative_to(ROOT)}: make {argv[0]}"
+        for path in doc_set()
+        for argv in shown_commands(_read(path), "make")
+        if argv
+        and not argv[0].startswith("-")
+        and argv[0].split("=")[0] not in targets
+        and "=" not in argv[0]
+    ]
     assert {"figs", "test", "bench"} <= targets and not bad, f"unknown make targets: {bad}"
 
 
@@ -294,14 +344,15 @@ def test_the_readme_shows_install_claims_python_and_where_to_go():
 
     text = _read(README)
     heads = [h.strip() for h in ATX.findall(FENCE.sub("", text))]
-    assert {"Install and run", "The claims at a glance", "From Python",
-            "Where to go next"} <= set(heads)
-    install = text[text.index("## Install and run"):text.index("## The claims at a glance")]
+    assert {"Install and run", "The claims at a glance", "From Python", "Where to go next"} <= set(
+        heads
+    )
+    install = text[text.index("## Install and run") : text.index("## The claims at a glance")]
     assert "make figs" in install and "make test" in install
-    claims = text[text.index("## The claims at a glance"):text.index("## From Python")]
+    claims = text[text.index("## The claims at a glance") : text.index("## From Python")]
     rows = re.findall(r"^\| \[`([\w-]+)`\]", claims, re.MULTILINE)
     ids = list(CLAIMS)
-    assert sorted(rows) == sorted(set(rows)) and set(rows) == set(ids), (set(rows) ^ set(ids))
+    assert sorted(rows) == sorted(set(rows)) and set(rows) == set(ids), set(rows) ^ set(ids)
     images = [t for t in links(text) if t.endswith(".png")]
     assert len(images) == 1 and images[0].startswith("docs/img/")
 
@@ -315,7 +366,7 @@ def _cell(text: str) -> tuple[list[float], str]:
 def _shown_as(shown: float, value: float, text: str) -> bool:
     """``value`` printed at the decimals ``shown`` has in ``text``."""
     decimals = len(text.split(".")[1])
-    return abs(shown - value) <= 0.5 * 10 ** -decimals + 1e-12
+    return abs(shown - value) <= 0.5 * 10**-decimals + 1e-12
 
 
 def test_the_readme_claims_table_is_the_committed_records():
@@ -327,11 +378,12 @@ def test_the_readme_claims_table_is_the_committed_records():
 
     claims_dir = ROOT / "bench-results" / "claims"
     fair = {r["id"]: r for r in json.loads(_read(claims_dir / "rules-13.1" / "fair.json"))}
-    probe = {r["id"]: r for r in json.loads(
-        _read(claims_dir / "rules-13.1" / "fair-reasoning.json"))}
+    probe = {
+        r["id"]: r for r in json.loads(_read(claims_dir / "rules-13.1" / "fair-reasoning.json"))
+    }
     quick = {r["id"]: r for r in json.loads(_read(claims_dir / "quick.json"))}
     text = _read(README)
-    table = text[text.index("## The claims at a glance"):text.index("## From Python")]
+    table = text[text.index("## The claims at a glance") : text.index("## From Python")]
     checked = 0
     for line in re.findall(r"^\| \[`[\w-]+`\].*$", table, re.MULTILINE):
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -345,8 +397,9 @@ def test_the_readme_claims_table_is_the_committed_records():
             strings = re.findall(r"[−-]?\d+\.\d+", fair_cell)
             values = [record["effect"], record["ci_low"], record["ci_high"]]
             assert len(numbers) == 3 and verdict == record["verdict"], (cid, fair_cell)
-            assert all(_shown_as(n, v, s) for n, v, s in zip(numbers, values, strings,
-                                                             strict=True)), cid
+            assert all(
+                _shown_as(n, v, s) for n, v, s in zip(numbers, values, strings, strict=True)
+            ), cid
             checked += 1
         if quick[cid]["effect"] is not None:
             shown = re.findall(r"[−-]?\d+\.\d+", cells[1])[0]
@@ -363,8 +416,9 @@ def test_the_readme_figure_is_figure_1_as_the_quick_profile_draws_it(tmp_path):
     from smallinit.study.figs import make_figures
 
     (image,) = [t for t in links(_read(README)) if t.endswith(".png")]
-    drawn = make_figures(only=[1], profile="quick", out_dir=tmp_path / "out",
-                         store=RunStore(tmp_path / "runs"))
+    drawn = make_figures(
+        only=[1], profile="quick", out_dir=tmp_path / "out", store=RunStore(tmp_path / "runs")
+    )
     png = next(p for p in drawn[1] if p.suffix == ".png")
     assert png.name == "fig01_phase_diagram.png"
     assert png.read_bytes() == (ROOT / image).read_bytes()
@@ -374,10 +428,14 @@ def test_usage_lists_every_environment_variable_the_code_reads():
     """docs/usage.md's table names each SMALLINIT_* variable of the tracked Python files
     once, and no other."""
     pattern = "SMALLINIT" + r"_[A-Z_]+"
-    in_code = {name for path in _tracked_files() if path.suffix == ".py"
-               for name in re.findall(pattern, _read(path))}
+    in_code = {
+        name
+        for path in _tracked_files()
+        if path.suffix == ".py"
+        for name in re.findall(pattern, _read(path))
+    }
     text = _read(DOCS / "usage.md")
-    table = text[text.index("## Environment variables"):]
+    table = text[text.index("## Environment variables") :]
     rows = re.findall(rf"^\| `({pattern})` \|", table, re.MULTILINE)
     assert len(rows) == len(set(rows)), "a variable is listed twice"
     assert set(rows) == in_code, (sorted(in_code - set(rows)), sorted(set(rows) - in_code))

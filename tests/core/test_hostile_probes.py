@@ -65,6 +65,7 @@ def _finished_store(root: Path) -> tuple[Path, list[str]]:
 
 def _damaged_copies(root: Path, store: Path, key: str) -> dict[str, str]:
     """One store copy per kind of damage to run ``key``; returns {place: copy root}."""
+
     def status(path: Path) -> None:
         path.write_text(path.read_text()[: len(path.read_text()) // 2])
 
@@ -98,16 +99,18 @@ def _damaged_copies(root: Path, store: Path, key: str) -> dict[str, str]:
         path.unlink()
         path.symlink_to(target)
 
-    damages = {"status_truncated": ("status.json", status),
-               "summary_edited": ("status.json", summary),
-               "config_edited": ("config.json", config),
-               "config_deleted": ("config.json", Path.unlink),
-               "arrays_truncated": ("arrays.npz", truncate),
-               "metrics_edited": ("metrics.jsonl", metrics),
-               "metrics_same_size": ("metrics.jsonl", same_size),
-               "arrays_bit_flipped": ("arrays.npz", flip),
-               "status_folder": ("status.json", folder),
-               "status_symlink_out": ("status.json", outside)}
+    damages = {
+        "status_truncated": ("status.json", status),
+        "summary_edited": ("status.json", summary),
+        "config_edited": ("config.json", config),
+        "config_deleted": ("config.json", Path.unlink),
+        "arrays_truncated": ("arrays.npz", truncate),
+        "metrics_edited": ("metrics.jsonl", metrics),
+        "metrics_same_size": ("metrics.jsonl", same_size),
+        "arrays_bit_flipped": ("arrays.npz", flip),
+        "status_folder": ("status.json", folder),
+        "status_symlink_out": ("status.json", outside),
+    }
     places = {}
     for place, (name, damage) in damages.items():
         copy = root / "damaged" / place
@@ -135,14 +138,24 @@ def _paths(root: Path) -> dict[str, str]:
     sock.close()
     (files / "loop.toml").symlink_to("loop.toml")
     (files / "dangling.toml").symlink_to(files / "missing-target.toml")
-    return {"file": str(files / "file.txt"), "folder": str(files / "folder"),
-            "below_file": str(files / "file.txt" / "x"), "missing": str(files / "missing.toml"),
-            "not_toml": str(files / "not-toml.toml"), "latin1": str(files / "latin1.toml"),
-            "binary": str(files / "binary.toml"), "unknown_key": str(files / "unknown-key.toml"),
-            "wrong_type": str(files / "wrong-type.toml"), "deep": str(files / "deep.toml"),
-            "fifo": str(files / "fifo.toml"), "socket": str(files / "socket.toml"),
-            "loop": str(files / "loop.toml"), "dangling": str(files / "dangling.toml"),
-            "devnull": os.devnull, "empty": ""}
+    return {
+        "file": str(files / "file.txt"),
+        "folder": str(files / "folder"),
+        "below_file": str(files / "file.txt" / "x"),
+        "missing": str(files / "missing.toml"),
+        "not_toml": str(files / "not-toml.toml"),
+        "latin1": str(files / "latin1.toml"),
+        "binary": str(files / "binary.toml"),
+        "unknown_key": str(files / "unknown-key.toml"),
+        "wrong_type": str(files / "wrong-type.toml"),
+        "deep": str(files / "deep.toml"),
+        "fifo": str(files / "fifo.toml"),
+        "socket": str(files / "socket.toml"),
+        "loop": str(files / "loop.toml"),
+        "dangling": str(files / "dangling.toml"),
+        "devnull": os.devnull,
+        "empty": "",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -264,48 +277,126 @@ def _config_probes() -> list[Probe]:
 
 
 # --- figure numbers, profiles, overlays
-ONLY = ["99", "0", "-1", "1,99", "abc", "1.5", "", ",", "1;2", "nan", "1e1", "13,14", "  ",
-        "4,4,x", "x" * 300]
+ONLY = [
+    "99",
+    "0",
+    "-1",
+    "1,99",
+    "abc",
+    "1.5",
+    "",
+    ",",
+    "1;2",
+    "nan",
+    "1e1",
+    "13,14",
+    "  ",
+    "4,4,x",
+    "x" * 300,
+]
 PROFILES = ["enormous", "", "QUICK", "quick ", "../quick", "quick.toml", "γ", "full/../quick"]
-PROFILE_COMMANDS = [("figs", "--print-config"), ("toy", "scan", "--print-config"),
-                    ("compare", "--print-config"), ("llm", "anchor", "--print-config")]
-OVERLAYS = ["anchor.train.lr=nan", "anchor.train.lr=inf", "anchor.train.steps=abc",
-            "anchor.train.steps=-1", "anchor.train=5", "anchor.seed.x=1", "=1",
-            "nosuch.table.key=1", "anchor.trian.steps=3", "llm-sweeps.plan.sedes=[0]",
-            "anchor.train.steps=[1,2]", "anchor.train.steps=" + HUGE, "toy-scan.widths=abc",
-            f"toy-scan.widths=[2,{HUGE}]",
-            "toy-scan.gammas=nan", "diagonal.depths=[-1]"]
+PROFILE_COMMANDS = [
+    ("figs", "--print-config"),
+    ("toy", "scan", "--print-config"),
+    ("compare", "--print-config"),
+    ("llm", "anchor", "--print-config"),
+]
+OVERLAYS = [
+    "anchor.train.lr=nan",
+    "anchor.train.lr=inf",
+    "anchor.train.steps=abc",
+    "anchor.train.steps=-1",
+    "anchor.train=5",
+    "anchor.seed.x=1",
+    "=1",
+    "nosuch.table.key=1",
+    "anchor.trian.steps=3",
+    "llm-sweeps.plan.sedes=[0]",
+    "anchor.train.steps=[1,2]",
+    "anchor.train.steps=" + HUGE,
+    "toy-scan.widths=abc",
+    f"toy-scan.widths=[2,{HUGE}]",
+    "toy-scan.gammas=nan",
+    "diagonal.depths=[-1]",
+]
 
 
 def _cli_probes() -> list[Probe]:
-    probes = [Probe(f"figs --only {v[:20]!r}", ("figs", "--only", v), names=_names(v, repr(v)))
-              for v in ONLY]
+    probes = [
+        Probe(f"figs --only {v[:20]!r}", ("figs", "--only", v), names=_names(v, repr(v)))
+        for v in ONLY
+    ]
     for command in PROFILE_COMMANDS:
         for p in PROFILES:
-            probes.append(Probe(f"{command[0]} {command[1]} --profile {p!r}",
-                                (*command, "--profile", p), names=(repr(p), p)))
-    probes += [Probe(f"claims --profile {p!r}", ("claims", "--profile", p, "--runs-dir",
-                                                 "{runs}"), names=(repr(p), p))
-               for p in PROFILES]
-    probes += [Probe(f"llm train --config {p!r}", ("llm", "train", "--config", p,
-                                                   "--print-config"), names=(p,))
-               for p in PROFILES if p]
-    probes += [Probe(f"figs overlay {o}", ("figs", "--plan", o),
-                     names=_names(*o.split("=", 1), o.split("=", 1)[0].split(".")[-1]))
-               for o in OVERLAYS]
-    probes += [Probe(f"figs --print-config overlay {o}", ("figs", "--print-config", o),
-                     names=_names(*o.split("=", 1)))
-               for o in ("anchor.train.steps=abc", "toy-scan.widths=abc")]
+            probes.append(
+                Probe(
+                    f"{command[0]} {command[1]} --profile {p!r}",
+                    (*command, "--profile", p),
+                    names=(repr(p), p),
+                )
+            )
+    probes += [
+        Probe(
+            f"claims --profile {p!r}",
+            ("claims", "--profile", p, "--runs-dir", "{runs}"),
+            names=(repr(p), p),
+        )
+        for p in PROFILES
+    ]
+    probes += [
+        Probe(
+            f"llm train --config {p!r}",
+            ("llm", "train", "--config", p, "--print-config"),
+            names=(p,),
+        )
+        for p in PROFILES
+        if p
+    ]
+    probes += [
+        Probe(
+            f"figs overlay {o}",
+            ("figs", "--plan", o),
+            names=_names(*o.split("=", 1), o.split("=", 1)[0].split(".")[-1]),
+        )
+        for o in OVERLAYS
+    ]
+    probes += [
+        Probe(
+            f"figs --print-config overlay {o}",
+            ("figs", "--print-config", o),
+            names=_names(*o.split("=", 1)),
+        )
+        for o in ("anchor.train.steps=abc", "toy-scan.widths=abc")
+    ]
     return probes
 
+
 # --- paths
-CONFIG_PATHS = ["folder", "missing", "below_file", "not_toml", "latin1", "binary",
-                "unknown_key", "wrong_type", "deep", "fifo", "socket", "loop", "dangling",
-                "devnull", "empty"]
+CONFIG_PATHS = [
+    "folder",
+    "missing",
+    "below_file",
+    "not_toml",
+    "latin1",
+    "binary",
+    "unknown_key",
+    "wrong_type",
+    "deep",
+    "fifo",
+    "socket",
+    "loop",
+    "dangling",
+    "devnull",
+    "empty",
+]
 CONFIG_PATH_COMMANDS = [("toy", "escape"), ("llm", "train"), ("compare",), ("figs",)]
 RUNS_DIRS = ["file", "below_file", "fifo", "devnull", "loop", "socket", "empty"]
-RUNS_DIR_COMMANDS = [("runs", "ls"), ("runs", "verify"), ("toy", "escape"),
-                     ("claims", "--profile", "quick")]
+RUNS_DIR_COMMANDS = [
+    ("runs", "ls"),
+    ("runs", "verify"),
+    ("toy", "escape"),
+    ("claims", "--profile", "quick"),
+]
 #: claims judges every claim before it finds the store missing: ten seconds a probe
 CLAIMS_DIRS = ("file", "below_file")
 
@@ -316,28 +407,66 @@ def _path_probes() -> list[Probe]:
         for place in CONFIG_PATHS:
             if command == ("figs",) and place == "wrong_type":
                 continue  # a profile overlay has no seed key: unknown_key covers it
-            probes.append(Probe(f"{' '.join(command)} --config {place}",
-                                (*command, "--print-config", "--config", "{" + place + "}"),
-                                names=("{" + place + "}", "seed", "no_such_key")))
+            probes.append(
+                Probe(
+                    f"{' '.join(command)} --config {place}",
+                    (*command, "--print-config", "--config", "{" + place + "}"),
+                    names=("{" + place + "}", "seed", "no_such_key"),
+                )
+            )
     for command in RUNS_DIR_COMMANDS:
         claims = command[0] == "claims"
         for place in CLAIMS_DIRS if claims else RUNS_DIRS:
-            probes.append(Probe(f"{' '.join(command)} --runs-dir {place}",
-                                (*command, "--runs-dir", "{" + place + "}"),
-                                names=("{" + place + "}", "''"), slow=claims))
+            probes.append(
+                Probe(
+                    f"{' '.join(command)} --runs-dir {place}",
+                    (*command, "--runs-dir", "{" + place + "}"),
+                    names=("{" + place + "}", "''"),
+                    slow=claims,
+                )
+            )
     for place in ("file", "below_file", "devnull"):
-        probes.append(Probe(f"figs --out {place}", ("figs", "--only", "4", "--out",
-                                                    "{" + place + "}", "--runs-dir", "{runs}"),
-                            names=("{" + place + "}",)))
+        probes.append(
+            Probe(
+                f"figs --out {place}",
+                ("figs", "--only", "4", "--out", "{" + place + "}", "--runs-dir", "{runs}"),
+                names=("{" + place + "}",),
+            )
+        )
     return probes
 
 
 # --- run references and damaged store files
-REFS = ["zzzz", "../..", "/etc", "*", "ffffffffffffffff", "a" * 17, f"{KIND}/", "nokind/abc",
-        "ключ", "a\x00b", "a" * 5000, "abc\ndef", " ", "-", "0" * 16 + "/x", "~"]
-DAMAGED = ("status_truncated", "summary_edited", "config_edited", "config_deleted",
-           "arrays_truncated", "metrics_edited", "metrics_same_size", "arrays_bit_flipped",
-           "status_folder", "status_symlink_out")
+REFS = [
+    "zzzz",
+    "../..",
+    "/etc",
+    "*",
+    "ffffffffffffffff",
+    "a" * 17,
+    f"{KIND}/",
+    "nokind/abc",
+    "ключ",
+    "a\x00b",
+    "a" * 5000,
+    "abc\ndef",
+    " ",
+    "-",
+    "0" * 16 + "/x",
+    "~",
+]
+DAMAGED = (
+    "status_truncated",
+    "summary_edited",
+    "config_edited",
+    "config_deleted",
+    "arrays_truncated",
+    "metrics_edited",
+    "metrics_same_size",
+    "arrays_bit_flipped",
+    "status_folder",
+    "status_symlink_out",
+)
 
 
 #: ``runs show`` checks sizes and shows no array: a same-size change there is for ``verify``
@@ -349,40 +478,66 @@ def _run_probes() -> list[Probe]:
     probes = []
     for command in (("runs", "show"), ("runs", "verify")):
         for ref in REFS:
-            probes.append(Probe(f"{' '.join(command)} {ref[:20]!r}",
-                                (*command, ref, "--runs-dir", "{runs}"),
-                                names=(ref.strip()[:40] or repr(ref), repr(ref)[:40],
-                                       repr(ref.strip())[:40])))
+            probes.append(
+                Probe(
+                    f"{' '.join(command)} {ref[:20]!r}",
+                    (*command, ref, "--runs-dir", "{runs}"),
+                    names=(ref.strip()[:40] or repr(ref), repr(ref)[:40], repr(ref.strip())[:40]),
+                )
+            )
     for place in DAMAGED:
-        probes.append(Probe(f"runs verify {place}", ("runs", "verify", "--runs-dir",
-                                                     "{" + place + "}"),
-                            code=1, stdout_line="1 corrupt"))
+        probes.append(
+            Probe(
+                f"runs verify {place}",
+                ("runs", "verify", "--runs-dir", "{" + place + "}"),
+                code=1,
+                stdout_line="1 corrupt",
+            )
+        )
         if place in SHOW_READS_NOT:
             continue
-        probes.append(Probe(f"runs show {place}", ("runs", "show", "{key}", "--runs-dir",
-                                                   "{" + place + "}"),
-                            code=0, stdout_line="corrupt"))
+        probes.append(
+            Probe(
+                f"runs show {place}",
+                ("runs", "show", "{key}", "--runs-dir", "{" + place + "}"),
+                code=0,
+                stdout_line="corrupt",
+            )
+        )
     return probes
 
 
 # --- a closed stdout (a process of its own)
-CLOSED = [("runs", "ls", "--runs-dir", "{runs}"), ("theory", "schemes"),
-          ("runs", "show", "{key}", "--runs-dir", "{runs}"),
-          ("runs", "verify", "--runs-dir", "{runs}")]
+CLOSED = [
+    ("runs", "ls", "--runs-dir", "{runs}"),
+    ("theory", "schemes"),
+    ("runs", "show", "{key}", "--runs-dir", "{runs}"),
+    ("runs", "verify", "--runs-dir", "{runs}"),
+]
 
 
 def _closed_probes() -> list[Probe]:
-    return [Probe(f"closed stdout: {' '.join(c[:2])}", c, code=120, process=True)
-            for c in CLOSED]
+    return [Probe(f"closed stdout: {' '.join(c[:2])}", c, code=120, process=True) for c in CLOSED]
 
 
 #: bounds at the config level: a step count beyond any run, more threads than any machine
-BOUNDS = [Probe(f"llm train {v}", ("llm", "train", "--print-config", v, "--runs-dir", "{runs}"),
-                names=_names(*v.split("=")))
-          for v in ("train.steps=1e20", "train.threads=100000")]
+BOUNDS = [
+    Probe(
+        f"llm train {v}",
+        ("llm", "train", "--print-config", v, "--runs-dir", "{runs}"),
+        names=_names(*v.split("=")),
+    )
+    for v in ("train.steps=1e20", "train.threads=100000")
+]
 
-PROBES = [*_config_probes(), *BOUNDS, *_cli_probes(), *_path_probes(), *_run_probes(),
-          *_closed_probes()]
+PROBES = [
+    *_config_probes(),
+    *BOUNDS,
+    *_cli_probes(),
+    *_path_probes(),
+    *_run_probes(),
+    *_closed_probes(),
+]
 
 
 # ----------------------------------------------------------------------------- running
@@ -407,8 +562,11 @@ def sandbox(world, monkeypatch):
 
 
 def _error_lines(err: str) -> list[str]:
-    return [ln for ln in err.splitlines()
-            if ln.strip() and not ln.startswith(("INFO ", "DEBUG ", "WARNING "))]
+    return [
+        ln
+        for ln in err.splitlines()
+        if ln.strip() and not ln.startswith(("INFO ", "DEBUG ", "WARNING "))
+    ]
 
 
 @pytest.mark.parametrize("probe", [p.param() for p in PROBES])
@@ -439,69 +597,119 @@ def test_probe(probe: Probe, sandbox, capsys):
 
 def _closed_stdout(argv: list[str], world: World) -> tuple[int, str, str]:
     """``smallinit ARGV >&-``: the process starts with no file descriptor 1."""
-    proc = subprocess.run([sys.executable, "-m", "smallinit", *argv], stdin=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, cwd=world.cwd, timeout=300,
-                          env={**os.environ, "SMALLINIT_RUNS": str(world.store)},
-                          preexec_fn=lambda: os.close(1))
+    proc = subprocess.run(
+        [sys.executable, "-m", "smallinit", *argv],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=world.cwd,
+        timeout=300,
+        env={**os.environ, "SMALLINIT_RUNS": str(world.store)},
+        preexec_fn=lambda: os.close(1),
+    )
     return proc.returncode, proc.stderr, ""
 
 
 # ----------------------------------------------------------------------------- the Python API
 API = [
-    ("load_run unknown key", "from smallinit import load_run\nload_run('ffffffffffffffff', "
-     "runs_dir=RUNS)"),
+    (
+        "load_run unknown key",
+        "from smallinit import load_run\nload_run('ffffffffffffffff', runs_dir=RUNS)",
+    ),
     ("load_run glob", "from smallinit import load_run\nload_run('*', runs_dir=RUNS)"),
-    ("load_run absolute non-run", "from smallinit import load_run\nload_run('/etc', "
-     "runs_dir=RUNS)"),
-    ("verify_runs unknown", "from smallinit import verify_runs\nverify_runs(['zzzz'], "
-     "runs_dir=RUNS)"),
+    (
+        "load_run absolute non-run",
+        "from smallinit import load_run\nload_run('/etc', runs_dir=RUNS)",
+    ),
+    (
+        "verify_runs unknown",
+        "from smallinit import verify_runs\nverify_runs(['zzzz'], runs_dir=RUNS)",
+    ),
     ("list_runs unknown kind", "from smallinit import list_runs\nlist_runs(RUNS, kind='nope')"),
     ("list_runs root is a file", "from smallinit import list_runs\nlist_runs(FILE)"),
-    ("RunStore on a file", "from smallinit.core.store import RunStore\n"
-     "RunStore(FILE).get_or_run('toy-x', {'a': 1}, lambda run: {})"),
-    ("derive unknown key", "from smallinit.core import profiles\n"
-     "profiles.derive('quick', overrides={'anchor.train.stepz': 1})"),
+    (
+        "RunStore on a file",
+        "from smallinit.core.store import RunStore\n"
+        "RunStore(FILE).get_or_run('toy-x', {'a': 1}, lambda run: {})",
+    ),
+    (
+        "derive unknown key",
+        "from smallinit.core import profiles\n"
+        "profiles.derive('quick', overrides={'anchor.train.stepz': 1})",
+    ),
     ("derive unknown base", "from smallinit.core import profiles\nprofiles.derive('nope')"),
-    ("derive nan", "from smallinit.core import profiles\n"
-     "profiles.derive('quick', overrides={'anchor.train.lr': float('nan')})"),
-    ("load_config unknown key", "from smallinit.core.config import load_config\n"
-     "from smallinit.llm import RunConfig\nload_config(RunConfig, None, ['zzz=1'])"),
-    ("load_config folder", "from smallinit.core.config import load_config\n"
-     "from smallinit.llm import RunConfig\nload_config(RunConfig, FOLDER)"),
+    (
+        "derive nan",
+        "from smallinit.core import profiles\n"
+        "profiles.derive('quick', overrides={'anchor.train.lr': float('nan')})",
+    ),
+    (
+        "load_config unknown key",
+        "from smallinit.core.config import load_config\n"
+        "from smallinit.llm import RunConfig\nload_config(RunConfig, None, ['zzz=1'])",
+    ),
+    (
+        "load_config folder",
+        "from smallinit.core.config import load_config\n"
+        "from smallinit.llm import RunConfig\nload_config(RunConfig, FOLDER)",
+    ),
     ("RunConfig init typo", "from smallinit.llm import RunConfig\nRunConfig(init='gama:1')"),
     ("ModelConfig d_model 0", "from smallinit.llm import ModelConfig\nModelConfig(d_model=0)"),
-    ("ModelConfig d_model text", "from smallinit.llm import ModelConfig\n"
-     "ModelConfig(d_model='wide')"),
-    ("ModelConfig norm typo", "from smallinit.llm import ModelConfig\n"
-     "ModelConfig(norm='rms')"),
-    ("ScanConfig widths text", "from smallinit.toy.scan import ScanConfig\n"
-     "ScanConfig(widths='a,b')"),
-    ("ScanConfig gammas nan", "from smallinit.toy.scan import ScanConfig\n"
-     "ScanConfig(gammas=(float('nan'),))"),
-    ("config_from_dict wrong type", "from smallinit.core.config import config_from_dict\n"
-     "from smallinit.llm import RunConfig\nconfig_from_dict(RunConfig, {'seed': [1]})"),
-    ("parse_scheme empty", "from smallinit.theory.init_rules import parse_scheme\n"
-     "parse_scheme('')"),
+    (
+        "ModelConfig d_model text",
+        "from smallinit.llm import ModelConfig\nModelConfig(d_model='wide')",
+    ),
+    ("ModelConfig norm typo", "from smallinit.llm import ModelConfig\nModelConfig(norm='rms')"),
+    (
+        "ScanConfig widths text",
+        "from smallinit.toy.scan import ScanConfig\nScanConfig(widths='a,b')",
+    ),
+    (
+        "ScanConfig gammas nan",
+        "from smallinit.toy.scan import ScanConfig\nScanConfig(gammas=(float('nan'),))",
+    ),
+    (
+        "config_from_dict wrong type",
+        "from smallinit.core.config import config_from_dict\n"
+        "from smallinit.llm import RunConfig\nconfig_from_dict(RunConfig, {'seed': [1]})",
+    ),
+    (
+        "parse_scheme empty",
+        "from smallinit.theory.init_rules import parse_scheme\nparse_scheme('')",
+    ),
     ("classify nan", "from smallinit.theory import phase\nphase.classify(float('nan'), 0)"),
     ("figure 99", "from smallinit.study.figs import load_figure\nload_figure(99)"),
-    ("Transformer out-of-vocabulary ids", "import torch\nfrom smallinit.llm import "
-     "Transformer, ModelConfig\nTransformer(ModelConfig(d_model=16, n_heads=2, vocab_size=64,"
-     " context=8, n_layers=1))(torch.tensor([[1, 999]]))"),
+    (
+        "Transformer out-of-vocabulary ids",
+        "import torch\nfrom smallinit.llm import "
+        "Transformer, ModelConfig\nTransformer(ModelConfig(d_model=16, n_heads=2, vocab_size=64,"
+        " context=8, n_layers=1))(torch.tensor([[1, 999]]))",
+    ),
 ]
-API += [(f"read {what} of {place}", "from smallinit import load_run\n"
-         f"load_run(KEY, runs_dir=PLACES[{place!r}]).{what}")
-        for place, what in (("arrays_bit_flipped", "arrays()"),
-                            ("metrics_same_size", "metrics()"),
-                            ("arrays_truncated", "arrays()"),
-                            ("summary_edited", "summary"),
-                            ("config_edited", "arrays()"))]
+API += [
+    (
+        f"read {what} of {place}",
+        f"from smallinit import load_run\nload_run(KEY, runs_dir=PLACES[{place!r}]).{what}",
+    )
+    for place, what in (
+        ("arrays_bit_flipped", "arrays()"),
+        ("metrics_same_size", "metrics()"),
+        ("arrays_truncated", "arrays()"),
+        ("summary_edited", "summary"),
+        ("config_edited", "arrays()"),
+    )
+]
 
 
 @pytest.mark.parametrize("code", [pytest.param(c, id=n) for n, c in API])
 def test_api_probe(code, sandbox):
-    scope = {"RUNS": str(sandbox.store), "FILE": sandbox.places["file"],
-             "FOLDER": sandbox.places["folder"], "PLACES": sandbox.places,
-             "KEY": sandbox.keys[0]}
+    scope = {
+        "RUNS": str(sandbox.store),
+        "FILE": sandbox.places["file"],
+        "FOLDER": sandbox.places["folder"],
+        "PLACES": sandbox.places,
+        "KEY": sandbox.keys[0],
+    }
     with pytest.raises((SmallinitError, ValueError, TypeError)) as caught:
         exec(code, scope)
     message = str(caught.value)

@@ -105,18 +105,35 @@ def _done_runs(root: Path) -> list[Path]:
     return out
 
 
-@pytest.mark.parametrize("where,workers", [
-    ("inside-gc-callback", 1),
-    pytest.param("terminal", 1, marks=pytest.mark.slow),
-    pytest.param("terminal", 2, marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "where,workers",
+    [
+        ("inside-gc-callback", 1),
+        pytest.param("terminal", 1, marks=pytest.mark.slow),
+        pytest.param("terminal", 2, marks=pytest.mark.slow),
+    ],
+)
 def test_ctrl_c_stops_figs_at_once_and_keeps_the_finished_run(tmp_path, where, workers):
     runs, out = tmp_path / "runs", tmp_path / "out"
-    argv = ["figs", "--only", "3", "--workers", str(workers), "--runs-dir", str(runs),
-            "--out", str(out)]
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, *argv], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    argv = [
+        "figs",
+        "--only",
+        "3",
+        "--workers",
+        str(workers),
+        "--runs-dir",
+        str(runs),
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, *argv],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while not _done_runs(runs):
@@ -141,13 +158,22 @@ def test_ctrl_c_stops_figs_at_once_and_keeps_the_finished_run(tmp_path, where, w
     done = [r for r in stored if r.state == "done"]
     assert 1 <= len(done) < 4  # fig 3 has four runs
     assert all(v.problem is None for v in verify_runs(runs_dir=runs))
-    assert all(r.state == "done" or (r.state == "failed" and r.status.get("final") is False)
-               or r.state == "stale" for r in stored), stored
+    assert all(
+        r.state == "done"
+        or (r.state == "failed" and r.status.get("final") is False)
+        or r.state == "stale"
+        for r in stored
+    ), stored
     assert not list(out.glob("fig03_*"))
     if where == "terminal":  # the next call resumes: the rest computed, the finished kept
         kept = {r.key: (r.path / "arrays.npz").read_bytes() for r in done}
-        again = subprocess.run([sys.executable, "-m", "smallinit", *argv], cwd=tmp_path,
-                               capture_output=True, text=True, timeout=600)
+        again = subprocess.run(
+            [sys.executable, "-m", "smallinit", *argv],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert again.returncode == 0, again.stderr[-2000:]
         assert [r.state for r in list_runs(runs)] == ["done"] * 4
         assert {r.key: (r.path / "arrays.npz").read_bytes() for r in done} == kept

@@ -27,8 +27,11 @@ MARK = "kernel_sensitive and not slow and not gpu and not bench"
 # what a child gets for a variable the parent has not set: the AVX2 choice, and the one
 # below it where AVX2 is already the parent's own kernel
 OPENBLAS = ("OPENBLAS_CORETYPE", "Haswell", "Sandybridge")
-TORCH = (("ATEN_CPU_CAPABILITY", "avx2", "default"),
-         ("MKL_ENABLE_INSTRUCTIONS", "AVX2", "SSE4_2"), ("ONEDNN_MAX_CPU_ISA", "AVX2", "SSE41"))
+TORCH = (
+    ("ATEN_CPU_CAPABILITY", "avx2", "default"),
+    ("MKL_ENABLE_INSTRUCTIONS", "AVX2", "SSE4_2"),
+    ("ONEDNN_MAX_CPU_ISA", "AVX2", "SSE41"),
+)
 ACTIVE = """
 import ctypes, glob, json, os, numpy, torch
 core = None
@@ -48,8 +51,14 @@ AVX512_OFF = ("NPY_DISABLE_CPU_FEATURES", "X86_V4 AVX512_ICL AVX512_SPR")
 def active(env: dict[str, str] | None = None) -> dict:
     """The OpenBLAS core numpy runs, torch's ATen CPU capability and NumPy's AVX-512 loops in
     use, in a fresh interpreter with ``env`` (all are fixed when the libraries load)."""
-    out = subprocess.run([sys.executable, "-c", ACTIVE], env=env, capture_output=True,
-                         text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", ACTIVE],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     return json.loads(out.stdout)
 
 
@@ -95,9 +104,24 @@ def test_kernel_sensitive_tests_hold_under_other_blas_and_simd_kernels():
     assert child["openblas"] != parent["openblas"] or parent["openblas"] is None, child
     assert child["torch"] != parent["torch"], (parent, child)
     assert not child["numpy_avx512"], (parent, child)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-m", MARK, str(ROOT / "tests")], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            MARK,
+            str(ROOT / "tests"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     report = f"kernels {parent} -> {child}\n{proc.stdout[-6000:]}{proc.stderr[-2000:]}"
     assert proc.returncode == 0, report
     passed = re.search(r"(\d+) passed", proc.stdout.splitlines()[-1])

@@ -19,8 +19,17 @@ from smallinit.study.figure_list import FIGURES
 
 #: sympy: a second (smallinit.theory.transformer imports it); asyncio: tqdm.auto's
 #: asynchronous bar imports it, a tenth of a second of every start
-HEAVY = ("torch", "jax", "matplotlib", "sympy", "smallinit.study.experiments",
-         "smallinit.study.figs", "smallinit.llm.training", "smallinit.toy", "asyncio")
+HEAVY = (
+    "torch",
+    "jax",
+    "matplotlib",
+    "sympy",
+    "smallinit.study.experiments",
+    "smallinit.study.figs",
+    "smallinit.llm.training",
+    "smallinit.toy",
+    "asyncio",
+)
 
 CHILD = """\
 import json, sys
@@ -54,10 +63,17 @@ REFUSALS = [
 
 def _refuse(argv: list[str], tmp_path: Path) -> tuple[dict, str]:
     (tmp_path / "bad.toml").write_text("this is = = not toml\n")
-    argv = [a.replace("{dir}", str(tmp_path)).replace("{toml}", str(tmp_path / "bad.toml"))
-            for a in argv]
-    proc = subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=120)
+    argv = [
+        a.replace("{dir}", str(tmp_path)).replace("{toml}", str(tmp_path / "bad.toml"))
+        for a in argv
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     return json.loads(proc.stdout.splitlines()[-1]), proc.stderr
 
 
@@ -67,8 +83,11 @@ def test_a_refusal_imports_nothing_heavy(argv, tmp_path):
     assert outcome["code"] == 2, err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and ": error: " in lines[0], lines
-    heavy = [m for m in outcome["modules"] if m.split(".")[0] in HEAVY or
-             any(m == h or m.startswith(h + ".") for h in HEAVY)]
+    heavy = [
+        m
+        for m in outcome["modules"]
+        if m.split(".")[0] in HEAVY or any(m == h or m.startswith(h + ".") for h in HEAVY)
+    ]
     assert not heavy, heavy
 
 

@@ -63,8 +63,11 @@ def test_every_pin_has_a_sha256(lock):
 
 def test_the_lock_covers_base_dev_and_build_requirements_within_their_ranges(lock, pyproject):
     project = pyproject["project"]
-    wanted = [*project["dependencies"], *project["optional-dependencies"]["dev"],
-              *pyproject["build-system"]["requires"]]
+    wanted = [
+        *project["dependencies"],
+        *project["optional-dependencies"]["dev"],
+        *pyproject["build-system"]["requires"],
+    ]
     for text in wanted:
         req = Requirement(text)
         name = canonicalize_name(req.name)
@@ -101,8 +104,9 @@ def test_torch_is_the_cpu_build_of_2_13_and_its_companions_are_held_to_it(lock):
             constraints[canonicalize_name(req.name)] = req.specifier
     assert str(constraints["torch"]) == "==2.13.0+cpu"
     assert str(constraints["torchvision"]) == "==0.28.0+cpu"  # torchvision 0.28 needs 2.13.0
-    assert not list(constraints["torchaudio"].filter(["2.11.1", "2.13.0", "2.13.0+cpu"],
-                                                     prereleases=True))
+    assert not list(
+        constraints["torchaudio"].filter(["2.11.1", "2.13.0", "2.13.0+cpu"], prereleases=True)
+    )
     for name in ("torchvision", "torchaudio"):  # none locked, or the one that matches
         assert name not in lock or constraints[name].contains(lock[name][0])
 
@@ -119,7 +123,7 @@ def test_the_lock_was_made_by_the_makefiles_command(pyproject):
     assert pairs["--python-version"] == "3.11"
     assert pairs["--python-platform"] == "x86_64-manylinux_2_28"
     recipe = " ".join(makefile_rule("lock").replace("\\\n", " ").split())
-    made = " ".join(header[header.index("pyproject.toml"):header.index("-o")])
+    made = " ".join(header[header.index("pyproject.toml") : header.index("-o")])
     assert made in recipe.replace(" --find-links $(TORCH_WHEELS)", "")
 
 
@@ -136,8 +140,10 @@ def test_the_makefile_installs_from_the_lock_for_test_figs_and_bench():
     assert re.search(r"^LOCK\s*:?=\s*requirements\.lock$", text, re.M)
     install = makefile_rule("$(STAMP)")
     assert "$(LOCK)" in install.splitlines()[0]  # a new lock reinstalls
-    locked, own = [" ".join(c.replace("\\\n", " ").split())
-                   for c in re.split(r"\n\t(?=\$\(PIP\))", install)[1:3]]
+    locked, own = [
+        " ".join(c.replace("\\\n", " ").split())
+        for c in re.split(r"\n\t(?=\$\(PIP\))", install)[1:3]
+    ]
     assert "--require-hashes" in locked and "--only-binary :all:" in locked
     assert "-r $(LOCK)" in locked
     assert "--no-deps" in own and "--no-index" in own and "-e ." in own
@@ -150,6 +156,8 @@ def test_make_lint_runs_the_dev_extras_tools_from_the_venv(pyproject):
     are in the dev extra, so the lock pins them (a tool from PATH would check with whatever
     version the machine has)."""
     tools = set(re.findall(r"\$\(BIN\)/([\w.-]+)", makefile_rule("lint")))
-    dev = {canonicalize_name(Requirement(text).name)
-           for text in pyproject["project"]["optional-dependencies"]["dev"]}
+    dev = {
+        canonicalize_name(Requirement(text).name)
+        for text in pyproject["project"]["optional-dependencies"]["dev"]
+    }
     assert {"ruff", "mypy"} <= tools <= dev

@@ -18,20 +18,31 @@ from smallinit.llm.training.probes import measure_model
 SIZES = dict(vocab_size=97, context=24, d_model=32, n_layers=2, n_heads=4, d_ff=48)
 VARIANTS = {
     "default": {},
-    "gpt2ish": dict(norm="layernorm", positions="learned", mlp="gelu", bias=True,
-                    tie_embeddings=True),
+    "gpt2ish": dict(
+        norm="layernorm", positions="learned", mlp="gelu", bias=True, tie_embeddings=True
+    ),
     "gated": dict(gated_attention=True),
     "headwise": dict(gated_attention=True, gate_kind="headwise", d_ff=None),
 }
-SCHEMES = ["gamma:1.0", "gamma:0.5,qk=1.0,mlp_out=0.8,attn_gate=0.7,depth", "nanogpt",
-           "fixed:0.05", "megatron:0.02", "mitchell", "mup:32", "xavier", "kaiming"]
-TABLE_KEYS = ("name", "part", "shape", "d_in", "d_out", "layer", "residual_out", "std",
-              "gamma_eff")
+SCHEMES = [
+    "gamma:1.0",
+    "gamma:0.5,qk=1.0,mlp_out=0.8,attn_gate=0.7,depth",
+    "nanogpt",
+    "fixed:0.05",
+    "megatron:0.02",
+    "mitchell",
+    "mup:32",
+    "xavier",
+    "kaiming",
+]
+TABLE_KEYS = ("name", "part", "shape", "d_in", "d_out", "layer", "residual_out", "std", "gamma_eff")
 
 
 def digest(model):
-    return {n: hashlib.sha256(p.detach().contiguous().numpy().tobytes()).hexdigest()[:16]
-            for n, p in model.state_dict().items()}
+    return {
+        n: hashlib.sha256(p.detach().contiguous().numpy().tobytes()).hexdigest()[:16]
+        for n, p in model.state_dict().items()
+    }
 
 
 def table(model, scheme):
@@ -55,8 +66,7 @@ def compute(hf: bool = True) -> dict:
             m = Transformer(ModelConfig(**SIZES | v), s, seed=3)
             out["models"][f"{vname}|{s}"] = {"table": table(m, s), "weights": digest(m)}
     torch.manual_seed(0)
-    for suffix, extra in (("", dict(gated_attention=True)), ("_gelu", dict(mlp="gelu",
-                                                                           bias=True))):
+    for suffix, extra in (("", dict(gated_attention=True)), ("_gelu", dict(mlp="gelu", bias=True))):
         m0, m1 = perturbed_pair(ModelConfig(**SIZES | extra))
         out["measure_model" + suffix] = measure_model(m1)
         out["measure_layers" + suffix] = measure_layers(m1, m0, top_k=4, threshold=0.9)

@@ -34,8 +34,10 @@ def dev():
     `make test` cannot pass without checking the kernels (the suite needs one anyway:
     torch.compile's CPU backend builds C++)."""
     if emulation.compiler() is None:
-        pytest.fail("no C++ compiler ($CXX, g++ or c++): the CUDA kernels' emulation and "
-                    "torch.compile's CPU backend need one (Debian: apt install g++)")
+        pytest.fail(
+            "no C++ compiler ($CXX, g++ or c++): the CUDA kernels' emulation and "
+            "torch.compile's CPU backend need one (Debian: apt install g++)"
+        )
     return emulation.device(sanitize=SANITIZE)
 
 
@@ -84,8 +86,9 @@ def test_library_cosine_gram_bf16_bits_emulated(dev):
     cases.check_cosine_gram(lambda _: got, widened, np.float32)
 
 
-@pytest.mark.parametrize(("act", "dtype", "per_network", "d"), cases.GROUPED_CASES,
-                         ids=cases.GROUPED_IDS)
+@pytest.mark.parametrize(
+    ("act", "dtype", "per_network", "d"), cases.GROUPED_CASES, ids=cases.GROUPED_IDS
+)
 def test_grouped_step_emulated_vs_cpu(dev, act, dtype, per_network, d):
     cases.check_grouped_step(step_on(dev), cases.grouped_inputs(dtype, per_network, d), act)
 
@@ -154,16 +157,22 @@ __global__ void deadlock(float* out) {
 }
 __global__ void takes_double(const double* in, double* out, int n) { out[0] = in[0] + n; }
 """
-PROBES = ["block_sum", "half_warp_shuffle", "read_before_write", "divergent_barrier",
-          "lane_returned", "deadlock", "takes_double"]
+PROBES = [
+    "block_sum",
+    "half_warp_shuffle",
+    "read_before_write",
+    "divergent_barrier",
+    "lane_returned",
+    "deadlock",
+    "takes_double",
+]
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
     root = tmp_path_factory.mktemp("probe")
     (root / "probe.cu").write_text(PROBE)
-    return emulation.Module(emulation.build("probe.cu", root=root, exprs=PROBES,
-                                            sanitize=SANITIZE))
+    return emulation.Module(emulation.build("probe.cu", root=root, exprs=PROBES, sanitize=SANITIZE))
 
 
 def test_atomics_barriers_and_shuffles_compute_what_cuda_does(probe):
@@ -186,12 +195,15 @@ def test_shared_memory_is_garbage_at_every_block(probe):
     assert np.isnan(dyn0).all() and np.isnan(static1).all() and np.isnan(dyn1).all()
 
 
-@pytest.mark.parametrize(("name", "block", "message"), [
-    ("divergent_barrier", 32, "divergent __syncthreads"),
-    ("lane_returned", 32, "which has returned"),
-    ("deadlock", 32, "deadlock"),
-    ("half_warp_shuffle", 8, "past the block's last thread"),
-])
+@pytest.mark.parametrize(
+    ("name", "block", "message"),
+    [
+        ("divergent_barrier", 32, "divergent __syncthreads"),
+        ("lane_returned", 32, "which has returned"),
+        ("deadlock", 32, "deadlock"),
+        ("half_warp_shuffle", 8, "past the block's last thread"),
+    ],
+)
 def test_the_emulator_refuses_what_cuda_leaves_undefined(probe, name, block, message):
     with pytest.raises(emulation.EmulationError, match=message):
         probe.get_function(name)((1,), (block,), (np.zeros(32, np.float32),))
@@ -218,46 +230,76 @@ def test_launches_and_arguments_are_checked(probe):
 def _gram_cases(dev):
     for shape in cases.GRAM_SHAPES:
         for dtype in cases.DTYPES:
-            yield lambda s=shape, t=dtype: cases.check_cosine_gram(gram_on(dev),
-                                                                   cases.gram_input(s, t), t)
+            yield lambda s=shape, t=dtype: cases.check_cosine_gram(
+                gram_on(dev), cases.gram_input(s, t), t
+            )
 
 
 def _library_gram_cases(dev):
     for shape in cases.GRAM_SHAPES:
         for dtype in cases.DTYPES:
-            yield lambda s=shape, t=dtype: cases.check_cosine_gram(library_gram_on(dev),
-                                                                   cases.gram_input(s, t), t)
+            yield lambda s=shape, t=dtype: cases.check_cosine_gram(
+                library_gram_on(dev), cases.gram_input(s, t), t
+            )
 
 
 def _grouped_cases(dev):
     for act, dtype, per_network, d in cases.GROUPED_CASES:
         yield lambda a=act, t=dtype, p=per_network, k=d: cases.check_grouped_step(
-            step_on(dev), cases.grouped_inputs(t, p, k), a)
+            step_on(dev), cases.grouped_inputs(t, p, k), a
+        )
 
 
 # (file, text, replacement, cases it must fail)
 PLANTED = {
     "grouped-no-barrier-after-forward": (
-        "grouped_step.cu", "    __syncthreads();\n\n    // outputs", "\n    // outputs",
-        _grouped_cases),
+        "grouped_step.cu",
+        "    __syncthreads();\n\n    // outputs",
+        "\n    // outputs",
+        _grouped_cases,
+    ),
     "grouped-accumulator-off-by-one": (
-        "grouped_step.cu", "for (int i = threadIdx.x; i < n; i += blockDim.x) E[i] = T(0);",
-        "for (int i = threadIdx.x; i < n - 1; i += blockDim.x) E[i] = T(0);", _grouped_cases),
+        "grouped_step.cu",
+        "for (int i = threadIdx.x; i < n; i += blockDim.x) E[i] = T(0);",
+        "for (int i = threadIdx.x; i < n - 1; i += blockDim.x) E[i] = T(0);",
+        _grouped_cases,
+    ),
     "grouped-grad-a-not-written": (
-        "grouped_step.cu", "        ga[k] = c * sa;\n", "", _grouped_cases),
+        "grouped_step.cu",
+        "        ga[k] = c * sa;\n",
+        "",
+        _grouped_cases,
+    ),
     "gram-row-norm-off-by-one": (
-        "cosine_gram.cu", "for (int j = lane; j < d; j += 32)",
-        "for (int j = lane; j < d - 1; j += 32)", _gram_cases),
+        "cosine_gram.cu",
+        "for (int j = lane; j < d; j += 32)",
+        "for (int j = lane; j < d - 1; j += 32)",
+        _gram_cases,
+    ),
     "gram-mirror-tile-not-written": (
-        "cosine_gram.cu", "const bool mirror = blockIdx.y != blockIdx.x;",
-        "const bool mirror = false;", _gram_cases),
+        "cosine_gram.cu",
+        "const bool mirror = blockIdx.y != blockIdx.x;",
+        "const bool mirror = false;",
+        _gram_cases,
+    ),
     "normalize-row-norm-for-the-column": (
-        "gram_normalize.cu", "rinv[b * m + j]", "rinv[b * m + i]", _library_gram_cases),
+        "gram_normalize.cu",
+        "rinv[b * m + j]",
+        "rinv[b * m + i]",
+        _library_gram_cases,
+    ),
     "normalize-last-element-skipped": (
-        "gram_normalize.cu", "k < total;", "k < total - 1;", _library_gram_cases),
+        "gram_normalize.cu",
+        "k < total;",
+        "k < total - 1;",
+        _library_gram_cases,
+    ),
     "tile-no-barrier-before-next-slab": (
-        "tile_gemm.cuh", "        }\n        __syncthreads();\n    }\n}", "        }\n    }\n}",
-        _gram_cases),
+        "tile_gemm.cuh",
+        "        }\n        __syncthreads();\n    }\n}",
+        "        }\n    }\n}",
+        _gram_cases,
+    ),
 }
 
 
@@ -294,17 +336,39 @@ def test_the_replay_under_address_and_undefined_behaviour_sanitizers(tmp_path):
     env = {**os.environ, **emulation.sanitizer_env(), "SMALLINIT_EMULATION_SANITIZE": "1"}
     here = Path(__file__).resolve()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(here), "-q", "-p", "no:cacheprovider",
-         "-p", "no:randomly", "-m", "not slow", "-k", "not planted"],
-        env=env, cwd=here.parents[2], capture_output=True, text=True, timeout=1800,
-        check=False)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(here),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-m",
+            "not slow",
+            "-k",
+            "not planted",
+        ],
+        env=env,
+        cwd=here.parents[2],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     assert "passed" in out and "skipped" not in proc.stdout.splitlines()[-1], out[-2000:]
     assert "ERROR: AddressSanitizer" not in out and "runtime error" not in out, out[-6000:]
 
-    root = plant(tmp_path, "cosine_gram.cu", "for (int j = lane; j < d; j += 32)",
-                 "for (int j = lane; j <= d; j += 32)")
+    root = plant(
+        tmp_path,
+        "cosine_gram.cu",
+        "for (int j = lane; j < d; j += 32)",
+        "for (int j = lane; j <= d; j += 32)",
+    )
     script = textwrap.dedent(f"""
         import numpy as np
         from smallinit.kernels import launch
@@ -312,6 +376,12 @@ def test_the_replay_under_address_and_undefined_behaviour_sanitizers(tmp_path):
         W = np.random.default_rng(0).standard_normal((130, 7)).astype(np.float32)
         launch.cosine_gram(emulation.device({str(root)!r}, sanitize=True), W)
     """)
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode != 0 and "heap-buffer-overflow" in proc.stderr, proc.stderr[-4000:]

@@ -27,8 +27,9 @@ def gpu():
 @pytest.mark.parametrize("shape", cases.GRAM_SHAPES)
 @pytest.mark.parametrize("dtype", cases.DTYPES)
 def test_cosine_gram_gpu_vs_cpu(gpu, shape, dtype, path):
-    cases.check_cosine_gram(lambda W: gpu.cosine_gram(W, path).get(),
-                            cases.gram_input(shape, dtype), dtype)
+    cases.check_cosine_gram(
+        lambda W: gpu.cosine_gram(W, path).get(), cases.gram_input(shape, dtype), dtype
+    )
 
 
 def test_bf16_through_torch(gpu):
@@ -36,15 +37,17 @@ def test_bf16_through_torch(gpu):
     W = torch.randn(3, 70, 33, device="cuda").to(torch.bfloat16)
     got = K.cosine_gram(W)
     assert isinstance(got, torch.Tensor) and got.is_cuda
-    cases.check_cosine_gram(lambda _: got.float().cpu().numpy(), W.float().cpu().numpy(),
-                            np.float32)
+    cases.check_cosine_gram(
+        lambda _: got.float().cpu().numpy(), W.float().cpu().numpy(), np.float32
+    )
     for path in ("ours", "library"):  # the library path: cuBLAS bf16 on the tensor cores
         one = gpu.cosine_gram(W, path)
         cases.check_cosine_gram(lambda _, g=one: g.get(), W.float().cpu().numpy(), np.float32)
 
 
-@pytest.mark.parametrize(("act", "dtype", "per_network", "d"), cases.GROUPED_CASES,
-                         ids=cases.GROUPED_IDS)
+@pytest.mark.parametrize(
+    ("act", "dtype", "per_network", "d"), cases.GROUPED_CASES, ids=cases.GROUPED_IDS
+)
 def test_grouped_step_gpu_vs_cpu(gpu, act, dtype, per_network, d):
     def step(*args):
         return [None if o is None else o.get() for o in gpu.grouped_two_layer_step(*args)]
@@ -101,4 +104,5 @@ def test_measure_stack_on_cuda_tensors_runs_on_the_device(monkeypatch):
     for k in want:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-9, atol=1e-12, err_msg=k)
     np.testing.assert_allclose(
-        scores, K.condensation_scores(W, amp.cpu().numpy(), top_k=3), rtol=1e-9)
+        scores, K.condensation_scores(W, amp.cpu().numpy(), top_k=3), rtol=1e-9
+    )

@@ -19,15 +19,16 @@ def test_the_shipped_file_is_valid_and_unmeasured_dtypes_take_the_library_path(t
     assert set(shipped) == {"measured_on", "paths"}
     empty = tmp_path / "paths.json"
     empty.write_text(json.dumps({"measured_on": None, "paths": {}}))
-    assert [gram_paths.chosen(t, empty) for t in ("float32", "double", "bf16_t")] == [
-        "library"] * 3
+    assert [gram_paths.chosen(t, empty) for t in ("float32", "double", "bf16_t")] == ["library"] * 3
 
 
 def test_the_fastest_path_summed_over_shapes_is_chosen_and_written(tmp_path):
-    rows = [{"dtype": "float32", "ours_s": 1.0, "library_s": 1.5},
-            {"dtype": "float32", "ours_s": 3.0, "library_s": 2.0},  # library: 3.5 < 4.0
-            {"dtype": "bfloat16", "ours_s": 1.0, "library_s": 0.2},
-            {"dtype": "float64", "ours_s": 0.5, "library_s": 0.6}]
+    rows = [
+        {"dtype": "float32", "ours_s": 1.0, "library_s": 1.5},
+        {"dtype": "float32", "ours_s": 3.0, "library_s": 2.0},  # library: 3.5 < 4.0
+        {"dtype": "bfloat16", "ours_s": 1.0, "library_s": 0.2},
+        {"dtype": "float64", "ours_s": 0.5, "library_s": 0.6},
+    ]
     paths = gram_paths.choose(rows)
     assert paths == {"float32": "library", "bfloat16": "library", "float64": "ours"}
     where = gram_paths.write(paths, "NVIDIA H200", tmp_path / "paths.json")
@@ -55,8 +56,9 @@ def test_the_gpu_entry_point_runs_the_measured_path(tmp_path, monkeypatch, measu
     ran = []
     for name in ("cosine_gram", "cosine_gram_library"):
         original = getattr(launch, name)
-        monkeypatch.setattr(launch, name,
-                            lambda dev, W, n=name, f=original: ran.append(n) or f(dev, W))
+        monkeypatch.setattr(
+            launch, name, lambda dev, W, n=name, f=original: ran.append(n) or f(dev, W)
+        )
     W = cases.gram_input((2, 70, 9), np.float64)
     cases.check_cosine_gram(gpu.cosine_gram, W, np.float64)
     assert ran == [{"ours": "cosine_gram", "library": "cosine_gram_library"}[measured]]

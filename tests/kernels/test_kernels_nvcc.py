@@ -57,4 +57,9 @@ def test_parse_ptxas_reads_spills():
     )
     (k,) = nvcc_check.parse_ptxas(log)
     assert (k.entry, k.spill_stores, k.spill_loads, k.registers, k.static_shared) == (
-        "_Z3fooPf", 12, 4, 255, 256)
+        "_Z3fooPf",
+        12,
+        4,
+        255,
+        256,
+    )

@@ -46,11 +46,14 @@ def test_condensation_scores_equal_per_matrix_scores():
     assert got[2] == pytest.approx(1.0)  # rank one: all amplitude in one cluster
 
 
-@pytest.mark.parametrize("call,fragment", [
-    (lambda: K.measure_stack(np.ones((3, 4))), "stack"),
-    (lambda: K.measure_stack(np.ones((2, 3, 4)), threshold=1.5), "threshold"),
-    (lambda: K.condensation_scores(np.ones((2, 3, 4)), np.ones((2, 4))), "amplitude"),
-])
+@pytest.mark.parametrize(
+    "call,fragment",
+    [
+        (lambda: K.measure_stack(np.ones((3, 4))), "stack"),
+        (lambda: K.measure_stack(np.ones((2, 3, 4)), threshold=1.5), "threshold"),
+        (lambda: K.condensation_scores(np.ones((2, 3, 4)), np.ones((2, 4))), "amplitude"),
+    ],
+)
 def test_bad_stacks_are_one_line_errors(call, fragment):
     with pytest.raises(ValueError, match=fragment) as err:
         call()
@@ -90,5 +93,7 @@ def test_device_path_logic_matches_the_cpu_path(device_path_on_numpy):
     amp[4] = 1.0  # the all-zero matrix still has amplitude (its rows have no cluster)
     np.testing.assert_allclose(
         K.condensation_scores(W[:4], amp[:4], top_k=3),
-        [K.condensation_score(W[b], amp[b], top_k=3) for b in range(4)], rtol=1e-12)
+        [K.condensation_score(W[b], amp[b], top_k=3) for b in range(4)],
+        rtol=1e-12,
+    )
     assert S._device_singular_values(np.zeros((2, 0, 3))).shape == (2, 0)

@@ -27,10 +27,21 @@ from smallinit.llm.training import memory
 from smallinit.llm.training.train import train
 
 TINY = [
-    "model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.context=16",
-    "model.vocab_size=300", "train.steps=4", "train.log_every=2", "train.checkpoint_every=0",
-    "train.eval_every=0", "train.warmup=0", "train.batch_size=4", "train.threads=1",
-    "data.synthetic_items=200", "data.synthetic_val_items=50", "eval.answer_items=4",
+    "model.d_model=16",
+    "model.n_layers=1",
+    "model.n_heads=2",
+    "model.context=16",
+    "model.vocab_size=300",
+    "train.steps=4",
+    "train.log_every=2",
+    "train.checkpoint_every=0",
+    "train.eval_every=0",
+    "train.warmup=0",
+    "train.batch_size=4",
+    "train.threads=1",
+    "data.synthetic_items=200",
+    "data.synthetic_val_items=50",
+    "eval.answer_items=4",
     "eval.token_windows=2",
 ]
 
@@ -63,14 +74,20 @@ def trained(tmp_path_factory):
 
 
 # ----------------------------------------------------------------------------- estimates
-@pytest.mark.parametrize("extra", [
-    {}, {"mlp": "gelu", "tie_embeddings": True, "positions": "learned"},
-    {"gated_attention": True}, {"gated_attention": True, "gate_kind": "headwise"},
-    {"d_ff": 40, "n_layers": 3},
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"mlp": "gelu", "tie_embeddings": True, "positions": "learned"},
+        {"gated_attention": True},
+        {"gated_attention": True, "gate_kind": "headwise"},
+        {"d_ff": 40, "n_layers": 3},
+    ],
+)
 def test_param_count_is_the_models(extra):
-    cfg = ModelConfig(**{"d_model": 32, "n_heads": 4, "n_layers": 2, "vocab_size": 300,
-                         "context": 16, **extra})
+    cfg = ModelConfig(
+        **{"d_model": 32, "n_heads": 4, "n_layers": 2, "vocab_size": 300, "context": 16, **extra}
+    )
     assert memory.param_count(cfg) == Transformer(cfg).num_params()
 
 
@@ -83,8 +100,9 @@ def test_training_estimate_grows_as_its_formula_says():
     fixed = one - 8 * per_seq
     assert fixed == pytest.approx(16 * memory.param_count(base) + memory.rope_bytes(base))
     t = base.context
-    assert per_seq == pytest.approx(4 * t * ((12 * 64 + 4 * base.ffn_dim) * 2 + 3 * 512)
-                                    + 16 * (t + 1))
+    assert per_seq == pytest.approx(
+        4 * t * ((12 * 64 + 4 * base.ffn_dim) * 2 + 3 * 512) + 16 * (t + 1)
+    )
 
 
 def test_memory_limit_refuses_naming_the_sizes(monkeypatch, tmp_path):
@@ -97,10 +115,16 @@ def test_memory_limit_refuses_naming_the_sizes(monkeypatch, tmp_path):
     assert run_dirs(tmp_path / "runs") == []
 
 
-@pytest.mark.parametrize("override", [
-    "model.d_model=1000000", "model.d_ff=1000000000", "train.batch_size=100000000",
-    "model.context=10000000", "model.n_layers=1000000",
-])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "model.d_model=1000000",
+        "model.d_ff=1000000000",
+        "train.batch_size=100000000",
+        "model.context=10000000",
+        "model.n_layers=1000000",
+    ],
+)
 def test_huge_configs_are_refused_before_anything_is_built(override, tmp_path):
     with pytest.raises(ConfigError, match=override.replace(".", r"\.") + ".*needs about"):
         train(load_config(RunConfig, None, [override]), runs_dir=tmp_path)
@@ -108,10 +132,13 @@ def test_huge_configs_are_refused_before_anything_is_built(override, tmp_path):
 
 
 # ----------------------------------------------------------------------------- config errors
-@pytest.mark.parametrize(("extra", "message"), [
-    ("init=gamma:1e308", r"matrix tok_emb\.weight: init gamma:.*1e\+308 gives σ=0"),
-    ("data.corpus=text:/no/such/file.txt", r"text:/no/such/file\.txt: no such file"),
-])
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("init=gamma:1e308", r"matrix tok_emb\.weight: init gamma:.*1e\+308 gives σ=0"),
+        ("data.corpus=text:/no/such/file.txt", r"text:/no/such/file\.txt: no such file"),
+    ],
+)
 def test_config_errors_leave_no_run_directory(extra, message, tmp_path):
     with pytest.raises(ConfigError, match=message):
         train(tiny(tmp_path / "cache", extra), runs_dir=tmp_path / "runs")
@@ -119,14 +146,16 @@ def test_config_errors_leave_no_run_directory(extra, message, tmp_path):
 
 
 def test_apply_init_rejects_what_it_cannot_use():
-    model = Transformer(ModelConfig(d_model=16, n_heads=2, vocab_size=64, context=8,
-                                    n_layers=1))
+    model = Transformer(ModelConfig(d_model=16, n_heads=2, vocab_size=64, context=8, n_layers=1))
     before = {k: v.clone() for k, v in model.state_dict().items()}
     with pytest.raises(ConfigError, match=r"init scheme None .*give a string such as"):
         apply_init(model, None)
     for scheme in ("gamma:1e308", "gamma:-1e308"):
-        with pytest.raises(ConfigError, match=r"matrix tok_emb\.weight: init gamma:.*1e\+308 "
-                                              r"gives σ=(0|inf)"):
+        with pytest.raises(
+            ConfigError,
+            match=r"matrix tok_emb\.weight: init gamma:.*1e\+308 "
+            r"gives σ=(0|inf)",
+        ):
             apply_init(model, scheme)
     # every σ is checked before the first draw: a refused scheme leaves the weights alone
     for k, v in model.state_dict().items():
@@ -154,8 +183,11 @@ def test_apply_init_refuses_a_model_without_storage(build):
 
     with torch.device("meta"):
         model = build(SMALL)
-    with pytest.raises(ConfigError, match=r"parameter \S+ \(and \d+ more\) of \w+ is on the "
-                                          r"meta device .* model\.to_empty\(device='cpu'\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"parameter \S+ \(and \d+ more\) of \w+ is on the "
+        r"meta device .* model\.to_empty\(device='cpu'\)",
+    ):
         apply_init(model, "gamma:0.5")
     assert recorded_scheme(model) is None
     model.to_empty(device="cpu")  # the advice works
@@ -163,10 +195,14 @@ def test_apply_init_refuses_a_model_without_storage(build):
     assert recorded_scheme(model) == "gamma:0.5"
 
 
-@pytest.mark.parametrize(("build", "head", "embedding"), [
-    (Transformer, "head.weight", "tok_emb.weight"),
-    (_hf_llama, "lm_head.weight", "model.embed_tokens.weight"),
-], ids=["ours", "llama"])
+@pytest.mark.parametrize(
+    ("build", "head", "embedding"),
+    [
+        (Transformer, "head.weight", "tok_emb.weight"),
+        (_hf_llama, "lm_head.weight", "model.embed_tokens.weight"),
+    ],
+    ids=["ours", "llama"],
+)
 def test_apply_init_refuses_a_head_override_on_a_tied_head(build, head, embedding):
     """A tied head is the embedding matrix, drawn once with the embedding's σ: a head=
     override could only be recorded, never drawn, so it is refused before any draw."""
@@ -174,10 +210,14 @@ def test_apply_init_refuses_a_head_override_on_a_tied_head(build, head, embeddin
 
     tied = build(ModelConfig(**{**SMALL.__dict__, "tie_embeddings": True}))
     before = {k: v.clone() for k, v in tied.state_dict().items()}
-    with pytest.raises(ConfigError, match=(
+    with pytest.raises(
+        ConfigError,
+        match=(
             rf"init 'gamma:0\.5,head=2' sets the head's γ \(head=2\), but the LM head of "
             rf"\w+ \({re.escape(head)}\) is tied to the embedding {re.escape(embedding)}: one "
-            r"matrix, drawn once as the embedding; drop head= or untie the head")):
+            r"matrix, drawn once as the embedding; drop head= or untie the head"
+        ),
+    ):
         apply_init(tied, "gamma:0.5,head=2")
     assert recorded_scheme(tied) is None
     assert all(torch.equal(v, before[k]) for k, v in tied.state_dict().items())
@@ -185,13 +225,15 @@ def test_apply_init_refuses_a_head_override_on_a_tied_head(build, head, embeddin
     untied = apply_init(build(SMALL), "gamma:0.5,head=2", seed=0)
     weight = dict(untied.named_parameters())[head]
     # 1024 draws: the sample std lies within 10% of σ (about 4.5 standard errors)
-    assert float(weight.detach().std()) == pytest.approx(16 ** -2, rel=0.1)
+    assert float(weight.detach().std()) == pytest.approx(16**-2, rel=0.1)
 
 
 def test_a_head_override_on_a_tied_run_leaves_no_run_directory(tmp_path):
     with pytest.raises(ConfigError, match=r"is tied to the embedding tok_emb\.weight"):
-        train(tiny(tmp_path / "cache", "model.tie_embeddings=true", "init=gamma:0.5,head=1"),
-              runs_dir=tmp_path / "runs")
+        train(
+            tiny(tmp_path / "cache", "model.tie_embeddings=true", "init=gamma:0.5,head=1"),
+            runs_dir=tmp_path / "runs",
+        )
     assert run_dirs(tmp_path / "runs") == []
 
 
@@ -201,7 +243,7 @@ def test_init_table_of_a_huge_model_reads_shapes_only():
     assert all(p.device.type == "meta" for p in model.parameters())
     rows = init_table(model, "gamma:0.5")
     emb = next(r for r in rows if r["name"] == "tok_emb.weight")
-    assert emb["std"] == pytest.approx(1_000_000 ** -0.5)
+    assert emb["std"] == pytest.approx(1_000_000**-0.5)
     assert emb["gamma_eff"] == pytest.approx(0.5)
 
 
@@ -263,8 +305,9 @@ def test_flipped_bytes_in_the_weights_are_named_not_evaluated(trained, tmp_path)
         load_trained(copy)
 
 
-def test_a_full_disk_while_the_weights_are_written_names_the_file(trained, tmp_path,
-                                                                  monkeypatch, capsys):
+def test_a_full_disk_while_the_weights_are_written_names_the_file(
+    trained, tmp_path, monkeypatch, capsys
+):
     """safetensors reports the failed write as its own error; the run is recorded as failed
     (retried next time) and the command prints one line naming the file."""
     from safetensors import SafetensorError
@@ -279,15 +322,21 @@ def test_a_full_disk_while_the_weights_are_written_names_the_file(trained, tmp_p
 
     monkeypatch.setattr(checkpoint, "save_file", no_space)
     real_usage = shutil.disk_usage
-    monkeypatch.setattr(checkpoint.shutil, "disk_usage",  # full once the run has begun
-                        lambda p: real_usage(p)._replace(free=4096 if "llm-train" in str(p)
-                                                         else real_usage(p).free))
+    monkeypatch.setattr(
+        checkpoint.shutil,
+        "disk_usage",  # full once the run has begun
+        lambda p: real_usage(p)._replace(
+            free=4096 if "llm-train" in str(p) else real_usage(p).free
+        ),
+    )
     store = tmp_path / "runs"
     assert main(["llm", "train", *TINY, f"data.cache_dir={cache}", "--runs-dir", str(store)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     [folder] = run_dirs(store)
-    assert err[-1] == (f"smallinit: error: cannot use {folder / 'model.safetensors'}: No space "
-                       "left on device (the disk is full)")
+    assert err[-1] == (
+        f"smallinit: error: cannot use {folder / 'model.safetensors'}: No space "
+        "left on device (the disk is full)"
+    )
     status = json.loads((folder / "status.json").read_text())
     assert status["state"] == "failed" and not status["final"]
     assert not list(folder.glob(".*.tmp"))
@@ -311,7 +360,8 @@ class FullDisk:
 
 
 def test_a_full_disk_under_every_atomic_write_is_one_line_naming_the_file(
-        trained, tmp_path, monkeypatch, capsys):
+    trained, tmp_path, monkeypatch, capsys
+):
     """The lowest write helper (atomic_write_bytes) on a full disk: the run store's first
     file of a new run fails, and the command prints one line naming it; nothing half
     written is left."""
@@ -321,18 +371,23 @@ def test_a_full_disk_under_every_atomic_write_is_one_line_naming_the_file(
     _, cache = trained
     monkeypatch.setattr(atomic, "os", SimpleNamespace(**{**vars(os), "fdopen": FullDisk}))
     store = tmp_path / "runs"
-    assert main(["llm", "train", *TINY, f"data.cache_dir={cache}", "--runs-dir", str(store),
-                 "seed=7"]) == 2
+    assert (
+        main(["llm", "train", *TINY, f"data.cache_dir={cache}", "--runs-dir", str(store), "seed=7"])
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and re.fullmatch(
         rf"smallinit: error: cannot use {re.escape(str(store))}/llm-train/[0-9a-f]{{16}}/"
-        r"\S+\.json: No space left on device \(the disk is full\)", err[0]), err
+        r"\S+\.json: No space left on device \(the disk is full\)",
+        err[0],
+    ), err
     assert not [p for p in store.rglob("*") if p.name.endswith(".tmp")]
 
 
 @pytest.mark.parametrize("where", ["safetensors", "config"])
-def test_a_full_disk_during_export_is_one_line_naming_out(trained, tmp_path, monkeypatch,
-                                                          capsys, where):
+def test_a_full_disk_during_export_is_one_line_naming_out(
+    trained, tmp_path, monkeypatch, capsys, where
+):
     """``llm export`` on a full disk: safetensors reports the failed write as its own
     SafetensorError (the disk nearly full then), transformers as an OSError without a file
     name. Either way one line names OUT, and neither OUT nor a temporary folder is left."""
@@ -344,36 +399,43 @@ def test_a_full_disk_during_export_is_one_line_naming_out(trained, tmp_path, mon
 
     run, _ = trained
     if where == "safetensors":
+
         def no_space(*args, **kwargs):
             raise SafetensorError("Error while serializing: I/O error")
 
         monkeypatch.setattr(export, "save_file", no_space)
         real_usage = shutil.disk_usage
-        monkeypatch.setattr(shutil, "disk_usage",
-                            lambda p: real_usage(p)._replace(free=4096))
+        monkeypatch.setattr(shutil, "disk_usage", lambda p: real_usage(p)._replace(free=4096))
     else:
+
         def no_space(self, *args, **kwargs):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
         monkeypatch.setattr(transformers.PretrainedConfig, "save_pretrained", no_space)
     out = tmp_path / "exported"
-    assert main(["llm", "export", str(run.path), str(out), "--runs-dir",
-                 str(run.path.parents[1])]) == 2
+    assert (
+        main(["llm", "export", str(run.path), str(out), "--runs-dir", str(run.path.parents[1])])
+        == 2
+    )
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"smallinit: error: cannot use {out}: No space left on device (the disk is full)"]
+        f"smallinit: error: cannot use {out}: No space left on device (the disk is full)"
+    ]
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_run_that_cannot_fit_the_disk_is_refused_before_it_starts(trained, tmp_path,
-                                                                     monkeypatch):
+def test_a_run_that_cannot_fit_the_disk_is_refused_before_it_starts(trained, tmp_path, monkeypatch):
     from smallinit.llm.training import checkpoint
 
     _, cache = trained
     real_usage = shutil.disk_usage
-    monkeypatch.setattr(checkpoint.shutil, "disk_usage",
-                        lambda p: real_usage(p)._replace(free=10_000))
-    with pytest.raises(StoreError, match=r"has 9\.8 KiB free; the run to be computed there "
-                                         r"needs about [0-9.]+ KiB \(weights and checkpoints\)"):
+    monkeypatch.setattr(
+        checkpoint.shutil, "disk_usage", lambda p: real_usage(p)._replace(free=10_000)
+    )
+    with pytest.raises(
+        StoreError,
+        match=r"has 9\.8 KiB free; the run to be computed there "
+        r"needs about [0-9.]+ KiB \(weights and checkpoints\)",
+    ):
         train(tiny(cache, "train.checkpoint_every=2"), runs_dir=tmp_path / "runs")
     assert run_dirs(tmp_path / "runs") == []
 
@@ -393,9 +455,12 @@ def test_weights_that_do_not_match_the_config(trained, tmp_path):
     with pytest.raises(CorruptRun, match=r"config\.json is [0-9,]+ bytes, its manifest says"):
         evaluate_run(resolve_run(str(copy), store))
     as_stored_before_manifests(copy)
-    with pytest.raises(StoreError, match=r"model\.safetensors does not match its config\.json: "
-                                         r"tok_emb\.weight has shape \(300, 16\), "
-                                         r"the config gives \(300, 32\)"):
+    with pytest.raises(
+        StoreError,
+        match=r"model\.safetensors does not match its config\.json: "
+        r"tok_emb\.weight has shape \(300, 16\), "
+        r"the config gives \(300, 32\)",
+    ):
         evaluate_run(resolve_run(str(copy), store))
 
 
@@ -427,8 +492,11 @@ def test_benchmark_device_is_checked():
         with pytest.raises(ConfigError, match="no CUDA device is available"):
             check_device("cuda")
     if not torch.backends.mps.is_available():
-        with pytest.raises(ConfigError, match=r"--device 'mps': this torch build or machine "
-                                              r"has no MPS \(Apple GPU\) device; use cpu"):
+        with pytest.raises(
+            ConfigError,
+            match=r"--device 'mps': this torch build or machine "
+            r"has no MPS \(Apple GPU\) device; use cpu",
+        ):
             check_device("mps")
 
 
@@ -437,8 +505,9 @@ def test_benchmark_line_limit(tmp_path, monkeypatch):
 
     path = tmp_path / "arc_easy.jsonl"
     ok = json.dumps({"query": "q", "choices": ["a", "b"], "gold": 0})
-    path.write_text(ok + "\n" + json.dumps({"query": "x" * 500, "choices": ["a", "b"],
-                                            "gold": 0}) + "\n")
+    path.write_text(
+        ok + "\n" + json.dumps({"query": "x" * 500, "choices": ["a", "b"], "gold": 0}) + "\n"
+    )
     monkeypatch.setattr(tasks, "MAX_LINE_CHARS", 200)
     with pytest.raises(ConfigError, match=rf"{path}:2: the line is longer than 200"):
         tasks.read_jsonl_items(path, tasks.task_spec("arc_easy"))
@@ -505,21 +574,27 @@ def planted_tokenizer(folder: Path, sentinel: Path, auto_map) -> None:
     when imported."""
     from smallinit.llm.model.hf import llama_from
 
-    llama_from(ModelConfig(d_model=16, n_heads=2, n_layers=1, vocab_size=64,
-                           context=16)).save_pretrained(folder)
-    (folder / "tokenizer_config.json").write_text(json.dumps(
-        {"auto_map": auto_map, "tokenizer_class": "EvilTokenizer"}))
+    llama_from(
+        ModelConfig(d_model=16, n_heads=2, n_layers=1, vocab_size=64, context=16)
+    ).save_pretrained(folder)
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({"auto_map": auto_map, "tokenizer_class": "EvilTokenizer"})
+    )
     (folder / "tokenization_evil.py").write_text(
         f"import pathlib\npathlib.Path({str(sentinel)!r}).write_text('ran')\n"
         "from transformers import PreTrainedTokenizer\n"
-        "class EvilTokenizer(PreTrainedTokenizer):\n    pass\n")
+        "class EvilTokenizer(PreTrainedTokenizer):\n    pass\n"
+    )
 
 
-@pytest.mark.parametrize(("how", "auto_map"), [
-    ("cli", {"AutoTokenizer": ["tokenization_evil.EvilTokenizer", None]}),
-    # the loader without the auto_map refusal in front: transformers itself must not run it
-    ("bare loader", ["tokenization_evil.EvilTokenizer", None]),
-])
+@pytest.mark.parametrize(
+    ("how", "auto_map"),
+    [
+        ("cli", {"AutoTokenizer": ["tokenization_evil.EvilTokenizer", None]}),
+        # the loader without the auto_map refusal in front: transformers itself must not run it
+        ("bare loader", ["tokenization_evil.EvilTokenizer", None]),
+    ],
+)
 def test_a_tokenizers_own_code_never_runs(tmp_path, how, auto_map):
     """``llm downstream --hf DIR`` on a folder whose tokenizer names its own Python file,
     with "y" piped to transformers' "run the custom code? [y/N]" prompt: a refusal, and the
@@ -529,16 +604,40 @@ def test_a_tokenizers_own_code_never_runs(tmp_path, how, auto_map):
     task = tmp_path / "task.jsonl"
     task.write_text('{"id": "a", "query": "Q:", "choices": [" x", " y"], "gold": 0}\n')
     if how == "cli":
-        argv = ["-m", "smallinit", "llm", "downstream", "--hf", str(folder), "--tasks",
-                str(task), "--no-fetch", "--runs-dir", str(tmp_path / "runs")]
+        argv = [
+            "-m",
+            "smallinit",
+            "llm",
+            "downstream",
+            "--hf",
+            str(folder),
+            "--tasks",
+            str(task),
+            "--no-fetch",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ]
     else:
-        argv = ["-c", "from smallinit.llm.downstream import hf_model\n"
-                "hf_model._refuse_custom_code = lambda folder: None\n"
-                f"hf_model._tokenizer(__import__('pathlib').Path({str(folder)!r}))"]
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home"), "PYTHONWARNINGS": "ignore",
-           "HF_MODULES_CACHE": str(tmp_path / "hf-modules")}
-    proc = subprocess.run([sys.executable, *argv], input="y\ny\n", capture_output=True,
-                          text=True, env=env, timeout=300)
+        argv = [
+            "-c",
+            "from smallinit.llm.downstream import hf_model\n"
+            "hf_model._refuse_custom_code = lambda folder: None\n"
+            f"hf_model._tokenizer(__import__('pathlib').Path({str(folder)!r}))",
+        ]
+    env = {
+        **os.environ,
+        "HF_HOME": str(tmp_path / "hf-home"),
+        "PYTHONWARNINGS": "ignore",
+        "HF_MODULES_CACHE": str(tmp_path / "hf-modules"),
+    }
+    proc = subprocess.run(
+        [sys.executable, *argv],
+        input="y\ny\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert not sentinel.exists(), proc.stderr[-2000:]
     assert not (tmp_path / "hf-modules").exists()  # nothing was copied to be imported
     if how == "cli":
@@ -546,6 +645,7 @@ def test_a_tokenizers_own_code_never_runs(tmp_path, how, auto_map):
         assert proc.stderr.strip().splitlines() == [
             f"smallinit: error: --hf {folder}: its tokenizer_config.json maps the tokenizer "
             "to code in the folder (auto_map), which is never run; add a tokenizer.json (a "
-            "tokenizers serialization) instead"]
+            "tokenizers serialization) instead"
+        ]
     else:
         assert "ConfigError: --hf" in proc.stderr and "no usable tokenizer" in proc.stderr

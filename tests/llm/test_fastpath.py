@@ -48,8 +48,10 @@ def grads(fn, inputs, seed=1):
     mids = [leaf * 1.5 for leaf in leaves]
     out = fn(*mids)
     gen = torch.Generator().manual_seed(seed)
-    g_out, g_direct = torch.randn(out.shape, generator=gen), torch.randn(mids[0].shape,
-                                                                          generator=gen)
+    g_out, g_direct = (
+        torch.randn(out.shape, generator=gen),
+        torch.randn(mids[0].shape, generator=gen),
+    )
     ((out * g_out).sum() + (mids[0] * g_direct).sum()).backward()
     return [out.detach()] + [leaf.grad for leaf in leaves]
 
@@ -119,16 +121,18 @@ def test_cross_entropy_is_the_composite_bitwise():
         assert same(out, grads(lambda x, t=t: F.cross_entropy(x, t), [logits]))
         # and it is the cross-entropy: mean over counted rows of −log softmax(x)[target]
         keep = t != -100
-        expect = -logits[keep].double().log_softmax(-1)[torch.arange(int(keep.sum())),
-                                                        t[keep]].mean()
+        expect = (
+            -logits[keep].double().log_softmax(-1)[torch.arange(int(keep.sum())), t[keep]].mean()
+        )
         torch.testing.assert_close(fastpath.cross_entropy(logits, t).double(), expect)
 
 
 VARIANTS = {
     "llama": {},
     "gated, post-norm": dict(gated_attention=True, norm_position="post", bias=True),
-    "gpt2-style": dict(norm="layernorm", positions="learned", mlp="gelu",
-                       tie_embeddings=True, bias=True),
+    "gpt2-style": dict(
+        norm="layernorm", positions="learned", mlp="gelu", tie_embeddings=True, bias=True
+    ),
 }
 
 
@@ -151,8 +155,9 @@ def train(cfg, steps=3, need_weights=False, parts=None):
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_training_steps_agree_bitwise_with_the_composites(variant, composite):
-    cfg = ModelConfig(vocab_size=64, context=16, d_model=32, n_layers=2, n_heads=4,
-                      **VARIANTS[variant])
+    cfg = ModelConfig(
+        vocab_size=64, context=16, d_model=32, n_layers=2, n_heads=4, **VARIANTS[variant]
+    )
     fast_losses, fast_params = train(cfg)
     with composite():
         ref_losses, ref_params = train(cfg)
@@ -163,8 +168,9 @@ def test_training_steps_agree_bitwise_with_the_composites(variant, composite):
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_a_model_built_from_the_plain_layers_trains_to_the_same_bits(variant):
-    cfg = ModelConfig(vocab_size=64, context=16, d_model=32, n_layers=2, n_heads=4,
-                      **VARIANTS[variant])
+    cfg = ModelConfig(
+        vocab_size=64, context=16, d_model=32, n_layers=2, n_heads=4, **VARIANTS[variant]
+    )
     fast_losses, fast_params = train(cfg)
     plain_losses, plain_params = train(cfg, parts=PLAIN_PARTS)
     assert torch.equal(fast_losses, plain_losses)
@@ -182,8 +188,9 @@ def test_attention_weights_path_agrees_bitwise(composite):
 # ----------------------------------------------------------------------------- the layers
 def pair(variant, **extra):
     """A model of the fast path's layers and one of the plain layers, same weights."""
-    cfg = ModelConfig(vocab_size=64, context=16, d_model=32, n_layers=2, n_heads=4,
-                      **VARIANTS[variant], **extra)
+    cfg = ModelConfig(
+        vocab_size=64, context=16, d_model=32, n_layers=2, n_heads=4, **VARIANTS[variant], **extra
+    )
     torch.manual_seed(0)
     fast = Transformer(cfg, "nanogpt", parts=FAST_PARTS)
     torch.manual_seed(0)
@@ -198,9 +205,23 @@ def test_both_builds_have_the_same_state_dict_and_matrix_table(variant):
     assert type(plain.blocks[0].mlp) is PLAIN_PARTS.mlp
     assert list(fast.state_dict()) == list(plain.state_dict())
     assert same(fast.state_dict().values(), plain.state_dict().values())
+
     def table(model):  # what the init and the measurements read of each matrix
-        return [(m.name, m.index, m.part, m.d_in, m.d_out, m.layer, m.residual_out, m.kind,
-                 m.bias is None, m.in_out) for m in model.matrices()]
+        return [
+            (
+                m.name,
+                m.index,
+                m.part,
+                m.d_in,
+                m.d_out,
+                m.layer,
+                m.residual_out,
+                m.kind,
+                m.bias is None,
+                m.in_out,
+            )
+            for m in model.matrices()
+        ]
 
     assert table(fast) == table(plain) and len(table(fast)) > 5
 
@@ -225,10 +246,12 @@ def loss_and_grads(model, x, y):
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_a_model_cast_to_float64_after_building_runs_the_plain_layers(
-        variant, fast_functions_refused):
+    variant, fast_functions_refused
+):
     fast, plain = pair(variant)
-    x, y = (torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(0))
-            for _ in range(2))
+    x, y = (
+        torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(0)) for _ in range(2)
+    )
     with pytest.raises(AssertionError, match="fast-path function ran"):
         fast(x, y)  # in float32 on the CPU the fast layers do take the fast path
     fast, plain = fast.double(), plain.double()
@@ -246,8 +269,7 @@ def test_a_model_moved_to_another_device_runs_the_plain_layers(fast_functions_re
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_a_model_moved_to_cuda_computes_what_the_plain_one_does(
-        variant, fast_functions_refused):
+def test_a_model_moved_to_cuda_computes_what_the_plain_one_does(variant, fast_functions_refused):
     fast, plain = pair(variant)
     fast, plain = fast.to("cuda"), plain.to("cuda")
     x, y = (torch.randint(0, 64, (2, 16), device="cuda") for _ in range(2))
@@ -258,21 +280,24 @@ def test_a_model_moved_to_cuda_computes_what_the_plain_one_does(
 def test_fastpath_off_builds_the_plain_layers():
     """``SMALLINIT_FASTPATH=0`` (read when the process imports the fast path) gives models
     of the plain layers, which never call a fast-path function."""
-    code = ("import torch\n"
-            "from smallinit.llm.run_config import ModelConfig\n"
-            "from smallinit.llm.model import fastpath\n"
-            "from smallinit.llm.model.layers import PLAIN_PARTS\n"
-            "from smallinit.llm.model.transformer import Transformer\n"
-            "m = Transformer(ModelConfig(vocab_size=64, context=16, d_model=32, n_layers=1,"
-            " n_heads=4))\n"
-            "kinds = {type(m.blocks[0].norm1), type(m.blocks[0].attn), type(m.blocks[0].mlp),"
-            " type(m.head)}\n"
-            "print(kinds == {PLAIN_PARTS.rmsnorm, PLAIN_PARTS.attention, PLAIN_PARTS.mlp,"
-            " PLAIN_PARTS.head}, fastpath.enabled(torch.ones(2)))\n")
+    code = (
+        "import torch\n"
+        "from smallinit.llm.run_config import ModelConfig\n"
+        "from smallinit.llm.model import fastpath\n"
+        "from smallinit.llm.model.layers import PLAIN_PARTS\n"
+        "from smallinit.llm.model.transformer import Transformer\n"
+        "m = Transformer(ModelConfig(vocab_size=64, context=16, d_model=32, n_layers=1,"
+        " n_heads=4))\n"
+        "kinds = {type(m.blocks[0].norm1), type(m.blocks[0].attn), type(m.blocks[0].mlp),"
+        " type(m.head)}\n"
+        "print(kinds == {PLAIN_PARTS.rmsnorm, PLAIN_PARTS.attention, PLAIN_PARTS.mlp,"
+        " PLAIN_PARTS.head}, fastpath.enabled(torch.ones(2)))\n"
+    )
     for value, expect in (("0", "True False"), ("1", "False True")):
         env = {**os.environ, "SMALLINIT_FASTPATH": value}
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                             text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
         assert out.stdout.split() == expect.split(), out.stderr
 
 
@@ -306,15 +331,17 @@ def test_released_buffers_are_reused_by_the_next_step():
     cfg = ModelConfig(vocab_size=64, context=16, d_model=32, n_layers=1, n_heads=4)
     model = Transformer(cfg, "nanogpt")
     opt = make_optimizer(model, RunConfig(), torch.device("cpu"))
-    x, y = (torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(0))
-            for _ in range(2))
+    x, y = (
+        torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(0)) for _ in range(2)
+    )
     homes = []
 
     def objective(x, y):
         logits, loss = model(x, y)
         bases = fastpath._POOL.pool[((64, 64), torch.float32, torch.device("cpu"))]
-        homes.append(next((i for i, b in enumerate(bases)
-                           if b.data_ptr() == logits.data_ptr()), None))
+        homes.append(
+            next((i for i, b in enumerate(bases) if b.data_ptr() == logits.data_ptr()), None)
+        )
         return logits, loss
 
     for _ in range(6):
@@ -384,5 +411,6 @@ def test_the_recycler_keeps_at_most_its_byte_budget():
     del held
     again = [pool.get((64, 64), like) for _ in range(3)]  # the kept three come back
     assert {t.untyped_storage().data_ptr() for t in again} == {
-        b.untyped_storage().data_ptr() for b in pool.pool[((64, 64), torch.float32,
-                                                           torch.device("cpu"))]}
+        b.untyped_storage().data_ptr()
+        for b in pool.pool[((64, 64), torch.float32, torch.device("cpu"))]
+    }

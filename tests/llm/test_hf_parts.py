@@ -18,44 +18,81 @@ D, HEADS, FF, LAYERS = 128, 4, 256, 2
 #: q, k and v at σ = d^-1, d^-1/4, d^-1/2: neighbours differ by d^1/4 ≈ 3.4× at least, so a
 #: row drawn with another slice's σ is far outside the tolerance below
 APART = "gamma:0.5,q=1,k=0.25"
-WANT = {"q": D ** -1.0, "k": D ** -0.25, "v": D ** -0.5}
+WANT = {"q": D**-1.0, "k": D**-0.25, "v": D**-0.5}
 
 
 def ours():
-    return Transformer(ModelConfig(vocab_size=300, context=40, d_model=D, n_layers=LAYERS,
-                                   n_heads=HEADS, d_ff=FF))
+    return Transformer(
+        ModelConfig(vocab_size=300, context=40, d_model=D, n_layers=LAYERS, n_heads=HEADS, d_ff=FF)
+    )
 
 
 def gpt2():
-    return transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        vocab_size=300, n_positions=40, n_embd=D, n_layer=LAYERS, n_head=HEADS, n_inner=FF))
+    return transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(
+            vocab_size=300, n_positions=40, n_embd=D, n_layer=LAYERS, n_head=HEADS, n_inner=FF
+        )
+    )
 
 
 def llama():
-    return transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=300, hidden_size=D, intermediate_size=FF, num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS, num_key_value_heads=HEADS, bos_token_id=0, eos_token_id=0,
-        pad_token_id=0))
+    return transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            vocab_size=300,
+            hidden_size=D,
+            intermediate_size=FF,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS,
+            num_key_value_heads=HEADS,
+            bos_token_id=0,
+            eos_token_id=0,
+            pad_token_id=0,
+        )
+    )
 
 
 def neox():
-    return transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(
-        vocab_size=300, hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-        intermediate_size=FF, max_position_embeddings=40))
+    return transformers.GPTNeoXForCausalLM(
+        transformers.GPTNeoXConfig(
+            vocab_size=300,
+            hidden_size=D,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS,
+            intermediate_size=FF,
+            max_position_embeddings=40,
+        )
+    )
 
 
 def phi():
-    return transformers.PhiForCausalLM(transformers.PhiConfig(
-        vocab_size=300, hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-        intermediate_size=FF, max_position_embeddings=40))
+    return transformers.PhiForCausalLM(
+        transformers.PhiConfig(
+            vocab_size=300,
+            hidden_size=D,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS,
+            intermediate_size=FF,
+            max_position_embeddings=40,
+        )
+    )
 
 
 def phi3(kv_heads=2):
     """Phi-3 with grouped-query attention: 4 query heads of 32, 2 key/value heads."""
-    return transformers.Phi3ForCausalLM(transformers.Phi3Config(
-        vocab_size=300, hidden_size=D, intermediate_size=FF, num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS, num_key_value_heads=kv_heads, max_position_embeddings=40,
-        pad_token_id=0, bos_token_id=0, eos_token_id=0))
+    return transformers.Phi3ForCausalLM(
+        transformers.Phi3Config(
+            vocab_size=300,
+            hidden_size=D,
+            intermediate_size=FF,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS,
+            num_key_value_heads=kv_heads,
+            max_position_embeddings=40,
+            pad_token_id=0,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+    )
 
 
 def q_k_v(name: str, model, layer: int) -> dict[str, torch.Tensor]:
@@ -75,7 +112,7 @@ def q_k_v(name: str, model, layer: int) -> dict[str, torch.Tensor]:
         attn = model.model.layers[layer].self_attn
         q_pos, kv = HEADS * attn.head_dim, attn.num_key_value_heads * attn.head_dim
         w = attn.qkv_proj.weight
-        return {"q": w[:q_pos], "k": w[q_pos:q_pos + kv], "v": w[q_pos + kv:]}
+        return {"q": w[:q_pos], "k": w[q_pos : q_pos + kv], "v": w[q_pos + kv :]}
     attn = model.model.layers[layer].self_attn  # llama, phi: separate projections
     return {"q": attn.q_proj.weight, "k": attn.k_proj.weight, "v": attn.v_proj.weight}
 
@@ -114,8 +151,11 @@ def test_qk_is_q_and_k_at_once(name):
 def test_qk_with_q_or_k_is_refused_in_one_line():
     model = ours()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    with pytest.raises(ValueError, match=r"^override qk=1 is the shorthand for q= and k=, and "
-                                         r"k=0\.5 is given too; give qk= alone, or q= and k=$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^override qk=1 is the shorthand for q= and k=, and "
+        r"k=0\.5 is given too; give qk= alone, or q= and k=$",
+    ):
         apply_init(model, "gamma:0.5,qk=1,k=0.5")
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
 
@@ -142,13 +182,18 @@ def test_phi3_is_built_in_with_grouped_qkv_and_gate_up_blocks():
         mlp = model.model.layers[layer].mlp
         gate, up = mlp.gate_up_proj.weight.detach().double().chunk(2)  # Phi3MLP: chunk(2)
         down = mlp.down_proj.weight.detach().double()
-        for name, w, want in (("gate", gate, D ** -0.75), ("up", up, D ** -0.75),
-                              ("down", down, FF ** -1.0)):
+        for name, w, want in (
+            ("gate", gate, D**-0.75),
+            ("up", up, D**-0.75),
+            ("down", down, FF**-1.0),
+        ):
             assert w.std().item() == pytest.approx(want, rel=0.05), (layer, name)
             stds = w.std(dim=1) / want
             assert stds.min().item() > 0.65 and stds.max().item() < 1.35, (layer, name)
-        assert torch.equal(table[f"model.layers.{layer}.mlp.gate_up_proj.weight[up]"].rows_out,
-                           mlp.gate_up_proj.weight[FF:])
+        assert torch.equal(
+            table[f"model.layers.{layer}.mlp.gate_up_proj.weight[up]"].rows_out,
+            mlp.gate_up_proj.weight[FF:],
+        )
     assert torch.all(model.model.norm.weight == 1)
 
 
@@ -170,7 +215,8 @@ def test_phi3_slices_are_what_its_forward_reads():
                 spec.assign(torch.zeros(spec.shape))
     outputs = []
     model.model.layers[0].self_attn.register_forward_hook(
-        lambda mod, args, out: outputs.append(out[0]))
+        lambda mod, args, out: outputs.append(out[0])
+    )
     with torch.no_grad():
         model(torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(1)))
     assert outputs and torch.count_nonzero(outputs[0]) == 0
@@ -179,8 +225,22 @@ def test_phi3_slices_are_what_its_forward_reads():
 def test_phi3_init_table_command(capsys):
     from smallinit.cli import main
 
-    assert main(["llm", "init-table", "--model", "phi3", "--init", "gamma:0.5,q=1,k=0.75",
-                 "model.d_model=64", "model.n_heads=4", "model.n_layers=1"]) == 0
+    assert (
+        main(
+            [
+                "llm",
+                "init-table",
+                "--model",
+                "phi3",
+                "--init",
+                "gamma:0.5,q=1,k=0.75",
+                "model.d_model=64",
+                "model.n_heads=4",
+                "model.n_layers=1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith("init gamma:0.5,q=1,k=0.75 on phi3")
     lines = {line.split()[0]: line.split() for line in out.splitlines()[2:]}
@@ -205,9 +265,11 @@ def test_an_override_of_a_part_the_model_lacks_is_a_warning_and_not_recorded(nam
     assert len(caught) == 1
     message = str(caught[0].message)
     assert "\n" not in message
-    assert message.startswith("init 'gamma:0.5,attn_gate=2,mlp=1': override attn_gate=2 acts "
-                              f"on no matrix of {type(model).__name__}, which has no "
-                              "attn_gate matrix (its parts: embedding, qk, vo, mlp, mlp_out")
+    assert message.startswith(
+        "init 'gamma:0.5,attn_gate=2,mlp=1': override attn_gate=2 acts "
+        f"on no matrix of {type(model).__name__}, which has no "
+        "attn_gate matrix (its parts: embedding, qk, vo, mlp, mlp_out"
+    )
     assert message.endswith("it is not applied: the scheme applied is 'gamma:0.5,mlp=1'")
     assert recorded_scheme(model) == "gamma:0.5,mlp=1"
     plain = apply_init(BUILD[name](), "gamma:0.5,mlp=1", seed=5)
@@ -219,8 +281,11 @@ def test_a_head_override_on_a_model_without_a_head_is_a_warning():
     from smallinit.llm import UnusedOverrideWarning
 
     base = transformers.LlamaModel(llama().config)
-    with pytest.warns(UnusedOverrideWarning, match=r"override head=2 acts on no matrix of "
-                                                   r"LlamaModel, which has no head matrix"):
+    with pytest.warns(
+        UnusedOverrideWarning,
+        match=r"override head=2 acts on no matrix of "
+        r"LlamaModel, which has no head matrix",
+    ):
         apply_init(base, "gamma:0.5,head=2", seed=0)
     assert recorded_scheme(base) == "gamma:0.5"
 
@@ -228,8 +293,17 @@ def test_a_head_override_on_a_model_without_a_head_is_a_warning():
 def test_overrides_that_apply_warn_of_nothing():
     import warnings
 
-    gated = Transformer(ModelConfig(vocab_size=300, context=40, d_model=D, n_layers=LAYERS,
-                                    n_heads=HEADS, d_ff=FF, gated_attention=True))
+    gated = Transformer(
+        ModelConfig(
+            vocab_size=300,
+            context=40,
+            d_model=D,
+            n_layers=LAYERS,
+            n_heads=HEADS,
+            d_ff=FF,
+            gated_attention=True,
+        )
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         apply_init(gated, "gamma:0.5,attn_gate=2,q=1,head=1", seed=0)
@@ -243,13 +317,28 @@ def test_a_tied_head_override_is_refused_by_the_init_table_command_too(capsys):
     ``llm init-table``, in one line."""
     from smallinit.cli import main
 
-    assert main(["llm", "init-table", "--model", "llama", "--init", "gamma:0.5,head=2",
-                 "model.tie_embeddings=true", "model.n_layers=1"]) == 2
+    assert (
+        main(
+            [
+                "llm",
+                "init-table",
+                "--model",
+                "llama",
+                "--init",
+                "gamma:0.5,head=2",
+                "model.tie_embeddings=true",
+                "model.n_layers=1",
+            ]
+        )
+        == 2
+    )
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.startswith("smallinit: error: init 'gamma:0.5,head=2' sets the head's "
-                                   "γ (head=2), but the LM head of LlamaForCausalLM "
-                                   "(lm_head.weight) is tied to the embedding ")
+    assert captured.err.startswith(
+        "smallinit: error: init 'gamma:0.5,head=2' sets the head's "
+        "γ (head=2), but the LM head of LlamaForCausalLM "
+        "(lm_head.weight) is tied to the embedding "
+    )
     assert len(captured.err.splitlines()) == 1
 
 
@@ -259,10 +348,13 @@ def test_a_parameter_without_elements_is_refused_in_one_line():
     model = llama()
     model.model.layers[0].self_attn.q_proj.weight.data = torch.empty(0)
     before = _state(model)
-    with pytest.raises(ValueError, match=r"^parameter model\.layers\.0\.self_attn\.q_proj\."
-                                         r"weight of LlamaForCausalLM holds no elements \("
-                                         r"a partitioned or unallocated parameter.*gathered "
-                                         r"parameters$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^parameter model\.layers\.0\.self_attn\.q_proj\."
+        r"weight of LlamaForCausalLM holds no elements \("
+        r"a partitioned or unallocated parameter.*gathered "
+        r"parameters$",
+    ):
         apply_init(model, "gamma:0.5", seed=0)
     assert recorded_scheme(model) is None
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
@@ -271,14 +363,29 @@ def test_a_parameter_without_elements_is_refused_in_one_line():
 def test_init_table_command_warns_of_an_unused_override_in_one_line(capsys):
     from smallinit.cli import main
 
-    assert main(["llm", "init-table", "--model", "llama", "--init", "gamma:0.5,attn_gate=1",
-                 "model.d_model=64", "model.n_heads=4", "model.n_layers=1"]) == 0
+    assert (
+        main(
+            [
+                "llm",
+                "init-table",
+                "--model",
+                "llama",
+                "--init",
+                "gamma:0.5,attn_gate=1",
+                "model.d_model=64",
+                "model.n_heads=4",
+                "model.n_layers=1",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert "attn_gate" not in captured.out.split("\n", 1)[1]  # no such row
     assert captured.err.splitlines() == [
         "smallinit: warning: init 'gamma:0.5,attn_gate=1': override attn_gate=1 acts on no "
         "matrix of LlamaForCausalLM, which has no attn_gate matrix (its parts: embedding, qk, "
-        "vo, mlp, mlp_out, head); it is not applied: the scheme applied is 'gamma:0.5'"]
+        "vo, mlp, mlp_out, head); it is not applied: the scheme applied is 'gamma:0.5'"
+    ]
 
 
 def test_grouped_layout_is_checked_against_the_roles_and_the_config():
@@ -286,13 +393,23 @@ def test_grouped_layout_is_checked_against_the_roles_and_the_config():
     whose sizes do not add up to the parameter's rows is refused, naming them."""
     from smallinit.llm.model.families import make_family
 
-    with pytest.raises(ValueError, match=r"the grouped layout of 'qkv' needs the roles attn\.q, "
-                                         r"attn\.k, attn\.v in this order, not attn\.k, "
-                                         r"attn\.q, attn\.v"):
-        make_family("bad", lambda m: False, matrices={"qkv": ("attn.k", "attn.q", "attn.v")},
-                    layouts={"qkv": "grouped"})
+    with pytest.raises(
+        ValueError,
+        match=r"the grouped layout of 'qkv' needs the roles attn\.q, "
+        r"attn\.k, attn\.v in this order, not attn\.k, "
+        r"attn\.q, attn\.v",
+    ):
+        make_family(
+            "bad",
+            lambda m: False,
+            matrices={"qkv": ("attn.k", "attn.q", "attn.v")},
+            layouts={"qkv": "grouped"},
+        )
     model = phi3()
     model.config.num_key_value_heads = 1  # the weights hold 2 key/value heads
-    with pytest.raises(ValueError, match=r"qkv_proj\.weight \(256, 128\): 256 outputs are not "
-                                         r"q \| k \| v of 128 \+ 32 \+ 32 rows"):
+    with pytest.raises(
+        ValueError,
+        match=r"qkv_proj\.weight \(256, 128\): 256 outputs are not "
+        r"q \| k \| v of 128 \+ 32 \+ 32 rows",
+    ):
         matrix_table(model)

@@ -64,8 +64,9 @@ def test_pairs_seen_and_held_out(data):
     assert (4, 3) not in train_pairs
     assert train_pairs == set(anchor.ALL_PAIRS) - {(4, 3)}  # 14 ordinary pairs + (3, 4)
     assert len(train_pairs) == 15 and (3, 4) in train_pairs
-    assert (4, 3) not in set(zip(data.test_seen.a1.tolist(), data.test_seen.a2.tolist(),
-                                 strict=True))
+    assert (4, 3) not in set(
+        zip(data.test_seen.a1.tolist(), data.test_seen.a2.tolist(), strict=True)
+    )
     held = data.test_held_out
     assert np.all(held.a1 == 4) and np.all(held.a2 == 3)
     assert np.array_equal(held.labels, held.x - 10)
@@ -102,8 +103,9 @@ def test_sizes_are_configurable():
     assert (len(d.train), len(d.test_seen), len(d.test_held_out)) == (123, 45, 45)
 
 
-@pytest.mark.parametrize("bad", [{"seq_len": 2}, {"value_lo": 3}, {"value_hi": 10},
-                                 {"residue_mod": 5}, {"n_train": 0}])
+@pytest.mark.parametrize(
+    "bad", [{"seq_len": 2}, {"value_lo": 3}, {"value_hi": 10}, {"residue_mod": 5}, {"n_train": 0}]
+)
 def test_bad_task_configs_are_rejected(bad):
     with pytest.raises(ConfigError):
         AnchorTaskConfig(**bad)

@@ -28,18 +28,33 @@ from smallinit.llm.training.anchor import (
 from smallinit.llm.training.population import train_population
 from smallinit.llm.training.train import Dist, Trainer
 
-TOY = ["task.n_train=400", "task.n_test=40", "model.d_model=16", "model.n_layers=2",
-       "model.n_heads=2", "train.steps=20", "train.batch_size=16", "train.warmup=3",
-       "train.log_every=1", "train.eval_every=10", "train.checkpoint_every=0",
-       "train.device=cpu", "train.threads=1"]
+TOY = [
+    "task.n_train=400",
+    "task.n_test=40",
+    "model.d_model=16",
+    "model.n_layers=2",
+    "model.n_heads=2",
+    "train.steps=20",
+    "train.batch_size=16",
+    "train.warmup=3",
+    "train.log_every=1",
+    "train.eval_every=10",
+    "train.checkpoint_every=0",
+    "train.device=cpu",
+    "train.threads=1",
+]
 
 #: one member per kind of difference from the first (the reference run)
 KINDS = {
     "reference": [],
     "seed": ["seed=1"],
     "gamma_and_part": ["init=gamma:1.0,qk=0.25"],
-    "lr_and_schedule": ["train.lr=3e-3", "train.warmup=6", "train.min_lr_ratio=0.3",
-                        "train.warmup_from=0.1"],
+    "lr_and_schedule": [
+        "train.lr=3e-3",
+        "train.warmup=6",
+        "train.min_lr_ratio=0.3",
+        "train.warmup_from=0.1",
+    ],
     "weight_decay": ["train.weight_decay=0.5", "train.decay_all=true"],
     "eps": ["model.norm_eps=0.01", "train.adam_eps=1e-6"],
     "clip_and_betas": ["train.grad_clip=0.05", "train.beta1=0.8", "train.beta2=0.99"],
@@ -62,8 +77,11 @@ def toy(*extra: str) -> AnchorConfig:
 def single(cfg: AnchorConfig, root, dtype=torch.float64):
     """The anchor run of ``cfg`` through the single-run Trainer (``run_anchor``'s path)."""
     return RunStore(root).get_or_run(
-        KIND, cfg, lambda run: Trainer(cfg, Dist(), AnchorTask, callbacks=[],
-                                       dtype=dtype).fit(run), version=VERSION)
+        KIND,
+        cfg,
+        lambda run: Trainer(cfg, Dist(), AnchorTask, callbacks=[], dtype=dtype).fit(run),
+        version=VERSION,
+    )
 
 
 def series_difference(a, b, keys) -> float:
@@ -103,8 +121,9 @@ def float64_runs(tmp_path_factory):
     """One float64 anchor population of every kind of member, and each one's single run."""
     root = tmp_path_factory.mktemp("anchor-population-f64")
     cfgs = [toy(*extra) for extra in KINDS.values()]
-    members = train_population(cfgs, runs_dir=root / "population", dtype=torch.float64,
-                               callbacks=[], kind=ANCHOR)
+    members = train_population(
+        cfgs, runs_dir=root / "population", dtype=torch.float64, callbacks=[], kind=ANCHOR
+    )
     singles = [single(cfg, root / "single") for cfg in cfgs]
     return dict(zip(KINDS, zip(members, singles, strict=True), strict=True))
 
@@ -136,8 +155,9 @@ def test_planted_difference_fails_the_anchor_comparison(tmp_path, monkeypatch):
         honest(self, [rates[0], rates[0]])
 
     monkeypatch.setattr(population_mod.PopulationAdamW, "set_rates", planted)
-    members = train_population(cfgs, runs_dir=tmp_path / "population", dtype=torch.float64,
-                               callbacks=[], kind=ANCHOR)
+    members = train_population(
+        cfgs, runs_dir=tmp_path / "population", dtype=torch.float64, callbacks=[], kind=ANCHOR
+    )
     planted_alone = single(cfgs[1], tmp_path / "single")
     assert difference(members[1], planted_alone) > 1e6 * F64
     assert series_difference(members[1], planted_alone, ["loss"]) > 100 * LOSS
@@ -152,8 +172,9 @@ def test_anchor_members_are_stored_as_single_anchor_runs(tmp_path):
     alone = run_anchor(cfgs[0], RunStore(tmp_path / "single"))
     member = members[0]
     assert member.key == alone.key and member.state == alone.state == "done"
-    assert sorted(p.name for p in member.path.iterdir()) == \
-        sorted(p.name for p in alone.path.iterdir())
+    assert sorted(p.name for p in member.path.iterdir()) == sorted(
+        p.name for p in alone.path.iterdir()
+    )
     assert (member.path / "config.json").read_bytes() == (alone.path / "config.json").read_bytes()
     status, status_alone = member.status(), alone.status()
     assert set(status) - set(status_alone) == {"population"}
@@ -164,12 +185,12 @@ def test_anchor_members_are_stored_as_single_anchor_runs(tmp_path):
 
 def test_job_driver_trains_anchor_runs_of_one_shape_together_unless_off(tmp_path):
     def specs(*extras):
-        return [AnchorSpec(toy("train.steps=3", "train.eval_every=0", *extra))
-                for extra in extras]
+        return [AnchorSpec(toy("train.steps=3", "train.eval_every=0", *extra)) for extra in extras]
 
     same = [[], ["seed=1"], ["init=gamma:1.0"], ["train.lr=3e-3", "train.weight_decay=0.1"]]
-    together = run_specs(specs(*same, ["model.n_layers=1"]), RunStore(tmp_path / "on"),
-                         population="on", workers=1)
+    together = run_specs(
+        specs(*same, ["model.n_layers=1"]), RunStore(tmp_path / "on"), population="on", workers=1
+    )
     places = [r.status().get("population") for _, r in together]
     assert [p["member"] for p in places[:4]] == [0, 1, 2, 3] and places[4] is None
     assert {p["id"] for p in places[:4]} == {places[0]["id"]}
@@ -182,8 +203,7 @@ def test_job_driver_trains_anchor_runs_of_one_shape_together_unless_off(tmp_path
 def test_on_the_cpu_the_default_trains_anchor_runs_one_at_a_time(tmp_path, monkeypatch):
     """``--population auto`` (the default) forms no population on a CPU."""
     monkeypatch.delenv("SMALLINIT_POPULATION", raising=False)
-    specs = [AnchorSpec(toy("train.steps=2", "train.eval_every=0", f"seed={s}"))
-             for s in range(3)]
+    specs = [AnchorSpec(toy("train.steps=2", "train.eval_every=0", f"seed={s}")) for s in range(3)]
     assert all(s.population_key("auto") is None for s in specs)
     assert all(s.population_key("on") == specs[0].population_key("on") for s in specs)
     done = run_specs(specs, RunStore(tmp_path), workers=1)
@@ -195,8 +215,7 @@ def test_on_cuda_auto_groups_anchor_runs_and_the_plan_shows_them(monkeypatch):
     runs of one shape, and ``figs --plan`` says which go together."""
     from smallinit.study.experiments import plan
 
-    monkeypatch.setattr(population_mod, "resolve_device", lambda cfg, dist:
-                        torch.device("cuda"))
+    monkeypatch.setattr(population_mod, "resolve_device", lambda cfg, dist: torch.device("cuda"))
     specs = [AnchorSpec(toy(f"seed={s}")) for s in range(2)]
     assert specs[0].population_key("auto") == specs[1].population_key("auto") is not None
     rows = [r for r in plan("quick", [6], population="auto") if r["kind"] == KIND]
@@ -212,13 +231,15 @@ def test_killed_anchor_population_resumes_to_the_same_bytes(tmp_path):
     extra = ["train.steps=12", "train.checkpoint_every=4", "train.log_every=2"]
     other = ["seed=1", "train.lr=3e-3"]
     cfgs = [toy(*extra), toy(*extra, *other)]
-    straight = train_population(cfgs, runs_dir=tmp_path / "straight", callbacks=[],
-                                kind=ANCHOR)
-    half = kill_population(tmp_path / "killed", 8, ANCHOR, [*TOY, *extra],
-                           [*TOY, *extra, *other], cfgs)
+    straight = train_population(cfgs, runs_dir=tmp_path / "straight", callbacks=[], kind=ANCHOR)
+    half = kill_population(
+        tmp_path / "killed", 8, ANCHOR, [*TOY, *extra], [*TOY, *extra, *other], cfgs
+    )
     # member 0 holds step 8, member 1 only step 4: the population goes back to 4
-    assert sorted(p.name for p in (half[1].path / "checkpoints").glob("*.pt"))[-1] == \
-        "step-00000004.pt"
+    assert (
+        sorted(p.name for p in (half[1].path / "checkpoints").glob("*.pt"))[-1]
+        == "step-00000004.pt"
+    )
     resumed = train_population(cfgs, runs_dir=tmp_path / "killed", callbacks=[], kind=ANCHOR)
     for a, b in zip(resumed, straight, strict=True):
         assert a.state == "done" and a.key == b.key
@@ -231,11 +252,14 @@ def test_float64_members_of_the_authors_recipe_equal_their_single_runs(tmp_path)
     """fair's anchor runs use recipe zhang2024 (post-norm LayerNorm with biases, one head
     of width d/2, a biased head, decay on every parameter, clipping at 1): its members
     equal their single runs as well."""
-    cfgs = [toy("recipe=zhang2024"), toy("recipe=zhang2024", "seed=1", "init=gamma:0.8",
-                                         "train.lr=3e-3", "model.norm_eps=1e-3")]
+    cfgs = [
+        toy("recipe=zhang2024"),
+        toy("recipe=zhang2024", "seed=1", "init=gamma:0.8", "train.lr=3e-3", "model.norm_eps=1e-3"),
+    ]
     assert cfgs[0].model.norm == "layernorm" and cfgs[0].model.norm_position == "post"
-    members = train_population(cfgs, runs_dir=tmp_path / "population", dtype=torch.float64,
-                               callbacks=[], kind=ANCHOR)
+    members = train_population(
+        cfgs, runs_dir=tmp_path / "population", dtype=torch.float64, callbacks=[], kind=ANCHOR
+    )
     singles = [single(cfg, tmp_path / "single") for cfg in cfgs]
     for member, alone in zip(members, singles, strict=True):
         assert member.key == alone.key

@@ -21,8 +21,16 @@ from smallinit.study.experiments.anchor_scan import cell_config
 
 
 def tiny(**kw) -> ModelConfig:
-    base = dict(vocab_size=16, context=6, d_model=8, n_layers=2, n_heads=2, positions="learned",
-                mlp="gelu", norm="layernorm")
+    base = dict(
+        vocab_size=16,
+        context=6,
+        d_model=8,
+        n_layers=2,
+        n_heads=2,
+        positions="learned",
+        mlp="gelu",
+        norm="layernorm",
+    )
     return ModelConfig(**{**base, **kw})
 
 
@@ -100,8 +108,9 @@ def test_post_norm_block_output_is_normalized_and_differs_from_pre():
         h_post = post.hidden(idx)[0]
         # every position of a post-LN block's output is LN(·) with gain 1, bias 0
         torch.testing.assert_close(h_post.mean(-1), torch.zeros(4, 6), atol=1e-5, rtol=0)
-        torch.testing.assert_close(h_post.var(-1, unbiased=False), torch.ones(4, 6),
-                                   atol=1e-3, rtol=0)
+        torch.testing.assert_close(
+            h_post.var(-1, unbiased=False), torch.ones(4, 6), atol=1e-3, rtol=0
+        )
         assert (post(idx) - pre(idx)).abs().max() > 1e-2
     assert isinstance(post.norm_f, torch.nn.Identity)
     # the same parameters apart from the final norm the post-norm model does not have
@@ -136,8 +145,9 @@ def test_norm_position_default_keeps_run_keys_and_post_gets_its_own():
     assert config_key(KIND, post, VERSION) != before
     # the quick anchor cell the profiles recorded before the field existed
     quick = cell_config(AnchorConfig(), gamma=0.5, seed=0)
-    assert config_key(KIND, override(quick, {"model.norm_position": "pre"}),
-                      VERSION) == config_key(KIND, quick, VERSION)
+    assert config_key(KIND, override(quick, {"model.norm_position": "pre"}), VERSION) == config_key(
+        KIND, quick, VERSION
+    )
     with pytest.raises(ConfigError, match="norm_position='middle' is not allowed"):
         load_config(AnchorConfig, None, ["model.norm_position=middle"])
 
@@ -166,8 +176,14 @@ class _Run:
 def _cell(gamma, seed, sym, inf, layers=2, wd=0.01, panel="depth"):
     from smallinit.study.experiments.anchor_scan import Cell
 
-    return Cell(panel, gamma, layers, wd, seed,
-                _Run(share_symmetric=sym, share_inferential=inf, share_other=1 - sym - inf))
+    return Cell(
+        panel,
+        gamma,
+        layers,
+        wd,
+        seed,
+        _Run(share_symmetric=sym, share_inferential=inf, share_other=1 - sym - inf),
+    )
 
 
 def test_seed_shares_and_the_claims_share_rule_against_scipy():
@@ -187,8 +203,10 @@ def test_seed_shares_and_the_claims_share_rule_against_scipy():
     assert sorted(shares) == [0.5, 0.7, 0.8]
     assert shares[0.5]["seed"].tolist() == [0, 1, 2, 3, 4]
     np.testing.assert_allclose(shares[0.5]["share_symmetric"], sym05)
-    for gamma, claimed, opposite in ((0.5, "share_symmetric", "share_inferential"),
-                                     (0.8, "share_inferential", "share_symmetric")):
+    for gamma, claimed, opposite in (
+        (0.5, "share_symmetric", "share_inferential"),
+        (0.8, "share_inferential", "share_symmetric"),
+    ):
         row = shares[gamma]
         judgement = share_rule(dict(enumerate(row[claimed])), dict(enumerate(row[opposite])))
         vals = row[claimed]

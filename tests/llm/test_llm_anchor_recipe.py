@@ -25,8 +25,9 @@ from tests.llm.test_llm_anchor_postln import layer_norm, randomize_norms
 
 def recipe_config(d_model=16, n_layers=2) -> AnchorConfig:
     base = AnchorConfig()
-    return AnchorConfig(recipe="zhang2024", model=override(base.model, {
-        "d_model": d_model, "n_layers": n_layers}))
+    return AnchorConfig(
+        recipe="zhang2024", model=override(base.model, {"d_model": d_model, "n_layers": n_layers})
+    )
 
 
 def authors_forward(model, idx):
@@ -88,8 +89,10 @@ def test_recipe_optimizer_decays_every_parameter_and_warms_up_from_a_tenth():
 
 
 def test_recipe_replaces_its_settings_and_keeps_the_runs_own():
-    cfg = override(recipe_config(d_model=32, n_layers=3), {
-        "model.n_heads": 4, "model.mlp": "gelu", "train.lr": 5e-4, "train.weight_decay": 0.1})
+    cfg = override(
+        recipe_config(d_model=32, n_layers=3),
+        {"model.n_heads": 4, "model.mlp": "gelu", "train.lr": 5e-4, "train.weight_decay": 0.1},
+    )
     model, train = zhang2024_recipe(cfg.model)
     assert all(getattr(cfg.model, k) == v for k, v in model.items())
     assert all(getattr(cfg.train, k) == v for k, v in train.items())
@@ -99,33 +102,40 @@ def test_recipe_replaces_its_settings_and_keeps_the_runs_own():
 
 def test_new_fields_are_key_neutral_and_the_recipe_gets_its_own_key():
     plain = AnchorConfig()
-    for section, fields in ((config_to_dict(plain), ("recipe",)),
-                            (config_to_dict(plain.model), ("attn_dim", "norm_bias",
-                                                           "head_bias")),
-                            (config_to_dict(plain.train), ("warmup_from", "decay_all"))):
+    for section, fields in (
+        (config_to_dict(plain), ("recipe",)),
+        (config_to_dict(plain.model), ("attn_dim", "norm_bias", "head_bias")),
+        (config_to_dict(plain.train), ("warmup_from", "decay_all")),
+    ):
         assert not set(fields) & set(section)
-    same = override(plain, {"model.attn_dim": None, "train.decay_all": False,
-                            "recipe": "smallinit"})
+    same = override(
+        plain, {"model.attn_dim": None, "train.decay_all": False, "recipe": "smallinit"}
+    )
     assert config_key(KIND, same, VERSION) == config_key(KIND, plain, VERSION)
-    assert config_key(KIND, AnchorConfig(recipe="zhang2024"), VERSION) != \
-        config_key(KIND, plain, VERSION)
+    assert config_key(KIND, AnchorConfig(recipe="zhang2024"), VERSION) != config_key(
+        KIND, plain, VERSION
+    )
 
 
 def test_attention_width_equal_to_the_model_is_the_plain_model():
     """attn_dim = d_model builds the same parameters and numbers as leaving it out."""
     kw = dict(vocab_size=32, context=8, d_model=16, n_layers=1, n_heads=2)
-    a, b = (Transformer(ModelConfig(**kw, **x), "gamma:0.5", seed=0)
-            for x in ({}, {"attn_dim": 16}))
+    a, b = (
+        Transformer(ModelConfig(**kw, **x), "gamma:0.5", seed=0) for x in ({}, {"attn_dim": 16})
+    )
     idx = torch.randint(0, 32, (2, 8), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         assert torch.equal(a(idx), b(idx))
 
 
-@pytest.mark.parametrize("kw, message", [
-    (dict(attn_dim=0), "model.attn_dim=0 is not allowed"),
-    (dict(attn_dim=12, n_heads=8), "model.attn_dim=12 is not divisible by model.n_heads=8"),
-    (dict(attn_dim=12, n_heads=4), "model.attn_dim/n_heads=3 is odd"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(attn_dim=0), "model.attn_dim=0 is not allowed"),
+        (dict(attn_dim=12, n_heads=8), "model.attn_dim=12 is not divisible by model.n_heads=8"),
+        (dict(attn_dim=12, n_heads=4), "model.attn_dim/n_heads=3 is odd"),
+    ],
+)
 def test_bad_attention_widths_are_refused(kw, message):
     with pytest.raises(ConfigError, match=message):
         ModelConfig(**kw)
@@ -138,16 +148,26 @@ def test_warmup_from_outside_the_unit_interval_is_refused():
 
 
 def test_export_refuses_what_no_hugging_face_class_computes():
-    with pytest.raises(ConfigError, match="model.norm_position=post.*model.attn_dim=8.*"
-                                          "model.head_bias=True.*model.norm_bias=True"):
+    with pytest.raises(
+        ConfigError,
+        match="model.norm_position=post.*model.attn_dim=8.*"
+        "model.head_bias=True.*model.norm_bias=True",
+    ):
         hf_family(override(recipe_config().model, {"mlp": "gelu"}))
     assert hf_family(ModelConfig(attn_dim=256, norm_bias=False)) == "llama"
 
 
-@pytest.mark.parametrize("fields", [
-    {}, {"bias": True, "norm": "layernorm", "mlp": "gelu", "positions": "learned"},
-    {"bias": True, "gated_attention": True}, {"norm_position": "post", "norm": "layernorm"},
-    "recipe"], ids=["default", "gpt2 biases", "swiglu biases and gate", "post-LN", "recipe"])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"bias": True, "norm": "layernorm", "mlp": "gelu", "positions": "learned"},
+        {"bias": True, "gated_attention": True},
+        {"norm_position": "post", "norm": "layernorm"},
+        "recipe",
+    ],
+    ids=["default", "gpt2 biases", "swiglu biases and gate", "post-LN", "recipe"],
+)
 def test_parameter_count_of_the_plan_is_the_built_models(fields):
     """The memory and FLOP plan's P (llm/training/memory.py) counts every parameter the
     model builds: norm and head biases of the recipe, linear biases, post-LN's missing

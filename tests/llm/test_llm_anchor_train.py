@@ -17,9 +17,17 @@ from smallinit.llm.training.anchor import KIND, VERSION, mechanism, run_anchor
 from smallinit.study.experiments.anchor_scan import cell_config, init_gamma, scan_cells
 from smallinit.study.experiments.anchor_scan import load as load_profile
 
-TINY = ["task.n_train=2000", "task.n_test=200", "model.d_model=16", "model.n_layers=2",
-        "model.n_heads=2", "train.steps=20", "train.batch_size=32", "train.log_every=10",
-        "train.eval_every=10"]
+TINY = [
+    "task.n_train=2000",
+    "task.n_test=200",
+    "model.d_model=16",
+    "model.n_layers=2",
+    "model.n_heads=2",
+    "train.steps=20",
+    "train.batch_size=32",
+    "train.log_every=10",
+    "train.eval_every=10",
+]
 
 
 def test_profiles_load_and_split_overrides():
@@ -40,22 +48,31 @@ def test_vocab_must_hold_every_label():
 
 
 def test_scan_cells_cover_both_panels():
-    base, scan = load_profile("quick", ["scan.gammas=0.5,1.0", "scan.layers=1,2",
-                                        "scan.weight_decays=0,0.5", "scan.wd_layers=2"])
+    base, scan = load_profile(
+        "quick",
+        ["scan.gammas=0.5,1.0", "scan.layers=1,2", "scan.weight_decays=0,0.5", "scan.wd_layers=2"],
+    )
     cells = scan_cells(base, scan)
     depth = {(c.init, c.model.n_layers) for p, c in cells if p == "depth"}
     wd = {(c.init, c.train.weight_decay, c.model.n_layers) for p, c in cells if p == "wd"}
     assert depth == {(f"gamma:{g}", n) for g in ("0.5", "1") for n in (1, 2)}
     assert wd == {(f"gamma:{g}", w, 2) for g in ("0.5", "1") for w in (0.0, 0.5)}
-    assert all(c.train.weight_decay == base.train.weight_decay for p, c in cells
-               if p == "depth")
+    assert all(c.train.weight_decay == base.train.weight_decay for p, c in cells if p == "depth")
 
 
-@pytest.mark.parametrize(("init", "gamma"), [
-    ("gamma:0.5", 0.5), ("gamma:1", 1.0), ("GAMMA:1e-3", 1e-3), ("gamma:0.1234567", 0.1234567),
-    ("gamma:0.5,qk=1", None), ("gamma:0.5,depth", None), ("nanogpt", None),
-    ("fixed:0.02", None),
-])
+@pytest.mark.parametrize(
+    ("init", "gamma"),
+    [
+        ("gamma:0.5", 0.5),
+        ("gamma:1", 1.0),
+        ("GAMMA:1e-3", 1e-3),
+        ("gamma:0.1234567", 0.1234567),
+        ("gamma:0.5,qk=1", None),
+        ("gamma:0.5,depth", None),
+        ("nanogpt", None),
+        ("fixed:0.02", None),
+    ],
+)
 def test_init_gamma_reads_a_plain_gamma_scheme_as_theory_parses_it(init, gamma):
     assert init_gamma(init) == gamma
 
@@ -83,7 +100,7 @@ def test_mechanism_reads_the_first_layer_query_rows():
     for layer in range(L):
         w = weights[layer].detach().numpy()[:, :, -1, :]  # (B, H, T)
         for i, p in enumerate(held.pos):
-            want[layer, :, :3] += w[i, :, p:p + 3] / len(held)
+            want[layer, :, :3] += w[i, :, p : p + 3] / len(held)
     want[..., 3] = 1 - want[..., :3].sum(-1)
     assert m["attn_last"].shape == (L, H, 4)
     assert np.allclose(m["attn_last"], want, atol=1e-5)
@@ -96,9 +113,17 @@ def test_short_training_fits_the_seen_pairs(tmp_path):
     (x, position) combinations, far above chance (1/128). (One layer cannot: finding x
     next to the anchors needs two attention steps; at d_model 32 the loss plateau outlasts
     a few hundred steps. ~35 s on 2 cores, hence slow.)"""
-    cfg, _ = load_profile("quick", ["task.n_test=400", "model.n_layers=2",
-                                    "train.steps=1000", "train.eval_every=0",
-                                    "train.log_every=100", "init=gamma:0.5"])
+    cfg, _ = load_profile(
+        "quick",
+        [
+            "task.n_test=400",
+            "model.n_layers=2",
+            "train.steps=1000",
+            "train.eval_every=0",
+            "train.log_every=100",
+            "init=gamma:0.5",
+        ],
+    )
     assert cfg.model.d_model == 64 and cfg.task.n_train == 50000
     run = run_anchor(cfg, RunStore(tmp_path))
     s = run.summary
@@ -127,19 +152,30 @@ def _parser():
 def test_cli_anchor_and_scan(tmp_path, capsys):
     runs = str(tmp_path / "runs")
     for gamma in ("0.5", "1.0"):
-        args = _parser().parse_args(["anchor", "--runs-dir", runs, *TINY, f"init=gamma:{gamma}",
-                                     "model.n_layers=1"])
+        args = _parser().parse_args(
+            ["anchor", "--runs-dir", runs, *TINY, f"init=gamma:{gamma}", "model.n_layers=1"]
+        )
         assert args.func(args) == 0
         out = capsys.readouterr().out
         assert f"gamma:{gamma.rstrip('.0')} layers=1" in out and "inferential" in out
     assert len(list(RunStore(runs).runs(KIND))) == 2
-    scan = ["anchor-scan", "--runs-dir", runs, *TINY, "scan.gammas=0.5,1", "scan.layers=1",
-            "scan.weight_decays=0.01", "scan.wd_layers=1", "scan.seeds=[0]"]
+    scan = [
+        "anchor-scan",
+        "--runs-dir",
+        runs,
+        *TINY,
+        "scan.gammas=0.5,1",
+        "scan.layers=1",
+        "scan.weight_decays=0.01",
+        "scan.wd_layers=1",
+        "scan.seeds=[0]",
+    ]
     args = _parser().parse_args([*scan, "--json"])
     assert args.func(args) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {(r["panel"], r["gamma"]) for r in rows} == {
-        (p, g) for p in ("depth", "wd") for g in (0.5, 1.0)}
+        (p, g) for p in ("depth", "wd") for g in (0.5, 1.0)
+    }
     # the (γ, depth) cells at the base λ = 0.01 are the (γ, λ) cells at depth 1: reused
     assert len(list(RunStore(runs).runs(KIND))) == 2
     args = _parser().parse_args(scan)  # the table (runs reused)
@@ -158,8 +194,14 @@ def test_cli_rejects_bad_values():
 
 
 # ----------------------------------------------------------------------------- the trainer
-PINNED = [*TINY, "train.steps=30", "train.log_every=5", "train.checkpoint_every=15",
-          "train.warmup=5", "train.lr=0.01"]
+PINNED = [
+    *TINY,
+    "train.steps=30",
+    "train.log_every=5",
+    "train.checkpoint_every=15",
+    "train.warmup=5",
+    "train.lr=0.01",
+]
 # Measured with train_anchor of commit a9690d4 (its own loop, before the anchor task ran on
 # the core Trainer), config PINNED on CPU; the Trainer reproduces them bit for bit here.
 # float32 training: other BLAS/SIMD kernels move these by up to 2e-7 (measured with
@@ -168,26 +210,55 @@ PINNED = [*TINY, "train.steps=30", "train.log_every=5", "train.checkpoint_every=
 PINNED_REL = 1e-5
 PINNED_METRICS = [
     {"loss": 5.249281120300293, "lr": 0.01, "step": 5},
-    {"acc_seen_test": 0.01, "acc_seen_train": 0.01, "loss": 5.065067958831787,
-     "lr": 0.009140576474687266, "share_inferential": 0.02, "share_other": 0.965,
-     "share_symmetric": 0.015, "step": 10},
+    {
+        "acc_seen_test": 0.01,
+        "acc_seen_train": 0.01,
+        "loss": 5.065067958831787,
+        "lr": 0.009140576474687266,
+        "share_inferential": 0.02,
+        "share_other": 0.965,
+        "share_symmetric": 0.015,
+        "step": 10,
+    },
     {"loss": 4.891154766082764, "lr": 0.006890576474687264, "step": 15},
-    {"acc_seen_test": 0.01, "acc_seen_train": 0.015, "loss": 4.762645244598389,
-     "lr": 0.004109423525312737, "share_inferential": 0.0, "share_other": 0.98,
-     "share_symmetric": 0.02, "step": 20},
+    {
+        "acc_seen_test": 0.01,
+        "acc_seen_train": 0.015,
+        "loss": 4.762645244598389,
+        "lr": 0.004109423525312737,
+        "share_inferential": 0.0,
+        "share_other": 0.98,
+        "share_symmetric": 0.02,
+        "step": 20,
+    },
     {"loss": 4.811127853393555, "lr": 0.0018594235253127371, "step": 25},
-    {"acc_seen_test": 0.015, "acc_seen_train": 0.0135, "loss": 4.739192295074463,
-     "lr": 0.001, "share_inferential": 0.005, "share_other": 0.975, "share_symmetric": 0.02,
-     "step": 30},
+    {
+        "acc_seen_test": 0.015,
+        "acc_seen_train": 0.0135,
+        "loss": 4.739192295074463,
+        "lr": 0.001,
+        "share_inferential": 0.005,
+        "share_other": 0.975,
+        "share_symmetric": 0.02,
+        "step": 30,
+    },
 ]
 PINNED_SUMMARY = {
-    "acc_seen_test": 0.015, "acc_seen_train": 0.0135, "params": 10464,
-    "share_inferential": 0.005, "share_other": 0.975, "share_symmetric": 0.02, "steps": 30,
-    "wq_clusters": 16, "wq_condensation": 0.29525549342727414,
+    "acc_seen_test": 0.015,
+    "acc_seen_train": 0.0135,
+    "params": 10464,
+    "share_inferential": 0.005,
+    "share_other": 0.975,
+    "share_symmetric": 0.02,
+    "steps": 30,
+    "wq_clusters": 16,
+    "wq_condensation": 0.29525549342727414,
     "wq_condensation_baseline": 0.25000001039324826,
 }
-PINNED_HELD_OUT = ([36, 45, 84, 45, 45, 45, 36, 49, 84, 49, 84, 51, 49, 84, 45, 51, 45, 84,
-                    57, 45], 10704)  # first 20 predictions on (4, 3), sum of all 200
+PINNED_HELD_OUT = (
+    [36, 45, 84, 45, 45, 45, 36, 49, 84, 49, 84, 51, 49, 84, 45, 51, 45, 84, 57, 45],
+    10704,
+)  # first 20 predictions on (4, 3), sum of all 200
 
 
 @pytest.mark.kernel_sensitive
@@ -251,14 +322,22 @@ run_anchor(load("quick", sys.argv[2:])[0], RunStore(sys.argv[1]))
 def test_two_process_ddp_anchor_matches_one_process(tmp_path):
     """The anchor task gets DDP from the Trainer: two ranks, each half of every global
     batch, follow the single-process run up to reduction order. (~30 s on 2 cores.)"""
-    args = [*TINY, "train.steps=20", "train.log_every=5", "train.checkpoint_every=10",
-            "train.warmup=5", "train.lr=0.01", "train.threads=1"]
+    args = [
+        *TINY,
+        "train.steps=20",
+        "train.log_every=5",
+        "train.checkpoint_every=10",
+        "train.warmup=5",
+        "train.lr=0.01",
+        "train.threads=1",
+    ]
     cfg, _ = load_profile("quick", args)
     single = run_anchor(cfg, RunStore(tmp_path / "one"))
     script = tmp_path / "ddp_anchor.py"
     script.write_text(DDP_SCRIPT)
-    run_torchrun(["--standalone", "--nproc_per_node", "2", str(script), str(tmp_path / "two"),
-                  *args])
+    run_torchrun(
+        ["--standalone", "--nproc_per_node", "2", str(script), str(tmp_path / "two"), *args]
+    )
     two = RunStore(tmp_path / "two").run(KIND, cfg, version=VERSION)
     assert two.state == "done"
     a = [(r["step"], r["loss"]) for r in single.metrics()]
@@ -266,5 +345,6 @@ def test_two_process_ddp_anchor_matches_one_process(tmp_path):
     assert [s for s, _ in a] == [s for s, _ in b]
     for (_, la), (_, lb) in zip(a, b, strict=True):
         assert abs(la - lb) < 1e-4 * la  # same global batches; only reduction order differs
-    assert two.summary["wq_condensation"] == pytest.approx(single.summary["wq_condensation"],
-                                                           rel=1e-3)
+    assert two.summary["wq_condensation"] == pytest.approx(
+        single.summary["wq_condensation"], rel=1e-3
+    )

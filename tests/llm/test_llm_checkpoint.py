@@ -68,10 +68,16 @@ def test_latest_loadable_skips_damaged_files_newest_first(tmp_path, caplog):
     assert all(f"step-000000{s}0.pt" in warned for s in (3, 4, 5))
     assert "step-00000050.pt does not match its manifest (its SHA-256 differs" in warned
     assert sorted(p.name for p in ckpt.iterdir()) == [
-        "step-00000010.pt", "step-00000010.pt.json", "step-00000020.pt",
-        "step-00000020.pt.json", "step-00000030.pt.damaged", "step-00000040.pt.damaged",
-        "step-00000040.pt.json.damaged", "step-00000050.pt.damaged",
-        "step-00000050.pt.json.damaged"]
+        "step-00000010.pt",
+        "step-00000010.pt.json",
+        "step-00000020.pt",
+        "step-00000020.pt.json",
+        "step-00000030.pt.damaged",
+        "step-00000040.pt.damaged",
+        "step-00000040.pt.json.damaged",
+        "step-00000050.pt.damaged",
+        "step-00000050.pt.json.damaged",
+    ]
     for p in ckpt.glob("step-000000[12]0.pt"):
         p.write_bytes(b"")
     assert latest_loadable(tmp_path) == (0, None)  # nothing intact: a fresh start
@@ -93,8 +99,9 @@ def test_llm_has_exactly_one_training_loop():
             where = f"{path.relative_to(LLM.parent)}:{number}"
             if re.search(r"\.backward\(", code):
                 backward.append(where)
-            if re.search(r"\b\w*(opt|optim|optimizer)\w*\.step\(", code) or \
-                    re.search(r"\.step\(\s*\)", code):
+            if re.search(r"\b\w*(opt|optim|optimizer)\w*\.step\(", code) or re.search(
+                r"\.step\(\s*\)", code
+            ):
                 step.append(where)
     assert len(backward) == 1 and backward[0].startswith("llm/training/train.py:"), backward
     assert len(step) == 1 and step[0].startswith("llm/training/train.py:"), step

@@ -26,8 +26,11 @@ def inputs(dtype, bias=True, seed=0):
     h = torch.randn(N, D, generator=gen, dtype=torch.float64).to(dtype).requires_grad_()
     w = (torch.randn(V, D, generator=gen, dtype=torch.float64) / D**0.5).to(dtype)
     w.requires_grad_()
-    b = (0.1 * torch.randn(V, generator=gen, dtype=torch.float64)).to(dtype).requires_grad_() \
-        if bias else None
+    b = (
+        (0.1 * torch.randn(V, generator=gen, dtype=torch.float64)).to(dtype).requires_grad_()
+        if bias
+        else None
+    )
     y = torch.randint(0, V, (N,), generator=gen)
     y[[3, 20]] = -100  # ignored targets count in neither the sum nor the mean
     return h, w, b, y
@@ -40,8 +43,9 @@ def loss_and_grads(fn, h, w, b, y):
 
 
 def plain(h, w, b, y):
-    return F.cross_entropy(F.linear(h, w, b).float() if h.dtype != torch.float64
-                           else F.linear(h, w, b), y)
+    return F.cross_entropy(
+        F.linear(h, w, b).float() if h.dtype != torch.float64 else F.linear(h, w, b), y
+    )
 
 
 def chunked(chunk):
@@ -52,8 +56,7 @@ def max_rel_error(chunk, dtype, bias=True):
     """The largest relative error of the chunked loss and gradients against the plain path."""
     args = inputs(dtype, bias)
     want, got = loss_and_grads(plain, *args), loss_and_grads(chunked(chunk), *args)
-    return max(float((g - p).abs().max() / p.abs().max()) for g, p in zip(got, want,
-                                                                           strict=True))
+    return max(float((g - p).abs().max() / p.abs().max()) for g, p in zip(got, want, strict=True))
 
 
 @pytest.mark.parametrize("chunk", [1, 5, 8, 36, 37, 1000])
@@ -134,12 +137,27 @@ def test_the_trainer_takes_the_chunk_from_the_config(monkeypatch, tmp_path):
         return original(objective, *args, **kwargs)
 
     monkeypatch.setattr(train_mod, "train_step", spy)
-    base = ["model.vocab_size=96", "model.context=16", "model.d_model=24", "model.n_layers=2",
-            "model.n_heads=2", "data.synthetic_items=300", "data.synthetic_val_items=60",
-            "train.batch_size=4", "train.steps=6", "train.log_every=1", "train.eval_every=0",
-            "train.eval_batches=1", "train.checkpoint_every=0", "train.threads=1",
-            "train.device=cpu", "eval.answer_items=2", "eval.token_windows=1",
-            "data.tokenizer=char", f"data.cache_dir={tmp_path / 'cache'}"]
+    base = [
+        "model.vocab_size=96",
+        "model.context=16",
+        "model.d_model=24",
+        "model.n_layers=2",
+        "model.n_heads=2",
+        "data.synthetic_items=300",
+        "data.synthetic_val_items=60",
+        "train.batch_size=4",
+        "train.steps=6",
+        "train.log_every=1",
+        "train.eval_every=0",
+        "train.eval_batches=1",
+        "train.checkpoint_every=0",
+        "train.threads=1",
+        "train.device=cpu",
+        "eval.answer_items=2",
+        "eval.token_windows=1",
+        "data.tokenizer=char",
+        f"data.cache_dir={tmp_path / 'cache'}",
+    ]
     runs = {}
     for chunk in (0, 7):
         cfg = load_config(RunConfig, None, [*base, f"train.loss_chunk={chunk}"])

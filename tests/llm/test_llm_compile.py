@@ -33,5 +33,9 @@ def test_compiled_steps_agree_with_eager_to_rounding():
     # rounding-sized gradient too), so parameters agree to a tenth of one step's update
     torch.testing.assert_close(compiled_params, eager_params, rtol=0, atol=1e-4)
     assert eager_losses[-1] < eager_losses[0]  # the run learns, so the check has content
-    print("max |Δloss|", (compiled_losses - eager_losses).abs().max().item(),
-          "max |Δθ|", (compiled_params - eager_params).abs().max().item())
+    print(
+        "max |Δloss|",
+        (compiled_losses - eager_losses).abs().max().item(),
+        "max |Δθ|",
+        (compiled_params - eager_params).abs().max().item(),
+    )

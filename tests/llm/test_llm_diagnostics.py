@@ -59,9 +59,21 @@ def test_max_median_ratio():
 
 
 def _tiny_model(**model) -> Transformer:
-    cfg = load_config(ModelConfig, None, [f"{k}={v}" for k, v in {
-        "vocab_size": 64, "context": 16, "d_model": 16, "n_layers": 2, "n_heads": 2,
-        **model}.items()])
+    cfg = load_config(
+        ModelConfig,
+        None,
+        [
+            f"{k}={v}"
+            for k, v in {
+                "vocab_size": 64,
+                "context": 16,
+                "d_model": 16,
+                "n_layers": 2,
+                "n_heads": 2,
+                **model,
+            }.items()
+        ],
+    )
     torch.manual_seed(0)
     return Transformer(cfg)
 
@@ -122,14 +134,20 @@ def test_batched_probe_equals_per_matrix_measurements():
     matrix (the CPU path), and the tracked matrices are the table's blocks."""
     from smallinit.kernels import measure_all
 
-    model = Transformer(ModelConfig(vocab_size=61, context=16, d_model=16, n_layers=3,
-                                    n_heads=2, d_ff=40, mlp="gelu"), "gamma:0.75", seed=2)
+    model = Transformer(
+        ModelConfig(
+            vocab_size=61, context=16, d_model=16, n_layers=3, n_heads=2, d_ff=40, mlp="gelu"
+        ),
+        "gamma:0.75",
+        seed=2,
+    )
     tracked = tracked_matrices(model)
     got = measure_model(model)
     assert list(got) == list(tracked)
     for name, w in tracked.items():
         assert got[name] == measure_all(w.detach().float().numpy()), name
     d = model.cfg.d_model
-    torch.testing.assert_close(tracked["L2.k"], model.blocks[2].attn.qkv.weight[d:2 * d],
-                               rtol=0, atol=0)
+    torch.testing.assert_close(
+        tracked["L2.k"], model.blocks[2].attn.qkv.weight[d : 2 * d], rtol=0, atol=0
+    )
     assert tracked["L1.ffn_in"] is not None and tracked["L1.ffn_in"].shape == (40, d)

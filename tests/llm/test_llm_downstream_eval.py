@@ -14,14 +14,17 @@ from smallinit.llm.downstream.tasks import TASKS, Item
 
 
 def test_continuation_logprobs_sum_the_scored_positions_only():
-    logits = torch.tensor([[[0.0, math.log(3.0)], [math.log(4.0), 0.0], [0.0, 0.0]],
-                           [[5.0, 5.0], [0.0, 0.0], [9.0, 9.0]]])
+    logits = torch.tensor(
+        [
+            [[0.0, math.log(3.0)], [math.log(4.0), 0.0], [0.0, 0.0]],
+            [[5.0, 5.0], [0.0, 0.0], [9.0, 9.0]],
+        ]
+    )
     targets = torch.tensor([[1, 0, 1], [0, 1, 0]])
     # row 0: length 3, score the last 2 positions: log(4/5) + log(1/2)
     # row 1: length 2 (position 2 is padding), score both: log(1/2) + log(1/2)
     got = be.continuation_logprobs(logits, targets, [(3, 2), (2, 2)])
-    np.testing.assert_allclose(got, [math.log(0.8) + math.log(0.5), 2 * math.log(0.5)],
-                               rtol=1e-6)
+    np.testing.assert_allclose(got, [math.log(0.8) + math.log(0.5), 2 * math.log(0.5)], rtol=1e-6)
 
 
 def test_length_normalization_can_overturn_the_raw_choice():
@@ -36,14 +39,15 @@ def test_score_mc_records_raw_acc_and_per_character_acc_norm_as_lm_eval_names_th
     class FixedLM:  # log-likelihoods chosen so the two rules disagree on item 0
         def loglikelihood(self, pairs, desc=""):
             table = {" a": -4.0, " bbbbbbbbb": -6.0, " yes": -1.0, " no": -2.0}
-            return [{"loglik": table[c], "tokens": 1, "truncated": c == " no"}
-                    for _, c in pairs]
+            return [{"loglik": table[c], "tokens": 1, "truncated": c == " no"} for _, c in pairs]
 
     items = [Item("0", "q", (" a", " bbbbbbbbb"), 1), Item("1", "q", (" yes", " no"), 1)]
     recs = be.score_mc(FixedLM(), items)
     # item 0: raw -4 > -6 picks " a" (wrong); per character -4/2 = -2 < -6/10 picks the gold
     assert [(r["pred"], r["pred_norm"], r["acc"], r["acc_norm"]) for r in recs] == [
-        (0, 1, 0, 1), (0, 0, 0, 0)]
+        (0, 1, 0, 1),
+        (0, 0, 0, 0),
+    ]
     summary = be.summarize(recs, TASKS["arc_easy"])
     assert summary["acc"] == 0.0 and summary["acc_norm"] == 0.5
     assert summary["acc_norm_stderr"] == pytest.approx(0.5)  # s = 0.7071, n = 2
@@ -65,11 +69,24 @@ def test_stderr_is_lm_evals_sample_std_over_sqrt_n():
 
 
 def test_results_stored_under_the_old_names_read_as_lm_eval_names():
-    old_mc = {"task": "arc_easy", "n": 4, "acc": 0.75, "se": 0.25, "acc_raw": 0.5,
-              "se_raw": 0.29, "metric": "acc_norm", "truncated": 0, "chance": 0.25}
+    old_mc = {
+        "task": "arc_easy",
+        "n": 4,
+        "acc": 0.75,
+        "se": 0.25,
+        "acc_raw": 0.5,
+        "se_raw": 0.29,
+        "metric": "acc_norm",
+        "truncated": 0,
+        "chance": 0.25,
+    }
     new = be.summary_metrics(old_mc)
     assert (new["acc"], new["acc_stderr"], new["acc_norm"], new["acc_norm_stderr"]) == (
-        0.5, 0.29, 0.75, 0.25)
+        0.5,
+        0.29,
+        0.75,
+        0.25,
+    )
     assert new["primary"] == "acc_norm" and "se" not in new and "metric" not in new
     old_gen = {"task": "gsm8k", "n": 3, "acc": 1 / 3, "se": 0.33, "metric": "exact_match/number"}
     assert be.summary_metrics(old_gen)["exact_match"] == pytest.approx(1 / 3)
@@ -88,16 +105,19 @@ def test_standard_error_of_an_accuracy():
 
 
 # ----------------------------------------------------------------------------- extraction
-@pytest.mark.parametrize("text, expected", [
-    ("Janet sells 16 - 3 - 4 = 9 eggs. 9 * 2 = 18. So the answer is 18.", "18"),
-    ("So the answer is $1,234.", "1234"),
-    ("The answer is -7", "-7"),
-    ("so 12 + 3 = 15\n#### 15", "15"),
-    ("She pays 2.50 per cup, total 7.50", "7.5"),
-    ("the answer is 18.0", "18"),
-    ("First 3 apples, then 4 more. So the answer is 7. Then 99", "7"),
-    ("no digits here", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Janet sells 16 - 3 - 4 = 9 eggs. 9 * 2 = 18. So the answer is 18.", "18"),
+        ("So the answer is $1,234.", "1234"),
+        ("The answer is -7", "-7"),
+        ("so 12 + 3 = 15\n#### 15", "15"),
+        ("She pays 2.50 per cup, total 7.50", "7.5"),
+        ("the answer is 18.0", "18"),
+        ("First 3 apples, then 4 more. So the answer is 7. Then 99", "7"),
+        ("no digits here", None),
+    ],
+)
 def test_gsm8k_final_number(text, expected):
     assert be.extract_number(text) == expected
 
@@ -115,14 +135,17 @@ def test_qa_normalization_and_match():
     assert be.normalize_answer("an Apple, a day") == "apple day"
     spec = TASKS["triviaqa"]
     assert be.judge(spec, " the Sunset Blvd.\nQuestion: next", ["Sunset Blvd", "x"]) == (
-        "the Sunset Blvd.", True)
+        "the Sunset Blvd.",
+        True,
+    )
     assert not be.judge(spec, " Sunset", ["Sunset Boulevard"])[1]
     assert not be.judge(spec, "   ", ["a"])[1]  # an empty answer never matches
 
 
 def test_math_answers():
-    gen = ("We get $x = 4$.\nFinal Answer: The final answer is $\\dfrac{1}{2}$. "
-           "I hope it is correct.")
+    gen = (
+        "We get $x = 4$.\nFinal Answer: The final answer is $\\dfrac{1}{2}$. I hope it is correct."
+    )
     assert be.extract_math(gen) == "\\dfrac{1}{2}"
     assert be.judge(TASKS["math"], gen, ["\\frac{1}{2}"])[1]
     assert be.extract_math("so $\\boxed{\\sqrt{2}+{1}}$ is it") == "\\sqrt{2}+{1}"
@@ -136,8 +159,10 @@ def test_cut_at_the_earliest_stop_string():
 
 
 # ----------------------------------------------------------------------------- a real model
-TEXT = ("the cat sat on the mat. Question: 2 plus 3?\nAnswer: So the answer is 5.\n\n"
-        "Question: capital of France?\nAnswer: Paris\n\n")
+TEXT = (
+    "the cat sat on the mat. Question: 2 plus 3?\nAnswer: So the answer is 5.\n\n"
+    "Question: capital of France?\nAnswer: Paris\n\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -151,8 +176,9 @@ def memorized():
     torch.manual_seed(0)
     tok = train_bpe([TEXT] * 20, 300)
     ids = tok.encode(TEXT * 8).ids
-    cfg = ModelConfig(vocab_size=tok.get_vocab_size(), context=48, d_model=64, n_layers=1,
-                      n_heads=2)
+    cfg = ModelConfig(
+        vocab_size=tok.get_vocab_size(), context=48, d_model=64, n_layers=1, n_heads=2
+    )
     model = Transformer(cfg)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     data = torch.tensor(ids)
@@ -170,9 +196,11 @@ def memorized():
 
 
 def test_real_model_picks_the_memorized_choice(memorized):
-    items = [Item("cat", "the cat sat on the", (" hat.", " mat.", " dog!"), 1),
-             Item("fr", "Question: capital of France?\nAnswer:", (" Rome", " Paris"), 1),
-             Item("long", TEXT * 3 + "the cat sat on the", (" mat.", " cat."), 0)]
+    items = [
+        Item("cat", "the cat sat on the", (" hat.", " mat.", " dog!"), 1),
+        Item("fr", "Question: capital of France?\nAnswer:", (" Rome", " Paris"), 1),
+        Item("long", TEXT * 3 + "the cat sat on the", (" mat.", " cat."), 0),
+    ]
     recs = be.score_mc(memorized, items)
     assert [r["acc_norm"] for r in recs] == [1, 1, 1]
     assert [r["truncated"] for r in recs] == [False, False, True]  # left-cut context
@@ -187,15 +215,20 @@ def test_scores_do_not_depend_on_the_batch_size(memorized):
 
 
 def test_real_model_generates_and_is_judged(memorized):
-    gsm = [Item("g", "Question: 2 plus 3?\nAnswer:", answers=("5",)),
-           Item("w", "Question: capital of France?\nAnswer:", answers=("6",))]
+    gsm = [
+        Item("g", "Question: 2 plus 3?\nAnswer:", answers=("5",)),
+        Item("w", "Question: capital of France?\nAnswer:", answers=("6",)),
+    ]
     recs = be.score_gen(memorized, gsm, TASKS["gsm8k"], max_new_tokens=12)
     assert recs[0]["generation"] == " So the answer is 5."  # stopped before "\n\n"
     assert [r["exact_match"] for r in recs] == [1, 0]
     assert [r["truncated"] for r in recs] == [False, False]
-    qa = be.score_gen(memorized, [Item("p", "Question: capital of France?\nAnswer:",
-                                       answers=("paris",))], TASKS["nq_open"],
-                      max_new_tokens=8)
+    qa = be.score_gen(
+        memorized,
+        [Item("p", "Question: capital of France?\nAnswer:", answers=("paris",))],
+        TASKS["nq_open"],
+        max_new_tokens=8,
+    )
     assert qa[0]["extracted"] == "Paris" and qa[0]["exact_match"] == 1
 
 
@@ -206,7 +239,7 @@ def _greedy_reference(lm, prompt, max_new_tokens, stops):
     new = []
     with torch.no_grad():
         for _ in range(max_new_tokens):
-            logits = lm.model(torch.tensor([seq[-lm.context:]]))
+            logits = lm.model(torch.tensor([seq[-lm.context :]]))
             token = int(logits[0, -1].argmax())
             if token == lm.eot_id:
                 break
@@ -218,14 +251,17 @@ def _greedy_reference(lm, prompt, max_new_tokens, stops):
 
 
 def test_cached_batched_generation_equals_recomputing_each_prompt_alone(memorized):
-    prompts = ["Question: 2 plus 3?\nAnswer:", "the cat", "Question: capital of France?",
-               TEXT * 2 + "Question: 2 plus"]  # the last is longer than the context (48)
+    prompts = [
+        "Question: 2 plus 3?\nAnswer:",
+        "the cat",
+        "Question: capital of France?",
+        TEXT * 2 + "Question: 2 plus",
+    ]  # the last is longer than the context (48)
     stops = TASKS["gsm8k"].stop
     got = memorized.generate(prompts, max_new_tokens=20, stops=stops)
     want = [_greedy_reference(memorized, p, 20, stops) for p in prompts]
     assert [g["text"] for g in got] == want
     assert want[0] == " So the answer is 5."
     assert [g["truncated"] for g in got] == [False, False, False, True]
-    single = be.TorchLM(memorized.model, memorized.tok, batch_size=1,
-                        eot_id=memorized.eot_id)
+    single = be.TorchLM(memorized.model, memorized.tok, batch_size=1, eot_id=memorized.eot_id)
     assert single.generate(prompts, max_new_tokens=20, stops=stops) == got

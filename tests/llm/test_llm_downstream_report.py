@@ -14,11 +14,12 @@ from smallinit.llm.downstream import report as br
 def test_groups_default_string_and_toml(tmp_path):
     assert br.parse_groups(None)["reasoning"][:2] == ("gsm8k", "arc_challenge")
     assert br.parse_groups("r=gsm8k, arc_challenge; c=piqa") == {
-        "r": ("gsm8k", "arc_challenge"), "c": ("piqa",)}
+        "r": ("gsm8k", "arc_challenge"),
+        "c": ("piqa",),
+    }
     f = tmp_path / "g.toml"
     f.write_text('[groups]\nreasoning = ["gsm8k"]\nknowledge = ["mmlu", "triviaqa"]\n')
-    assert br.parse_groups(str(f)) == {"reasoning": ("gsm8k",),
-                                       "knowledge": ("mmlu", "triviaqa")}
+    assert br.parse_groups(str(f)) == {"reasoning": ("gsm8k",), "knowledge": ("mmlu", "triviaqa")}
     with pytest.raises(ConfigError, match="'gsm9k' is not known"):
         br.parse_groups("r=gsm9k")
     with pytest.raises(ConfigError, match="NAME=task"):
@@ -36,10 +37,14 @@ def test_pairing_aligns_items_by_id():
 
 
 def test_pairing_reads_old_and_new_record_names_on_the_headline_metric():
-    old = [{"id": "x", "correct": 1, "correct_raw": 0, "chars": [3, 4]},
-           {"id": "y", "correct": 0, "correct_raw": 1, "chars": [3, 4]}]
-    new = [{"id": "x", "acc": 1, "acc_norm": 0, "chars": [3, 4]},
-           {"id": "y", "acc": 1, "acc_norm": 1, "chars": [3, 4]}]
+    old = [
+        {"id": "x", "correct": 1, "correct_raw": 0, "chars": [3, 4]},
+        {"id": "y", "correct": 0, "correct_raw": 1, "chars": [3, 4]},
+    ]
+    new = [
+        {"id": "x", "acc": 1, "acc_norm": 0, "chars": [3, 4]},
+        {"id": "y", "acc": 1, "acc_norm": 1, "chars": [3, 4]},
+    ]
     p = br.pair_records("arc_easy", old, new)
     assert p.metric == "acc_norm" and list(p.a) == [1, 0] and list(p.b) == [0, 1]
     raw = br.pair_records("arc_easy", old, new, metric="acc")
@@ -55,8 +60,10 @@ def _paired(task, a, b):
 
 def test_bootstrap_degenerate_cases_are_exact():
     groups = {"g": ("arc_easy", "hellaswag"), "empty": ("mmlu",)}
-    paired = {"arc_easy": _paired("arc_easy", [1] * 20, [0] * 20),
-              "hellaswag": _paired("hellaswag", [1, 0] * 10, [1, 0] * 10)}
+    paired = {
+        "arc_easy": _paired("arc_easy", [1] * 20, [0] * 20),
+        "hellaswag": _paired("hellaswag", [1, 0] * 10, [1, 0] * 10),
+    }
     rep = br.compare_paired(paired, groups, n_boot=200)
     t = rep["tasks"]
     assert (t["arc_easy"]["diff"], t["arc_easy"]["lo"], t["arc_easy"]["hi"]) == (1, 1, 1)
@@ -100,11 +107,26 @@ def _train(init, runs):
     from smallinit.llm.run_config import RunConfig
     from smallinit.llm.training.train import train
 
-    cfg = load_config(RunConfig, None, [
-        f"init={init}", "model.d_model=32", "model.n_layers=1", "model.n_heads=2",
-        "model.vocab_size=320", "model.context=64", "train.steps=8", "train.batch_size=4",
-        "data.synthetic_items=100", "data.synthetic_val_items=20", "train.eval_every=0",
-        "train.checkpoint_every=0", "eval.answer_items=4", "eval.token_windows=2"])
+    cfg = load_config(
+        RunConfig,
+        None,
+        [
+            f"init={init}",
+            "model.d_model=32",
+            "model.n_layers=1",
+            "model.n_heads=2",
+            "model.vocab_size=320",
+            "model.context=64",
+            "train.steps=8",
+            "train.batch_size=4",
+            "data.synthetic_items=100",
+            "data.synthetic_val_items=20",
+            "train.eval_every=0",
+            "train.checkpoint_every=0",
+            "eval.answer_items=4",
+            "eval.token_windows=2",
+        ],
+    )
     return train(cfg, runs_dir=runs)
 
 
@@ -117,19 +139,44 @@ def test_two_trained_runs_benchmarked_stored_and_compared(tmp_path, monkeypatch,
     data = tmp_path / "bench"
     data.mkdir()
     rows = {
-        "arc_easy": [{"id": f"a{i}", "query": f"Question: {i} plus one?\nAnswer:",
-                      "choices": [" red", " a blue one", " green"], "gold": i % 3}
-                     for i in range(6)],
-        "hellaswag": [{"id": f"h{i}", "query": "A man walks. He",
-                       "choices": [" sits.", " runs.", " eats.", " sleeps."], "gold": i % 4}
-                      for i in range(5)],
-        "gsm8k": [{"id": f"g{i}", "query": f"Question: {i} + 1?\nAnswer:",
-                   "answers": [str(i + 1)]} for i in range(3)],
+        "arc_easy": [
+            {
+                "id": f"a{i}",
+                "query": f"Question: {i} plus one?\nAnswer:",
+                "choices": [" red", " a blue one", " green"],
+                "gold": i % 3,
+            }
+            for i in range(6)
+        ],
+        "hellaswag": [
+            {
+                "id": f"h{i}",
+                "query": "A man walks. He",
+                "choices": [" sits.", " runs.", " eats.", " sleeps."],
+                "gold": i % 4,
+            }
+            for i in range(5)
+        ],
+        "gsm8k": [
+            {"id": f"g{i}", "query": f"Question: {i} + 1?\nAnswer:", "answers": [str(i + 1)]}
+            for i in range(3)
+        ],
     }
     for task, items in rows.items():
         (data / f"{task}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in items))
-    common = ["--tasks", "arc_easy,hellaswag,gsm8k", "--data-dir", str(data), "--no-fetch",
-              "--runs-dir", str(runs), "--max-new-tokens", "6", "--batch-size", "4"]
+    common = [
+        "--tasks",
+        "arc_easy,hellaswag,gsm8k",
+        "--data-dir",
+        str(data),
+        "--no-fetch",
+        "--runs-dir",
+        str(runs),
+        "--max-new-tokens",
+        "6",
+        "--batch-size",
+        "4",
+    ]
     assert _cli(["downstream", str(run_a.path), *common]) == 0
     assert _cli(["downstream", run_b.key[:6], *common]) == 0
     out = capsys.readouterr().out
@@ -153,17 +200,34 @@ def test_two_trained_runs_benchmarked_stored_and_compared(tmp_path, monkeypatch,
 
     before = {d.name: (d / "status.json").stat().st_mtime_ns for d in bench}
     assert _cli(["downstream", run_a.key, *common]) == 0  # reused, not recomputed
-    assert before == {d.name: (d / "status.json").stat().st_mtime_ns
-                      for d in sorted((runs / "llm-downstream").iterdir())}
+    assert before == {
+        d.name: (d / "status.json").stat().st_mtime_ns
+        for d in sorted((runs / "llm-downstream").iterdir())
+    }
 
     assert _cli(["downstream", run_a.key, *common[:-4], "--limit", "2"]) == 0
-    limited = [d for d in (runs / "llm-downstream").iterdir()
-               if json.loads((d / "config.json").read_text())["config"]["limit"] == 2]
+    limited = [
+        d
+        for d in (runs / "llm-downstream").iterdir()
+        if json.loads((d / "config.json").read_text())["config"]["limit"] == 2
+    ]
     assert len(limited) == 3
 
     capsys.readouterr()
-    assert _cli(["downstream-compare", run_a.key, run_b.key, "--runs-dir", str(runs),
-                 "--bootstrap", "50"]) == 0
+    assert (
+        _cli(
+            [
+                "downstream-compare",
+                run_a.key,
+                run_b.key,
+                "--runs-dir",
+                str(runs),
+                "--bootstrap",
+                "50",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     reports = list((runs / "llm-downstream-compare").glob("*/report.json"))
     assert len(reports) == 1
@@ -178,18 +242,32 @@ def test_two_trained_runs_benchmarked_stored_and_compared(tmp_path, monkeypatch,
 
     # a custom task file, JSON output, and the truncation warning (context is 64 tokens)
     custom = data / "long_mc.jsonl"
-    custom.write_text(json.dumps({"id": "short", "query": "A man walks. He",
-                                  "choices": [" sits.", " runs."], "gold": 0}) + "\n"
-                      + json.dumps({"id": "long", "query": "the man walks. " * 60,
-                                    "choices": [" sits.", " runs."], "gold": 1}) + "\n")
-    assert _cli(["downstream", run_a.key, "--tasks", f"{custom},gsm8k", "--json",
-                 *common[2:]]) == 0
+    custom.write_text(
+        json.dumps(
+            {"id": "short", "query": "A man walks. He", "choices": [" sits.", " runs."], "gold": 0}
+        )
+        + "\n"
+        + json.dumps(
+            {
+                "id": "long",
+                "query": "the man walks. " * 60,
+                "choices": [" sits.", " runs."],
+                "gold": 1,
+            }
+        )
+        + "\n"
+    )
+    assert _cli(["downstream", run_a.key, "--tasks", f"{custom},gsm8k", "--json", *common[2:]]) == 0
     captured = capsys.readouterr()
     results = json.loads(captured.out)
     assert [r["task"] for r in results] == ["long_mc", "gsm8k"]
     mine = results[0]
     assert (mine["source"], mine["n"], mine["truncated"], mine["primary"]) == (
-        "file", 2, 1, "acc_norm")
+        "file",
+        2,
+        1,
+        "acc_norm",
+    )
     assert {"acc", "acc_stderr", "acc_norm", "acc_norm_stderr"} <= set(mine)
     assert "exact_match_stderr" in results[1] and "acc" not in results[1]
     warnings = [line for line in captured.err.splitlines() if line.startswith("warning:")]
@@ -213,17 +291,41 @@ def test_results_table_shows_raw_and_normalized_accuracy_and_the_cut_items():
     from smallinit.cli.llm_downstream import format_results, truncation_warning
 
     results = [
-        {"task": "arc_easy", "n": 4, "acc": 0.25, "acc_stderr": 0.25, "acc_norm": 0.75,
-         "acc_norm_stderr": 0.25, "chance": 0.25, "truncated": 1, "source": "local",
-         "result": "runs/llm-downstream/k1"},
-        {"task": "gsm8k", "n": 3, "exact_match": 1 / 3, "exact_match_stderr": 0.3333,
-         "truncated": 0, "source": "file", "result": "runs/llm-downstream/k2"},
+        {
+            "task": "arc_easy",
+            "n": 4,
+            "acc": 0.25,
+            "acc_stderr": 0.25,
+            "acc_norm": 0.75,
+            "acc_norm_stderr": 0.25,
+            "chance": 0.25,
+            "truncated": 1,
+            "source": "local",
+            "result": "runs/llm-downstream/k1",
+        },
+        {
+            "task": "gsm8k",
+            "n": 3,
+            "exact_match": 1 / 3,
+            "exact_match_stderr": 0.3333,
+            "truncated": 0,
+            "source": "file",
+            "result": "runs/llm-downstream/k2",
+        },
         {"task": "piqa", "failed": "diverged"},
     ]
     lines = format_results(results).splitlines()
     assert lines[0].split()[:6] == ["task", "n", "metric", "value", "stderr", "chance"]
-    assert lines[1].split()[:8] == ["arc_easy", "4", "acc", "0.2500", "0.2500", "0.250",
-                                    "1", "local"]
+    assert lines[1].split()[:8] == [
+        "arc_easy",
+        "4",
+        "acc",
+        "0.2500",
+        "0.2500",
+        "0.250",
+        "1",
+        "local",
+    ]
     assert lines[2].split() == ["arc_easy", "4", "acc_norm", "0.7500", "0.2500"]
     assert lines[3].split()[:4] == ["gsm8k", "3", "exact_match", "0.3333"]
     assert lines[4].startswith("piqa") and "failed: diverged" in lines[4]

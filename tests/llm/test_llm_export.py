@@ -33,8 +33,10 @@ def randomized(cfg: ModelConfig, seed: int = 0) -> Transformer:
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() == 1:
-                p.copy_((1.0 if "norm" in name and name.endswith("weight") else 0.0)
-                        + 0.3 * torch.randn_like(p))
+                p.copy_(
+                    (1.0 if "norm" in name and name.endswith("weight") else 0.0)
+                    + 0.3 * torch.randn_like(p)
+                )
     return model.eval()
 
 
@@ -43,8 +45,13 @@ VARIANTS = {
     "llama": {},
     "llama tied": {"tie_embeddings": True},
     "llama bias, rope base 500, d_ff 40": {"bias": True, "rope_base": 500.0, "d_ff": 40},
-    "gpt2 tied with bias": {"norm": "layernorm", "positions": "learned", "mlp": "gelu",
-                            "tie_embeddings": True, "bias": True},
+    "gpt2 tied with bias": {
+        "norm": "layernorm",
+        "positions": "learned",
+        "mlp": "gelu",
+        "tie_embeddings": True,
+        "bias": True,
+    },
     "gpt2 untied without bias": {"norm": "layernorm", "positions": "learned", "mlp": "gelu"},
 }
 
@@ -56,8 +63,9 @@ def test_hf_model_computes_our_logits(variant):
     hf_model = ex.to_hf(model)
     expected = "gpt2" if cfg.norm == "layernorm" else "llama"
     assert ex.hf_family(cfg) == expected
-    idx = torch.randint(0, cfg.vocab_size, (3, cfg.context), generator=torch.Generator()
-                        .manual_seed(1))
+    idx = torch.randint(
+        0, cfg.vocab_size, (3, cfg.context), generator=torch.Generator().manual_seed(1)
+    )
     with torch.no_grad():
         ours = model(idx)
         theirs = hf_model(input_ids=idx).logits
@@ -76,8 +84,9 @@ def test_a_wrong_convention_is_caught():
     model = randomized(cfg)
     hf_model = ex.to_hf(model)
     hd, d = cfg.head_dim, cfg.d_model
-    perm = torch.cat([torch.arange(h * hd, (h + 1) * hd).view(2, -1).t().reshape(-1)
-                      for h in range(cfg.n_heads)])  # (x0, x_{h/2}, x1, ...) per head
+    perm = torch.cat(
+        [torch.arange(h * hd, (h + 1) * hd).view(2, -1).t().reshape(-1) for h in range(cfg.n_heads)]
+    )  # (x0, x_{h/2}, x1, ...) per head
     assert not torch.equal(perm, torch.arange(d))
     with torch.no_grad():
         for layer in hf_model.model.layers:
@@ -95,13 +104,16 @@ def test_a_wrong_convention_is_caught():
     assert ex.max_logit_difference(gmodel, tanh.eval()) > 2 * TOL
 
 
-@pytest.mark.parametrize("fields, named", [
-    ({"gated_attention": True}, "model.gated_attention=true"),
-    ({"gated_attention": True, "gate_kind": "headwise"}, "gate_kind=headwise"),
-    ({"positions": "learned"}, "model.positions=learned"),
-    ({"norm": "layernorm"}, "model.norm=layernorm"),
-    ({"norm": "layernorm", "positions": "learned", "mlp": "swiglu"}, "model.mlp=swiglu"),
-])
+@pytest.mark.parametrize(
+    "fields, named",
+    [
+        ({"gated_attention": True}, "model.gated_attention=true"),
+        ({"gated_attention": True, "gate_kind": "headwise"}, "gate_kind=headwise"),
+        ({"positions": "learned"}, "model.positions=learned"),
+        ({"norm": "layernorm"}, "model.norm=layernorm"),
+        ({"norm": "layernorm", "positions": "learned", "mlp": "swiglu"}, "model.mlp=swiglu"),
+    ],
+)
 def test_features_without_an_exact_hf_match_are_refused(fields, named):
     with pytest.raises(ConfigError) as err:
         ex.hf_family(ModelConfig(**SMALL, **fields))
@@ -110,10 +122,22 @@ def test_features_without_an_exact_hf_match_are_refused(fields, named):
 
 
 # ----------------------------------------------------------------------------- a trained run
-TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.vocab_size=320",
-        "model.context=32", "train.steps=6", "train.batch_size=4", "train.log_every=2",
-        "data.synthetic_items=200", "data.synthetic_val_items=20", "train.eval_every=0",
-        "train.checkpoint_every=0", "eval.answer_items=4", "eval.token_windows=2"]
+TINY = [
+    "model.d_model=32",
+    "model.n_layers=2",
+    "model.n_heads=2",
+    "model.vocab_size=320",
+    "model.context=32",
+    "train.steps=6",
+    "train.batch_size=4",
+    "train.log_every=2",
+    "data.synthetic_items=200",
+    "data.synthetic_val_items=20",
+    "train.eval_every=0",
+    "train.checkpoint_every=0",
+    "eval.answer_items=4",
+    "eval.token_windows=2",
+]
 
 
 @pytest.fixture(scope="module")
@@ -162,8 +186,9 @@ def test_export_loads_with_from_pretrained_and_gives_the_same_logits(trained, tm
     out = tmp_path / "hf"
     path, info = ex.export_run(run.path.name[:8], out)
     assert info["architecture"] == "LlamaForCausalLM" and info["max_abs_logit_diff"] < TOL
-    assert {"config.json", "model.safetensors", "tokenizer.json",
-            "tokenizer_config.json"} <= set(info["files"])
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= set(
+        info["files"]
+    )
     hf_model = tf.AutoModelForCausalLM.from_pretrained(out).eval()
     assert type(hf_model).__name__ == "LlamaForCausalLM"
     _, model = load_trained(run.path)
@@ -181,8 +206,9 @@ def test_export_loads_with_from_pretrained_and_gives_the_same_logits(trained, tm
     meta = json.loads((out / "config.json").read_text())
     assert meta["smallinit"]["run"] == run.path.parent.name + "/" + run.path.name
     assert meta["smallinit"]["init"] == "gamma:0.5"
-    assert meta["eos_token_id"] == hf_tok.eos_token_id == hf_tok.convert_tokens_to_ids(
-        "<|endoftext|>")
+    assert (
+        meta["eos_token_id"] == hf_tok.eos_token_id == hf_tok.convert_tokens_to_ids("<|endoftext|>")
+    )
 
 
 def test_one_init_record_from_apply_init_and_from_export(trained, tmp_path):
@@ -195,8 +221,7 @@ def test_one_init_record_from_apply_init_and_from_export(trained, tmp_path):
     loaded = tf.AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
     assert recorded_scheme(loaded) == "gamma:0.5"
     record = loaded.config.smallinit
-    assert record == {"init": "gamma:0.5", "run": f"llm-train/{run.key}",
-                      "seed": run.config.seed}
+    assert record == {"init": "gamma:0.5", "run": f"llm-train/{run.key}", "seed": run.config.seed}
     assert not hasattr(loaded.config, "smallinit_init")
     apply_init(loaded, "GAMMA:1.0, qk=1", seed=3)  # re-initialized: the record is replaced
     assert loaded.config.smallinit == {"init": "gamma:1,qk=1", "seed": 3}
@@ -223,9 +248,13 @@ def test_a_run_from_before_rebuilds_its_tokenizer_and_reads_model_pt(trained, tm
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "smallinit", "-q", *args],
-                          capture_output=True, text=True, env={**os.environ, **(env or {})},
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "smallinit", "-q", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+    )
 
 
 def test_cli_export_refuses_a_non_empty_folder_unless_forced(trained, tmp_path):
@@ -257,8 +286,12 @@ def test_gated_model_is_refused_before_anything_is_written(tmp_path):
 
 # ----------------------------------------------------------------------------- benchmark --hf
 MC_ITEMS = [
-    {"id": f"q{i}", "query": f"Question: {a} plus {b}?\nAnswer:",
-     "choices": [f" {a + b}", f" {a + b + 1}", f" {a * b}"], "gold": 0}
+    {
+        "id": f"q{i}",
+        "query": f"Question: {a} plus {b}?\nAnswer:",
+        "choices": [f" {a + b}", f" {a + b + 1}", f" {a * b}"],
+        "gold": 0,
+    }
     for i, (a, b) in enumerate([(1, 2), (3, 4), (10, 5), (7, 7), (2, 9), (12, 30)])
 ]
 
@@ -279,8 +312,7 @@ def test_benchmark_hf_matches_the_run_item_by_item(trained, task_dir, tmp_path):
     base, run = trained
     out = tmp_path / "hf"
     ex.export_run(run.path.name, out)
-    common = {"data_dir": task_dir, "fetch": False, "runs_dir": base / "runs",
-              "batch_size": 4}
+    common = {"data_dir": task_dir, "fetch": False, "runs_dir": base / "runs", "batch_size": 4}
     [ours] = benchmark(run.path.name, ["arc_easy"], **common)
     [theirs] = benchmark(None, ["arc_easy"], hf=out, **common)
     assert theirs.config.model == hf_model_name(out) != ours.config.model
@@ -288,7 +320,11 @@ def test_benchmark_hf_matches_the_run_item_by_item(trained, task_dir, tmp_path):
     assert [r["id"] for r in a] == [r["id"] for r in b] == [it["id"] for it in MC_ITEMS]
     for ra, rb in zip(a, b, strict=True):
         assert (ra["pred"], ra["pred_norm"], ra["acc"], ra["acc_norm"]) == (
-            rb["pred"], rb["pred_norm"], rb["acc"], rb["acc_norm"])
+            rb["pred"],
+            rb["pred_norm"],
+            rb["acc"],
+            rb["acc_norm"],
+        )
         assert max(abs(x - y) for x, y in zip(ra["loglik"], rb["loglik"], strict=True)) < 1e-4
     assert ours.summary["acc"] == theirs.summary["acc"]
     assert ours.summary["acc_norm"] == theirs.summary["acc_norm"]
@@ -312,11 +348,14 @@ def test_an_export_generates_what_the_run_generates(trained, tmp_path):
     base, run = trained
     out = tmp_path / "hf"
     ex.export_run(run.path.name, out)
-    items = [Item("a", "Question: 2 plus 3?\nAnswer:", answers=("5",)),
-             Item("b", "the cat sat on the", answers=("mat",))]
+    items = [
+        Item("a", "Question: 2 plus 3?\nAnswer:", answers=("5",)),
+        Item("b", "the cat sat on the", answers=("mat",)),
+    ]
     kwargs = {"max_new_tokens": 12}
-    via_run = score_gen(load_lm(run.path.name, runs_dir=base / "runs"), items,
-                        TASKS["gsm8k"], **kwargs)
+    via_run = score_gen(
+        load_lm(run.path.name, runs_dir=base / "runs"), items, TASKS["gsm8k"], **kwargs
+    )
     via_hf = score_gen(load_lm(out), items, TASKS["gsm8k"], **kwargs)
     assert [r["generation"] for r in via_hf] == [r["generation"] for r in via_run]
     assert any(r["generation"] for r in via_run)  # something was generated
@@ -356,19 +395,44 @@ def test_lm_eval_scores_an_export_like_our_scorer(trained, task_dir, tmp_path):
     out = tmp_path / "hf"
     ex.export_run(run.path.name, out)
     write_task_yaml(task_dir / "arc_easy.jsonl", tmp_path / "tasks", "smallinit_arith")
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "HF_HOME": str(tmp_path / "hf-home"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
     lm_eval = Path(sys.executable).with_name("lm_eval")
     got = subprocess.run(
-        [str(lm_eval), "run", "--model", "hf", "--model_args",
-         f"pretrained={out},dtype=float32", "--tasks", "smallinit_arith", "--include_path",
-         str(tmp_path / "tasks"), "--device", "cpu", "--batch_size", "1", "--output_path",
-         str(tmp_path / "lm-out"), "--log_samples"],
-        capture_output=True, text=True, env=env, timeout=600)
+        [
+            str(lm_eval),
+            "run",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={out},dtype=float32",
+            "--tasks",
+            "smallinit_arith",
+            "--include_path",
+            str(tmp_path / "tasks"),
+            "--device",
+            "cpu",
+            "--batch_size",
+            "1",
+            "--output_path",
+            str(tmp_path / "lm-out"),
+            "--log_samples",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert got.returncode == 0, got.stderr[-3000:]
     [samples] = (tmp_path / "lm-out").rglob("samples_smallinit_arith_*.jsonl")
-    rows = sorted((json.loads(line) for line in samples.read_text().splitlines()),
-                  key=lambda r: r["doc_id"])
+    rows = sorted(
+        (json.loads(line) for line in samples.read_text().splitlines()), key=lambda r: r["doc_id"]
+    )
     [results] = (tmp_path / "lm-out").rglob("results_*.json")
     summary = json.loads(results.read_text())["results"]["smallinit_arith"]
 
@@ -409,13 +473,18 @@ def test_readme_export_block_runs_as_written(trained, tmp_path):
 
     base, run = trained
     readme = (Path(__file__).resolve().parents[2] / "docs" / "usage.md").read_text()
-    block = next(b for b in re.findall(r"```bash\n(.*?)```", readme, re.S)
-                 if "smallinit llm export" in b)
+    block = next(
+        b for b in re.findall(r"```bash\n(.*?)```", readme, re.S) if "smallinit llm export" in b
+    )
     with open(tmp_path / "my_task.jsonl", "w") as fh:
         for item in MC_ITEMS:
             fh.write(json.dumps(item) + "\n")
-    env = {**os.environ, "SMALLINIT_RUNS": str(base / "runs"),
-           "SMALLINIT_CACHE": str(base / "cache"), "SMALLINIT_QUIET": "1"}
+    env = {
+        **os.environ,
+        "SMALLINIT_RUNS": str(base / "runs"),
+        "SMALLINIT_CACHE": str(base / "cache"),
+        "SMALLINIT_QUIET": "1",
+    }
     outputs = []
     for line in block.strip().splitlines():
         line = line.replace("llm-train/<key>", f"llm-train/{run.path.name}")
@@ -432,8 +501,9 @@ def test_readme_export_block_runs_as_written(trained, tmp_path):
             argv = [sys.executable, "-m", "smallinit", *argv[1:]]
         elif argv[0] == "python":
             argv = [sys.executable, *argv[1:]]
-        proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=600, check=False)
+        proc = subprocess.run(
+            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False
+        )
         assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
         outputs.append(proc.stdout)
     assert (tmp_path / "exported" / "model.safetensors").is_file()

@@ -24,16 +24,21 @@ VARIANTS = {
     "rope": {},
     "learned": {"positions": "learned"},
     "rope gated": {"gated_attention": True},
-    "learned gated headwise": {"positions": "learned", "gated_attention": True,
-                               "gate_kind": "headwise", "mlp": "gelu", "norm": "layernorm",
-                               "tie_embeddings": True, "bias": True},
+    "learned gated headwise": {
+        "positions": "learned",
+        "gated_attention": True,
+        "gate_kind": "headwise",
+        "mlp": "gelu",
+        "norm": "layernorm",
+        "tie_embeddings": True,
+        "bias": True,
+    },
 }
 
 
 def model_of(extra, *, context=24, vocab=97, seed=0):
     torch.manual_seed(seed)
-    cfg = ModelConfig(d_model=32, n_heads=4, n_layers=2, vocab_size=vocab, context=context,
-                      **extra)
+    cfg = ModelConfig(d_model=32, n_heads=4, n_layers=2, vocab_size=vocab, context=context, **extra)
     return Transformer(cfg).eval()
 
 
@@ -47,7 +52,7 @@ def test_cached_logits_equal_the_full_forward(variant):
         h, _ = model.hidden(seq[:, :9], cache=cache)  # prefill 9, then one token a step
         parts = [model.head(h)]
         for t in range(9, 24):
-            h, _ = model.hidden(seq[:, t:t + 1], cache=cache)
+            h, _ = model.hidden(seq[:, t : t + 1], cache=cache)
             parts.append(model.head(h))
     assert cache.length == 24
     torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-5, atol=1e-5)
@@ -55,10 +60,12 @@ def test_cached_logits_equal_the_full_forward(variant):
         model64 = model.double()
         cache = KVCache(model64.cfg, 3, 24)
         first = model64.head(model64.hidden(seq[:, :9], cache=cache)[0])
-        rest = [model64.head(model64.hidden(seq[:, t:t + 1], cache=cache)[0])
-                for t in range(9, 24)]
-        torch.testing.assert_close(torch.cat([first, *rest], dim=1), model64(seq),
-                                   rtol=1e-12, atol=1e-12)
+        rest = [
+            model64.head(model64.hidden(seq[:, t : t + 1], cache=cache)[0]) for t in range(9, 24)
+        ]
+        torch.testing.assert_close(
+            torch.cat([first, *rest], dim=1), model64(seq), rtol=1e-12, atol=1e-12
+        )
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -73,7 +80,7 @@ def test_greedy_with_cache_equals_recomputing_each_step(variant):
     seq = idx
     with torch.no_grad():
         for _ in range(12):
-            nxt = model(seq[:, -model.cfg.context:])[:, -1].argmax(-1, keepdim=True)
+            nxt = model(seq[:, -model.cfg.context :])[:, -1].argmax(-1, keepdim=True)
             seq = torch.cat([seq, nxt], dim=1)
     assert torch.equal(cached, seq)
 
@@ -99,13 +106,14 @@ def test_left_padded_rows_continue_as_they_would_alone(variant):
     rows = [torch.randint(1, 97, (n,), generator=g) for n in (3, 9, 6)]
     x = torch.zeros(3, 9, dtype=torch.long)
     for r, row in enumerate(rows):
-        x[r, 9 - len(row):] = row
+        x[r, 9 - len(row) :] = row
     out = model.generate(x, 10, temperature=0, prompt_lengths=[3, 9, 6])
     for r, row in enumerate(rows):
         alone = model.generate(row[None], 10, temperature=0)
-        assert torch.equal(out[r, 9:], alone[0, len(row):]), r
-    assert torch.equal(out, model.generate(x, 10, temperature=0, prompt_lengths=[3, 9, 6],
-                                           use_cache=False))
+        assert torch.equal(out[r, 9:], alone[0, len(row) :]), r
+    assert torch.equal(
+        out, model.generate(x, 10, temperature=0, prompt_lengths=[3, 9, 6], use_cache=False)
+    )
 
 
 def test_stop_tokens_and_until_end_rows_and_pad_the_rest():
@@ -136,15 +144,20 @@ def test_sampling_is_seeded_and_the_cache_draws_the_same_tokens():
     idx = torch.randint(0, 97, (4, 5), generator=torch.Generator().manual_seed(7))
 
     def draw(seed, **kw):
-        return model.generate(idx, 15, temperature=0.9, top_k=20,
-                              generator=torch.Generator().manual_seed(seed), **kw)
+        return model.generate(
+            idx, 15, temperature=0.9, top_k=20, generator=torch.Generator().manual_seed(seed), **kw
+        )
 
     assert torch.equal(draw(0), draw(0))
     assert torch.equal(draw(0), draw(0, use_cache=False))
     assert not torch.equal(draw(0), draw(1))
     greedy = model.generate(idx, 15, temperature=0)
-    assert torch.equal(model.generate(idx, 15, temperature=2.0, top_k=1,
-                                      generator=torch.Generator().manual_seed(3)), greedy)
+    assert torch.equal(
+        model.generate(
+            idx, 15, temperature=2.0, top_k=1, generator=torch.Generator().manual_seed(3)
+        ),
+        greedy,
+    )
 
 
 def test_pick_token_follows_the_tempered_top_k_softmax():
@@ -163,11 +176,14 @@ def test_pick_token_follows_the_tempered_top_k_softmax():
 def test_generate_refuses_meaningless_settings():
     model = model_of({})
     idx = torch.zeros(2, 4, dtype=torch.long)
-    for kw, word in [({"temperature": -1.0}, "temperature"), ({"temperature": math.nan},
-                     "temperature"), ({"top_k": 0}, "top_k"),
-                     ({"prompt_lengths": [4, 0]}, "prompt_lengths"),
-                     ({"prompt_lengths": [5, 4]}, "prompt_lengths"),
-                     ({"prompt_lengths": [4]}, "prompt_lengths")]:
+    for kw, word in [
+        ({"temperature": -1.0}, "temperature"),
+        ({"temperature": math.nan}, "temperature"),
+        ({"top_k": 0}, "top_k"),
+        ({"prompt_lengths": [4, 0]}, "prompt_lengths"),
+        ({"prompt_lengths": [5, 4]}, "prompt_lengths"),
+        ({"prompt_lengths": [4]}, "prompt_lengths"),
+    ]:
         with pytest.raises(ConfigError, match=word):
             model.generate(idx, 3, **kw)
     with pytest.raises(ConfigError, match="max_new_tokens"):
@@ -199,12 +215,26 @@ def tiny_run(tmp_path_factory):
     from smallinit.llm.training.train import train
 
     root = tmp_path_factory.mktemp("sample")
-    cfg = load_config(RunConfig, None, [
-        "model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.vocab_size=320",
-        "model.context=32", "train.steps=8", "train.batch_size=4", "train.eval_every=0",
-        "data.synthetic_items=100", "data.synthetic_val_items=20",
-        "train.checkpoint_every=0", "eval.answer_items=4", "eval.token_windows=2",
-        f"data.cache_dir={root / 'cache'}"])
+    cfg = load_config(
+        RunConfig,
+        None,
+        [
+            "model.d_model=32",
+            "model.n_layers=1",
+            "model.n_heads=2",
+            "model.vocab_size=320",
+            "model.context=32",
+            "train.steps=8",
+            "train.batch_size=4",
+            "train.eval_every=0",
+            "data.synthetic_items=100",
+            "data.synthetic_val_items=20",
+            "train.checkpoint_every=0",
+            "eval.answer_items=4",
+            "eval.token_windows=2",
+            f"data.cache_dir={root / 'cache'}",
+        ],
+    )
     run = train(cfg, runs_dir=root / "runs")
     assert run.done
     return run, root / "runs"
@@ -233,13 +263,14 @@ def test_llm_sample_is_seeded_greedy_at_temperature_zero_and_prints_json(tiny_ru
     assert out == json.loads(_sample(capsys, run, runs, *three).out)
     assert len(out["samples"]) == 3 and out["prompt_tokens"] > 1
     assert len({s["text"] for s in out["samples"]}) > 1  # independent draws
-    greedy = json.loads(_sample(capsys, run, runs, *args, "--temperature", "0",
-                                "--json").out)["samples"][0]
+    greedy = json.loads(_sample(capsys, run, runs, *args, "--temperature", "0", "--json").out)[
+        "samples"
+    ][0]
     model, tok, _, eot = load_trained(resolve_run(str(run.path), runs))
     ids = tok.encode(prompt, add_special_tokens=False).ids
-    ref = model.generate(torch.tensor([ids]), 12, temperature=0)[0, len(ids):].tolist()
+    ref = model.generate(torch.tensor([ids]), 12, temperature=0)[0, len(ids) :].tolist()
     if eot in ref:
-        ref = ref[:ref.index(eot)]
+        ref = ref[: ref.index(eot)]
     assert greedy["text"] == tok.decode(ref) and greedy["tokens"] == len(ref)
     assert greedy["stopped"] == (len(ref) < 12)
     long = _sample(capsys, run, runs, "--prompt", "word " * 40, "--max-new-tokens", "4")

@@ -16,9 +16,10 @@ from smallinit.llm.training import memory, train
 
 GIB = 1024**3
 #: a full-profile-sized step: ~38 GiB by the estimate (the plan's largest is 38.5 GiB)
-BIG = RunConfig(model=ModelConfig(vocab_size=4096, context=256, d_model=1024, n_layers=6,
-                                  n_heads=8),
-                train=TrainConfig(batch_size=256, device="cuda"))
+BIG = RunConfig(
+    model=ModelConfig(vocab_size=4096, context=256, d_model=1024, n_layers=6, n_heads=8),
+    train=TrainConfig(batch_size=256, device="cuda"),
+)
 
 
 @pytest.fixture
@@ -116,8 +117,9 @@ def test_compiled_the_loss_keeps_no_float32_copy_of_the_logits():
     from smallinit.llm.model.transformer import Transformer
 
     B, T, V = 4, 64, 1000
-    model = Transformer(ModelConfig(vocab_size=V, context=T, d_model=32, n_layers=1,
-                                    n_heads=2), "gamma:0.5")
+    model = Transformer(
+        ModelConfig(vocab_size=V, context=T, d_model=32, n_layers=1, n_heads=2), "gamma:0.5"
+    )
     h = torch.randn(B, T, 32, requires_grad=True)
     y = torch.randint(0, V, (B, T))
     loss_fn = torch.compile(model.head.logits_and_loss)
@@ -129,15 +131,15 @@ def test_compiled_the_loss_keeps_no_float32_copy_of_the_logits():
         return loss
 
     loss, code = run_and_get_code(step)
-    buffers = re.findall(r"empty_strided_\w+\(\((\d+), (\d+)\), \([^)]*\), torch\.(\w+)\)",
-                         "\n".join(code))
+    buffers = re.findall(
+        r"empty_strided_\w+\(\((\d+), (\d+)\), \([^)]*\), torch\.(\w+)\)", "\n".join(code)
+    )
     logits = [b for b in buffers if (int(b[0]), int(b[1])) == (B * T, V)]
     assert logits and {b[2] for b in logits} == {"bfloat16"}
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         _, eager = model.head.logits_and_loss(h, y)
     # the same bf16 logits either way; only the order of the fp32 sums differs (~1e-6)
-    assert torch.isfinite(loss) and float(loss.detach()) == pytest.approx(float(eager),
-                                                                         rel=1e-4)
+    assert torch.isfinite(loss) and float(loss.detach()) == pytest.approx(float(eager), rel=1e-4)
 
 
 @pytest.mark.parametrize("device", ["cuda", "cpu"])

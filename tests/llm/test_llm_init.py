@@ -18,8 +18,17 @@ from smallinit.llm.model.transformer import Transformer
 from smallinit.llm.run_config import ModelConfig
 from smallinit.theory.init_rules import matrix_std, parse_scheme, sigma_part, truncation
 
-SCHEMES = ["gamma:1.0", "gamma:0.5,qk=1.0,mlp_out=0.8,attn_gate=0.7,depth", "nanogpt",
-           "fixed:0.05", "megatron:0.02", "mitchell", "mup:32", "xavier", "kaiming"]
+SCHEMES = [
+    "gamma:1.0",
+    "gamma:0.5,qk=1.0,mlp_out=0.8,attn_gate=0.7,depth",
+    "nanogpt",
+    "fixed:0.05",
+    "megatron:0.02",
+    "mitchell",
+    "mup:32",
+    "xavier",
+    "kaiming",
+]
 SIZES = dict(vocab_size=300, context=40, d_model=64, n_layers=3, n_heads=4, d_ff=192)
 
 
@@ -40,9 +49,18 @@ def check_stats(model, scheme_text: str, n_layers: int) -> int:
     specs = matrix_table(model)
     for spec in specs:
         values = spec.param.detach()[spec.index].double().flatten()
-        sigma = matrix_std(scheme, sigma_part(spec.part, spec.kind), spec.d_in, spec.d_out,
-                           n_layers=n_layers, layer=spec.layer,
-                           residual_out=spec.residual_out) * factor
+        sigma = (
+            matrix_std(
+                scheme,
+                sigma_part(spec.part, spec.kind),
+                spec.d_in,
+                spec.d_out,
+                n_layers=n_layers,
+                layer=spec.layer,
+                residual_out=spec.residual_out,
+            )
+            * factor
+        )
         n = values.numel()
         assert abs(values.std().item() / sigma - 1) < 5 / math.sqrt(2 * n), spec.name
         assert abs(values.mean().item()) < 5 * sigma / math.sqrt(n), spec.name
@@ -61,16 +79,27 @@ def check_norms_and_biases(model) -> None:
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("variant", [
-    {}, dict(norm="layernorm", positions="learned", mlp="gelu", bias=True, tie_embeddings=True),
-    dict(gated_attention=True), dict(gated_attention=True, gate_kind="headwise")])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {},
+        dict(norm="layernorm", positions="learned", mlp="gelu", bias=True, tie_embeddings=True),
+        dict(gated_attention=True),
+        dict(gated_attention=True, gate_kind="headwise"),
+    ],
+)
 def test_own_model_matrix_stds_follow_the_rule(scheme, variant):
     model = Transformer(ModelConfig(**SIZES, **variant), scheme, seed=0)
     n = check_stats(model, scheme, SIZES["n_layers"])
-    per_layer = 4 + (1 if variant.get("gated_attention") else 0) + \
-        (2 if variant.get("mlp", "swiglu") == "swiglu" else 1) + 1
-    extra = (1 if variant.get("positions") == "learned" else 0) + \
-        (0 if variant.get("tie_embeddings") else 1)
+    per_layer = (
+        4
+        + (1 if variant.get("gated_attention") else 0)
+        + (2 if variant.get("mlp", "swiglu") == "swiglu" else 1)
+        + 1
+    )
+    extra = (1 if variant.get("positions") == "learned" else 0) + (
+        0 if variant.get("tie_embeddings") else 1
+    )
     assert n == 1 + extra + 3 * per_layer
     check_norms_and_biases(model)
 
@@ -79,8 +108,13 @@ def test_parts_and_fan_in_of_our_model():
     model = Transformer(ModelConfig(**SIZES), "gamma:1.0")
     by_name = {s.name: s for s in matrix_table(model)}
     down = by_name["blocks.2.mlp.down.weight"]
-    assert (down.part, down.d_in, down.d_out, down.layer, down.residual_out) == \
-        ("mlp_out", 192, 64, 2, True)  # true fan-in of the down projection is d_ff
+    assert (down.part, down.d_in, down.d_out, down.layer, down.residual_out) == (
+        "mlp_out",
+        192,
+        64,
+        2,
+        True,
+    )  # true fan-in of the down projection is d_ff
     assert by_name["blocks.0.attn.qkv.weight[k]"].part == "qk"
     assert by_name["blocks.0.attn.qkv.weight[v]"].part == "vo"
     assert by_name["blocks.0.attn.proj.weight"].residual_out
@@ -95,16 +129,17 @@ def test_depth_scaling_and_overrides():
     rows = {r["name"]: r for r in init_table(model, "gamma:0.5,qk=1.0,depth")}
     assert rows["blocks.0.attn.qkv.weight[q]"]["gamma_eff"] == pytest.approx(1.0)
     assert rows["blocks.0.attn.qkv.weight[v]"]["gamma_eff"] == pytest.approx(0.5)
-    assert rows["blocks.0.attn.proj.weight"]["std"] == pytest.approx(64 ** -0.5 / math.sqrt(6))
-    assert rows["blocks.0.mlp.up.weight[gate]"]["std"] == pytest.approx(64 ** -0.5)
+    assert rows["blocks.0.attn.proj.weight"]["std"] == pytest.approx(64**-0.5 / math.sqrt(6))
+    assert rows["blocks.0.mlp.up.weight[gate]"]["std"] == pytest.approx(64**-0.5)
 
 
 def test_seeded_and_device_independent_draws():
     a = Transformer(ModelConfig(**SIZES), "gamma:1.0", seed=5)
     b = Transformer(ModelConfig(**SIZES), "gamma:1.0", seed=5)
     c = Transformer(ModelConfig(**SIZES), "gamma:1.0", seed=6)
-    for (name, pa), pb, pc in zip(a.named_parameters(), b.parameters(), c.parameters(),
-                                  strict=True):
+    for (name, pa), pb, pc in zip(
+        a.named_parameters(), b.parameters(), c.parameters(), strict=True
+    ):
         assert torch.equal(pa, pb), name
         if pa.dim() == 2:
             assert not torch.equal(pa, pc), name
@@ -128,6 +163,7 @@ def _same(a: dict, b: dict) -> bool:
 def test_default_draws_follow_torch_manual_seed():
     """Without ``seed``, apply_init draws from torch's global generator: the usual
     ``torch.manual_seed(s)`` sweep gives one model per s, and the same s the same model."""
+
     def init(s):
         torch.manual_seed(s)
         return _weights(apply_init(Transformer(ModelConfig(**SIZES)), "gamma:1.0"))
@@ -166,8 +202,11 @@ def test_compiled_and_data_parallel_models_are_unwrapped():
     inner model's parameters: initializing the wrapper gives the inner model the same
     weights as initializing it directly."""
     want = _weights(apply_init(Transformer(ModelConfig(**SIZES)), "gamma:0.5", seed=4))
-    for wrap in (torch.compile, torch.nn.DataParallel,
-                 lambda m: torch.nn.DataParallel(torch.compile(m))):
+    for wrap in (
+        torch.compile,
+        torch.nn.DataParallel,
+        lambda m: torch.nn.DataParallel(torch.compile(m)),
+    ):
         inner = Transformer(ModelConfig(**SIZES))
         wrapped = wrap(inner)
         assert apply_init(wrapped, "gamma:0.5", seed=4) is wrapped
@@ -180,8 +219,9 @@ def test_ddp_model_is_unwrapped(tmp_path):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0,
-                            world_size=1)
+    dist.init_process_group(
+        "gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1
+    )
     try:
         inner = Transformer(ModelConfig(**SIZES))
         ddp = DistributedDataParallel(inner)
@@ -281,7 +321,7 @@ def test_hf_records_orient_every_block_as_output_rows(make):
     if make == "gpt2_from":  # q is the first column block of c_attn
         q = next(s for s in table if s.kind == "attn.q" and s.layer == 0)
         w = model.transformer.h[0].attn.c_attn.weight
-        assert torch.equal(q.rows_out, w[:, :SIZES["d_model"]].T)
+        assert torch.equal(q.rows_out, w[:, : SIZES["d_model"]].T)
 
 
 def test_hf_llama_three_lines_and_forward():
@@ -290,17 +330,30 @@ def test_hf_llama_three_lines_and_forward():
     from smallinit.llm import apply_init as apply
 
     torch.manual_seed(0)  # the draws come from torch's global generator
-    model = apply(LlamaForCausalLM(LlamaConfig(
-        vocab_size=300, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, bos_token_id=0, eos_token_id=0,
-        pad_token_id=0)), "gamma:1.0")
-    assert model.model.layers[0].mlp.down_proj.weight.std().item() == \
-        pytest.approx(1 / 192, rel=0.05)
+    model = apply(
+        LlamaForCausalLM(
+            LlamaConfig(
+                vocab_size=300,
+                hidden_size=64,
+                intermediate_size=192,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=4,
+                bos_token_id=0,
+                eos_token_id=0,
+                pad_token_id=0,
+            )
+        ),
+        "gamma:1.0",
+    )
+    assert model.model.layers[0].mlp.down_proj.weight.std().item() == pytest.approx(
+        1 / 192, rel=0.05
+    )
     out = model(torch.randint(0, 300, (1, 10), generator=torch.Generator().manual_seed(0))).logits
     assert out.shape == (1, 10, 300)
     # γ = 1 everywhere: the final RMSNorm's output has RMS 1, so a logit has std √d·σ_head =
     # √64/64: tiny logits, next-token distribution ≈ uniform
-    assert out.std().item() == pytest.approx(64 ** 0.5 / 64, rel=0.15)
+    assert out.std().item() == pytest.approx(64**0.5 / 64, rel=0.15)
     assert out.abs().max().item() < 1.0
 
 
@@ -332,21 +385,35 @@ def family():
 
 
 OPT_MATRICES = {
-    r"embed_tokens\.weight$": "embedding", r"embed_positions\.weight$": "positions",
-    r"q_proj\.weight$": "attn.q", r"k_proj\.weight$": "attn.k", r"v_proj\.weight$": "attn.v",
-    r"out_proj\.weight$": "attn.o", r"fc1\.weight$": "mlp.up", r"fc2\.weight$": "mlp.down",
+    r"embed_tokens\.weight$": "embedding",
+    r"embed_positions\.weight$": "positions",
+    r"q_proj\.weight$": "attn.q",
+    r"k_proj\.weight$": "attn.k",
+    r"v_proj\.weight$": "attn.v",
+    r"out_proj\.weight$": "attn.o",
+    r"fc1\.weight$": "mlp.up",
+    r"fc2\.weight$": "mlp.down",
     r"lm_head\.weight$": "head",
 }
 
 
 def tiny_opt():
-    return transformers.OPTForCausalLM(transformers.OPTConfig(
-        vocab_size=300, hidden_size=64, num_hidden_layers=3, ffn_dim=192,
-        num_attention_heads=4, max_position_embeddings=40, word_embed_proj_dim=64))
+    return transformers.OPTForCausalLM(
+        transformers.OPTConfig(
+            vocab_size=300,
+            hidden_size=64,
+            num_hidden_layers=3,
+            ffn_dim=192,
+            num_attention_heads=4,
+            max_position_embeddings=40,
+            word_embed_proj_dim=64,
+        )
+    )
 
 
-@pytest.mark.parametrize("scheme", ["gamma:1.0", "gamma:0.5,qk=1.0,mlp_out=0.8,depth",
-                                    "mitchell", "xavier"])
+@pytest.mark.parametrize(
+    "scheme", ["gamma:1.0", "gamma:0.5,qk=1.0,mlp_out=0.8,depth", "mitchell", "xavier"]
+)
 def test_registered_opt_family_follows_the_rule(family, scheme):
     """OPT is not built in: refused until registered by name patterns, then every matrix
     has theory's σ with its true fan-in (fc2: d_ff), the tied head is drawn once, and its
@@ -360,8 +427,14 @@ def test_registered_opt_family_follows_the_rule(family, scheme):
     check_norms_and_biases(model)
     by_name = {s.name: s for s in matrix_table(model)}
     fc2 = by_name["model.decoder.layers.2.fc2.weight"]
-    assert (fc2.kind, fc2.part, fc2.d_in, fc2.d_out, fc2.layer, fc2.residual_out) == \
-        ("mlp.down", "mlp_out", 192, 64, 2, True)
+    assert (fc2.kind, fc2.part, fc2.d_in, fc2.d_out, fc2.layer, fc2.residual_out) == (
+        "mlp.down",
+        "mlp_out",
+        192,
+        64,
+        2,
+        True,
+    )
     assert by_name["model.decoder.layers.0.self_attn.out_proj.weight"].residual_out
     assert by_name["model.decoder.embed_positions.weight"].kind == "positions"
     assert recorded_scheme(model) == parse_scheme(scheme).describe()
@@ -372,15 +445,32 @@ def test_registered_opt_family_follows_the_rule(family, scheme):
 def test_registered_family_splits_fused_parameters(family):
     """Phi-3 fuses q|k|v and gate|up into one Linear each: a pattern mapped to several roles
     splits the parameter into equal row blocks, each with its own part and σ."""
-    family("phi3", lambda m: m.config.model_type == "phi3", matrices={
-        r"embed_tokens\.weight$": "embedding", r"qkv_proj\.weight$": ("attn.q", "attn.k",
-                                                                        "attn.v"),
-        r"o_proj\.weight$": "attn.o", r"gate_up_proj\.weight$": ("mlp.gate", "mlp.up"),
-        r"down_proj\.weight$": "mlp.down", r"lm_head\.weight$": "head"})
-    model = transformers.Phi3ForCausalLM(transformers.Phi3Config(
-        vocab_size=300, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=40,
-        pad_token_id=0, bos_token_id=0, eos_token_id=0))
+    family(
+        "phi3",
+        lambda m: m.config.model_type == "phi3",
+        matrices={
+            r"embed_tokens\.weight$": "embedding",
+            r"qkv_proj\.weight$": ("attn.q", "attn.k", "attn.v"),
+            r"o_proj\.weight$": "attn.o",
+            r"gate_up_proj\.weight$": ("mlp.gate", "mlp.up"),
+            r"down_proj\.weight$": "mlp.down",
+            r"lm_head\.weight$": "head",
+        },
+    )
+    model = transformers.Phi3ForCausalLM(
+        transformers.Phi3Config(
+            vocab_size=300,
+            hidden_size=64,
+            intermediate_size=192,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            max_position_embeddings=40,
+            pad_token_id=0,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+    )
     scheme = "gamma:0.5,qk=1.0"
     apply_init(model, scheme, seed=1)
     assert check_stats(model, scheme, 2) == 2 + 2 * 7
@@ -390,14 +480,22 @@ def test_registered_family_splits_fused_parameters(family):
     v = by_name["model.layers.1.self_attn.qkv_proj.weight[v]"]
     assert (q.part, q.shape, v.part) == ("qk", (64, 64), "vo")
     assert q.weight.std().item() == pytest.approx(1 / 64, rel=0.1)  # γ = 1 on q, k
-    assert v.weight.std().item() == pytest.approx(64 ** -0.5, rel=0.1)  # γ = 0.5 on v
+    assert v.weight.std().item() == pytest.approx(64**-0.5, rel=0.1)  # γ = 0.5 on v
     assert by_name["model.layers.0.mlp.gate_up_proj.weight[up]"].d_out == 192
 
 
 def tiny_neox(**extra):
-    return transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(
-        vocab_size=300, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=256, max_position_embeddings=40, **extra))
+    return transformers.GPTNeoXForCausalLM(
+        transformers.GPTNeoXConfig(
+            vocab_size=300,
+            hidden_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=256,
+            max_position_embeddings=40,
+            **extra,
+        )
+    )
 
 
 def test_neox_per_part_sigma_lands_on_the_right_rows():
@@ -414,7 +512,7 @@ def test_neox_per_part_sigma_lands_on_the_right_rows():
         w = model.get_parameter(name).detach()
         for row in range(3 * d):
             part = "qkv"[(row // hs) % 3]  # NeoX: view(heads, 3 * hs).chunk(3)
-            want = d ** -1.0 if part in "qk" else d ** -0.5
+            want = d**-1.0 if part in "qk" else d**-0.5
             # 128 draws per row: the sample std is within ±6% (1 s.e.) of σ; σ of q/k and
             # of v differ by √128 ≈ 11×, so a row drawn with the other part's σ fails
             assert w[row].std().item() == pytest.approx(want, rel=0.35), (name, row)
@@ -441,7 +539,8 @@ def test_neox_v_rows_are_what_its_attention_reads_as_values():
                 module.bias[list(spec.index[0])] = 0.0
     outputs = []
     hook = model.gpt_neox.layers[0].attention.register_forward_hook(
-        lambda mod, args, out: outputs.append(out[0]))
+        lambda mod, args, out: outputs.append(out[0])
+    )
     with torch.no_grad():
         model(torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(1)))
     hook.remove()
@@ -450,10 +549,11 @@ def test_neox_v_rows_are_what_its_attention_reads_as_values():
     fresh = apply_init(tiny_neox(), "gamma:1.0", seed=0).eval()
     with torch.no_grad():
         for layer in fresh.gpt_neox.layers:
-            layer.attention.query_key_value.weight[2 * 128:] = 0.0
-            layer.attention.query_key_value.bias[2 * 128:] = 0.0
+            layer.attention.query_key_value.weight[2 * 128 :] = 0.0
+            layer.attention.query_key_value.bias[2 * 128 :] = 0.0
         fresh.gpt_neox.layers[0].attention.register_forward_hook(
-            lambda mod, args, out: outputs.append(out[0]))
+            lambda mod, args, out: outputs.append(out[0])
+        )
         fresh(torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(1)))
     assert torch.count_nonzero(outputs[1]) > 0
 
@@ -468,13 +568,19 @@ def test_neox_head_named_embed_out_as_in_transformers_4(family):
 
 
 def tiny_phi():
-    return transformers.PhiForCausalLM(transformers.PhiConfig(
-        vocab_size=300, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
-        intermediate_size=192, max_position_embeddings=40))
+    return transformers.PhiForCausalLM(
+        transformers.PhiConfig(
+            vocab_size=300,
+            hidden_size=64,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            intermediate_size=192,
+            max_position_embeddings=40,
+        )
+    )
 
 
-@pytest.mark.parametrize("scheme", ["gamma:1.0", "gamma:0.5,qk=1.0,mlp_out=0.8,depth",
-                                    "xavier"])
+@pytest.mark.parametrize("scheme", ["gamma:1.0", "gamma:0.5,qk=1.0,mlp_out=0.8,depth", "xavier"])
 def test_phi_is_built_in(scheme):
     model = apply_init(tiny_phi(), scheme, seed=0)
     # embed_tokens, lm_head, and per layer q, k, v, dense, fc1, fc2
@@ -494,12 +600,19 @@ def test_register_family_states_the_layout_it_assumed(family, caplog):
     matrices = {r"qkv\.weight$": ("attn.q", "attn.k", "attn.v"), r"o\.weight$": "attn.o"}
     with caplog.at_level(logging.INFO, logger="smallinit.llm.model.families"):
         blocks = family("fused", lambda m: False, matrices=matrices)
-    assert any("qkv" in r.getMessage() and "read as blocks" in r.getMessage()
-               and "per_head" in r.getMessage() for r in caplog.records)
-    assert blocks.describe() == [r"qkv\.weight$: attn.q | attn.k | attn.v as blocks (equal "
-                                 "contiguous blocks, one per role)"]
-    heads = family("fused-heads", lambda m: False, matrices=matrices,
-                   layouts={r"qkv\.weight$": "per_head"})
+    assert any(
+        "qkv" in r.getMessage()
+        and "read as blocks" in r.getMessage()
+        and "per_head" in r.getMessage()
+        for r in caplog.records
+    )
+    assert blocks.describe() == [
+        r"qkv\.weight$: attn.q | attn.k | attn.v as blocks (equal "
+        "contiguous blocks, one per role)"
+    ]
+    heads = family(
+        "fused-heads", lambda m: False, matrices=matrices, layouts={r"qkv\.weight$": "per_head"}
+    )
     assert heads.layout_of("h.0.qkv.weight") == "per_head" and "per_head" in heads.describe()[0]
     with pytest.raises(ValueError, match="layout 'heads' of pattern .*blocks, per_head"):
         family("bad", lambda m: False, matrices=matrices, layouts={r"qkv\.weight$": "heads"})
@@ -508,10 +621,20 @@ def test_register_family_states_the_layout_it_assumed(family, caplog):
 
 
 def tiny_phi3(kv_heads=2):
-    return transformers.Phi3ForCausalLM(transformers.Phi3Config(
-        vocab_size=300, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=kv_heads, max_position_embeddings=40,
-        pad_token_id=0, bos_token_id=0, eos_token_id=0))
+    return transformers.Phi3ForCausalLM(
+        transformers.Phi3Config(
+            vocab_size=300,
+            hidden_size=64,
+            intermediate_size=192,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=kv_heads,
+            max_position_embeddings=40,
+            pad_token_id=0,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+    )
 
 
 def test_a_refusal_shows_a_template_of_the_call(family):
@@ -525,16 +648,14 @@ def test_a_refusal_shows_a_template_of_the_call(family):
         apply_init(tiny_phi3(kv_heads=4), "gamma:1.0")
     assert "\n" not in str(refused.value)  # one line, as every refusal; the call is its note
     note = "\n".join(refused.value.__notes__)
-    template = note[note.index("from smallinit.llm import register_family"):]
-    assert 'register_family("phi3", lambda m: m.config.model_type == "phi3", matrices={' in \
-        template
+    template = note[note.index("from smallinit.llm import register_family") :]
+    assert 'register_family("phi3", lambda m: m.config.model_type == "phi3", matrices={' in template
     lines = {line.split(":")[0].strip(): line for line in template.splitlines()}
     assert '"?"' in lines[r'r"(^|\.)self_attn\.qkv_proj\.weight$"']  # no family left has it
     assert "(192, 64) Linear" in lines[r'r"(^|\.)self_attn\.qkv_proj\.weight$"']
     assert '"attn.o"' in lines[r'r"(^|\.)self_attn\.o_proj\.weight$"']  # from llama's names
     assert '"mlp.down"' in lines[r'r"(^|\.)mlp\.down_proj\.weight$"']
-    completed = re.sub(r'"\?",( *)# \(192, 64\)', r'("attn.q", "attn.k", "attn.v"), #',
-                       template)
+    completed = re.sub(r'"\?",( *)# \(192, 64\)', r'("attn.q", "attn.k", "attn.v"), #', template)
     completed = re.sub(r'"\?",( *)# \(384, 64\)', r'("mlp.gate", "mlp.up"), #', completed)
     completed = completed.replace("from smallinit.llm import register_family\n", "")
     exec(completed, {"register_family": family})
@@ -543,10 +664,20 @@ def test_a_refusal_shows_a_template_of_the_call(family):
 
 
 def tiny_gemma():
-    return transformers.GemmaForCausalLM(transformers.GemmaConfig(
-        vocab_size=300, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, head_dim=16, pad_token_id=0,
-        bos_token_id=0, eos_token_id=0))
+    return transformers.GemmaForCausalLM(
+        transformers.GemmaConfig(
+            vocab_size=300,
+            hidden_size=64,
+            intermediate_size=192,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            head_dim=16,
+            pad_token_id=0,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+    )
 
 
 def test_gemma_norms_are_refused_then_registered_as_offset_gains(family):
@@ -560,8 +691,12 @@ def test_gemma_norms_are_refused_then_registered_as_offset_gains(family):
     with pytest.raises(ValueError, match=r"input_layernorm\.weight of GemmaRMSNorm.*1\+w"):
         apply_init(model, "gamma:1.0")
     assert _same(_weights(model), before)
-    family("gemma", lambda m: m.config.model_type == "gemma", matrices=_LLAMA,
-           vectors={r"norm\.weight$": "offset_gain"})
+    family(
+        "gemma",
+        lambda m: m.config.model_type == "gemma",
+        matrices=_LLAMA,
+        vectors={r"norm\.weight$": "offset_gain"},
+    )
     apply_init(model, "gamma:1.0", seed=0)
     norm = model.model.norm
     assert torch.all(norm.weight == 0)
@@ -579,9 +714,21 @@ def test_known_gain_norms_compute_w_times_xhat():
     from smallinit.llm.model.families import GAIN_NORMS
 
     found = 0
-    for module in (importlib.import_module(f"transformers.models.{n}.modeling_{n}")
-                   for n in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe",
-                             "phi3", "olmo2", "granite", "gemma")):
+    for module in (
+        importlib.import_module(f"transformers.models.{n}.modeling_{n}")
+        for n in (
+            "llama",
+            "mistral",
+            "mixtral",
+            "qwen2",
+            "qwen3",
+            "qwen3_moe",
+            "phi3",
+            "olmo2",
+            "granite",
+            "gemma",
+        )
+    ):
         for name in dir(module):
             cls = getattr(module, name)
             if not (name.endswith("RMSNorm") and isinstance(cls, type)):
@@ -615,8 +762,11 @@ def test_registered_table_function_is_used(family):
             super().__init__()
             self.w = torch.nn.Parameter(torch.empty(32, 48))  # stored (d_in, d_out)
 
-    family("toy", lambda m: isinstance(m, Toy), table=lambda m: [
-        MatrixSpec("w", m.w, ALL, "mlp", 32, 48, 0, False, "mlp.up", in_out=True)])
+    family(
+        "toy",
+        lambda m: isinstance(m, Toy),
+        table=lambda m: [MatrixSpec("w", m.w, ALL, "mlp", 32, 48, 0, False, "mlp.up", in_out=True)],
+    )
     model = apply_init(Toy(), "gamma:1.0", seed=0)
     assert model.w.std().item() == pytest.approx(1 / 32, rel=0.1)
     assert recorded_scheme(model) == "gamma:1"
@@ -631,17 +781,54 @@ def test_unknown_model_is_rejected():
 AGREE_SIZES = [
     dict(vocab_size=300, context=40, d_model=64, d_ff=192, n_heads=4, n_layers=3),
     dict(vocab_size=200, context=16, d_model=96, n_heads=2, n_layers=2),  # swiglu default d_ff
-    dict(vocab_size=128, context=24, d_model=48, n_heads=3, n_layers=2, mlp="gelu",
-         norm="layernorm", positions="learned", tie_embeddings=True, bias=True),
-    dict(vocab_size=100, context=16, d_model=64, n_heads=8, n_layers=4, gated_attention=True,
-         gate_kind="headwise"),
-    dict(vocab_size=50, context=12, d_model=32, d_ff=100, n_heads=2, n_layers=2, mlp="gelu",
-         gated_attention=True, tie_embeddings=True, positions="learned"),
+    dict(
+        vocab_size=128,
+        context=24,
+        d_model=48,
+        n_heads=3,
+        n_layers=2,
+        mlp="gelu",
+        norm="layernorm",
+        positions="learned",
+        tie_embeddings=True,
+        bias=True,
+    ),
+    dict(
+        vocab_size=100,
+        context=16,
+        d_model=64,
+        n_heads=8,
+        n_layers=4,
+        gated_attention=True,
+        gate_kind="headwise",
+    ),
+    dict(
+        vocab_size=50,
+        context=12,
+        d_model=32,
+        d_ff=100,
+        n_heads=2,
+        n_layers=2,
+        mlp="gelu",
+        gated_attention=True,
+        tie_embeddings=True,
+        positions="learned",
+    ),
 ]
-AGREE_SCHEMES = ["gamma:1.0", "gamma:0.25", "gamma:0.75,vo=0.5",
-                 "gamma:0.5,qk=1.0,mlp_out=0.8,attn_gate=0.7,embedding=0.3,head=1.2,depth",
-                 "gamma:1.0,depth", "nanogpt", "fixed:0.05", "megatron:0.02", "mitchell",
-                 "mup:32", "xavier", "kaiming"]
+AGREE_SCHEMES = [
+    "gamma:1.0",
+    "gamma:0.25",
+    "gamma:0.75,vo=0.5",
+    "gamma:0.5,qk=1.0,mlp_out=0.8,attn_gate=0.7,embedding=0.3,head=1.2,depth",
+    "gamma:1.0,depth",
+    "nanogpt",
+    "fixed:0.05",
+    "megatron:0.02",
+    "mitchell",
+    "mup:32",
+    "xavier",
+    "kaiming",
+]
 
 
 def theory_shape(cfg: ModelConfig):
@@ -650,10 +837,18 @@ def theory_shape(cfg: ModelConfig):
 
     headwise = cfg.gated_attention and cfg.gate_kind == "headwise"
     return TransformerShape(
-        d_model=cfg.d_model, d_ff=cfg.d_ff, n_heads=cfg.n_heads if headwise else None,
-        n_layers=cfg.n_layers, vocab=cfg.vocab_size, mlp=cfg.mlp,
-        gated_attention=cfg.gated_attention, tie_embeddings=cfg.tie_embeddings,
-        gate_kind=cfg.gate_kind, positions=cfg.positions, context=cfg.context)
+        d_model=cfg.d_model,
+        d_ff=cfg.d_ff,
+        n_heads=cfg.n_heads if headwise else None,
+        n_layers=cfg.n_layers,
+        vocab=cfg.vocab_size,
+        mlp=cfg.mlp,
+        gated_attention=cfg.gated_attention,
+        tie_embeddings=cfg.tie_embeddings,
+        gate_kind=cfg.gate_kind,
+        positions=cfg.positions,
+        context=cfg.context,
+    )
 
 
 def test_agreement_covers_every_scheme():
@@ -682,8 +877,12 @@ def test_model_table_agrees_with_theory_transformer_table(sizes, scheme):
     for row in matrices(theory_shape(cfg), parse_scheme(scheme)):
         for layer in row["layers"] or [0]:
             assert (row["kind"], layer) not in theirs
-            theirs[(row["kind"], layer)] = (row["part"], row["d_in"], row["d_out"],
-                                            float(row["sigma"]))
+            theirs[(row["kind"], layer)] = (
+                row["part"],
+                row["d_in"],
+                row["d_out"],
+                float(row["sigma"]),
+            )
     assert ours == theirs
 
 
@@ -725,8 +924,9 @@ def test_reference_values_recorded_before_the_table():
     from pathlib import Path
 
     data = Path(__file__).parents[1] / "data"
-    spec = importlib.util.spec_from_file_location("make_matrix_reference",
-                                                  data / "make_matrix_reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_matrix_reference", data / "make_matrix_reference.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     want = json.loads((data / "matrix_reference.json").read_text())

@@ -24,11 +24,22 @@ from smallinit.llm.training.callbacks import Callback
 from smallinit.llm.training.train import KIND, VERSION, Dist, Trainer, train
 
 TINY = [
-    "model.vocab_size=300", "model.context=16", "model.d_model=16", "model.n_layers=1",
-    "model.n_heads=2", "data.synthetic_items=300", "data.synthetic_val_items=50",
-    "data.synthetic_facts=20", "train.batch_size=4", "train.threads=1", "train.warmup=0",
-    "train.log_every=2", "train.eval_every=0", "train.eval_batches=1",
-    "eval.answer_items=4", "eval.token_windows=2",
+    "model.vocab_size=300",
+    "model.context=16",
+    "model.d_model=16",
+    "model.n_layers=1",
+    "model.n_heads=2",
+    "data.synthetic_items=300",
+    "data.synthetic_val_items=50",
+    "data.synthetic_facts=20",
+    "train.batch_size=4",
+    "train.threads=1",
+    "train.warmup=0",
+    "train.log_every=2",
+    "train.eval_every=0",
+    "train.eval_batches=1",
+    "eval.answer_items=4",
+    "eval.token_windows=2",
 ]
 LINE = re.compile(r"train step (\d+)/(\d+) loss (\S+) lr (\S+) tok/s (\d+) elapsed (\S+)s$")
 
@@ -84,8 +95,9 @@ class ListSink(Callback):
 
 # ----------------------------------------------------------------------------- log lines
 def test_step_line_format():
-    line = step_line("train", 20, 200, {"loss": 5.81234567, "lr": 0.003, "tok_per_s": 41234.6},
-                     3.21)
+    line = step_line(
+        "train", 20, 200, {"loss": 5.81234567, "lr": 0.003, "tok_per_s": 41234.6}, 3.21
+    )
     assert line == "train step 20/200 loss 5.8123 lr 0.003 tok/s 41235 elapsed 3.2s"
     assert step_line("x", 3, 0, {"lr": 2.5e-5}, 0.04) == "x step 3 lr 2.500e-05 elapsed 0.0s"
 
@@ -107,8 +119,9 @@ def test_bars_hidden_when_stderr_is_not_a_terminal(monkeypatch):
     assert not bars_shown()
 
 
-def test_captured_run_logs_one_line_per_log_step_with_its_loss(cache, tmp_path, monkeypatch,
-                                                               caplog):
+def test_captured_run_logs_one_line_per_log_step_with_its_loss(
+    cache, tmp_path, monkeypatch, caplog
+):
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # what a batch job's log file is
     monkeypatch.delenv(sinks_mod.TENSORBOARD_ENV, raising=False)
     cfg = tiny(cache, "train.steps=7", "train.checkpoint_every=0")
@@ -145,38 +158,58 @@ def test_cli_train_with_output_piped_logs_lines_and_tensorboard(cache, tmp_path)
     """The real thing: ``smallinit llm train`` with stdout and stderr piped (not a TTY)
     prints a line per log step while it runs, and --tensorboard writes the scalars."""
     pytest.importorskip("tensorboard")
-    argv = [sys.executable, "-m", "smallinit", "llm", "train", *TINY, f"data.cache_dir={cache}",
-            "train.steps=6", "train.checkpoint_every=0", "--runs-dir", str(tmp_path / "runs"),
-            "--tensorboard", str(tmp_path / "tb")]
-    env = {k: v for k, v in os.environ.items() if k not in ("SMALLINIT_QUIET",
-                                                              sinks_mod.TENSORBOARD_ENV)}
+    argv = [
+        sys.executable,
+        "-m",
+        "smallinit",
+        "llm",
+        "train",
+        *TINY,
+        f"data.cache_dir={cache}",
+        "train.steps=6",
+        "train.checkpoint_every=0",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--tensorboard",
+        str(tmp_path / "tb"),
+    ]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SMALLINIT_QUIET", sinks_mod.TENSORBOARD_ENV)
+    }
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
-    lines = [ln.split(": ", 1)[1] for ln in proc.stderr.splitlines()
-             if ln.startswith("INFO smallinit.llm.training.sinks: ")]
+    lines = [
+        ln.split(": ", 1)[1]
+        for ln in proc.stderr.splitlines()
+        if ln.startswith("INFO smallinit.llm.training.sinks: ")
+    ]
     steps = [int(LINE.match(m).group(1)) for m in lines if LINE.match(m)]
     assert steps == [2, 4, 6]
-    run = RunStore(tmp_path / "runs").run(KIND, tiny(cache, "train.steps=6",
-                                                     "train.checkpoint_every=0"),
-                                          version=VERSION)
+    run = RunStore(tmp_path / "runs").run(
+        KIND, tiny(cache, "train.steps=6", "train.checkpoint_every=0"), version=VERSION
+    )
     assert run.state == "done"
     folder = tb_folder(tmp_path / "tb", run)
     logged = loss_records(run)
     assert tb_scalars(folder, "train/loss") == [
-        (r["step"], pytest.approx(r["loss"], rel=1e-6)) for r in logged]
+        (r["step"], pytest.approx(r["loss"], rel=1e-6)) for r in logged
+    ]
     assert [s for s, _ in tb_scalars(folder, "train/lr")] == [2, 4, 6]
-    assert tb_scalars(folder, "eval/val_loss") == [(6, pytest.approx(run.summary["val_loss"],
-                                                                 rel=1e-6))]
+    assert tb_scalars(folder, "eval/val_loss") == [
+        (6, pytest.approx(run.summary["val_loss"], rel=1e-6))
+    ]
 
 
 # ----------------------------------------------------------------------------- sinks
-def test_callbacks_see_the_stored_records_and_on_step_the_same_ones(cache, tmp_path,
-                                                                     monkeypatch):
+def test_callbacks_see_the_stored_records_and_on_step_the_same_ones(cache, tmp_path, monkeypatch):
     monkeypatch.delenv(sinks_mod.TENSORBOARD_ENV, raising=False)
     sink = ListSink()
     cfg = tiny(cache, "train.steps=6", "train.checkpoint_every=0", "train.eval_every=4")
     run = RunStore(tmp_path).get_or_run(
-        KIND, cfg, lambda r: Trainer(cfg, Dist(), callbacks=[sink]).fit(r), version=VERSION)
+        KIND, cfg, lambda r: Trainer(cfg, Dist(), callbacks=[sink]).fit(r), version=VERSION
+    )
     assert sink.records == run.metrics()  # the whole stream: held-out records, probes
     assert any("val_loss" in r for r in sink.records)
     assert any("probe" in r for r in sink.records)
@@ -220,12 +253,14 @@ def test_resumed_run_purges_what_the_killed_attempt_logged(cache, tmp_path, monk
     folder = tb_folder(tmp_path / "tb", half)
     assert [s for s, _ in tb_scalars(folder, "train/loss")] == [5, 10, 15, 20]
     (half.path / "checkpoints" / "step-00000020.pt").unlink()  # resume from step 10
-    resumed = train(cfg, runs_dir=tmp_path / "runs",
-                    callbacks=[sinks_mod.TensorBoard(tmp_path / "tb")])
+    resumed = train(
+        cfg, runs_dir=tmp_path / "runs", callbacks=[sinks_mod.TensorBoard(tmp_path / "tb")]
+    )
     logged = loss_records(resumed)
     assert [r["step"] for r in logged] == [5, 10, 15, 20, 24]
     assert tb_scalars(folder, "train/loss") == [
-        (r["step"], pytest.approx(r["loss"], rel=1e-6)) for r in logged]
+        (r["step"], pytest.approx(r["loss"], rel=1e-6)) for r in logged
+    ]
 
 
 def test_a_failing_sink_is_dropped_and_training_goes_on(cache, tmp_path, monkeypatch, caplog):
@@ -240,8 +275,11 @@ def test_a_failing_sink_is_dropped_and_training_goes_on(cache, tmp_path, monkeyp
     with caplog.at_level(logging.WARNING):
         run = train(cfg, runs_dir=tmp_path, callbacks=[broken])
     assert run.state == "done"
-    assert [r for r in caplog.records if "Broken failed at on_record (OSError: disk full); "
-            "dropped" in r.getMessage()]
+    assert [
+        r
+        for r in caplog.records
+        if "Broken failed at on_record (OSError: disk full); dropped" in r.getMessage()
+    ]
 
 
 def test_tensorboard_sink_refuses_bad_folders_and_a_missing_package(tmp_path, monkeypatch):
@@ -259,28 +297,58 @@ def test_tensorboard_sink_refuses_bad_folders_and_a_missing_package(tmp_path, mo
 
 
 def test_scalars_flatten_numbers_and_skip_the_rest():
-    record = {"step": 3, "loss": 2.5, "ok": True, "name": "x", "probe": {"sink": 0.25,
-                                                                           "w": {"rd": 1}}}
+    record = {
+        "step": 3,
+        "loss": 2.5,
+        "ok": True,
+        "name": "x",
+        "probe": {"sink": 0.25, "w": {"rd": 1}},
+    }
     assert sinks_mod.scalars(record) == {"loss": 2.5, "probe/sink": 0.25, "probe/w/rd": 1.0}
 
 
 # ----------------------------------------------------------------------------- groups, W&B
 def test_records_go_under_train_eval_and_probe_groups():
-    record = {"step": 4, "loss": 2.5, "lr": 1e-3, "tokens": 64, "tok_per_s": 9.0,
-              "acc_seen_train": 0.5, "probe": {"sink": 0.25}, "bad": float("nan")}
+    record = {
+        "step": 4,
+        "loss": 2.5,
+        "lr": 1e-3,
+        "tokens": 64,
+        "tok_per_s": 9.0,
+        "acc_seen_train": 0.5,
+        "probe": {"sink": 0.25},
+        "bad": float("nan"),
+    }
     assert sinks_mod.grouped(record) == {
-        "train/loss": 2.5, "train/lr": 1e-3, "train/tokens": 64.0, "train/tok_per_s": 9.0,
-        "eval/acc_seen_train": 0.5, "probe/sink": 0.25}
+        "train/loss": 2.5,
+        "train/lr": 1e-3,
+        "train/tokens": 64.0,
+        "train/tok_per_s": 9.0,
+        "eval/acc_seen_train": 0.5,
+        "probe/sink": 0.25,
+    }
     assert sinks_mod.grouped({"step": 4, "val_loss": 3.0}) == {"eval/val_loss": 3.0}
-    summary = {"train_loss": 2.0, "val_loss": 2.1, "steps": 4, "params": 10, "tokens": 64,
-               "acc_arith_d1": 0.5, "chance_arith_d1": 0.1, "n_arith_d1": 4,
-               "majority_arith_d1": 0.25, "answer_loss_arith_d1": 1.5, "corpus": {"x": 1}}
+    summary = {
+        "train_loss": 2.0,
+        "val_loss": 2.1,
+        "steps": 4,
+        "params": 10,
+        "tokens": 64,
+        "acc_arith_d1": 0.5,
+        "chance_arith_d1": 0.1,
+        "n_arith_d1": 4,
+        "majority_arith_d1": 0.25,
+        "answer_loss_arith_d1": 1.5,
+        "corpus": {"x": 1},
+    }
     assert sinks_mod.final_evaluation(summary) == {
-        "eval/val_loss": 2.1, "eval/acc_arith_d1": 0.5, "eval/answer_loss_arith_d1": 1.5}
+        "eval/val_loss": 2.1,
+        "eval/acc_arith_d1": 0.5,
+        "eval/answer_loss_arith_d1": 1.5,
+    }
 
 
-def test_tensorboard_has_groups_hparams_and_the_final_evaluation(cache, tmp_path,
-                                                                  monkeypatch):
+def test_tensorboard_has_groups_hparams_and_the_final_evaluation(cache, tmp_path, monkeypatch):
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.plugins.hparams import plugin_data_pb2
@@ -292,23 +360,28 @@ def test_tensorboard_has_groups_hparams_and_the_final_evaluation(cache, tmp_path
     acc = EventAccumulator(str(folder))
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
-    assert {"train/loss", "train/lr", "train/tokens", "train/tok_per_s",
-            "eval/val_loss"} <= tags
+    assert {"train/loss", "train/lr", "train/tokens", "train/tok_per_s", "eval/val_loss"} <= tags
     assert any(t.startswith("probe/") for t in tags)
     assert not [t for t in tags if "/" not in t]  # nothing flat any more
     final = sinks_mod.final_evaluation(run.summary)
-    assert {"eval/acc_arith_d1", "eval/answer_loss_arith_d1", "eval/acc_fact",
-            "eval/acc_reasoning"} <= set(final)
+    assert {
+        "eval/acc_arith_d1",
+        "eval/answer_loss_arith_d1",
+        "eval/acc_fact",
+        "eval/acc_reasoning",
+    } <= set(final)
     for tag, value in final.items():  # each once, at the last step, as the summary has it
         assert [(e.step, e.value) for e in acc.Scalars(tag)] == [(6, pytest.approx(value))]
     content = acc.PluginTagToContent("hparams")
     start = plugin_data_pb2.HParamsPluginData.FromString(
-        content["_hparams_/session_start_info"]).session_start_info
+        content["_hparams_/session_start_info"]
+    ).session_start_info
     assert start.hparams["model.d_model"].number_value == 16
     assert start.hparams["init"].string_value == cfg.init
     assert start.hparams["train.steps"].number_value == 6
     experiment = plugin_data_pb2.HParamsPluginData.FromString(
-        content["_hparams_/experiment"]).experiment
+        content["_hparams_/experiment"]
+    ).experiment
     assert {m.name.tag for m in experiment.metric_infos} == set(final)
 
 
@@ -329,11 +402,11 @@ def wandb_records(folder: Path) -> list:
             if left < 7:
                 pos += left
                 continue
-            _crc, size, kind = struct.unpack("<IHB", data[pos:pos + 7])
+            _crc, size, kind = struct.unpack("<IHB", data[pos : pos + 7])
             if kind == 0 and size == 0:  # the rest of a block is padding
                 pos += left
                 continue
-            chunk, pos = data[pos + 7:pos + 7 + size], pos + 7 + size
+            chunk, pos = data[pos + 7 : pos + 7 + size], pos + 7 + size
             chunks = chunk if kind in (1, 2) else chunks + chunk
             if kind in (1, 4):  # a full record, or the last chunk of one
                 records.append(pb.Record.FromString(chunks))
@@ -347,8 +420,7 @@ def _items(items) -> dict:
     return {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in items}
 
 
-def test_wandb_sink_offline_logs_groups_config_and_final_evaluation(cache, tmp_path,
-                                                                    monkeypatch):
+def test_wandb_sink_offline_logs_groups_config_and_final_evaluation(cache, tmp_path, monkeypatch):
     """W&B in its offline mode (no network): the run's config as the W&B config, every
     record under its group at its step, the final evaluation in the W&B summary; the run
     key is the same as without the sink."""
@@ -372,8 +444,7 @@ def test_wandb_sink_offline_logs_groups_config_and_final_evaluation(cache, tmp_p
     config = _items(head.config.update)
     assert config["model.d_model"] == 16 and config["init"] == cfg.init
     assert config["run_key"] == run.key and config["resumed_from_step"] == 0
-    history = [_items(r.history.item) for r in records
-               if r.WhichOneof("record_type") == "history"]
+    history = [_items(r.history.item) for r in records if r.WhichOneof("record_type") == "history"]
     losses = [(h["_step"], h["train/loss"]) for h in history if "train/loss" in h]
     assert losses == [(r["step"], pytest.approx(r["loss"])) for r in loss_records(run)]
     last = [h for h in history if h["_step"] == 6][-1]
@@ -400,8 +471,11 @@ def test_wandb_switch_from_the_environment_and_its_refusals(tmp_path, monkeypatc
     with pytest.raises(ConfigError, match="W&B project is empty"):
         sinks_mod.WandB(" ")
     monkeypatch.setattr(sinks_mod, "wandb_available", lambda: False)
-    with pytest.raises(ConfigError, match=r"SMALLINIT_WANDB=my-project: .*"
-                       r"pip install 'smallinit\[wandb\]'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"SMALLINIT_WANDB=my-project: .*"
+        r"pip install 'smallinit\[wandb\]'",
+    ):
         sinks_mod.sinks_from_env()
 
 
@@ -412,17 +486,31 @@ def test_cli_train_prints_a_short_table_and_logs_to_wandb(cache, tmp_path, wandb
     the W&B run (where the ``wandb`` extra is installed)."""
     if wandb:
         pytest.importorskip("wandb")
-    argv = [sys.executable, "-m", "smallinit", "llm", "train", *TINY, f"data.cache_dir={cache}",
-            "train.steps=6", "train.checkpoint_every=0", "--runs-dir", str(tmp_path / "runs"),
-            *(["--wandb", "cli-test"] if wandb else [])]
-    env = {k: v for k, v in os.environ.items() if k not in (sinks_mod.TENSORBOARD_ENV,
-                                                              sinks_mod.WANDB_ENV)}
+    argv = [
+        sys.executable,
+        "-m",
+        "smallinit",
+        "llm",
+        "train",
+        *TINY,
+        f"data.cache_dir={cache}",
+        "train.steps=6",
+        "train.checkpoint_every=0",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        *(["--wandb", "cli-test"] if wandb else []),
+    ]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in (sinks_mod.TENSORBOARD_ENV, sinks_mod.WANDB_ENV)
+    }
     env.update(WANDB_MODE="offline", WANDB_DIR=str(tmp_path), WANDB_SILENT="true")
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
-    run = RunStore(tmp_path / "runs").run(KIND, tiny(cache, "train.steps=6",
-                                                     "train.checkpoint_every=0"),
-                                          version=VERSION)
+    run = RunStore(tmp_path / "runs").run(
+        KIND, tiny(cache, "train.steps=6", "train.checkpoint_every=0"), version=VERSION
+    )
     out = proc.stdout.splitlines()
     assert out[0] == f"run {KIND}/{run.key} (done): {run.path}"
     s = run.summary
@@ -430,8 +518,9 @@ def test_cli_train_prints_a_short_table_and_logs_to_wandb(cache, tmp_path, wandb
     assert out[2] == f"loss      train {s['train_loss']:.3f}   held-out {s['val_loss']:.3f}"
     assert out[3].split() == ["task", "level", "n", "acc", "baseline", "answer", "loss"]
     rows = [line.split() for line in out[4:] if line.startswith(("arith", "anchor", "logic"))]
-    assert [(r[0], int(r[1])) for r in rows] == [(t, k) for t in ("anchor", "arith", "logic")
-                                                 for k in (1, 2, 3) if f"acc_{t}_d{k}" in s]
+    assert [(r[0], int(r[1])) for r in rows] == [
+        (t, k) for t in ("anchor", "arith", "logic") for k in (1, 2, 3) if f"acc_{t}_d{k}" in s
+    ]
     for task, level, n, acc, _base, loss in rows:
         assert int(n) == s[f"n_{task}_d{level}"]
         assert float(acc) == pytest.approx(s[f"acc_{task}_d{level}"], abs=5e-4)
@@ -440,5 +529,6 @@ def test_cli_train_prints_a_short_table_and_logs_to_wandb(cache, tmp_path, wandb
     if not wandb:
         return
     (records,) = wandb_records(tmp_path)
-    assert any(r.WhichOneof("record_type") == "run" and r.run.project == "cli-test"
-               for r in records)
+    assert any(
+        r.WhichOneof("record_type") == "run" and r.run.project == "cli-test" for r in records
+    )

@@ -16,8 +16,7 @@ from smallinit.llm.run_config import ModelConfig, RunConfig
 SMALL = dict(vocab_size=97, context=24, d_model=32, n_layers=2, n_heads=4)
 VARIANTS = {
     "llama": {},
-    "gpt2": dict(norm="layernorm", positions="learned", mlp="gelu", tie_embeddings=True,
-                 bias=True),
+    "gpt2": dict(norm="layernorm", positions="learned", mlp="gelu", tie_embeddings=True, bias=True),
     "gated": dict(gated_attention=True),
     "gated-headwise": dict(gated_attention=True, gate_kind="headwise"),
 }
@@ -73,8 +72,10 @@ def test_gated_attention_with_neutral_gate_equals_plain_model():
     plain = model_of("llama")
     gated = Transformer(ModelConfig(**SMALL, gated_attention=True))
     missing = gated.load_state_dict(plain.state_dict(), strict=False)
-    assert sorted(missing.missing_keys) == ["blocks.0.attn.gate.weight",
-                                             "blocks.1.attn.gate.weight"]
+    assert sorted(missing.missing_keys) == [
+        "blocks.0.attn.gate.weight",
+        "blocks.1.attn.gate.weight",
+    ]
     assert not missing.unexpected_keys
     with torch.no_grad():
         for block in gated.blocks:
@@ -89,8 +90,9 @@ def test_gated_attention_with_neutral_gate_equals_plain_model():
 
 def test_gated_attention_off_builds_the_plain_model():
     a = Transformer(ModelConfig(**SMALL), "gamma:0.5", seed=3)
-    b = Transformer(ModelConfig(**SMALL, gated_attention=False, gate_kind="headwise"),
-                    "gamma:0.5", seed=3)
+    b = Transformer(
+        ModelConfig(**SMALL, gated_attention=False, gate_kind="headwise"), "gamma:0.5", seed=3
+    )
     assert a.state_dict().keys() == b.state_dict().keys()
     idx = torch.randint(0, 97, (2, 24))
     assert torch.equal(a(idx), b(idx))
@@ -139,18 +141,21 @@ def test_sequence_longer_than_context_is_rejected():
         model(torch.zeros(1, 25, dtype=torch.long))
 
 
-@pytest.mark.parametrize("override, message", [
-    ("model.n_heads=5", "not divisible by model.n_heads=5"),
-    ("model.norm=batchnorm", "model.norm='batchnorm' is not allowed"),
-    ("model.norm_eps=0", "model.norm_eps=0"),
-    ("model.d_modle=64", "unknown key config.model.d_modle"),
-    ("init=gamma:abc", "init='gamma:abc'"),
-    ("init=xavierr", "not known"),
-    ("train.lr=-1", "train.lr=-1"),
-    ("train.checkpoint_every=15", "not a multiple of train.log_every"),
-    ("data.corpus=wiki", "data.corpus='wiki' is not allowed"),
-    ("model.vocab_size=70000", "must be <= 65536"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("model.n_heads=5", "not divisible by model.n_heads=5"),
+        ("model.norm=batchnorm", "model.norm='batchnorm' is not allowed"),
+        ("model.norm_eps=0", "model.norm_eps=0"),
+        ("model.d_modle=64", "unknown key config.model.d_modle"),
+        ("init=gamma:abc", "init='gamma:abc'"),
+        ("init=xavierr", "not known"),
+        ("train.lr=-1", "train.lr=-1"),
+        ("train.checkpoint_every=15", "not a multiple of train.log_every"),
+        ("data.corpus=wiki", "data.corpus='wiki' is not allowed"),
+        ("model.vocab_size=70000", "must be <= 65536"),
+    ],
+)
 def test_bad_config_values_give_clear_errors(override, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):
         load_config(RunConfig, None, [override])
@@ -192,10 +197,18 @@ def _scaled_output(model, kind: str, factor: float, x: torch.Tensor) -> torch.Te
         return block.mlp(x)
 
 
-@pytest.mark.parametrize("kind,linear", [("attn.v", True), ("attn.o", True),
-                                         ("attn.q", False), ("attn.k", False),
-                                         ("mlp.up", True), ("mlp.down", True),
-                                         ("mlp.gate", False)])
+@pytest.mark.parametrize(
+    "kind,linear",
+    [
+        ("attn.v", True),
+        ("attn.o", True),
+        ("attn.q", False),
+        ("attn.k", False),
+        ("mlp.up", True),
+        ("mlp.down", True),
+        ("mlp.gate", False),
+    ],
+)
 def test_table_blocks_are_the_matrices_the_forward_pass_uses(kind, linear):
     """The declared slices of the fused tensors play the roles they are named for: the
     output is linear in W_V, W_O, W_up (SwiGLU: silu(W_gate x) ⊙ W_up x) and W_down, and not
@@ -215,7 +228,15 @@ def test_table_lists_every_weight_matrix_once_in_module_order():
     weights = {id(p) for n, p in model.named_parameters() if p.dim() == 2}
     assert {id(s.param) for s in table} == weights
     assert [s.kind for s in table if s.layer == 1] == [
-        "attn.q", "attn.k", "attn.v", "attn.o", "attn.gate", "mlp.gate", "mlp.up", "mlp.down"]
+        "attn.q",
+        "attn.k",
+        "attn.v",
+        "attn.o",
+        "attn.gate",
+        "mlp.gate",
+        "mlp.up",
+        "mlp.down",
+    ]
     tied = model_of("gpt2").matrices()
     assert [s.kind for s in tied if s.layer == 0][:2] == ["embedding", "positions"]
     assert "head" not in {s.kind for s in tied}

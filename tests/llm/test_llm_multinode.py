@@ -33,9 +33,23 @@ def test_two_nodes_match_one_process(tmp_path):
     # both "nodes" see one run store, as nodes of a cluster share a file system
     script = tmp_path / "node.py"
     script.write_text(NODE_SCRIPT)
-    run_torchrun_nodes(2, ["--nproc_per_node", "1", str(script), str(tmp_path), "-q", "llm",
-                           "train", "--runs-dir", str(tmp_path / "nodes"), *TINY,
-                           f"data.cache_dir={cache}", *extra])
+    run_torchrun_nodes(
+        2,
+        [
+            "--nproc_per_node",
+            "1",
+            str(script),
+            str(tmp_path),
+            "-q",
+            "llm",
+            "train",
+            "--runs-dir",
+            str(tmp_path / "nodes"),
+            *TINY,
+            f"data.cache_dir={cache}",
+            *extra,
+        ],
+    )
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["WORLD_SIZE"] for r in ranks] == [2, 2]  # one job over both nodes
     assert sorted(r["GROUP_RANK"] for r in ranks) == [0, 1]  # one process on each node

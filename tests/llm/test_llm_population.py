@@ -26,12 +26,25 @@ from smallinit.llm.training.population import check_population, train_population
 from smallinit.llm.training.train import KIND, VERSION, Dist, Trainer, train
 
 TOY = [
-    "model.vocab_size=320", "model.context=16", "model.d_model=16", "model.n_layers=2",
-    "model.n_heads=2", "data.synthetic_items=400", "data.synthetic_val_items=40",
-    "data.synthetic_facts=10", "train.batch_size=4", "train.steps=20", "train.warmup=3",
-    "train.log_every=1", "train.eval_every=10", "train.eval_batches=1",
-    "train.checkpoint_every=0", "train.device=cpu", "train.threads=1",
-    "eval.answer_items=3", "eval.token_windows=2",
+    "model.vocab_size=320",
+    "model.context=16",
+    "model.d_model=16",
+    "model.n_layers=2",
+    "model.n_heads=2",
+    "data.synthetic_items=400",
+    "data.synthetic_val_items=40",
+    "data.synthetic_facts=10",
+    "train.batch_size=4",
+    "train.steps=20",
+    "train.warmup=3",
+    "train.log_every=1",
+    "train.eval_every=10",
+    "train.eval_batches=1",
+    "train.checkpoint_every=0",
+    "train.device=cpu",
+    "train.threads=1",
+    "eval.answer_items=3",
+    "eval.token_windows=2",
 ]
 
 #: one member per kind of difference from the first (the reference run)
@@ -39,8 +52,12 @@ KINDS = {
     "reference": [],
     "seed": ["seed=1"],
     "gamma_and_part": ["init=gamma:1.0,qk=0.25"],
-    "lr_and_schedule": ["train.lr=1e-3", "train.warmup=6", "train.min_lr_ratio=0.3",
-                        "train.warmup_from=0.1"],
+    "lr_and_schedule": [
+        "train.lr=1e-3",
+        "train.warmup=6",
+        "train.min_lr_ratio=0.3",
+        "train.warmup_from=0.1",
+    ],
     "weight_decay": ["train.weight_decay=0.5", "train.decay_all=true"],
     "eps": ["model.norm_eps=0.01", "train.adam_eps=1e-6"],
     "clip_and_betas": ["train.grad_clip=0.05", "train.beta1=0.8", "train.beta2=0.99"],
@@ -69,14 +86,18 @@ def toy(cache: str, *extra: str) -> RunConfig:
 def single(cfg: RunConfig, root, dtype=None):
     """The run of ``cfg`` through the single-run Trainer (the ``llm train`` path)."""
     return RunStore(root).get_or_run(
-        KIND, cfg, lambda run: Trainer(cfg, Dist(), callbacks=[], dtype=dtype).fit(run),
-        version=VERSION)
+        KIND,
+        cfg,
+        lambda run: Trainer(cfg, Dist(), callbacks=[], dtype=dtype).fit(run),
+        version=VERSION,
+    )
 
 
 def difference(a, b) -> float:
     """The largest relative difference between two runs: every logged training loss,
     every held-out loss and every final weight (relative to the largest |w| of its
     tensor)."""
+
     def series(run, key):
         return [(r["step"], r[key]) for r in run.metrics() if key in r]
 
@@ -99,8 +120,9 @@ def float64_runs(cache, tmp_path_factory):
     """One float64 population of every kind of member, and each member's single run."""
     root = tmp_path_factory.mktemp("population-f64")
     cfgs = [toy(cache, *extra) for extra in KINDS.values()]
-    members = train_population(cfgs, runs_dir=root / "population", dtype=torch.float64,
-                               callbacks=[])
+    members = train_population(
+        cfgs, runs_dir=root / "population", dtype=torch.float64, callbacks=[]
+    )
     singles = [single(cfg, root / "single", torch.float64) for cfg in cfgs]
     return dict(zip(KINDS, zip(members, singles, strict=True), strict=True))
 
@@ -130,8 +152,9 @@ def test_planted_difference_fails_the_comparison(cache, tmp_path, monkeypatch):
         honest(self, [rates[0], rates[0]])
 
     monkeypatch.setattr(population_mod.PopulationAdamW, "set_rates", planted)
-    members = train_population(cfgs, runs_dir=tmp_path / "population", dtype=torch.float64,
-                               callbacks=[])
+    members = train_population(
+        cfgs, runs_dir=tmp_path / "population", dtype=torch.float64, callbacks=[]
+    )
     alone = single(cfgs[1], tmp_path / "single", torch.float64)
     assert difference(members[1], alone) > 100 * F32  # measured: 0.07
     assert difference(members[0], single(cfgs[0], tmp_path / "single", torch.float64)) < F64
@@ -146,16 +169,16 @@ def test_float32_members_equal_their_single_runs_within_the_stated_tolerance(cac
 
 def test_diverging_member_fails_alone(cache, tmp_path):
     cfgs = [toy(cache), toy(cache, "init=fixed:1e30"), toy(cache, "seed=3")]
-    members = train_population(cfgs, runs_dir=tmp_path / "population", dtype=torch.float64,
-                               callbacks=[])
+    members = train_population(
+        cfgs, runs_dir=tmp_path / "population", dtype=torch.float64, callbacks=[]
+    )
     bad, bad_alone = members[1].status(), single(cfgs[1], tmp_path / "single").status()
     assert bad["state"] == "failed" and bad["final"]
     assert bad["reason"] == bad_alone["reason"]
     assert "non-finite training loss" in bad["reason"]
     for i in (0, 2):
         assert members[i].state == "done"
-        assert difference(members[i], single(cfgs[i], tmp_path / "single", torch.float64)) \
-            < F64
+        assert difference(members[i], single(cfgs[i], tmp_path / "single", torch.float64)) < F64
 
 
 KILLER = textwrap.dedent("""
@@ -183,9 +206,12 @@ def kill_population(root, step: int, kind, first: list[str], second: list[str], 
     """Train the population of two members (``first``, ``second``: their overrides) of
     ``kind`` into ``root`` in a child process killed hard after the first member's
     checkpoint of ``step``; returns the members' half-written runs (both stale)."""
-    killed = subprocess.run([sys.executable, "-c", KILLER, str(root), str(step), kind.kind,
-                             *first, "--", *second], capture_output=True, text=True,
-                            timeout=300)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLER, str(root), str(step), kind.kind, *first, "--", *second],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert killed.returncode == 9, killed.stderr
     half = [RunStore(root).run(kind.kind, c, version=kind.version) for c in cfgs]
     assert [h.state for h in half] == ["stale", "stale"]
@@ -202,22 +228,31 @@ def test_killed_population_resumes_to_the_same_bytes(cache, tmp_path):
     args = [*TOY, f"data.cache_dir={cache}", *extra]
     cfgs = [toy(cache, *extra), toy(cache, *extra, "seed=1", "train.lr=1e-3")]
     straight = train_population(cfgs, runs_dir=tmp_path / "straight", callbacks=[])
-    half = kill_population(tmp_path / "killed", 20, population_mod.PRETRAINING, args,
-                           [*args, "seed=1", "train.lr=1e-3"], cfgs)
+    half = kill_population(
+        tmp_path / "killed",
+        20,
+        population_mod.PRETRAINING,
+        args,
+        [*args, "seed=1", "train.lr=1e-3"],
+        cfgs,
+    )
     # member 0 holds step 20, member 1 only step 10: the population goes back to 10
-    assert sorted(p.name for p in (half[0].path / "checkpoints").glob("*.pt"))[-1] == \
-        "step-00000020.pt"
-    assert sorted(p.name for p in (half[1].path / "checkpoints").glob("*.pt"))[-1] == \
-        "step-00000010.pt"
+    assert (
+        sorted(p.name for p in (half[0].path / "checkpoints").glob("*.pt"))[-1]
+        == "step-00000020.pt"
+    )
+    assert (
+        sorted(p.name for p in (half[1].path / "checkpoints").glob("*.pt"))[-1]
+        == "step-00000010.pt"
+    )
     # a member's checkpoints are its single run's: the single trainer resumes one as well
     shutil.copytree(tmp_path / "killed", tmp_path / "alone")
     alone = Trainer(cfgs[1], Dist(), callbacks=[])
-    assert alone._resume(RunStore(tmp_path / "alone").writer(KIND, cfgs[1], version=VERSION)) \
-        == 10
+    assert alone._resume(RunStore(tmp_path / "alone").writer(KIND, cfgs[1], version=VERSION)) == 10
     run = train(cfgs[1], runs_dir=tmp_path / "alone", callbacks=[])
     assert difference(run, straight[1]) < F32
     early = [untimed(r) for r in straight[1].metrics() if r["step"] <= 10]
-    assert [untimed(r) for r in run.metrics()[:len(early)]] == early  # as the population
+    assert [untimed(r) for r in run.metrics()[: len(early)]] == early  # as the population
     # wrote them
     resumed = train_population(cfgs, runs_dir=tmp_path / "killed", callbacks=[])
     for a, b in zip(resumed, straight, strict=True):
@@ -231,14 +266,17 @@ def test_killed_population_resumes_to_the_same_bytes(cache, tmp_path):
 
 
 def test_stored_members_are_runs_like_any_other(cache, tmp_path):
-    cfgs = [toy(cache, "train.checkpoint_every=10"),
-            toy(cache, "train.checkpoint_every=10", "seed=1")]
+    cfgs = [
+        toy(cache, "train.checkpoint_every=10"),
+        toy(cache, "train.checkpoint_every=10", "seed=1"),
+    ]
     members = train_population(cfgs, runs_dir=tmp_path, callbacks=[])
     alone = single(cfgs[0], tmp_path / "single")
     member = members[0]
     assert member.path.parent.parent == tmp_path and member.key == alone.key
-    assert sorted(p.name for p in member.path.iterdir()) == \
-        sorted(p.name for p in alone.path.iterdir())
+    assert sorted(p.name for p in member.path.iterdir()) == sorted(
+        p.name for p in alone.path.iterdir()
+    )
     assert (member.path / "config.json").read_bytes() == (alone.path / "config.json").read_bytes()
     status, status_alone = member.status(), alone.status()
     assert set(status) - set(status_alone) == {"population"}
@@ -252,11 +290,14 @@ def test_stored_members_are_runs_like_any_other(cache, tmp_path):
     assert [r.status()["finished"] for r in again] == [r.status()["finished"] for r in members]
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["model.d_model=32"], "model.d_model=32"),
-    (["train.steps=21"], "train.steps=21"),
-    (["data.synthetic_items=500"], "data.synthetic_items=500"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["model.d_model=32"], "model.d_model=32"),
+        (["train.steps=21"], "train.steps=21"),
+        (["data.synthetic_items=500"], "data.synthetic_items=500"),
+    ],
+)
 def test_members_of_different_shapes_are_refused(cache, extra, message):
     with pytest.raises(ConfigError, match=message):
         check_population([toy(cache), toy(cache, *extra)])
@@ -269,8 +310,12 @@ def test_population_status_names_its_members(float64_runs):
     assert len(ids) == 1
     places = sorted(m.status()["population"]["member"] for m, _ in float64_runs.values())
     assert places == list(range(len(KINDS)))
-    assert json.loads((next(iter(float64_runs.values()))[1].path / "status.json")
-                      .read_text()).get("population") is None
+    assert (
+        json.loads((next(iter(float64_runs.values()))[1].path / "status.json").read_text()).get(
+            "population"
+        )
+        is None
+    )
 
 
 def test_population_bench_measures_both_paths_on_the_same_tokens(cache, capsys):
@@ -292,12 +337,14 @@ def test_job_driver_trains_runs_of_one_shape_together_unless_off(cache, tmp_path
     from smallinit.llm.training.train_spec import TrainSpec
 
     def specs(*extras):
-        return [TrainSpec(toy(cache, "train.steps=3", "train.eval_every=0", *extra))
-                for extra in extras]
+        return [
+            TrainSpec(toy(cache, "train.steps=3", "train.eval_every=0", *extra)) for extra in extras
+        ]
 
     same = [[], ["seed=1"], ["train.lr=1e-3"]]
-    together = run_specs(specs(*same, ["train.batch_size=2"]), RunStore(tmp_path / "on"),
-                         population="on", workers=1)
+    together = run_specs(
+        specs(*same, ["train.batch_size=2"]), RunStore(tmp_path / "on"), population="on", workers=1
+    )
     places = [r.status().get("population") for _, r in together]
     assert [p["member"] for p in places[:3]] == [0, 1, 2] and places[3] is None
     assert {p["id"] for p in places[:3]} == {places[0]["id"]}
@@ -333,8 +380,11 @@ def test_a_run_another_writer_holds_is_left_to_it(cache, tmp_path, monkeypatch):
     together, and that run is asked for alone once the writer lets go."""
     from smallinit.core.lease import RunLock
 
-    cfgs = [toy(cache, "train.steps=3"), toy(cache, "train.steps=3", "seed=1"),
-            toy(cache, "train.steps=3", "seed=2")]
+    cfgs = [
+        toy(cache, "train.steps=3"),
+        toy(cache, "train.steps=3", "seed=1"),
+        toy(cache, "train.steps=3", "seed=2"),
+    ]
     held = RunLock(RunStore(tmp_path).run(KIND, cfgs[2], version=VERSION).lock_path)
     assert held.acquire(block=False)
     fit = population_mod.Population.fit

@@ -54,7 +54,7 @@ def _brute_space(task: str, level: int) -> set[str]:
         return set("abcdefghijklmnopqrstuvwxyz")
     parts: dict[bool, set[int]] = {False: set(), True: set()}
     if task == "arith":
-        for ops in (["+"] if level == 1 else itertools.product("+-", repeat=level)):
+        for ops in ["+"] if level == 1 else itertools.product("+-", repeat=level):
             for xs in itertools.product(range(10), repeat=level + 1):
                 v = xs[0] + sum(x if o == "+" else -x for o, x in zip(ops, xs[1:], strict=True))
                 if level > 1 and not 0 <= v <= 19:
@@ -83,8 +83,9 @@ def test_chance_is_one_over_the_answer_space_and_answers_are_uniform(task, level
     rng = np.random.default_rng(0)
     for held_out in (False, True):
         n = 60 * len(space)
-        answers = Counter(synthetic.reasoning_item(task, level, rng, held_out).answer.strip()
-                          for _ in range(n))
+        answers = Counter(
+            synthetic.reasoning_item(task, level, rng, held_out).answer.strip() for _ in range(n)
+        )
         assert set(answers) == set(space)  # the whole space is used, nothing outside it
         # uniform over the space: a chi-square test that a biased generator would fail
         observed = [answers[a] for a in space]
@@ -140,14 +141,13 @@ def test_held_out_answers_are_balanced_within_each_cell():
         answers = [it.answer.strip() for it in val if (it.category, it.level) == (task, level)]
         m = len(answers) // len(space)
         assert m >= 1
-        counts = Counter(answers[:m * len(space)])
+        counts = Counter(answers[: m * len(space)])
         assert set(counts.values()) == {m} and set(counts) == set(space)
         # any prefix is within one of balanced
-        prefix = Counter(answers[:len(space) + len(space) // 2])
+        prefix = Counter(answers[: len(space) + len(space) // 2])
         assert max(prefix.values()) - min(prefix[a] for a in space) <= 1
         # training answers are drawn independently (not dealt): far from balanced
-        tr = Counter(it.answer.strip() for it in train if (it.category, it.level) ==
-                     (task, level))
+        tr = Counter(it.answer.strip() for it in train if (it.category, it.level) == (task, level))
         if len(space) > 2:
             assert max(tr.values()) - min(tr[a] for a in space) > 1
 
@@ -194,8 +194,12 @@ class TableModel:
 
 @pytest.fixture(scope="module")
 def graded_corpus(tmp_path_factory):
-    cfg = DataConfig(cache_dir=str(tmp_path_factory.mktemp("cache")), synthetic_items=3000,
-                     synthetic_val_items=2500, synthetic_facts=40)
+    cfg = DataConfig(
+        cache_dir=str(tmp_path_factory.mktemp("cache")),
+        synthetic_items=3000,
+        synthetic_val_items=2500,
+        synthetic_facts=40,
+    )
     c = corpus.load(cfg, 512)
     _, val = synthetic.splits(3000, 2500, seed=0, n_facts=40, mix=cfg.synthetic_mix)
     return c, val
@@ -207,7 +211,7 @@ def _table(c, val, answer_of):
     for i, it in enumerate(val):
         s, p = items["start"][i], items["prompt_len"][i]
         assert items["level"][i] == it.level
-        table[tuple(int(t) for t in c.val[s:s + p])] = answer_of(it)
+        table[tuple(int(t) for t in c.val[s : s + p])] = answer_of(it)
     return table
 
 
@@ -217,7 +221,7 @@ def test_an_oracle_scores_one_in_every_cell(graded_corpus):
     table = {}
     for i in range(len(val)):
         s, p, n = items["start"][i], items["prompt_len"][i], items["length"][i]
-        table[tuple(int(t) for t in c.val[s:s + p])] = [int(t) for t in c.val[s + p:s + n]]
+        table[tuple(int(t) for t in c.val[s : s + p])] = [int(t) for t in c.val[s + p : s + n]]
     out = answer_accuracy(TableModel(table, c.vocab_size), c, "cpu", 100, 64)
     got = cells(out)
     assert [(x.task, x.difficulty) for x in got] == all_cells()
@@ -228,7 +232,8 @@ def test_an_oracle_scores_one_in_every_cell(graded_corpus):
     assert out["acc_reasoning"] == 1.0 and out["acc_fact"] == 1.0
     for task in synthetic.REASONING:
         assert out[f"chance_{task}"] == pytest.approx(
-            np.mean([synthetic.chance(task, k) for k in synthetic.LEVELS]))
+            np.mean([synthetic.chance(task, k) for k in synthetic.LEVELS])
+        )
 
 
 def test_a_prompt_blind_uniform_guesser_scores_chance(graded_corpus):
@@ -246,9 +251,11 @@ def test_a_prompt_blind_uniform_guesser_scores_chance(graded_corpus):
     got = cells(out)
     z = []
     for cell in got:
-        fits = ((c.val_items["category"] == synthetic.CATEGORIES.index(cell.task))
-                & (c.val_items["level"] == cell.difficulty)
-                & (c.val_items["length"] <= 64)).sum()
+        fits = (
+            (c.val_items["category"] == synthetic.CATEGORIES.index(cell.task))
+            & (c.val_items["level"] == cell.difficulty)
+            & (c.val_items["length"] <= 64)
+        ).sum()
         assert cell.n == fits  # every held-out item of the cell scored
         se = math.sqrt(cell.chance * (1 - cell.chance) / cell.n)
         z.append((cell.acc - cell.chance) / se)
@@ -259,13 +266,16 @@ def test_a_prompt_blind_uniform_guesser_scores_chance(graded_corpus):
     # the best constant answer of a cell scores exactly its stored majority share
     items = c.val_items
     for cell in got:
-        chosen = np.flatnonzero((items["category"] == synthetic.CATEGORIES.index(cell.task))
-                                & (items["level"] == cell.difficulty))
+        chosen = np.flatnonzero(
+            (items["category"] == synthetic.CATEGORIES.index(cell.task))
+            & (items["level"] == cell.difficulty)
+        )
         answers = Counter(val[i].answer for i in chosen)
         best = answers.most_common(1)[0][0]
         assert cell.majority == answers[best] / len(chosen) >= cell.chance
-        constant = TableModel(_table(c, val, lambda it, best=best: encode_many(
-            c.tokenizer, [best])[0]), c.vocab_size)
+        constant = TableModel(
+            _table(c, val, lambda it, best=best: encode_many(c.tokenizer, [best])[0]), c.vocab_size
+        )
         scored = {x.name: x for x in cells(answer_accuracy(constant, c, "cpu", 10_000, 64))}
         assert scored[cell.name].acc == cell.majority
     pooled = sum(x.acc * x.n for x in got) / sum(x.n for x in got)
@@ -273,11 +283,19 @@ def test_a_prompt_blind_uniform_guesser_scores_chance(graded_corpus):
 
 
 def test_cells_round_trip_and_ignore_other_keys():
-    made = [Cell("logic", 2, 0.61, 0.5, 180, 0.33, 0.53),
-            Cell("arith", 1, 0.2, 1 / 17, 201, 1.4, 0.08),
-            Cell("arith", 3, 0.05, 0.05, 150, 1.9, 0.04)]
-    summary = {"val_loss": 1.7, "acc_arith": 0.1, "chance_arith": 0.05, "acc_fact": 0.3,
-               "answer_loss_arith": 1.5, "acc_reasoning": 0.2}
+    made = [
+        Cell("logic", 2, 0.61, 0.5, 180, 0.33, 0.53),
+        Cell("arith", 1, 0.2, 1 / 17, 201, 1.4, 0.08),
+        Cell("arith", 3, 0.05, 0.05, 150, 1.9, 0.04),
+    ]
+    summary = {
+        "val_loss": 1.7,
+        "acc_arith": 0.1,
+        "chance_arith": 0.05,
+        "acc_fact": 0.3,
+        "answer_loss_arith": 1.5,
+        "acc_reasoning": 0.2,
+    }
     for c in made:
         summary.update(c.summary_items())
     assert cells(summary) == sorted(made, key=lambda c: (c.task, c.difficulty))

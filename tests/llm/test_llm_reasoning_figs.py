@@ -23,8 +23,11 @@ def _summary(gamma: float, seed: int, size: int = 32) -> dict:
     """Reasoning that grows with γ up to 0.7 and stays flat beyond (the knee is 0.7 at
     every seed), a held-out loss with its minimum at γ = 0.7 + 0.05·seed (parabola)."""
     rng = np.random.default_rng([seed, int(gamma * 10), size])
-    summary = {"train_loss": 2.0 + 0.1 * gamma, "val_loss": 2.0 + (gamma - 0.7 - 0.05 * seed) ** 2,
-               "acc_fact": 0.3}
+    summary = {
+        "train_loss": 2.0 + 0.1 * gamma,
+        "val_loss": 2.0 + (gamma - 0.7 - 0.05 * seed) ** 2,
+        "acc_fact": 0.3,
+    }
     for task, k in all_cells():
         chance = synthetic.chance(task, k)
         lift = 0.3 * min(gamma, 0.7) / 0.7 / k
@@ -38,8 +41,10 @@ class FakeRun:
         self.summary, self.done, self.path = summary, True, "fake"
 
     def metrics(self):
-        return [{"step": s, "loss": 6.0 * math.exp(-s / 60) + self.summary["train_loss"]}
-                for s in range(10, 310, 10)]
+        return [
+            {"step": s, "loss": 6.0 * math.exp(-s / 60) + self.summary["train_loss"]}
+            for s in range(10, 310, 10)
+        ]
 
 
 class FakePairs(list):
@@ -55,8 +60,10 @@ def _pairs(sizes, seeds):
         cfg.model.context, cfg.train.batch_size = 64, 16
         for g in GAMMAS:
             for seed in seeds:
-                job = SimpleNamespace(config=cfg, tags={"size": size, "gamma": g,
-                                                        "seed": seed, "init": f"gamma:{g:g}"})
+                job = SimpleNamespace(
+                    config=cfg,
+                    tags={"size": size, "gamma": g, "seed": seed, "init": f"gamma:{g:g}"},
+                )
                 pairs.append((job, FakeRun(_summary(g, seed, size))))
     return pairs
 
@@ -111,5 +118,4 @@ def test_fig7_draws_sizes_seeds_and_paired_effects(tmp_path, caplog):
     # the held-out loss gain γ = 1 − γ = 0.5 per size is the parabola's difference
     expect = np.mean([(1 - 0.7 - 0.05 * s) ** 2 - (0.5 - 0.7 - 0.05 * s) ** 2 for s in range(3)])
     assert f"Δ = {expect:.3f}" in text
-    assert best_gamma(GAMMAS, [_summary(g, 1)["val_loss"] for g in GAMMAS]) == \
-        pytest.approx(0.75)
+    assert best_gamma(GAMMAS, [_summary(g, 1)["val_loss"] for g in GAMMAS]) == pytest.approx(0.75)

@@ -27,10 +27,24 @@ def stored(tmp_path_factory):
     """A small real run of ``llm train``, stored in its own run store (no sink)."""
     root = tmp_path_factory.mktemp("replay")
     cache = str(root / "cache")
-    env = {k: v for k, v in os.environ.items()
-           if k not in (sinks_mod.TENSORBOARD_ENV, sinks_mod.WANDB_ENV)}
-    argv = [sys.executable, "-m", "smallinit", "llm", "train", *TINY, f"data.cache_dir={cache}",
-            *STEPS, "--runs-dir", str(root / "runs"), "--json"]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in (sinks_mod.TENSORBOARD_ENV, sinks_mod.WANDB_ENV)
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "smallinit",
+        "llm",
+        "train",
+        *TINY,
+        f"data.cache_dir={cache}",
+        *STEPS,
+        "--runs-dir",
+        str(root / "runs"),
+        "--json",
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     (run,) = [r for r in (root / "runs" / KIND).iterdir()]
@@ -38,11 +52,19 @@ def stored(tmp_path_factory):
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items()
-            if k not in (sinks_mod.TENSORBOARD_ENV, sinks_mod.WANDB_ENV)}
+    full = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in (sinks_mod.TENSORBOARD_ENV, sinks_mod.WANDB_ENV)
+    }
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "smallinit", *args], capture_output=True,
-                          text=True, timeout=300, env=full)
+    return subprocess.run(
+        [sys.executable, "-m", "smallinit", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=full,
+    )
 
 
 def accumulator(folder: Path):
@@ -61,21 +83,32 @@ def hparams_of(acc) -> tuple[dict, set | None]:
 
     content = acc.PluginTagToContent("hparams")
     start = plugin_data_pb2.HParamsPluginData.FromString(
-        content["_hparams_/session_start_info"]).session_start_info
-    values = {k: v.number_value if v.HasField("number_value") else v.string_value
-              for k, v in start.hparams.items()}
+        content["_hparams_/session_start_info"]
+    ).session_start_info
+    values = {
+        k: v.number_value if v.HasField("number_value") else v.string_value
+        for k, v in start.hparams.items()
+    }
     if "_hparams_/experiment" not in content:
         return values, None
     experiment = plugin_data_pb2.HParamsPluginData.FromString(
-        content["_hparams_/experiment"]).experiment
+        content["_hparams_/experiment"]
+    ).experiment
     return values, {m.name.tag for m in experiment.metric_infos}
 
 
 def test_runs_log_replays_every_stored_metric_into_tensorboard(stored, tmp_path):
     pytest.importorskip("tensorboard")
     root, _cache, run = stored
-    proc = cli("runs", "log", run.key[:8], "--tensorboard", str(tmp_path / "tb"),
-               "--runs-dir", str(root / "runs"))
+    proc = cli(
+        "runs",
+        "log",
+        run.key[:8],
+        "--tensorboard",
+        str(tmp_path / "tb"),
+        "--runs-dir",
+        str(root / "runs"),
+    )
     assert proc.returncode == 0, proc.stderr
     name = sinks_mod.readable_name(KIND, run.config)
     assert name == f"{KIND}/γ0.5/synthetic/d16/L1/lr0.003/seed0"  # TINY's config
@@ -99,8 +132,18 @@ def test_runs_log_replays_every_stored_metric_into_tensorboard(stored, tmp_path)
     assert hparams["model.d_model"] == 16 and hparams["init"] == run.config["init"]
     assert hparams["run_key"] == run.key and metrics == set(final)
     # again: the replay replaces the first one (one value per tag and step)
-    assert cli("runs", "log", run.key, "--tensorboard", str(tmp_path / "tb"),
-               "--runs-dir", str(root / "runs")).returncode == 0
+    assert (
+        cli(
+            "runs",
+            "log",
+            run.key,
+            "--tensorboard",
+            str(tmp_path / "tb"),
+            "--runs-dir",
+            str(root / "runs"),
+        ).returncode
+        == 0
+    )
     again = accumulator(folder)
     assert [e.step for e in again.Scalars("train/loss")] == list(expected["train/loss"])
 
@@ -110,37 +153,48 @@ def test_runs_log_refuses_without_a_sink_and_for_unknown_runs(stored, tmp_path):
     proc = cli("runs", "log", run.key, "--runs-dir", str(root / "runs"))
     assert proc.returncode == 2 and "needs a sink" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
-    proc = cli("runs", "log", "ffff", "--tensorboard", str(tmp_path),
-               "--runs-dir", str(root / "runs"))
+    proc = cli(
+        "runs", "log", "ffff", "--tensorboard", str(tmp_path), "--runs-dir", str(root / "runs")
+    )
     assert proc.returncode == 2 and "ffff" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_runs_log_into_wandb_offline_with_a_readable_name_and_the_key_as_tag(
-        stored, tmp_path, monkeypatch):
+    stored, tmp_path, monkeypatch
+):
     pytest.importorskip("wandb")
     root, _cache, run = stored
-    proc = cli("runs", "log", run.key, "--wandb", "replay-test", "--runs-dir",
-               str(root / "runs"), env={"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path),
-                                        "WANDB_SILENT": "true"})
+    proc = cli(
+        "runs",
+        "log",
+        run.key,
+        "--wandb",
+        "replay-test",
+        "--runs-dir",
+        str(root / "runs"),
+        env={"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true"},
+    )
     assert proc.returncode == 0, proc.stderr
     (records,) = wandb_records(tmp_path)
     (head,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
     assert head.display_name == sinks_mod.readable_name(KIND, run.config)
     assert list(head.tags) == [run.key] and head.run_group == run.key
     assert _items(head.config.update)["model.d_model"] == 16
-    history = [_items(r.history.item) for r in records
-               if r.WhichOneof("record_type") == "history"]
+    history = [_items(r.history.item) for r in records if r.WhichOneof("record_type") == "history"]
     losses = [(h["_step"], h["train/loss"]) for h in history if "train/loss" in h]
-    assert losses == [(r["step"], pytest.approx(r["loss"])) for r in run.metrics()
-                      if "loss" in r]
+    assert losses == [(r["step"], pytest.approx(r["loss"])) for r in run.metrics() if "loss" in r]
 
 
 def test_readable_names_from_tags_and_from_configs():
     tags = {"size": 128, "init": "gamma:1.0", "gamma": 1.0, "seed": 3}
-    assert sinks_mod.readable_name("llm-train", {}, tags, prefix="fair/fig7") == \
-        "fair/fig7/d128/γ1/seed3"
-    assert sinks_mod.readable_name("toy-scan", {"gamma": 0.5, "width": 64, "depth": 2,
-                                                "flag": True}) == "toy-scan/m64/L2/γ0.5"
+    assert (
+        sinks_mod.readable_name("llm-train", {}, tags, prefix="fair/fig7")
+        == "fair/fig7/d128/γ1/seed3"
+    )
+    assert (
+        sinks_mod.readable_name("toy-scan", {"gamma": 0.5, "width": 64, "depth": 2, "flag": True})
+        == "toy-scan/m64/L2/γ0.5"
+    )
 
 
 class Refusing(sinks_mod.TensorBoard):
@@ -150,8 +204,7 @@ class Refusing(sinks_mod.TensorBoard):
         raise RuntimeError("service unreachable")
 
 
-def test_a_failed_sink_start_is_retried_on_the_runs_next_use(stored, tmp_path, monkeypatch,
-                                                             caplog):
+def test_a_failed_sink_start_is_retried_on_the_runs_next_use(stored, tmp_path, monkeypatch, caplog):
     """A sink that cannot start is dropped while the run trains, and recorded in the run;
     the next use of the run (reused from the store) logs the stored run into the sink and
     says so; the use after that has nothing left to retry."""
@@ -182,8 +235,9 @@ def test_a_failed_sink_start_is_retried_on_the_runs_next_use(stored, tmp_path, m
     assert load_run(run.path).state == "done"  # the record is no part of the run's files
 
 
-def test_live_tensorboard_has_the_hyperparameters_before_the_run_ends(stored, tmp_path,
-                                                                      monkeypatch):
+def test_live_tensorboard_has_the_hyperparameters_before_the_run_ends(
+    stored, tmp_path, monkeypatch
+):
     """While the run trains (as a run killed then would leave it), its TensorBoard folder
     already holds the hyperparameters; the experiment with its metrics comes at the end."""
     pytest.importorskip("tensorboard")
@@ -201,5 +255,4 @@ def test_live_tensorboard_has_the_hyperparameters_before_the_run_ends(stored, tm
     run = train(cfg, runs_dir=tmp_path / "runs", callbacks=[sink, Looks()])
     ((hparams, metrics),) = seen
     assert hparams["seed"] == 2 and hparams["model.d_model"] == 16 and metrics is None
-    assert hparams_of(accumulator(sink.log_dir))[1] == set(
-        sinks_mod.final_evaluation(run.summary))
+    assert hparams_of(accumulator(sink.log_dir))[1] == set(sinks_mod.final_evaluation(run.summary))

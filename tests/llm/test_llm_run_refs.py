@@ -22,11 +22,25 @@ def store(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("SMALLINIT_CACHE", str(base / "cache"))
     mp.setenv("SMALLINIT_QUIET", "1")
-    cfg = load_config(RunConfig, None, [
-        "model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.vocab_size=320",
-        "model.context=64", "train.steps=4", "train.batch_size=4", "data.synthetic_items=100",
-        "data.synthetic_val_items=20", "train.eval_every=0", "train.checkpoint_every=0",
-        "eval.answer_items=4", "eval.token_windows=2"])
+    cfg = load_config(
+        RunConfig,
+        None,
+        [
+            "model.d_model=32",
+            "model.n_layers=1",
+            "model.n_heads=2",
+            "model.vocab_size=320",
+            "model.context=64",
+            "train.steps=4",
+            "train.batch_size=4",
+            "data.synthetic_items=100",
+            "data.synthetic_val_items=20",
+            "train.eval_every=0",
+            "train.checkpoint_every=0",
+            "eval.answer_items=4",
+            "eval.token_windows=2",
+        ],
+    )
     run = train(cfg, runs_dir=base / "runs")
     assert run.done
     yield base, run
@@ -50,8 +64,9 @@ def _foreign_copy(store, tmp_path, edit=None):
     return dest
 
 
-@pytest.mark.parametrize("ref", ["*", "..", "../llm-train", "a*", "[0-9]*", "llm-train/*",
-                                 "ABC", "0123456789abcdef0"])
+@pytest.mark.parametrize(
+    "ref", ["*", "..", "../llm-train", "a*", "[0-9]*", "llm-train/*", "ABC", "0123456789abcdef0"]
+)
 def test_key_references_are_hex_prefixes_never_patterns(store, ref):
     base, _ = store
     with pytest.raises(ConfigError, match="matches no run: it is neither a run directory"):
@@ -90,10 +105,12 @@ def test_foreign_run_results_go_to_the_store(store, tmp_path):
     assert not found.in_store and found.store_root == base / "runs"
     data = tmp_path / "bench"
     data.mkdir()
-    (data / "arc_easy.jsonl").write_text(json.dumps(
-        {"id": "a", "query": "Q:", "choices": [" x", " y"], "gold": 0}) + "\n")
-    (bench_run,) = benchmark(str(foreign), ["arc_easy"], runs_dir=base / "runs",
-                             data_dir=data, fetch=False)
+    (data / "arc_easy.jsonl").write_text(
+        json.dumps({"id": "a", "query": "Q:", "choices": [" x", " y"], "gold": 0}) + "\n"
+    )
+    (bench_run,) = benchmark(
+        str(foreign), ["arc_easy"], runs_dir=base / "runs", data_dir=data, fetch=False
+    )
     assert bench_run.done and bench_run.path.parent == base / "runs" / "llm-downstream"
     assert sorted(p.name for p in foreign.parent.iterdir()) == [foreign.name]  # nothing beside
 
@@ -107,8 +124,7 @@ def test_foreign_run_naming_a_file_corpus_is_refused_unless_trusted(store, tmp_p
         cfg["data"]["corpus"] = f"text:{secret}"
         cfg["data"]["cache_dir"] = str(tmp_path / "written-here")
 
-    foreign = tr.resolve_run(str(_foreign_copy(store, tmp_path, point_at_secret)),
-                             base / "runs")
+    foreign = tr.resolve_run(str(_foreign_copy(store, tmp_path, point_at_secret)), base / "runs")
     with pytest.raises(ConfigError) as err:
         tr.evaluate_run(foreign, n_items=0)
     assert f"data.corpus='text:{secret}'" in str(err.value)

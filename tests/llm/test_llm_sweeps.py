@@ -23,11 +23,26 @@ from smallinit.study.experiments import llm_plan
 from smallinit.theory.escape import escape_time_gamma
 from smallinit.theory.transformer import rmsnorm_gamma_threshold
 
-TINY = ["model.vocab_size=300", "model.context=16", "model.d_model=16", "model.n_layers=1",
-        "model.n_heads=2", "data.synthetic_items=300", "data.synthetic_val_items=60",
-        "data.synthetic_facts=10", "train.steps=6", "train.batch_size=4", "train.warmup=2",
-        "train.log_every=2", "train.eval_every=0", "train.checkpoint_every=2",
-        "train.threads=1", "train.device=cpu", "eval.answer_items=5", "eval.token_windows=2"]
+TINY = [
+    "model.vocab_size=300",
+    "model.context=16",
+    "model.d_model=16",
+    "model.n_layers=1",
+    "model.n_heads=2",
+    "data.synthetic_items=300",
+    "data.synthetic_val_items=60",
+    "data.synthetic_facts=10",
+    "train.steps=6",
+    "train.batch_size=4",
+    "train.warmup=2",
+    "train.log_every=2",
+    "train.eval_every=0",
+    "train.checkpoint_every=2",
+    "train.threads=1",
+    "train.device=cpu",
+    "eval.answer_items=5",
+    "eval.token_windows=2",
+]
 
 
 def first_below(steps, loss, threshold: float) -> int | None:
@@ -45,7 +60,8 @@ def test_small_eps_matches_large_models_threshold():
     for d, big, eps in ((32, 2048, 1e-5), (64, 4096, 1e-12), (256, 2048, 1e-5)):
         small = llm_plan.small_eps(d, big, eps)
         assert rmsnorm_gamma_threshold(d, small) == pytest.approx(
-            rmsnorm_gamma_threshold(big, eps), rel=1e-3)
+            rmsnorm_gamma_threshold(big, eps), rel=1e-3
+        )
     # docs/science.md §5: ≈ 0.76
     assert rmsnorm_gamma_threshold(2048, 1e-5) == pytest.approx(0.76, abs=0.01)
 
@@ -64,23 +80,31 @@ def test_quick_plan_meets_the_issue():
         g = sorted(grid)
         assert g[0] <= 0.3 and g[-1] >= 1.3 and {0.5, 1.0} <= set(g)
     jobs = experiments.specs("gamma-sweep", "quick")
-    budget = {j.config.train.steps * j.config.train.batch_size * j.config.model.context
-              for j in jobs}
+    budget = {
+        j.config.train.steps * j.config.train.batch_size * j.config.model.context for j in jobs
+    }
     assert len(budget) == 1  # same token budget at every size
     assert {j.tags["init"] for j in jobs} >= {"nanogpt", "fixed:0.02"}
     # reuse: fig 11's runs are fig 9's, and figs 7 and 9 share the smallest size
-    ids = {name: {j.ident for j in experiments.specs(name, "quick")}
-           for name in ("gamma-sweep", "critical-init", "token-gains")}
+    ids = {
+        name: {j.ident for j in experiments.specs(name, "quick")}
+        for name in ("gamma-sweep", "critical-init", "token-gains")
+    }
     assert ids["token-gains"] <= ids["critical-init"]
     assert ids["gamma-sweep"] & ids["critical-init"]
     eight = experiments.specs("eps-gating", "quick")
     eight_eps = {j.tags["eps_setting"]: j.config.model.norm_eps for j in eight}
     assert {(j.tags["eps_setting"], j.tags["gated"]) for j in eight} == {
-        ("standard", False), ("standard", True), ("relaxed", False), ("relaxed", True)}
+        ("standard", False),
+        ("standard", True),
+        ("relaxed", False),
+        ("relaxed", True),
+    }
     ten = experiments.specs("condense-expand", "quick")
     assert {j.kind for j in ten} == {"llm-train"} and {j.tags["gamma"] for j in ten} == {0.5, 1.0}
-    assert all(j.config.model.norm_eps == eight_eps["standard"] and not j.tags["gated"]
-               for j in ten)
+    assert all(
+        j.config.model.norm_eps == eight_eps["standard"] and not j.tags["gated"] for j in ten
+    )
     with pytest.raises(ConfigError, match="experiment 'nope' does not exist"):
         experiments.specs("nope", "quick")
 
@@ -93,8 +117,7 @@ def _dead_pid() -> int:
 
 def test_driver_resumes_half_finished_sweep(tmp_path, monkeypatch):
     store = RunStore(tmp_path / "runs")
-    jobs = [TrainSpec(tiny(tmp_path, f"init=gamma:{g}"), {"gamma": g})
-            for g in (0.5, 1.0, 0.75)]
+    jobs = [TrainSpec(tiny(tmp_path, f"init=gamma:{g}"), {"gamma": g}) for g in (0.5, 1.0, 0.75)]
     run_specs(jobs[:2], store)
     first = [r.status_path.read_text() for _, r in run_specs(jobs[:2], store)]
     # a third run killed mid-way: running, by a process that no longer exists

@@ -49,8 +49,12 @@ def test_quartiles_of_known_values():
 
 def test_category_buckets_split_answers():
     arith, fact = CATEGORIES.index("arith"), CATEGORIES.index("fact")
-    tokens = {"inputs": np.zeros((1, 4), int), "targets": np.zeros((1, 4), int),
-              "tags": np.array([[0, arith, arith, fact]]), "answer": np.array([[0, 0, 1, 1]])}
+    tokens = {
+        "inputs": np.zeros((1, 4), int),
+        "targets": np.zeros((1, 4), int),
+        "tags": np.array([[0, arith, arith, fact]]),
+        "answer": np.array([[0, 0, 1, 1]]),
+    }
     idx, labels = bucket_families(tokens, np.array([0, 0, 1]), 2)["category"]
     assert [labels[i] for i in idx[0]] == ["text", "arith", "arith:answer", "fact:answer"]
 

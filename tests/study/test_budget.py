@@ -47,17 +47,25 @@ def test_a_kind_this_machine_has_finished_is_timed_by_its_own_runs(tmp_path):
     for spec, seconds in zip(specs, (30, 50), strict=True):
         run = spec.run_of(store)
         run.path.mkdir(parents=True)
-        atomic_write_json(run.status_path, {
-            "state": "done", "started": "2026-12-04T10:00:00+0000",
-            "finished": f"2026-12-04T10:00:{seconds}+0000", "host": host.record()})
+        atomic_write_json(
+            run.status_path,
+            {
+                "state": "done",
+                "started": "2026-12-04T10:00:00+0000",
+                "finished": f"2026-12-04T10:00:{seconds}+0000",
+                "host": host.record(),
+            },
+        )
     est = budget.estimate("quick", [4], store)
     assert est.fitted == {"toy-diagonal": 2} and "toy-diagonal" not in est.reference
     assert est.figures[0].seconds == pytest.approx(80.0)
     # another machine's runs do not count: the reference rates time them
     for spec in specs:
         status = spec.run_of(store).status()
-        atomic_write_json(spec.run_of(store).status_path,
-                          {**status, "host": {**status["host"], "cpu": "another CPU"}})
+        atomic_write_json(
+            spec.run_of(store).status_path,
+            {**status, "host": {**status["host"], "cpu": "another CPU"}},
+        )
     other = budget.estimate("quick", [4], store)
     assert other.fitted == {} and other.reference == ["toy-diagonal"]
     assert other.figures[0].seconds == pytest.approx(2 * 1.5)  # REFERENCE's diagonal run
@@ -67,26 +75,43 @@ def test_quick_fits_its_budget(tmp_path):
     est = budget.estimate("quick", store=RunStore(tmp_path))
     assert est.flops <= 2e13 and est.minutes < 15 and est.budget == 15 and est.cores == 2
     assert not est.over and not [f.figure for f in est.figures if f.over]
-    assert {f.figure for f in est.figures if f.budget is not None} == \
-        {n for e in experiments.EXPERIMENTS.values() for n in e.figures}
+    assert {f.figure for f in est.figures if f.budget is not None} == {
+        n for e in experiments.EXPERIMENTS.values() for n in e.figures
+    }
 
 
 def test_a_figure_over_its_share_is_flagged_and_the_budget_is_quicks_own(tmp_path, capsys):
     from smallinit.cli import main
 
-    assert main(["figs", "--plan", "--only", "6", "--runs-dir", str(tmp_path),
-                 "anchor.scan.seeds=[0,1,2,3,4]"]) == 0
+    assert (
+        main(
+            [
+                "figs",
+                "--plan",
+                "--only",
+                "6",
+                "--runs-dir",
+                str(tmp_path),
+                "anchor.scan.seeds=[0,1,2,3,4]",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.splitlines()
     assert [line for line in out if line.startswith("fig  6 anchor_phase")][-1].endswith(
-        "OVER BUDGET")
+        "OVER BUDGET"
+    )
     assert budget.budget("medium") is None  # medium extends quick, not its budget
     assert budget.estimate("medium", [6], RunStore(tmp_path)).figures[0].budget is None
 
 
-@pytest.mark.parametrize("overlay, message", [
-    ({"budget.figures.6": 20}, "budget.figures add up to"),
-    ({"budget.cores": 0}, "budget.cores=0 is not allowed"),
-])
+@pytest.mark.parametrize(
+    "overlay, message",
+    [
+        ({"budget.figures.6": 20}, "budget.figures add up to"),
+        ({"budget.cores": 0}, "budget.cores=0 is not allowed"),
+    ],
+)
 def test_a_bad_budget_is_one_line(overlay, message):
     with pytest.raises(ConfigError, match=message):
         budget.budget(profiles.derive("quick", overrides=overlay))

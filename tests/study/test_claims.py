@@ -86,15 +86,25 @@ def test_gain_on_reasoning_is_not_run_where_no_answers_are_scored():
 
     def run(val, answer_loss):
         n = 0 if answer_loss is None else 4
-        arrays = {"tags": np.full(n, 1), "answer": np.ones(n, int),  # tag 1: arith
-                  "losses": np.full(n, answer_loss or 0.0)}
+        arrays = {
+            "tags": np.full(n, 1),
+            "answer": np.ones(n, int),  # tag 1: arith
+            "losses": np.full(n, answer_loss or 0.0),
+        }
         return NS(done=True, summary={"val_loss": val}, arrays=lambda: arrays)
 
     def pairs(answers):
-        return [(NS(tags={"seed": s, "gamma": g}), run(3.0 - (g == 1.0) * 0.01 * (s + 1),
-                                                       None if answers is None
-                                                       else 2.0 - (g == 1.0) * answers[s]))
-                for s in range(3) for g in (0.5, 1.0)]
+        return [
+            (
+                NS(tags={"seed": s, "gamma": g}),
+                run(
+                    3.0 - (g == 1.0) * 0.01 * (s + 1),
+                    None if answers is None else 2.0 - (g == 1.0) * answers[s],
+                ),
+            )
+            for s in range(3)
+            for g in (0.5, 1.0)
+        ]
 
     unscored = claims._judge_gain_on_reasoning(pairs(None))
     assert unscored.verdict == "not run" and "eval.answer_items = 0" in unscored.detail
@@ -115,7 +125,8 @@ def test_share_rule_holds_with_4_of_5_majorities_and_mean_at_least_0_8():
     single = share_rule({0: 0.9}, {0: 0.1}).estimate  # one seed: no interval, NaN kept
     assert math.isnan(single.ci_low) and math.isnan(single.ci_high)
     assert j.estimate.p_value == pytest.approx(
-        stats.one_sample(claimed, 0.5, alternative="greater").p_value)
+        stats.one_sample(claimed, 0.5, alternative="greater").p_value
+    )
 
 
 def test_share_rule_majority_threshold_at_n_5_and_n_3():
@@ -131,12 +142,15 @@ def test_share_rule_majority_threshold_at_n_5_and_n_3():
 
 def test_share_rule_mean_below_0_8_is_partial_contradicted_or_not_at_this_scale():
     # majorities everywhere but mean share 0.74 < 0.8, still above the other type: partial
-    assert share_rule(seeds([0.9, 0.85, 0.9, 0.3, 0.75]),
-                      seeds([0.05, 0.1, 0.05, 0.6, 0.2])).verdict == "partial"
-    assert share_rule(seeds([0.1, 0.05, 0.2, 0.1, 0.15]),
-                      seeds([0.8, 0.9, 0.7, 0.85, 0.8])).verdict == "contradicted"
-    assert share_rule(seeds([0.3, 0.6, 0.2]),
-                      seeds([0.5, 0.3, 0.4])).verdict == "not at this scale"
+    assert (
+        share_rule(seeds([0.9, 0.85, 0.9, 0.3, 0.75]), seeds([0.05, 0.1, 0.05, 0.6, 0.2])).verdict
+        == "partial"
+    )
+    assert (
+        share_rule(seeds([0.1, 0.05, 0.2, 0.1, 0.15]), seeds([0.8, 0.9, 0.7, 0.85, 0.8])).verdict
+        == "contradicted"
+    )
+    assert share_rule(seeds([0.3, 0.6, 0.2]), seeds([0.5, 0.3, 0.4])).verdict == "not at this scale"
 
 
 # ----------------------------------------------------------------------------- chance rule
@@ -164,8 +178,9 @@ def test_chance_rule_picks_the_best_gamma_and_corrects_by_the_number_of_cells():
     p = stats.one_sample(strong, 0.0, alternative="greater").p_value
     flat = [0.0, 0.01, -0.01, 0.0, 0.005]
     cells_k = 3
-    runs = [{("arith", 1): strong[s], ("arith", 2): flat[s], ("logic", 1): flat[s]}
-            for s in range(5)]
+    runs = [
+        {("arith", 1): strong[s], ("arith", 2): flat[s], ("logic", 1): flat[s]} for s in range(5)
+    ]
     worse = [{k: v - 0.2 for k, v in r.items()} for r in runs]
     j = chance_rule(_by_gamma({0.5: worse, 1.0: runs}))
     assert "best γ 1" in j.detail and "arith difficulty 1" in j.detail
@@ -176,8 +191,9 @@ def test_chance_rule_picks_the_best_gamma_and_corrects_by_the_number_of_cells():
     alone = [{("arith", 1): strong[s]} for s in range(5)]
     assert chance_rule(_by_gamma({1.0: alone})).verdict == "holds"
     # with 20 cells the same p is not enough (20 p > 0.05)
-    many = [{("arith", 1): strong[s], **{("logic", k): flat[s] for k in range(19)}}
-            for s in range(5)]
+    many = [
+        {("arith", 1): strong[s], **{("logic", k): flat[s] for k in range(19)}} for s in range(5)
+    ]
     assert 20 * p > 0.05
     assert chance_rule(_by_gamma({1.0: many})).verdict == "not at this scale"
 
@@ -205,8 +221,10 @@ GRID = [0.3, 0.5, 0.7, 0.9, 1.1, 1.3]
 
 def _parabola(center: float, noise: float, n: int = 5, curvature: float = 1.0):
     rng = np.random.default_rng(0)
-    return {s: {g: 3.0 + curvature * (g - center) ** 2 + noise * rng.standard_normal()
-                for g in GRID} for s in range(n)}
+    return {
+        s: {g: 3.0 + curvature * (g - center) ** 2 + noise * rng.standard_normal() for g in GRID}
+        for s in range(n)
+    }
 
 
 def test_critical_rule_holds_for_an_interior_minimum_well_above_at_both_edges():
@@ -214,15 +232,13 @@ def test_critical_rule_holds_for_an_interior_minimum_well_above_at_both_edges():
     j = critical_rule(losses)
     assert j.verdict == "holds"
     assert 0.7 < j.estimate.effect < 0.9 and j.estimate.n == 5
-    assert j.values[0] == pytest.approx(
-        claims.best_gamma(GRID, [losses[0][g] for g in GRID]))
+    assert j.values[0] == pytest.approx(claims.best_gamma(GRID, [losses[0][g] for g in GRID]))
 
 
 def test_critical_rule_partial_when_an_edge_is_not_higher_and_not_at_edge_minimum():
     # interior minimum, but the noise swamps the curvature: edges not significantly higher
     flat = _parabola(0.8, 0.05, curvature=0.01)
-    inside = sum(0.3 < claims.best_gamma(GRID, [flat[s][g] for g in GRID]) < 1.3
-                 for s in flat)
+    inside = sum(0.3 < claims.best_gamma(GRID, [flat[s][g] for g in GRID]) < 1.3 for s in flat)
     j = critical_rule(flat)
     if inside >= 4:
         assert j.verdict == "partial" and j.estimate.p_value >= 0.05
@@ -273,6 +289,7 @@ def test_gain_condition_drops_seeds_without_gain_and_needs_half_left():
 # ----------------------------------------------------------------------------- the store
 def _fill(store, jobs, summary_of, arrays_of=None):
     for job in jobs:
+
         def body(run, job=job):
             if arrays_of is not None:
                 run.save_arrays(**arrays_of(job))
@@ -299,8 +316,12 @@ def test_claims_from_a_constructed_store_at_quick(tmp_path):
     run."""
     store = RunStore(tmp_path)
     eps = experiments.specs("eps-gating", "quick")
-    planted = {("standard", False): 0.01, ("standard", True): 0.05,
-               ("relaxed", False): 0.08, ("relaxed", True): 0.1}
+    planted = {
+        ("standard", False): 0.01,
+        ("standard", True): 0.05,
+        ("relaxed", False): 0.08,
+        ("relaxed", True): 0.1,
+    }
 
     def eps_summary(job):
         t = job.tags
@@ -311,8 +332,9 @@ def test_claims_from_a_constructed_store_at_quick(tmp_path):
     eps_rec = claims.evaluate("eps-restrains", "quick", store)
     assert eps_rec.verdict == "holds"  # identical differences: sd 0, p 0
     assert eps_rec.judgement.estimate.effect == pytest.approx(0.07)
-    assert claims.evaluate("sinks-restrain", "quick", store).judgement.estimate.effect == \
-        pytest.approx(0.04)
+    assert claims.evaluate(
+        "sinks-restrain", "quick", store
+    ).judgement.estimate.effect == pytest.approx(0.04)
 
     every = experiments.specs("gamma-sweep", "quick")
     largest = max(j.tags["size"] for j in every)
@@ -321,9 +343,13 @@ def test_claims_from_a_constructed_store_at_quick(tmp_path):
     def sweep_summary(job):
         t = job.tags
         acc = 0.5 if t["gamma"] == 1.0 else 0.4 + 0.2 * t["seed"]
-        return {"val_loss": 3.0 + (0.05 if t["gamma"] == 0.5 else 0.0) * (1 - 2 * t["seed"]),
-                "acc_arith_d1": acc, "chance_arith_d1": 0.1, "n_arith_d1": 50,
-                "answer_loss_arith_d1": 2.0}
+        return {
+            "val_loss": 3.0 + (0.05 if t["gamma"] == 0.5 else 0.0) * (1 - 2 * t["seed"]),
+            "acc_arith_d1": acc,
+            "chance_arith_d1": 0.1,
+            "n_arith_d1": 50,
+            "answer_loss_arith_d1": 2.0,
+        }
 
     assert claims.evaluate("small-init-lower-loss", "quick", store).verdict == "not run"
     _fill(store, sweep[:-1], sweep_summary)
@@ -348,8 +374,7 @@ def test_anchor_claims_read_the_scan_cells_of_the_first_depth_and_weight_decay(t
         sym = 0.9 if job.tags["gamma"] == 0.5 else 0.05
         if job.tags["layers"] != 2 or job.tags["weight_decay"] != 0.01:
             sym = 0.0  # other cells must not count
-        return {"share_symmetric": sym, "share_inferential": 1 - sym - 0.02,
-                "share_other": 0.02}
+        return {"share_symmetric": sym, "share_inferential": 1 - sym - 0.02, "share_other": 0.02}
 
     _fill(store, jobs, summary)
     sym = claims.evaluate("anchor-large-init-symmetric", three, store)
@@ -375,8 +400,11 @@ def test_cli_claims_on_an_empty_store_trains_nothing(tmp_path, capsys, monkeypat
     runs = tmp_path / "runs"
     assert main(["claims", "--json", "--runs-dir", str(runs)]) == 0
     records = json.loads(capsys.readouterr().out)
-    profiles = [p for p in ("quick", "medium", "fair", "fair-reasoning") if p in __import__(
-        "smallinit.core.profiles", fromlist=["names"]).names()]
+    profiles = [
+        p
+        for p in ("quick", "medium", "fair", "fair-reasoning")
+        if p in __import__("smallinit.core.profiles", fromlist=["names"]).names()
+    ]
     assert len(records) == len(claims.CLAIMS) * len(profiles) == 13 * len(profiles)
     assert {r["profile"] for r in records} == set(profiles)
     assert all(list(r) == [*claims.JSON_KEYS, "hosts"] and r["hosts"] == [] for r in records)
@@ -386,8 +414,9 @@ def test_cli_claims_on_an_empty_store_trains_nothing(tmp_path, capsys, monkeypat
     assert "small-init-lower-loss" in table and "missing llm-train/" in table
     lines = table.splitlines()  # where each claim is decided, beside quick's verdict
     assert "decided at" in lines[0]
-    assert any(line.startswith("critical-init ") and " fair-reasoning, full " in line
-               for line in lines)
+    assert any(
+        line.startswith("critical-init ") and " fair-reasoning, full " in line for line in lines
+    )
     assert any(line.startswith("eps-restrains ") and " fair, full " in line for line in lines)
     assert not runs.exists()
 
@@ -402,19 +431,32 @@ def test_claims_from_tiny_trained_runs(tmp_path):
     from smallinit.core.jobs import run_specs
     from smallinit.llm.training.probes import trajectory
 
-    jobs = [j for j in experiments.specs("eps-gating", "quick")
-            if j.tags["eps_setting"] == "standard" and not j.tags["gated"]
-            and j.tags["gamma"] in (0.5, 1.0)]
+    jobs = [
+        j
+        for j in experiments.specs("eps-gating", "quick")
+        if j.tags["eps_setting"] == "standard"
+        and not j.tags["gated"]
+        and j.tags["gamma"] in (0.5, 1.0)
+    ]
     for job in jobs:
-        job.config = override(job.config, {"train.steps": 24, "train.checkpoint_every": 0,
-                                           "train.log_every": 4, "eval.answer_items": 8,
-                                           "eval.token_windows": 8})
+        job.config = override(
+            job.config,
+            {
+                "train.steps": 24,
+                "train.checkpoint_every": 0,
+                "train.log_every": 4,
+                "eval.answer_items": 8,
+                "eval.token_windows": 8,
+            },
+        )
     results = run_specs(jobs, RunStore(tmp_path))
     assert all(r.done for r in results.runs) and len(jobs) == 4
 
     by = {(j.tags["seed"], j.tags["gamma"]): r for j, r in results}
-    c = {k: condensation({n: m["effective_rank"] for n, m in trajectory(r)["weights"].items()})
-         for k, r in by.items()}
+    c = {
+        k: condensation({n: m["effective_rank"] for n, m in trajectory(r)["weights"].items()})
+        for k, r in by.items()
+    }
     cond = claims.judge("condense-then-expand", results, "quick")
     assert cond.values == pytest.approx({s: c[(s, 1.0)] - c[(s, 0.5)] for s in (0, 1)})
     assert cond.verdict in claims.VERDICTS[:4]
@@ -445,7 +487,8 @@ def test_claims_from_tiny_trained_runs(tmp_path):
 
         def save(self, fig, suffix=""):
             titles[self.number] = fig._suptitle.get_text() + " ".join(
-                ax.get_title() for ax in fig.axes)
+                ax.get_title() for ax in fig.axes
+            )
             plt.close(fig)
             return []
 
@@ -466,20 +509,28 @@ def test_relaxed_scaling_and_fig12_from_a_constructed_medium_store(tmp_path):
 
     store = RunStore(tmp_path / "runs")
     jobs = experiments.specs("gain-scaling", "medium")
-    slope = {("relaxed", True): 0.05, ("relaxed", False): 0.0, ("standard", True): -0.02,
-             ("standard", False): -0.04}
+    slope = {
+        ("relaxed", True): 0.05,
+        ("relaxed", False): 0.0,
+        ("standard", True): -0.02,
+        ("standard", False): -0.04,
+    }
 
     def summary(job):
         t = job.tags
-        g = slope[(t["eps_setting"], t["gated"])] * math.log(t["size"] / 32) \
-            + 0.01 * t["seed"] + 0.002 * t["seed"] ** 2 * math.log(t["size"])
+        g = (
+            slope[(t["eps_setting"], t["gated"])] * math.log(t["size"] / 32)
+            + 0.01 * t["seed"]
+            + 0.002 * t["seed"] ** 2 * math.log(t["size"])
+        )
         return {"val_loss": 3.5 - (g if t["gamma"] == 1.0 else 0.0)}
 
     _fill(store, jobs, summary)
     rec = claims.evaluate("relaxed-scaling", "medium", store)
     sizes = sorted({j.tags["size"] for j in jobs})
-    expected = {s: 0.05 + 0.002 * s ** 2 * (np.polyfit(np.log(sizes), np.log(sizes), 1)[0])
-                for s in range(5)}
+    expected = {
+        s: 0.05 + 0.002 * s**2 * (np.polyfit(np.log(sizes), np.log(sizes), 1)[0]) for s in range(5)
+    }
     assert rec.judgement.values == pytest.approx(expected)
     assert rec.verdict == "holds" and rec.judgement.estimate.n == 5
 
@@ -490,13 +541,21 @@ def test_relaxed_scaling_and_fig12_from_a_constructed_medium_store(tmp_path):
         plt.close(fig)
         return ["fig12"]
 
-    ctx = FigureContext(12, "medium", tmp_path / "out",
-                        {"gain-scaling": experiments.existing("gain-scaling", "medium", store)})
+    ctx = FigureContext(
+        12,
+        "medium",
+        tmp_path / "out",
+        {"gain-scaling": experiments.existing("gain-scaling", "medium", store)},
+    )
     ctx.save = capture
     assert load_figure(12).make(ctx) == ["fig12"]
     assert any(rec.judgement.estimate.label("b") in t for t in saved["titles"])
-    quick = FigureContext(12, "quick", tmp_path / "out",
-                          {"gain-scaling": experiments.existing("gain-scaling", "quick", store)})
+    quick = FigureContext(
+        12,
+        "quick",
+        tmp_path / "out",
+        {"gain-scaling": experiments.existing("gain-scaling", "quick", store)},
+    )
     assert load_figure(12).make(quick) == []
 
 
@@ -504,21 +563,28 @@ def test_pays_then_wins_reads_the_gain_early_and_at_the_end(tmp_path):
     """Constructed runs at the largest size: γ 1 behind at step 250 and ahead at the end in
     every seed holds; ahead at the end only is partial; behind at the end is contradicted;
     runs without a loss at step 250 (quick, medium) are not run."""
+
     def trial(early_gap, end_gap, record_early=True):
         store = RunStore(tmp_path / f"s{early_gap}{end_gap}{record_early}")
-        specs = [RunSpec({"gamma": g, "seed": s}, {"size": 128, "gamma": g, "seed": s})
-                 for g in (0.5, 1.0) for s in range(5)]
+        specs = [
+            RunSpec({"gamma": g, "seed": s}, {"size": 128, "gamma": g, "seed": s})
+            for g in (0.5, 1.0)
+            for s in range(5)
+        ]
 
         def body(run, spec):
             small = spec.tags["gamma"] == 1.0
             noise = 0.001 * spec.tags["seed"]
             if record_early:
-                run.log({"step": claims.EARLY_STEP,
-                         "val_loss": 5.0 - (early_gap + noise if small else 0.0)})
+                run.log(
+                    {
+                        "step": claims.EARLY_STEP,
+                        "val_loss": 5.0 - (early_gap + noise if small else 0.0),
+                    }
+                )
             return {"val_loss": 3.0 - (end_gap + noise if small else 0.0)}
 
-        runs = [store.get_or_run("demo", sp.config, lambda r, sp=sp: body(r, sp))
-                for sp in specs]
+        runs = [store.get_or_run("demo", sp.config, lambda r, sp=sp: body(r, sp)) for sp in specs]
         return claims.pays_then_wins(Results(specs, runs))
 
     assert trial(-0.02, 0.01).verdict == "holds"
@@ -535,8 +601,11 @@ def test_reasoning_claims_read_the_probe_where_the_profile_has_one(tmp_path):
     answers read fig 9's γ 0.5 / 1 runs on the synthetic corpus, not fig 7's Shakespeare runs
     (which score no answers); elsewhere they read fig 7's largest size."""
     store = RunStore(tmp_path)
-    probe = {s.ident for s in experiments.specs("critical-init", "fair-reasoning")
-             if s.tags["gamma"] in (0.5, 1.0)}
+    probe = {
+        s.ident
+        for s in experiments.specs("critical-init", "fair-reasoning")
+        if s.tags["gamma"] in (0.5, 1.0)
+    }
     assert len(probe) == 10
     for claim_id in ("small-init-reasoning-gain", "gain-larger-on-reasoning"):
         rec = claims.evaluate(claim_id, "fair-reasoning", store)
@@ -569,14 +638,18 @@ def test_records_carry_per_seed_values_and_decide_again_from_them_alone(tmp_path
     §13.2 numbers. (The whole table would also judge fig 10/11's claims, which read probe
     and token arrays these summaries do not have.)"""
     from scipy import stats as sps
+    from test_committed_claims import from_records  # tests/study is on the import path
 
     from smallinit.cli.claims import format_table
-    from test_committed_claims import from_records  # tests/study is on the import path
 
     store = RunStore(tmp_path / "runs")
     eps = experiments.specs("eps-gating", "quick")
-    planted = {("standard", False): 0.01, ("standard", True): 0.05,
-               ("relaxed", False): 0.08, ("relaxed", True): 0.1}
+    planted = {
+        ("standard", False): 0.01,
+        ("standard", True): 0.05,
+        ("relaxed", False): 0.08,
+        ("relaxed", True): 0.1,
+    }
 
     def eps_summary(job):
         t = job.tags
@@ -589,12 +662,21 @@ def test_records_carry_per_seed_values_and_decide_again_from_them_alone(tmp_path
         g, s = job.tags["gamma"], job.tags["seed"]
         # γ 1: every seed answers 0.95 above chance 0.25 (sd 0); elsewhere near chance
         acc = 0.95 if g == 1.0 else 0.25 + 0.01 * ((s + int(10 * g)) % 3 - 1)
-        return {"val_loss": 3.0 + (g - 0.8) ** 2 + 0.002 * s * (g - 0.3),
-                "acc_arith_d1": acc, "chance_arith_d1": 0.25, "n_arith_d1": 50}
+        return {
+            "val_loss": 3.0 + (g - 0.8) ** 2 + 0.002 * s * (g - 0.3),
+            "acc_arith_d1": acc,
+            "chance_arith_d1": 0.25,
+            "n_arith_d1": 50,
+        }
 
     _fill(store, experiments.specs("critical-init", "quick"), critical_summary)
-    ids = ["reasoning-above-chance", "eps-restrains", "sinks-restrain", "critical-init",
-           "small-init-lower-loss"]
+    ids = [
+        "reasoning-above-chance",
+        "eps-restrains",
+        "sinks-restrain",
+        "critical-init",
+        "small-init-lower-loss",
+    ]
 
     def judged_at(rules):
         return claims.decide([claims.evaluate(c, "quick", store) for c in ids], rules)
@@ -610,35 +692,41 @@ def test_records_carry_per_seed_values_and_decide_again_from_them_alone(tmp_path
     for r, d in zip(judged, from_records(judged), strict=True):
         assert r["verdict"] == d.verdict and r["p_value"] == r["p_raw"]
         for key, value in d.as_json().items():
-            assert r[key] == (pytest.approx(value, rel=1e-12, nan_ok=True)
-                              if isinstance(value, float) and math.isfinite(value) else
-                              (None if isinstance(value, float) else value)), key
+            assert r[key] == (
+                pytest.approx(value, rel=1e-12, nan_ok=True)
+                if isinstance(value, float) and math.isfinite(value)
+                else (None if isinstance(value, float) else value)
+            ), key
     # and from scipy: t tests where the seeds spread, Holm over the four claims
     sinks_x = [by["sinks-restrain"]["values"]["x"][str(s)] for s in (0, 1)]
     assert sinks_x == pytest.approx([0.04, 0.043])  # gated − ungated, standard ε
-    assert by["sinks-restrain"]["test"] == "t" and by["sinks-restrain"]["p_raw"] == \
-        pytest.approx(sps.ttest_1samp(sinks_x, 0.0, alternative="greater").pvalue, rel=1e-12)
+    assert by["sinks-restrain"]["test"] == "t" and by["sinks-restrain"]["p_raw"] == pytest.approx(
+        sps.ttest_1samp(sinks_x, 0.0, alternative="greater").pvalue, rel=1e-12
+    )
     assert by["eps-restrains"]["test"] == "sign"  # relaxed − standard: 0.07 in both seeds
     assert by["eps-restrains"]["p_raw"] == pytest.approx(1 / 4)
     chance = by["reasoning-above-chance"]
     k = len(chance["conditions"]["conditions"])
     n = len(chance["values"]["γ 1 arith d1"])  # quick's seeds at fig 9
-    assert k >= 2 and chance["values"]["γ 1 arith d1"] == {str(s): pytest.approx(0.7)
-                                                          for s in range(n)}
-    assert chance["test"] == "sign" and chance["p_raw"] == pytest.approx(min(1.0, k / 2 ** n))
+    assert k >= 2 and chance["values"]["γ 1 arith d1"] == {
+        str(s): pytest.approx(0.7) for s in range(n)
+    }
+    assert chance["test"] == "sign" and chance["p_raw"] == pytest.approx(min(1.0, k / 2**n))
     # the sign bound at 1 − 0.05/k needs P(B ≤ 0) = 2^-n ≤ 0.05/k: not with quick's seeds (−∞)
-    assert 2.0 ** -n > 0.05 / k
+    assert 2.0**-n > 0.05 / k
     assert chance["verdict"] == "undecided" and chance["bound"] is None
     edges = by["critical-init"]["values"]
     seeds = sorted(edges["edge low"], key=int)
     low = [edges["edge low"][s] for s in seeds]
     high = [edges["edge high"][s] for s in seeds]
-    assert by["critical-init"]["p_raw"] == pytest.approx(max(
-        sps.ttest_1samp(e, 0.0, alternative="greater").pvalue for e in (low, high)), rel=1e-9)
+    assert by["critical-init"]["p_raw"] == pytest.approx(
+        max(sps.ttest_1samp(e, 0.0, alternative="greater").pvalue for e in (low, high)), rel=1e-9
+    )
     raw = [r["p_raw"] for r in judged]
     assert [r["p_holm"] for r in judged] == pytest.approx(list(stats.holm(raw)), rel=1e-12)
-    assert all(r["verdict"] == "not run" and r["p_raw"] is None for r in records
-               if not r["conditions"])
+    assert all(
+        r["verdict"] == "not run" and r["p_raw"] is None for r in records if not r["conditions"]
+    )
 
     # §13's rules by default: its verdicts and p, the same §13.2 numbers beside them
     old = {r["id"]: r for r in _json_records(judged_at("13.1"))}

@@ -22,14 +22,16 @@ CLAIMS = ROOT / "bench-results" / "claims"
 FILES = sorted(CLAIMS.rglob("*.json"))
 
 
-def from_records(records: Sequence[Mapping[str, Any]], alpha: float = ALPHA
-                 ) -> list[Decision | None]:
+def from_records(
+    records: Sequence[Mapping[str, Any]], alpha: float = ALPHA
+) -> list[Decision | None]:
     """:func:`~smallinit.study.verdicts.decide_family` on claims records read back from JSON
     (``values`` and ``conditions``; one profile's records): None for a record with no design
     (``not run``)."""
     judged = [i for i, r in enumerate(records) if r.get("conditions")]
-    decisions = decide_family([(records[i]["values"], Design.from_json(records[i]["conditions"]))
-                               for i in judged], alpha)
+    decisions = decide_family(
+        [(records[i]["values"], Design.from_json(records[i]["conditions"])) for i in judged], alpha
+    )
     out: list[Decision | None] = [None] * len(records)
     for i, d in zip(judged, decisions, strict=True):
         out[i] = d
@@ -58,12 +60,14 @@ def recompute(records: list[dict]) -> list[str]:
                     found.append(f"{r['id']}: judged, but no conditions to decide it on")
                 continue
             if r.get("rules") == "13.2" and r["verdict"] != d.verdict:
-                found.append(f"{r['id']}: verdict {r['verdict']} recorded, {d.verdict} "
-                             "from its values")
+                found.append(
+                    f"{r['id']}: verdict {r['verdict']} recorded, {d.verdict} from its values"
+                )
             for key, value in d.as_json().items():
                 if not _same(r.get(key), value):
-                    found.append(f"{r['id']}: {key} {r.get(key)!r} recorded, {value!r} from "
-                                 "its values")
+                    found.append(
+                        f"{r['id']}: {key} {r.get(key)!r} recorded, {value!r} from its values"
+                    )
     return found
 
 
@@ -82,19 +86,27 @@ def test_every_committed_claims_file_decides_again_from_its_per_seed_values(path
         judged = [r for r in records if r.get("verdict") != "not run"]
         assert judged and len(carries) == len(judged), (
             f"{path.name}: a claims file outside {power.OLD_RULES}/ carries every judged "
-            "record's per-seed values (smallinit claims --json)")
+            "record's per-seed values (smallinit claims --json)"
+        )
     assert recompute(carries) == []
 
 
 def test_a_changed_per_seed_value_is_found():
     """The recompute is not vacuous: a record whose verdict its values do not give fails."""
     x = {str(s): 0.02 + 0.001 * s for s in range(6)}
-    record = {"id": "small-init-lower-loss", "profile": "p", "rules": "13.2",
-              "values": {"x": x},
-              "conditions": {"conditions": [{"series": "x", "reference": 0.0,
-                                             "alternative": "greater"}],
-                             "combine": "all", "margin": 0.01, "opposite": True,
-                             "share": False}}
+    record = {
+        "id": "small-init-lower-loss",
+        "profile": "p",
+        "rules": "13.2",
+        "values": {"x": x},
+        "conditions": {
+            "conditions": [{"series": "x", "reference": 0.0, "alternative": "greater"}],
+            "combine": "all",
+            "margin": 0.01,
+            "opposite": True,
+            "share": False,
+        },
+    }
     decided = from_records([record])[0]
     assert decided is not None and decided.verdict == "holds"
     good = {**record, "verdict": "holds", **decided.as_json()}
@@ -107,8 +119,9 @@ def test_the_default_spread_is_the_nearest_committed_file_of_the_lineage(tmp_pat
     (tmp_path / power.OLD_RULES).mkdir()
     (tmp_path / power.OLD_RULES / "fair.json").write_text("[]")
     assert power.default_spread("fair", tmp_path) == tmp_path / power.OLD_RULES / "fair.json"
-    assert power.default_spread("fair-reasoning", tmp_path) == \
-        tmp_path / power.OLD_RULES / "fair.json"  # fair-reasoning extends fair
+    assert (
+        power.default_spread("fair-reasoning", tmp_path) == tmp_path / power.OLD_RULES / "fair.json"
+    )  # fair-reasoning extends fair
     (tmp_path / "fair.json").write_text("[]")  # a file under the new rules comes first
     assert power.default_spread("fair-reasoning", tmp_path) == tmp_path / "fair.json"
     assert power.default_spread("quick", tmp_path) == tmp_path / "quick.json"  # none: its own

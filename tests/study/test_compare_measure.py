@@ -19,8 +19,9 @@ pytestmark = pytest.mark.kernel_sensitive
 
 
 def model(mlp="gelu", bias=False, seed=0, init="gamma:0.5"):
-    cfg = ModelConfig(vocab_size=64, context=16, d_model=16, n_layers=2, n_heads=2, d_ff=32,
-                      mlp=mlp, bias=bias)
+    cfg = ModelConfig(
+        vocab_size=64, context=16, d_model=16, n_layers=2, n_heads=2, d_ff=32, mlp=mlp, bias=bias
+    )
     return Transformer(cfg, init, seed=seed)
 
 
@@ -30,8 +31,9 @@ def clone(m):
     return other
 
 
-@pytest.mark.parametrize("mlp,bias,width", [("gelu", False, 16), ("swiglu", False, 32),
-                                            ("gelu", True, 17)])
+@pytest.mark.parametrize(
+    "mlp,bias,width", [("gelu", False, 16), ("swiglu", False, 32), ("gelu", True, 17)]
+)
 def test_neuron_inputs_and_amplitudes(mlp, bias, width):
     m = model(mlp, bias)
     with torch.no_grad():
@@ -59,7 +61,7 @@ def test_rd_and_scores_with_known_answers():
         m.blocks[0].attn.qkv.weight[:d].mul_(3.0)  # only Q moves: RD = 2‖Q‖/‖(Q, K)‖
         m.blocks[0].mlp.down.weight.mul_(7.0)  # output weights: RD of inputs unchanged
     q = m0.blocks[0].attn.qkv.weight[:d].detach().double()
-    k = m0.blocks[0].attn.qkv.weight[d:2 * d].detach().double()
+    k = m0.blocks[0].attn.qkv.weight[d : 2 * d].detach().double()
     expect_qk = 2 * q.norm().item() / math.hypot(q.norm().item(), k.norm().item())
     layers = measure_layers(m, m0, top_k=4, threshold=0.95)
     assert [lay["rd_ffn"] for lay in layers] == pytest.approx([0.0, 0.5])
@@ -93,10 +95,20 @@ def test_condensed_neurons_score_one():
 def test_initial_model_is_the_trainers_theta0(tmp_path):
     from smallinit.llm.training.train import Dist, Trainer
 
-    overrides = ["model.vocab_size=320", "model.context=16", "model.d_model=16",
-                 "model.n_layers=1", "model.n_heads=2", "model.mlp=gelu", "init=gamma:1.0",
-                 "data.synthetic_items=300", "data.synthetic_val_items=30",
-                 "data.synthetic_facts=10", f"data.cache_dir={tmp_path}", "seed=3"]
+    overrides = [
+        "model.vocab_size=320",
+        "model.context=16",
+        "model.d_model=16",
+        "model.n_layers=1",
+        "model.n_heads=2",
+        "model.mlp=gelu",
+        "init=gamma:1.0",
+        "data.synthetic_items=300",
+        "data.synthetic_val_items=30",
+        "data.synthetic_facts=10",
+        f"data.cache_dir={tmp_path}",
+        "seed=3",
+    ]
     cfg = load_config(RunConfig, None, overrides)
     torch.manual_seed(123)  # the global RNG must not matter
     trainer_model = Trainer(cfg, Dist()).model
@@ -104,5 +116,4 @@ def test_initial_model_is_the_trainers_theta0(tmp_path):
     for name, value in trainer_model.state_dict().items():
         assert torch.equal(value, again[name]), name
     other = initial_model(load_config(RunConfig, None, [*overrides, "seed=4"])).state_dict()
-    assert not torch.equal(other["blocks.0.mlp.up.weight"],
-                           again["blocks.0.mlp.up.weight"])
+    assert not torch.equal(other["blocks.0.mlp.up.weight"], again["blocks.0.mlp.up.weight"])

@@ -16,19 +16,37 @@ from smallinit.kernels import relative_distance
 from smallinit.llm.analysis.ffn import initial_model, trained_model
 from smallinit.llm.run_config import RunConfig
 
-TINY = ["head_dim=16", "toy_widths=50,100", "toy_seeds=1", "condense_width=100",
-        "toy_max_steps=5000", "llm.model.context=32", "llm.model.vocab_size=320",
-        "llm.train.steps=20", "llm.train.warmup=2", "llm.train.batch_size=8",
-        "llm.train.log_every=10", "llm.train.checkpoint_every=0",
-        "llm.data.synthetic_items=1500", "llm.data.synthetic_val_items=150",
-        "llm.data.synthetic_facts=20"]
+TINY = [
+    "head_dim=16",
+    "toy_widths=50,100",
+    "toy_seeds=1",
+    "condense_width=100",
+    "toy_max_steps=5000",
+    "llm.model.context=32",
+    "llm.model.vocab_size=320",
+    "llm.train.steps=20",
+    "llm.train.warmup=2",
+    "llm.train.batch_size=8",
+    "llm.train.log_every=10",
+    "llm.train.checkpoint_every=0",
+    "llm.data.synthetic_items=1500",
+    "llm.data.synthetic_val_items=150",
+    "llm.data.synthetic_facts=20",
+]
 
 
 @pytest.fixture(scope="module")
 def tiny_compare(tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
-    args = ["compare", "gammas=0.5,1.0", "widths=16,32", "--runs-dir",
-            str(root / "runs"), *TINY, f"llm.data.cache_dir={root / 'cache'}"]
+    args = [
+        "compare",
+        "gammas=0.5,1.0",
+        "widths=16,32",
+        "--runs-dir",
+        str(root / "runs"),
+        *TINY,
+        f"llm.data.cache_dir={root / 'cache'}",
+    ]
     return root, args
 
 
@@ -41,8 +59,10 @@ def test_tiny_compare_end_to_end(tiny_compare, capsys):
     assert f"table: {run_dir / 'table.csv'}" in out
 
     rows = list(csv.DictReader((run_dir / "table.csv").open()))
-    assert [(float(r["gamma"]), float(r["gamma_toy"]), r["regime"]) for r in rows] == \
-        [(0.5, 1.0, "critical"), (1.0, 2.0, "condensed")]
+    assert [(float(r["gamma"]), float(r["gamma_toy"]), r["regime"]) for r in rows] == [
+        (0.5, 1.0, "critical"),
+        (1.0, 2.0, "condensed"),
+    ]
     table = json.loads((run_dir / "table.json").read_text())
     records = table["records"]
     assert len(records) == 2 and all(len(r["llm_S_w"]) == 2 for r in records)
@@ -73,10 +93,10 @@ def test_fig5_measured_layer_draws_the_slopes(tiny_compare):
     from smallinit.paper_figs import fig05_transformer_phase as fig05
 
     root, _ = tiny_compare
-    records = [{"gamma": 0.5, "toy_S_w": -0.1, "llm_S_w": [0.3, 0.4],
-                "llm_S_w_qk": [0.5, None]},
-               {"gamma": 1.0, "toy_S_w": 0.6, "llm_S_w": [2.5, 0.9],
-                "llm_S_w_qk": [1.0, 1.1]}]
+    records = [
+        {"gamma": 0.5, "toy_S_w": -0.1, "llm_S_w": [0.3, 0.4], "llm_S_w_qk": [0.5, None]},
+        {"gamma": 1.0, "toy_S_w": 0.6, "llm_S_w": [2.5, 0.9], "llm_S_w_qk": [1.0, 1.1]},
+    ]
     fig, ax = plt.subplots()
     fig05.draw_measured_layer(ax, records)
     lines = {line.get_label(): line for line in ax.get_lines()}
@@ -99,7 +119,8 @@ def test_compare_cli_errors(capsys):
 
 
 def test_a_transformer_refused_for_a_damaged_corpus_leaves_the_comparison_unrecorded(
-        tmp_path, capsys):
+    tmp_path, capsys
+):
     """A transformer that fails for damaged input (a rolled ``train.bin``) is no outcome: the
     comparison ends in one line and is recorded as retryable, so once the corpus is rebuilt
     the next call trains the transformers instead of reusing a table without them."""
@@ -119,8 +140,11 @@ def test_a_transformer_refused_for_a_damaged_corpus_leaves_the_comparison_unreco
     args = ["--quiet", "compare", *overrides, "--runs-dir", str(tmp_path / "runs")]
     capsys.readouterr()
     assert main(args) == 2
-    err = [ln for ln in capsys.readouterr().err.splitlines()  # log records of the
-           if ln.strip() and not ln.startswith(("ERROR ", "WARNING "))]  # job driver aside
+    err = [
+        ln
+        for ln in capsys.readouterr().err.splitlines()  # log records of the
+        if ln.strip() and not ln.startswith(("ERROR ", "WARNING "))
+    ]  # job driver aside
     assert len(err) == 1 and "is damaged" in err[0], err
     compare = RunStore(tmp_path / "runs").run(KIND, cfg, version=VERSION)
     assert compare.state == "failed" and not compare.failed_for_good

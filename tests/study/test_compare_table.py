@@ -37,12 +37,22 @@ def fake_llm(cfg, slopes: dict, *, failed=(), c=0.05, score=0.3):
             if (g, w) in failed:
                 out.append({"gamma": g, "width": w, "state": "failed", "reason": "nan"})
                 continue
-            layers = [{"layer": i, "rd_ffn": c * m ** s, "rd_qk": 2 * c * m ** (s + 0.1),
-                       "dw_rms": c * m ** (s - g) / 2,
-                       "score": score + 0.1 * i, "score_init": 0.01, "clusters": 3, "m": m}
-                      for i, s in enumerate(slopes[g])]
-            out.append({"gamma": g, "width": w, "state": "done", "layers": layers,
-                        "val_loss": 2.0 - g})
+            layers = [
+                {
+                    "layer": i,
+                    "rd_ffn": c * m**s,
+                    "rd_qk": 2 * c * m ** (s + 0.1),
+                    "dw_rms": c * m ** (s - g) / 2,
+                    "score": score + 0.1 * i,
+                    "score_init": 0.01,
+                    "clusters": 3,
+                    "m": m,
+                }
+                for i, s in enumerate(slopes[g])
+            ]
+            out.append(
+                {"gamma": g, "width": w, "state": "done", "layers": layers, "val_loss": 2.0 - g}
+            )
     return out
 
 
@@ -60,8 +70,11 @@ def stored(tmp_path, name, obj):
 
 def test_theory_points_are_2gamma_0_under_proportional_widths():
     points = theory_points(cfg_for([0.3, 0.5, 0.75]))
-    assert [(p["gamma_value"], p["gamma_prime_value"]) for p in points] == \
-        [(0.6, 0.0), (1.0, 0.0), (1.5, 0.0)]
+    assert [(p["gamma_value"], p["gamma_prime_value"]) for p in points] == [
+        (0.6, 0.0),
+        (1.0, 0.0),
+        (1.5, 0.0),
+    ]
     assert [p["regime"] for p in points] == ["linear", "critical", "condensed"]
     # linear: S_w ≤ Δ = 2γ − 1; condensed: S_w ≥ Δ/2
     assert points[0]["slope_lo_value"] is None
@@ -72,14 +85,15 @@ def test_theory_points_are_2gamma_0_under_proportional_widths():
 
 def test_slope_fit_recovers_known_power_laws():
     widths = [128, 256, 512]
-    rd = np.array([[0.1 * m ** -0.5 for m in widths], [3.0 * m ** 0.75 for m in widths]])
+    rd = np.array([[0.1 * m**-0.5 for m in widths], [3.0 * m**0.75 for m in widths]])
     slopes = fit_layer_slopes(rd, np.array([True, True, True]), widths)
     assert slopes == pytest.approx([-0.5, 0.75], abs=1e-12)
     # a failed width is left out; the other two still give the exact slope
     rd_bad = rd.copy()
     rd_bad[:, 1] = 1e6
-    assert fit_layer_slopes(rd_bad, np.array([True, False, True]), widths) == \
-        pytest.approx([-0.5, 0.75], abs=1e-12)
+    assert fit_layer_slopes(rd_bad, np.array([True, False, True]), widths) == pytest.approx(
+        [-0.5, 0.75], abs=1e-12
+    )
     # one usable width: no slope
     assert np.isnan(fit_layer_slopes(rd, np.array([False, False, True]), widths)).all()
 
@@ -102,15 +116,17 @@ def test_toy_scan_and_comparison_grade_by_theorys_one_rule():
         toy = fake_toy([(v, 0.5) for v in values])
         llm = fake_llm(cfg, {g: [0.0] for g in cfg.gammas})
         records = build_table(cfg, points, toy, llm)
-        grid = scan.ScanConfig(gammas=(0.6, 1.0, 1.5), gamma_primes=(0.0,),
-                               widths=cfg.toy_widths, critical_tol=tol)
+        grid = scan.ScanConfig(
+            gammas=(0.6, 1.0, 1.5), gamma_primes=(0.0,), widths=cfg.toy_widths, critical_tol=tol
+        )
         s_w = np.array([[np.nan if v is None else v] for v in values])
         by_scan = scan.compare(grid, s_w, np.zeros((3, 1), int))
         for r, q, v, p in zip(records, by_scan, values, points, strict=True):
             assert r["regime"] == q["regime"] == p["regime"]
             expect = slope_agrees(p["regime"], v, tol)
-            inside = slope_in_interval(p["regime"], p["slope_lo_value"], p["slope_hi_value"],
-                                       v, cfg.toy_widths, tol)
+            inside = slope_in_interval(
+                p["regime"], p["slope_lo_value"], p["slope_hi_value"], v, cfg.toy_widths, tol
+            )
             assert r["toy_agree"] is q["agree"] is expect, (values, r["regime"])
             assert r["toy_in_interval"] is q["in_interval"] is inside, (values, r["regime"])
     # spot checks of the boundary verdicts themselves
@@ -131,8 +147,7 @@ def test_table_from_stored_fake_runs(tmp_path):
     assert [r["regime"] for r in records] == ["linear", "critical", "condensed"]
     for r in records:
         assert r["llm_S_w"] == pytest.approx(slopes[r["gamma"]], abs=1e-9)
-        assert r["llm_S_w_qk"] == pytest.approx([s + 0.1 for s in slopes[r["gamma"]]],
-                                                 abs=1e-9)
+        assert r["llm_S_w_qk"] == pytest.approx([s + 0.1 for s in slopes[r["gamma"]]], abs=1e-9)
         assert r["toy_agree"] is True
     # linear: layer 0 falls (agrees), layer 1 grows (does not): the row does not agree
     assert lin["llm_agree"] == [True, False] and lin["agree"] is False
@@ -144,8 +159,8 @@ def test_table_from_stored_fake_runs(tmp_path):
     # scores at the largest width, per layer, beside the init score
     assert cond["llm_score"] == pytest.approx([0.3, 0.4]) and cond["llm_score_width"] == 128
     assert cond["llm_score_init"] == [0.01, 0.01]
-    assert cond["llm_rd_ffn"]["64"][0] == pytest.approx(0.05 * 256 ** 0.8)
-    assert cond["llm_dw_rms_ffn"]["128"][1] == pytest.approx(0.025 * 512 ** -0.8)
+    assert cond["llm_rd_ffn"]["64"][0] == pytest.approx(0.05 * 256**0.8)
+    assert cond["llm_dw_rms_ffn"]["128"][1] == pytest.approx(0.025 * 512**-0.8)
     assert cond["llm_val_loss"] == {"32": 1.0, "64": 1.0, "128": 1.0}
 
     text = format_table(records)
@@ -163,8 +178,12 @@ def test_failed_runs_are_left_out_of_the_fit(tmp_path):
     cfg = cfg_for([0.3, 1.0])
     slopes = {0.3: [-0.5, -0.6], 1.0: [0.8, 0.7]}
     failed = {(0.3, 64), (1.0, 64), (1.0, 128)}
-    records = build_table(cfg, theory_points(cfg), fake_toy([(None, None), (0.5, 0.99)]),
-                          fake_llm(cfg, slopes, failed=failed))
+    records = build_table(
+        cfg,
+        theory_points(cfg),
+        fake_toy([(None, None), (0.5, 0.99)]),
+        fake_llm(cfg, slopes, failed=failed),
+    )
     lin, cond = records
     assert lin["llm_S_w"] == pytest.approx([-0.5, -0.6], abs=1e-9)
     assert lin["llm_runs_failed"] == [64] and lin["agree"] is True
@@ -182,13 +201,16 @@ def test_missing_transformer_result_is_an_error():
         build_table(cfg, theory_points(cfg), fake_toy([(0.0, 0.5)]), llm)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"widths": (64,)}, "at least two widths"),
-    ({"widths": (64, 64)}, "duplicates"),
-    ({"widths": (70, 64)}, "width 70 is not allowed"),
-    ({"gammas": (0.5, 2.5)}, "gamma 2.5 is not allowed"),
-    ({"gammas": ()}, "gammas is empty"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"widths": (64,)}, "at least two widths"),
+        ({"widths": (64, 64)}, "duplicates"),
+        ({"widths": (70, 64)}, "width 70 is not allowed"),
+        ({"gammas": (0.5, 2.5)}, "gamma 2.5 is not allowed"),
+        ({"gammas": ()}, "gammas is empty"),
+    ],
+)
 def test_config_errors(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         CompareConfig(**kwargs)

@@ -25,8 +25,9 @@ def _keys_by_figure(profile: str) -> dict[str, list[list[str]]]:
 
 
 @pytest.mark.kernel_sensitive  # keys hash floats: no SIMD-computed one may enter
-@pytest.mark.parametrize("profile", ["quick", "medium", "full", "fair", "fair-reasoning",
-                                     "decisive", "h200"])
+@pytest.mark.parametrize(
+    "profile", ["quick", "medium", "full", "fair", "fair-reasoning", "decisive", "h200"]
+)
 def test_every_figures_run_keys_are_unchanged(profile):
     recorded = json.loads((DATA / f"run_keys_{profile}.json").read_text())
     assert _keys_by_figure(profile) == recorded
@@ -36,8 +37,17 @@ def test_profiles_are_data_with_one_table_per_experiment():
     assert profiles.names()[:2] == ("quick", "full")
     for name in profiles.names():
         tables = set(profiles.load(name))
-        assert {"toy-scan", "rd-vs-width", "condense", "initial-condensation", "diagonal",
-                "compare", "anchor", "llm-sweeps", "llm-train"} <= tables
+        assert {
+            "toy-scan",
+            "rd-vs-width",
+            "condense",
+            "initial-condensation",
+            "diagonal",
+            "compare",
+            "anchor",
+            "llm-sweeps",
+            "llm-train",
+        } <= tables
     assert "medium" in profiles.names()
     with pytest.raises(ConfigError, match="profile 'huge' does not exist"):
         profiles.path("huge")
@@ -60,15 +70,18 @@ def test_cli_plan_lists_runs_without_computing(tmp_path, capsys):
 
     assert main(["figs", "--plan", "--only", "3,6", "--runs-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert any(line.startswith("fig  3 initial-condensation") and "activation=xtanh" in line
-               for line in out)
+    assert any(
+        line.startswith("fig  3 initial-condensation") and "activation=xtanh" in line
+        for line in out
+    )
     assert sum(" llm-anchor " in line for line in out) == 10  # 6 cells + 2 mechanism + 2 shared
     assert out[-1].endswith("at profile quick")
     assert not any(tmp_path.iterdir())  # nothing ran
 
 
-@pytest.mark.parametrize("profile, key", [("quick", "bd6a322e6a057b9a"),
-                                          ("full", "390ad37ff67f51ad")])
+@pytest.mark.parametrize(
+    "profile, key", [("quick", "bd6a322e6a057b9a"), ("full", "390ad37ff67f51ad")]
+)
 def test_llm_train_config_names_read_the_profiles_unchanged(profile, key):
     """``smallinit llm train --profile quick|full`` trains the run of the profile's
     [llm-train] table, under the trainer's current VERSION."""
@@ -86,6 +99,7 @@ def test_medium_gives_every_compared_setting_five_seeds():
     """γ = 1 against γ = 0.5 at every fig 7 size, fig 8's ε × gating, fig 9's grid, figs 10
     and 11 and the scaling experiment (≥ 3 sizes) each with ≥ 5 seeds; the anchor scan too.
     Quick has no scaling runs."""
+
     def seeds_by(experiment, *keys):
         out = {}
         for job in experiments.specs(experiment, "medium"):
@@ -95,11 +109,14 @@ def test_medium_gives_every_compared_setting_five_seeds():
     sweep = seeds_by("gamma-sweep", "size", "gamma")
     assert len({size for size, _ in sweep}) >= 3
     assert all(len(sweep[(size, g)]) >= 5 for size, _ in sweep for g in (0.5, 1.0))
-    for name, keys in (("eps-gating", ("eps_setting", "gated", "gamma")),
-                       ("critical-init", ("gamma",)), ("condense-expand", ("gamma",)),
-                       ("token-gains", ("gamma",)),
-                       ("gain-scaling", ("size", "eps_setting", "gated", "gamma")),
-                       ("anchor-scan", ("gamma", "layers", "weight_decay"))):
+    for name, keys in (
+        ("eps-gating", ("eps_setting", "gated", "gamma")),
+        ("critical-init", ("gamma",)),
+        ("condense-expand", ("gamma",)),
+        ("token-gains", ("gamma",)),
+        ("gain-scaling", ("size", "eps_setting", "gated", "gamma")),
+        ("anchor-scan", ("gamma", "layers", "weight_decay")),
+    ):
         assert all(len(s) >= 5 for s in seeds_by(name, *keys).values()), name
     assert len({k[0] for k in seeds_by("gain-scaling", "size")}) >= 3
     assert experiments.specs("gain-scaling", "quick") == []
@@ -144,14 +161,17 @@ def test_h200_runs_on_cuda_with_its_seeds_sizes_arms_and_anchor_budget_curve():
     assert len(eps) == 2 * 2 * 3 and all(len(s) >= 5 for s in eps.values())
     tuning = {s.config.seed for s in llm_plan.tuning("h200")}
     assert len(tuning) >= 3 and not tuning & set(the_plan.seeds)
-    specs = [s for e in ("gamma-sweep", "eps-gating", "anchor-scan")
-             for s in experiments.specs(e, "h200")]
+    specs = [
+        s
+        for e in ("gamma-sweep", "eps-gating", "anchor-scan")
+        for s in experiments.specs(e, "h200")
+    ]
     assert {s.config.train.device for s in specs} == {"cuda"}
     fair_anchor = profiles.section("fair", "anchor")["train"]
-    budget = [s for s in experiments.specs("anchor-scan", "h200")
-              if s.tags["panel"] == "budget"]
-    samples = {(s.tags["d_model"], s.config.train.steps * s.config.train.batch_size)
-               for s in budget}
+    budget = [s for s in experiments.specs("anchor-scan", "h200") if s.tags["panel"] == "budget"]
+    samples = {
+        (s.tags["d_model"], s.config.train.steps * s.config.train.batch_size) for s in budget
+    }
     fair_samples = fair_anchor["steps"] * fair_anchor["batch_size"]
     assert samples == {(d, m * fair_samples) for d in (128, 400) for m in (8, 64)}
     assert {s.config.model.d_model for s in budget} == {128, 400}

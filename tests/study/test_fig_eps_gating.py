@@ -9,8 +9,10 @@ from smallinit.paper_figs import fig08_eps_gating as fig8
 
 
 def _gaps(ans: float) -> dict:
-    return {s: [{"seed": 0, "val": -0.03, "ans": ans, "ans_se": 0.0, "acc": math.nan}]
-            for s in fig8.SETTINGS}
+    return {
+        s: [{"seed": 0, "val": -0.03, "ans": ans, "ans_se": 0.0, "acc": math.nan}]
+        for s in fig8.SETTINGS
+    }
 
 
 def test_answer_series_is_drawn_only_where_answers_were_scored():

@@ -30,8 +30,12 @@ def test_figure_finds_each_seeds_crossing(tmp_path, caplog):
     ln 32: the figure draws them and its fit recovers slope 400 / (0.5 ln 32) per unit ΔT."""
     store = RunStore(tmp_path / "runs")
     steps = [250, 500, 750, 1000, 1250, 1500]
-    specs = [RunSpec({"size": d, "gamma": g, "seed": s}, {"size": d, "gamma": g, "seed": s})
-             for d in (32, 64, 128) for g in (0.5, 1.0) for s in range(3)]
+    specs = [
+        RunSpec({"size": d, "gamma": g, "seed": s}, {"size": d, "gamma": g, "seed": s})
+        for d in (32, 64, 128)
+        for g in (0.5, 1.0)
+        for s in range(3)
+    ]
 
     def body(run, spec):
         d, small = spec.tags["size"], spec.tags["gamma"] == 1.0

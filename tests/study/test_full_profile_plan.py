@@ -46,8 +46,11 @@ def test_every_full_transformer_builds_on_meta_with_the_planned_size(full_plan):
             net = Transformer(model)
         assert all(p.is_meta for p in net.parameters())
         built = sum(p.numel() for p in net.parameters())  # a tied head is counted once
-        tables = {id(m.weight): m.weight.numel() for m in (net.tok_emb, net.pos_emb, net.head)
-                  if m is not None}
+        tables = {
+            id(m.weight): m.weight.numel()
+            for m in (net.tok_emb, net.pos_emb, net.head)
+            if m is not None
+        }
         assert built == cost["params"], model
         assert built - sum(tables.values()) == cost["params_non_embedding"], model
         # one training step of the run's batch fits one H200 with room to spare
@@ -56,12 +59,21 @@ def test_every_full_transformer_builds_on_meta_with_the_planned_size(full_plan):
 
 def test_training_flops_follow_the_stated_formula():
     """C = 6·(N + V·d)·T + 12·L·n_ctx·d·T (Kaplan et al. 2020 Table 1, PaLM App. B)."""
-    model = ModelConfig(vocab_size=1000, context=64, d_model=32, n_layers=2, n_heads=2,
-                        mlp="gelu", tie_embeddings=True)
+    model = ModelConfig(
+        vocab_size=1000,
+        context=64,
+        d_model=32,
+        n_layers=2,
+        n_heads=2,
+        mlp="gelu",
+        tie_embeddings=True,
+    )
     with torch.device("meta"):
         net = Transformer(model)
-    n = sum(p.numel() for name, p in net.named_parameters() if name.startswith("blocks")) \
+    n = (
+        sum(p.numel() for name, p in net.named_parameters() if name.startswith("blocks"))
         + net.norm_f.weight.numel()
+    )
     assert cost_mod.non_embedding_params(model) == n
     per_token = 6 * (n + 1000 * 32) + 12 * 2 * 64 * 32
     assert cost_mod.training_flops(model, 10_000) == per_token * 10_000
@@ -104,15 +116,32 @@ def test_full_profile_baseline_follows_published_practice():
 def test_cli_plan_json_has_costs_and_total(capsys, tmp_path):
     from smallinit.cli import main
 
-    assert main(["figs", "--plan", "--profile", "full", "--only", "7", "--json",
-                 "--runs-dir", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "figs",
+                "--plan",
+                "--profile",
+                "full",
+                "--only",
+                "7",
+                "--json",
+                "--runs-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["profile"] == "full" and out["total"]["mfu"] == cost_mod.MFU
     assert all(r["cost"]["h200_hours"] > 0 for r in out["runs"])
     assert out["total"]["h200_hours"] == pytest.approx(
-        sum(r["cost"]["h200_hours"] for r in out["runs"]))
-    assert main(["figs", "--plan", "--profile", "full", "--only", "1,7",
-                 "--runs-dir", str(tmp_path)]) == 0
+        sum(r["cost"]["h200_hours"] for r in out["runs"])
+    )
+    assert (
+        main(["figs", "--plan", "--profile", "full", "--only", "1,7", "--runs-dir", str(tmp_path)])
+        == 0
+    )
     text = capsys.readouterr().out
     assert "H200-hours at 40% MFU of 989 TFLOP/s" in text and "Kaplan" in text
     assert not any(tmp_path.iterdir())

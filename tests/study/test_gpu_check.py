@@ -32,14 +32,33 @@ def test_a_quick_dry_check_writes_each_part_where_tomli_w_is_missing(tmp_path):
     blocker.mkdir()
     (blocker / "tomli_w.py").write_text("raise ImportError('no tomli_w on this image')\n")
     env = dict(os.environ, PYTHONPATH=str(blocker))
-    proc = subprocess.run([sys.executable, "-c", "import tomli_w"], env=env,
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import tomli_w"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 1 and "no tomli_w on this image" in proc.stderr
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "smallinit.tools.gpu_check", str(out),
-                           "--dry", "--parts", "environment,kernels,throughput",
-                           "--loss-chunk", "24"], env=env,
-                          capture_output=True, text=True, check=False, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "smallinit.tools.gpu_check",
+            str(out),
+            "--dry",
+            "--parts",
+            "environment,kernels,throughput",
+            "--loss-chunk",
+            "24",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads((out / "gpu_check.json").read_text())
     assert result["dry"] is True and "goals" not in result and result["verdict"]["ok"]
@@ -57,8 +76,9 @@ def test_a_quick_dry_check_writes_each_part_where_tomli_w_is_missing(tmp_path):
     # a bf16 input is off by at most 2^-9 relative, so a cosine by about 2·2^-9 ≈ 0.004 at
     # most (< 1e-2); float32 sums of ≤ 33 terms stay within 33·2^-24 ≈ 2e-6 (< 1e-5)
     for key in ("max_abs_diff_vs_float64", "library_max_abs_diff_vs_float64"):
-        assert all(r[key] < (1e-2 if r["dtype"] == "bfloat16" else 1e-5)
-                   for r in kern["cosine_gram"])
+        assert all(
+            r[key] < (1e-2 if r["dtype"] == "bfloat16" else 1e-5) for r in kern["cosine_gram"]
+        )
     # both paths timed, one chosen per dtype and judged; a dry run writes no choice
     chosen = kern["gram_paths"]["paths"]
     assert set(chosen) == {"float32", "float64", "bfloat16"}
@@ -83,11 +103,11 @@ def test_a_negative_loss_chunk_is_refused_in_one_line(tmp_path, capsys):
 
 
 def test_a_part_that_fails_dies_or_runs_too_long_is_recorded_and_the_rest_still_run(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     monkeypatch.setenv("SMALLINIT_MEMORY_LIMIT", "1K")  # the full run's preflight refuses
     monkeypatch.setitem(gpu_check.DRY_LIMITS, "throughput", 0.5)
-    result = gpu_check.check(tmp_path, dry=True, parts=["full_run", "throughput",
-                                                        "environment"])
+    result = gpu_check.check(tmp_path, dry=True, parts=["full_run", "throughput", "environment"])
     parts = result["parts"]
     assert parts["full_run"]["status"] == "error"
     assert "SMALLINIT_MEMORY_LIMIT" in parts["full_run"]["error"]
@@ -114,23 +134,35 @@ def test_on_a_machine_without_a_live_cupy_the_check_fails_loudly(tmp_path, capfd
 def _measured() -> dict:
     """A GPU run's parts with every goal measured: the verdict finds nothing."""
     return {
-        "environment": {"status": "ok", "result": {"cuda_available": True,
-                                                   "kernels": {"backend": "cupy"}}},
-        "gpu_tests": {"status": "ok", "result": {"tests": 20, "passed": 20, "failed": 0,
-                                                 "errors": 0, "skipped": 0}},
-        "kernels": {"status": "ok", "result": {
-            "backend": "cupy", "device": "NVIDIA H200",
-            "grouped_step": {"speedup_vs_loop": 3.5, "speedup_vs_padded": 1.1},
-            "cosine_gram": [
-                {"dtype": "float32", "throughput_ratio": 0.9, "chosen_ratio": 0.95},
-                {"dtype": "float32", "throughput_ratio": 0.65, "chosen_ratio": 0.92},
-                {"dtype": "float64", "throughput_ratio": 0.2, "chosen_ratio": 0.85},
-                {"dtype": "bfloat16", "throughput_ratio": 0.1, "chosen_ratio": 1.1}],
-            "measure_stack": [{"max_rel_diff": 1e-9}]}},
-        "throughput": {"status": "ok", "result": {"mfu": 0.36,
-                                                  "head_loss": {"share_of_step": 0.2}}},
-        "compiled": {"status": "ok", "result": {"mfu": 0.47,
-                                                "head_loss": {"share_of_step": 0.09}}}}
+        "environment": {
+            "status": "ok",
+            "result": {"cuda_available": True, "kernels": {"backend": "cupy"}},
+        },
+        "gpu_tests": {
+            "status": "ok",
+            "result": {"tests": 20, "passed": 20, "failed": 0, "errors": 0, "skipped": 0},
+        },
+        "kernels": {
+            "status": "ok",
+            "result": {
+                "backend": "cupy",
+                "device": "NVIDIA H200",
+                "grouped_step": {"speedup_vs_loop": 3.5, "speedup_vs_padded": 1.1},
+                "cosine_gram": [
+                    {"dtype": "float32", "throughput_ratio": 0.9, "chosen_ratio": 0.95},
+                    {"dtype": "float32", "throughput_ratio": 0.65, "chosen_ratio": 0.92},
+                    {"dtype": "float64", "throughput_ratio": 0.2, "chosen_ratio": 0.85},
+                    {"dtype": "bfloat16", "throughput_ratio": 0.1, "chosen_ratio": 1.1},
+                ],
+                "measure_stack": [{"max_rel_diff": 1e-9}],
+            },
+        },
+        "throughput": {
+            "status": "ok",
+            "result": {"mfu": 0.36, "head_loss": {"share_of_step": 0.2}},
+        },
+        "compiled": {"status": "ok", "result": {"mfu": 0.47, "head_loss": {"share_of_step": 0.09}}},
+    }
 
 
 def test_the_verdict_reads_each_failure():
@@ -140,7 +172,8 @@ def test_the_verdict_reads_each_failure():
     assert gpu_check.problems(parts, dry=False) == ["2 GPU tests failed, 0 errors"]
     timed_out = {"status": "timeout", "error": "ran past its limit of 150 s and was killed"}
     assert gpu_check.problems({"kernels": timed_out}, dry=True) == [
-        "part kernels timeout: ran past its limit of 150 s and was killed"]
+        "part kernels timeout: ran past its limit of 150 s and was killed"
+    ]
 
 
 def test_a_gpu_run_that_measured_nothing_is_not_green():
@@ -154,12 +187,15 @@ def test_a_gpu_run_that_measured_nothing_is_not_green():
     parts["throughput"]["result"] = parts["compiled"]["result"] = {"mfu": None}
     assert gpu_check.problems(parts, dry=False) == [
         f"kernel benchmark {key} failed: RuntimeError: CUDA error: illegal access"
-        for key in ("grouped_step", "cosine_gram", "measure_stack")] + [
+        for key in ("grouped_step", "cosine_gram", "measure_stack")
+    ] + [
         f"goal {name} ({'≤' if name == 'head_loss_share' else '≥'} {goal:g}) was not measured"
-        for name, goal in gpu_check.GOALS.items()]
+        for name, goal in gpu_check.GOALS.items()
+    ]
     no_device = {"backend": "cupy", "error": boom}
-    assert gpu_check.problems({"kernels": {"status": "ok", "result": no_device}},
-                              dry=False)[0].startswith("the kernel benchmarks did not start")
+    assert gpu_check.problems({"kernels": {"status": "ok", "result": no_device}}, dry=False)[
+        0
+    ].startswith("the kernel benchmarks did not start")
     assert gpu_check.problems(parts, dry=True) == []  # a dry run judges no goal
 
 
@@ -191,59 +227,74 @@ def test_the_parts_that_carry_speed_goals_run_first():
 
 def _quick_part(name, out, dry, limit):
     """A part that reports an empty result at once."""
-    return [sys.executable, "-c", "import json, sys; open(sys.argv[1], 'w').write("
-            "json.dumps({'ok': True, 'result': {}}))", str(out)]
+    return [
+        sys.executable,
+        "-c",
+        "import json, sys; open(sys.argv[1], 'w').write(json.dumps({'ok': True, 'result': {}}))",
+        str(out),
+    ]
 
 
 def test_a_part_whose_limit_does_not_fit_the_budget_left_is_skipped_and_recorded(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """No part starts unless the budget left holds its whole limit; a later, shorter part
     still runs, and the JSON holds each."""
     monkeypatch.setattr(gpu_check, "part_command", _quick_part)
     for name, limit in (("environment", 5), ("kernels", 100), ("throughput", 5)):
         monkeypatch.setitem(gpu_check.DRY_LIMITS, name, limit)
-    result = gpu_check.check(tmp_path, dry=True, budget=20,
-                             parts=["environment", "kernels", "throughput"])
+    result = gpu_check.check(
+        tmp_path, dry=True, budget=20, parts=["environment", "kernels", "throughput"]
+    )
     parts = result["parts"]
     assert [p["status"] for p in parts.values()] == ["ok", gpu_check.SKIPPED, "ok"]
     assert parts["kernels"]["limit_s"] == 100 and "s left" in parts["kernels"]["error"]
     assert _parts(tmp_path) == parts
     assert result["verdict"]["problems"] == [
-        f"part kernels {gpu_check.SKIPPED}: {parts['kernels']['error']}"]
+        f"part kernels {gpu_check.SKIPPED}: {parts['kernels']['error']}"
+    ]
 
 
 def test_the_gpu_tests_part_stops_pytest_before_its_own_limit(tmp_path, monkeypatch):
     """The check passes each part its limit; pytest gets that less a margin, so its counts
     come back as a timeout before the part itself is killed."""
     assert gpu_check.part_command("gpu_tests", tmp_path, True, 150)[-3:] == [
-        "--limit", "150", "--dry"]
-    monkeypatch.setattr(gpu_parts.gpu_kernels, "gpu_tests",
-                        lambda dry, timeout: {"dry": dry, "timeout": timeout})
+        "--limit",
+        "150",
+        "--dry",
+    ]
+    monkeypatch.setattr(
+        gpu_parts.gpu_kernels, "gpu_tests", lambda dry, timeout: {"dry": dry, "timeout": timeout}
+    )
     out = tmp_path / "gpu_tests.json"
     assert gpu_parts.main(["gpu_tests", str(out), "--limit", "150", "--dry"]) == 0
     assert json.loads(out.read_text())["result"] == {
-        "dry": True, "timeout": 150 - gpu_parts.PYTEST_MARGIN_S}
+        "dry": True,
+        "timeout": 150 - gpu_parts.PYTEST_MARGIN_S,
+    }
     assert gpu_parts.pytest_timeout(30) == 15 and gpu_parts.pytest_timeout(None) is None
 
 
 def test_pytest_stopped_at_its_timeout_reports_the_tests_that_finished(tmp_path):
     target = tmp_path / "test_two.py"
-    target.write_text("import time\n\n\ndef test_quick():\n    pass\n\n\n"
-                      "def test_slow():\n    time.sleep(300)\n")
+    target.write_text(
+        "import time\n\n\ndef test_quick():\n    pass\n\n\ndef test_slow():\n    time.sleep(300)\n"
+    )
     t0 = time.perf_counter()
     result = gpu_kernels.run_pytest(str(target), "not slow", timeout=10)
     assert time.perf_counter() - t0 < 10 + gpu_kernels.PYTEST_GRACE_S + 5
     assert result["timed_out"] and "stopped" in result["error"]
     assert result["passed"] == result["tests"] == 1, result["tail"]
-    problem = gpu_check.problems({"gpu_tests": {"status": "ok", "result": result}},
-                                 dry=False)[0]
+    problem = gpu_check.problems({"gpu_tests": {"status": "ok", "result": result}}, dry=False)[0]
     assert problem.startswith("the GPU tests ran past their 10 s and were stopped (1 passed")
 
 
-_SLOW_PART = ("import os, subprocess, sys, time; "
-              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
-              "open(sys.argv[1] + '.tmp', 'w').write(str(p.pid)); "
-              "os.replace(sys.argv[1] + '.tmp', sys.argv[1]); time.sleep(300)")
+_SLOW_PART = (
+    "import os, subprocess, sys, time; "
+    "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
+    "open(sys.argv[1] + '.tmp', 'w').write(str(p.pid)); "
+    "os.replace(sys.argv[1] + '.tmp', sys.argv[1]); time.sleep(300)"
+)
 
 
 def _gone(pid: int) -> bool:
@@ -259,13 +310,16 @@ def test_sigterm_kills_the_running_part_records_it_and_exits_143(tmp_path):
     part and the process it started), the part is recorded as killed, the JSON is written
     and no later part starts."""
     pidfile, out = tmp_path / "grandchild.pid", tmp_path / "out"
-    script = ("import sys\nfrom smallinit.tools import gpu_check\n"
-              f"gpu_check.part_command = lambda *a: [sys.executable, '-c', {_SLOW_PART!r}, "
-              f"{str(pidfile)!r}]\n"
-              f"sys.exit(gpu_check.main([{str(out)!r}, '--dry', '--parts', "
-              "'environment,kernels']))\n")
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    script = (
+        "import sys\nfrom smallinit.tools import gpu_check\n"
+        f"gpu_check.part_command = lambda *a: [sys.executable, '-c', {_SLOW_PART!r}, "
+        f"{str(pidfile)!r}]\n"
+        f"sys.exit(gpu_check.main([{str(out)!r}, '--dry', '--parts', "
+        "'environment,kernels']))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 20
     while not pidfile.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
@@ -306,13 +360,19 @@ def test_the_whole_dry_check_walks_every_gpu_path(tmp_path):
 def test_flops_per_token_counts_every_matmul_of_the_built_model_once(tie):
     """6 × (every parameter a token is multiplied by: all but the lookup tables, a tied
     table counted once as the head) + 12·L·d·T, the same count as the full profile's plan."""
-    cfg = ModelConfig(vocab_size=100, context=16, d_model=32, n_layers=2, n_heads=2,
-                      positions="learned", tie_embeddings=tie)
+    cfg = ModelConfig(
+        vocab_size=100,
+        context=16,
+        d_model=32,
+        n_layers=2,
+        n_heads=2,
+        positions="learned",
+        tie_embeddings=tie,
+    )
     model = Transformer(cfg)
     lookups = model.pos_emb.weight.numel() + (0 if tie else model.tok_emb.weight.numel())
     matmul = model.num_params() - lookups
     assert throughput.flops_per_token(cfg) == 6 * matmul + 12 * 2 * 32 * 16
-
 
 
 def _shares_add_up(got: dict) -> None:
@@ -332,18 +392,25 @@ def test_step_breakdown_shares_add_up_and_name_the_kernel_families():
     _shares_add_up(got)
     # the CPU's flash kernel, forward and backward, once a layer and step each
     assert got["sdpa_backends"] == {"flash": 2 * 2 * 2} and got["loss_chunk"] == 0
-    ops = {"aten::_scaled_dot_product_flash_attention_backward": "flash",
-           "aten::_scaled_dot_product_efficient_attention": "efficient",
-           "aten::_scaled_dot_product_cudnn_attention": "cudnn",
-           "aten::_scaled_dot_product_attention_math": "math",
-           "aten::scaled_dot_product_attention": None, "aten::mm": None}
+    ops = {
+        "aten::_scaled_dot_product_flash_attention_backward": "flash",
+        "aten::_scaled_dot_product_efficient_attention": "efficient",
+        "aten::_scaled_dot_product_cudnn_attention": "cudnn",
+        "aten::_scaled_dot_product_attention_math": "math",
+        "aten::scaled_dot_product_attention": None,
+        "aten::mm": None,
+    }
     assert {n: tp.sdpa_backend(n) for n in ops} == ops
-    names = {"sm90_xmma_gemm_bf16bf16_bf16f32": "matmul", "nvjet_tst_128x256_64x4": "matmul",
-             "pytorch_flash::flash_bwd_dq_dk_dv_loop_kernel": "attention",
-             "cunn_SoftMaxForward<4, float>": "loss", "aten::logsumexp": "loss",
-             "multi_tensor_apply_kernel<FusedAdamMathFunctor>": "optimizer",
-             "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0": "norm",
-             "elementwise_kernel<128, 2>": "other"}
+    names = {
+        "sm90_xmma_gemm_bf16bf16_bf16f32": "matmul",
+        "nvjet_tst_128x256_64x4": "matmul",
+        "pytorch_flash::flash_bwd_dq_dk_dv_loop_kernel": "attention",
+        "cunn_SoftMaxForward<4, float>": "loss",
+        "aten::logsumexp": "loss",
+        "multi_tensor_apply_kernel<FusedAdamMathFunctor>": "optimizer",
+        "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0": "norm",
+        "elementwise_kernel<128, 2>": "other",
+    }
     assert {n: tp.family(n) for n in names} == names
 
 

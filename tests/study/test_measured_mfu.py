@@ -17,8 +17,10 @@ FIRST = experiments.specs("gamma-sweep", "full")[0]
 def check(rate=None, key=FIRST.key, compiled=None, dry=False) -> dict:
     parts = {"compiled": {"status": "ok", "result": {"mfu": compiled}}}
     if rate is not None:
-        parts["full_run"] = {"status": "ok", "result": {"last_tok_per_s": rate,
-                                                        "key_of_the_full_run": key}}
+        parts["full_run"] = {
+            "status": "ok",
+            "result": {"last_tok_per_s": rate, "key_of_the_full_run": key},
+        }
     return {"dry": dry, "parts": parts}
 
 
@@ -36,7 +38,9 @@ def test_the_full_runs_own_tokens_per_second_give_the_mfu():
 
 def test_the_compiled_model_stands_in_when_the_full_run_is_another_key_or_absent():
     assert measured_mfu.from_check(check(rate=2e6, key="0" * 16, compiled=0.39), FIRST) == {
-        "mfu": 0.39, "part": "compiled"}
+        "mfu": 0.39,
+        "part": "compiled",
+    }
     assert measured_mfu.from_check(check(compiled=0.39), FIRST)["mfu"] == 0.39
     assert measured_mfu.from_check(check(compiled=0.39, dry=True), FIRST) is None
     assert measured_mfu.from_check(check(), FIRST) is None
@@ -60,10 +64,21 @@ def test_the_newest_check_that_measured_decides_and_is_named(tmp_path):
 
 def test_the_committed_check_gives_the_plan_its_measured_hours():
     """The plan's totals carry the hours at the committed check's MFU and its file."""
-    totals = experiments.plan_totals([{"kind": "llm", "key": "k", "population": None,
-                                       "cost": {"flops": 1e18, "h200_hours": 1.0,
-                                                "h200_hours_small_mfu": 1.0,
-                                                "memory_bytes": 1}}])
+    totals = experiments.plan_totals(
+        [
+            {
+                "kind": "llm",
+                "key": "k",
+                "population": None,
+                "cost": {
+                    "flops": 1e18,
+                    "h200_hours": 1.0,
+                    "h200_hours_small_mfu": 1.0,
+                    "memory_bytes": 1,
+                },
+            }
+        ]
+    )
     m = totals["measured"]
     assert m["source"].startswith("bench-results/gpu/") and 0 < m["mfu"] < 1
     assert m["h200_hours"] == pytest.approx(1e18 / (m["mfu"] * 989e12) / 3600)

@@ -18,8 +18,7 @@ def test_fetch_builds_every_corpus_the_profiles_runs_open(tmp_path, monkeypatch,
     cache = tmp_path / "cache"
     assert main(["data", "fetch", "--profile", "quick", "--cache", str(cache), "--json"]) == 0
     fetched = json.loads(capsys.readouterr().out)
-    assert fetched and all((cache / "corpora" / f["key"] / "meta.json").is_file()
-                           for f in fetched)
+    assert fetched and all((cache / "corpora" / f["key"] / "meta.json").is_file() for f in fetched)
     # every training run of the plan, listed by the registry itself, reads a fetched corpus
     read = set()
     for experiment in experiments.EXPERIMENTS.values():

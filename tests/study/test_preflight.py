@@ -89,8 +89,22 @@ def test_what_would_fail_is_found_and_the_rest_still_checked(monkeypatch, tmp_pa
 
 def test_the_cli_says_what_failed_and_exits_1(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(ENV, "15M")
-    assert main(["figs", "--profile", "quick", "--only", "7", "--preflight", "--json",
-                 "--runs-dir", str(tmp_path)]) == 1
+    assert (
+        main(
+            [
+                "figs",
+                "--profile",
+                "quick",
+                "--only",
+                "7",
+                "--preflight",
+                "--json",
+                "--runs-dir",
+                str(tmp_path),
+            ]
+        )
+        == 1
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["failed"] > 0 and "would fail" in report["summary"]
     assert main(["figs", "--preflight-items", "100", "--runs-dir", str(tmp_path)]) == 2
@@ -98,8 +112,7 @@ def test_the_cli_says_what_failed_and_exits_1(tmp_path, monkeypatch, capsys):
 
 
 def test_distinct_configurations_are_told_by_their_switches_not_their_numbers():
-    specs = experiments.specs("gamma-sweep", "quick") + experiments.specs("eps-gating",
-                                                                          "quick")
+    specs = experiments.specs("gamma-sweep", "quick") + experiments.specs("eps-gating", "quick")
     signatures = {preflight.signature(s) for s in specs}
     inits = {preflight._NUMBER.sub("", s.config.init) for s in specs}
     gated = {s.config.model.gated_attention for s in specs}
@@ -129,8 +142,13 @@ def test_a_gpu_part_states_its_h200_time_and_a_run_past_one_call_must_resume(mon
     monkeypatch.setattr(pf, "PART_LIMIT_S", 1e-6)  # every run now outlasts a call
     [part] = pf.part_checks(gpu, [8])
     assert part.ok and "checkpoints every 100 steps" in part.detail  # quick's base: resumes
-    once = profiles.derive("quick", overrides={"llm-sweeps.base.train.device": "cuda",
-                                               "llm-sweeps.base.train.checkpoint_every": 0})
+    once = profiles.derive(
+        "quick",
+        overrides={
+            "llm-sweeps.base.train.device": "cuda",
+            "llm-sweeps.base.train.checkpoint_every": 0,
+        },
+    )
     [part] = pf.part_checks(once, [8])
     assert not part.ok and "keep no checkpoints" in part.detail
 

@@ -26,13 +26,30 @@ from smallinit.study import report
 from smallinit.study.figs import make_figures
 
 pytestmark = pytest.mark.slow
-CHROMIUM = next((p for p in (os.environ.get("SMALLINIT_CHROMIUM"), shutil.which("chromium"),
-                             shutil.which("chromium-browser"), "/usr/bin/chromium")
-                 if p and Path(p).is_file()), None)
+CHROMIUM = next(
+    (
+        p
+        for p in (
+            os.environ.get("SMALLINIT_CHROMIUM"),
+            shutil.which("chromium"),
+            shutil.which("chromium-browser"),
+            "/usr/bin/chromium",
+        )
+        if p and Path(p).is_file()
+    ),
+    None,
+)
 #: headless as root on a machine without a network (Debian's Chromium, the flags of
 #: /work/.library's probe): no sandbox, no GPU, no background connections
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture
@@ -41,8 +58,9 @@ def page_file(figs_dir, tmp_path, monkeypatch) -> Path:  # noqa: F811
     if given:
         return Path(given)
     monkeypatch.setattr(report, "profiles_in_store", lambda store: ["quick"])
-    monkeypatch.setattr(claims_mod, "table",
-                        lambda names, store: [r for p in names for r in records(p)])
+    monkeypatch.setattr(
+        claims_mod, "table", lambda names, store: [r for p in names for r in records(p)]
+    )
     make_figures(store=RunStore(tmp_path / "runs"))
     return tmp_path / "out" / "index.html"
 
@@ -56,8 +74,9 @@ def look(page_file: Path, width: int, shot: Path | None = None) -> dict:
     claims table, document width and requests are (and a screenshot into ``shot``)."""
     if CHROMIUM is None:
         pytest.skip("no Chromium installed (Debian: apt install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="needs Playwright: make extra EXTRA=browser")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="needs Playwright: make extra EXTRA=browser"
+    )
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
         try:
@@ -68,15 +87,20 @@ def look(page_file: Path, width: int, shot: Path | None = None) -> dict:
             seen = {
                 "asked": asked,
                 "images": page.eval_on_selector_all(
-                    "img", "els => els.map(e => [e.getAttribute('src'), e.complete, "
-                           "e.naturalWidth, e.naturalHeight, e.getBoundingClientRect().right])"),
+                    "img",
+                    "els => els.map(e => [e.getAttribute('src'), e.complete, "
+                    "e.naturalWidth, e.naturalHeight, e.getBoundingClientRect().right])",
+                ),
                 "cells": page.eval_on_selector_all(
-                    "#claims td.claim-cell", "cells => cells.map(c => [c.dataset.verdict, "
-                    "c.querySelector('.verdict').innerText, c.offsetHeight, c.offsetWidth])"),
+                    "#claims td.claim-cell",
+                    "cells => cells.map(c => [c.dataset.verdict, "
+                    "c.querySelector('.verdict').innerText, c.offsetHeight, c.offsetWidth])",
+                ),
                 "heads": page.locator("#claims thead th").all_inner_texts(),
                 "rows": page.locator("#claims tbody tr").count(),
-                "document": page.evaluate("[document.documentElement.scrollWidth, "
-                                          "document.documentElement.clientWidth]"),
+                "document": page.evaluate(
+                    "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+                ),
             }
             if shot is not None:
                 shot.parent.mkdir(parents=True, exist_ok=True)
@@ -90,8 +114,9 @@ def width_problems(seen: dict) -> list[str]:
     """The page scrolls sideways, or an image reaches past the screen's right edge."""
     scroll, client = seen["document"]
     out = [f"the document is {scroll} px wide on a {client} px screen"] if scroll > client else []
-    out += [f"{src} reaches {right:.0f} px" for src, *_, right in seen["images"]
-            if right > client + 0.5]
+    out += [
+        f"{src} reaches {right:.0f} px" for src, *_, right in seen["images"] if right > client + 0.5
+    ]
     return out
 
 
@@ -124,5 +149,8 @@ def test_a_planted_wide_table_fails_the_browser_check(page_file, tmp_path):
     shutil.copy(page_file, planted)
     plant_wide_table(planted)
     problems = width_problems(look(planted, 390))
-    assert problems and problems[0].startswith("the document is ") \
-        and "on a 390 px screen" in problems[0], problems
+    assert (
+        problems
+        and problems[0].startswith("the document is ")
+        and "on a 390 px screen" in problems[0]
+    ), problems

@@ -40,11 +40,15 @@ def test_the_committed_h200_check_is_on_the_page_goal_by_goal(figs_dir, tmp_path
     page = Page(text)
     assert '<a href="#gpu-section">GPU</a>' in text
     assert "2026-12-04 · NVIDIA H200" in page.words
-    assert "bench-results/gpu/2026-12-04/gpu_check.json · 3 of 4 goals met · verdict ok" \
-        in page.words
+    assert (
+        "bench-results/gpu/2026-12-04/gpu_check.json · 3 of 4 goals met · verdict ok" in page.words
+    )
     rows = goal_rows(page, text)
-    assert set(rows) == set(data["goals"]) == {"grouped_vs_loop", "grouped_vs_padded",
-                                                "gram_vs_cublas", "mfu"}
+    assert (
+        set(rows)
+        == set(data["goals"])
+        == {"grouped_vs_loop", "grouped_vs_padded", "gram_vs_cublas", "mfu"}
+    )
     assert rows["mfu"][-4:] == ["45.0%", "39.0%", "not", "met"]
     assert rows["grouped_vs_loop"][-4:] == ["≥", "3×", "265×", "met"]
     assert rows["gram_vs_cublas"][-3:] == ["0.7×", "1.04×", "met"]
@@ -60,17 +64,21 @@ def test_no_checks_no_section(tmp_path):
     assert gpu_report.read_checks(tmp_path / "nowhere") == []
     (tmp_path / "empty").mkdir()
     assert gpu_report.read_checks(tmp_path / "empty") == []
-    page = report.write_report(tmp_path, [], RunStore(tmp_path / "runs"),
-                               gpu_results=tmp_path / "nowhere")
+    page = report.write_report(
+        tmp_path, [], RunStore(tmp_path / "runs"), gpu_results=tmp_path / "nowhere"
+    )
     text = page.read_text(encoding="utf-8")
     assert "gpu-section" not in text and "GPU checks" not in text
 
 
 def _check(device: str, goals: dict) -> dict:
-    return {"dry": False, "started": "2027-01-02T10:00:00Z",
-            "parts": {"environment": {"status": "ok", "wall_s": 1.5,
-                                      "result": {"device": device}}},
-            "goals": goals, "verdict": {"ok": False, "problems": ["<b>mfu</b> low"]}}
+    return {
+        "dry": False,
+        "started": "2027-01-02T10:00:00Z",
+        "parts": {"environment": {"status": "ok", "wall_s": 1.5, "result": {"device": device}}},
+        "goals": goals,
+        "verdict": {"ok": False, "problems": ["<b>mfu</b> low"]},
+    }
 
 
 def test_damaged_and_hostile_checks_are_warnings_and_stay_data(tmp_path, caplog):
@@ -78,15 +86,22 @@ def test_damaged_and_hostile_checks_are_warnings_and_stay_data(tmp_path, caplog)
     a warning naming it. Markup in a device, goal name or problem is shown as text;
     non-numbers and infinities as —; a goal of another shape is left out."""
     root = tmp_path / "gpu"
-    for name, body in {"2027-01-01": "{not json", "2027-01-03": "[1, 2]",
-                       "2027-01-04": "[" * 100 + "]" * 100}.items():
+    for name, body in {
+        "2027-01-01": "{not json",
+        "2027-01-03": "[1, 2]",
+        "2027-01-04": "[" * 100 + "]" * 100,
+    }.items():
         (root / name).mkdir(parents=True)
         (root / name / "gpu_check.json").write_text(body)
     (root / "2027-01-05" / "gpu_check.json").mkdir(parents=True)
-    hostile = _check('<script>alert("x")</script>', {
-        "mfu": {"goal": 0.45, "measured": float("inf"), "met": "yes"},
-        "<img src=x onerror=alert(1)>": {"goal": "3", "measured": 4.0, "met": True},
-        "broken": "not a table"})
+    hostile = _check(
+        '<script>alert("x")</script>',
+        {
+            "mfu": {"goal": 0.45, "measured": float("inf"), "met": "yes"},
+            "<img src=x onerror=alert(1)>": {"goal": "3", "measured": 4.0, "met": True},
+            "broken": "not a table",
+        },
+    )
     (root / "2027-01-02").mkdir()
     (root / "2027-01-02" / "gpu_check.json").write_text(json.dumps(hostile))
     with caplog.at_level(logging.WARNING, logger="smallinit.study.gpu_report"):
@@ -97,7 +112,9 @@ def test_damaged_and_hostile_checks_are_warnings_and_stay_data(tmp_path, caplog)
     assert "goal 'broken' is not a table" in warned
     (check,) = checks
     assert check.date == "2027-01-02" and [g.name for g in check.goals] == [
-        "mfu", "<img src=x onerror=alert(1)>"]
+        "mfu",
+        "<img src=x onerror=alert(1)>",
+    ]
     html = gpu_report.gpu_section(checks, report.scroll_box)
     page = Page(html)
     assert not page.all("script") and not page.all("img") and not page.all("b")

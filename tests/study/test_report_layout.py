@@ -87,8 +87,9 @@ def layout_problems(text: str) -> list[str]:
 def page_file(figs_dir, tmp_path, monkeypatch) -> Path:  # noqa: F811
     """The page of a ``make figs`` with the stand-in figure and claims records at quick."""
     monkeypatch.setattr(report, "profiles_in_store", lambda store: ["quick"])
-    monkeypatch.setattr(claims_mod, "table",
-                        lambda names, store: [r for p in names for r in records(p)])
+    monkeypatch.setattr(
+        claims_mod, "table", lambda names, store: [r for p in names for r in records(p)]
+    )
     make_figures(store=RunStore(tmp_path / "runs"))
     return tmp_path / "out" / "index.html"
 
@@ -106,15 +107,21 @@ def test_a_planted_wide_table_fails_the_layout_check(page_file):
 
 
 def test_claims_table_leaves_out_profiles_with_nothing_judged_and_says_why(
-        figs_dir, tmp_path, monkeypatch):  # noqa: F811
+    figs_dir,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
     """A store whose runs judge quick's claims and none of medium's or full's (the toy
     runs they share): the claims table has the quick column alone, and one line names the
     others and why."""
+
     def table(names, store):
         out = records("quick")
         for p in names[1:]:
-            out += [claims_mod.Record(r.id, r.claim, p, claims_mod.not_run("0 of 5 done"))
-                    for r in records(p)]
+            out += [
+                claims_mod.Record(r.id, r.claim, p, claims_mod.not_run("0 of 5 done"))
+                for r in records(p)
+            ]
         return out
 
     monkeypatch.setattr(report, "profiles_in_store", lambda store: ["quick", "medium", "full"])
@@ -124,9 +131,10 @@ def test_claims_table_leaves_out_profiles_with_nothing_judged_and_says_why(
     cells = {a["data-profile"] for a in page.all("td") if a.get("class") == "claim-cell"}
     assert cells == {"quick"}
     absent = [p for p in report.profiles.names() if p not in ("quick", "medium", "full")]
-    line = ("Left out: medium, full (every claim not run: no claim has all its runs in the "
-            "store)" + (f"; {', '.join(absent)} (no runs in the store)" if absent else "")
-            + ".")
+    line = (
+        "Left out: medium, full (every claim not run: no claim has all its runs in the "
+        "store)" + (f"; {', '.join(absent)} (no runs in the store)" if absent else "") + "."
+    )
     assert line in page.words
     heads = [h for h in page.words.split() if h.endswith(":")]
     assert "medium:" not in heads and "full:" not in heads  # no column, no count
@@ -149,8 +157,12 @@ def test_claims_table_of_a_real_store_lists_its_profiles_only(tmp_path):
     from smallinit.study import experiments
 
     store = RunStore(tmp_path / "runs")
-    planted = {("standard", False): 0.01, ("standard", True): 0.05,
-               ("relaxed", False): 0.08, ("relaxed", True): 0.1}
+    planted = {
+        ("standard", False): 0.01,
+        ("standard", True): 0.05,
+        ("relaxed", False): 0.08,
+        ("relaxed", True): 0.1,
+    }
 
     def summary(job):
         t = job.tags
@@ -160,12 +172,17 @@ def test_claims_table_of_a_real_store_lists_its_profiles_only(tmp_path):
     _fill(store, experiments.specs("eps-gating", "quick"), summary)
     in_store = report.profiles_in_store(store)
     assert in_store == ["quick", "medium"]
-    page = Page(report.write_report(tmp_path, [], store, gpu_results=tmp_path / "none")
-                .read_text(encoding="utf-8"))
+    page = Page(
+        report.write_report(tmp_path, [], store, gpu_results=tmp_path / "none").read_text(
+            encoding="utf-8"
+        )
+    )
     shown = {a["data-profile"] for a in page.all("td") if a.get("class") == "claim-cell"}
     assert shown == {"quick"}  # medium's plan has more seeds: none of its claims is judged
     absent = [p for p in report.profiles.names() if p not in in_store]
     assert absent and "medium" not in absent
     assert page.words.count("Left out:") == 1
-    assert ("Left out: medium (every claim not run: no claim has all its runs in the store); "
-            f"{', '.join(absent)} (no runs in the store).") in page.words
+    assert (
+        "Left out: medium (every claim not run: no claim has all its runs in the store); "
+        f"{', '.join(absent)} (no runs in the store)."
+    ) in page.words

@@ -29,9 +29,11 @@ CHOSEN = TunedSpec.chosen  # the real one: lr* from the tuning runs in the store
 @pytest.fixture(autouse=True)
 def tuned_rate(monkeypatch):
     """A tuned run's lr* without its tuning runs: the store is not consulted."""
-    monkeypatch.setattr(TunedSpec, "chosen",
-                        lambda self, store, compute=False: override(self.config,
-                                                                    {"train.lr": TUNED_LR}))
+    monkeypatch.setattr(
+        TunedSpec,
+        "chosen",
+        lambda self, store, compute=False: override(self.config, {"train.lr": TUNED_LR}),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +70,7 @@ def printed_key(command: str, capsys) -> str:
 
 
 @pytest.mark.parametrize("profile", profiles.names())
-def test_the_printed_command_reproduces_the_key_of_20_runs_of_every_profile(
-        profile, plans, capsys):
+def test_the_printed_command_reproduces_the_key_of_20_runs_of_every_profile(profile, plans, capsys):
     runs = plans(profile)
     sample = random.Random(f"{SEED}:{profile}").sample(runs, min(SAMPLE, len(runs)))
     kinds = {spec.kind for spec in sample}
@@ -96,8 +97,9 @@ def test_every_run_kind_of_a_plan_has_a_command_and_reproduces(plans, capsys):
 def test_a_wrong_or_missing_override_gives_another_key(plans, capsys):
     """The check can fail: the command of fig 2's scan (overrides of the grid) with one
     override dropped, or one value changed, runs under another key."""
-    spec = next(s for s in plans("quick") if s.kind == "toy-scan"
-                and s.config.widths != (250, 500, 1000))
+    spec = next(
+        s for s in plans("quick") if s.kind == "toy-scan" and s.config.widths != (250, 500, 1000)
+    )
     command = run_commands.command_of(spec, "quick")
     argv = shlex.split(command)
     assert printed_key(command, capsys) == expected(spec)
@@ -110,8 +112,10 @@ def test_a_wrong_or_missing_override_gives_another_key(plans, capsys):
     assert printed_key(wrong, capsys) != expected(train)
 
 
-@pytest.mark.parametrize("value", ["gamma:0.5,qk=1.0,depth", "it's a \"text\" with spaces",
-                                   "naïve ε", "true", "1e-3", "[1, 2]"])
+@pytest.mark.parametrize(
+    "value",
+    ["gamma:0.5,qk=1.0,depth", 'it\'s a "text" with spaces', "naïve ε", "true", "1e-3", "[1, 2]"],
+)
 def test_a_string_override_is_quoted_and_read_back_as_that_string(value):
     item = f"init={run_commands.toml_value(value)}"
     (back,) = shlex.split(shlex.join(["x", item]))[1:]
@@ -126,21 +130,39 @@ def test_a_number_or_list_override_keeps_its_value_and_type(value):
 
 def test_runs_show_command_prints_one_line_for_a_key_prefix(plans, capsys, tmp_path):
     spec = next(s for s in plans("quick") if s.kind == "llm-anchor")
-    assert main(["runs", "show", spec.key[:10], "--command", "--profile", "quick",
-                 "--runs-dir", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "runs",
+                "show",
+                spec.key[:10],
+                "--command",
+                "--profile",
+                "quick",
+                "--runs-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 and lines[0] == run_commands.command_of(spec, "quick")
     assert printed_key(lines[0], capsys) == expected(spec)
 
 
-@pytest.mark.parametrize("ref, fragment", [
-    ("ffffffffffffffff", "is in no plan of profile quick"),
-    ("llm-train/0123abc", "is in no plan of profile quick"),
-    ("not-a-key", "neither a run directory"),
-])
+@pytest.mark.parametrize(
+    "ref, fragment",
+    [
+        ("ffffffffffffffff", "is in no plan of profile quick"),
+        ("llm-train/0123abc", "is in no plan of profile quick"),
+        ("not-a-key", "neither a run directory"),
+    ],
+)
 def test_runs_show_command_refuses_a_bad_key_in_one_line(ref, fragment, capsys, tmp_path):
-    assert main(["runs", "show", ref, "--command", "--profile", "quick", "--runs-dir",
-                 str(tmp_path)]) == 2
+    assert (
+        main(["runs", "show", ref, "--command", "--profile", "quick", "--runs-dir", str(tmp_path)])
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("smallinit: error: ") and fragment in err
 
@@ -165,18 +187,45 @@ def test_a_stored_run_of_no_plan_gets_its_command_from_its_config(capsys, tmp_pa
     cfg = override(config("quick"), {"gammas": [0.5, 0.75], "seed": 9})
     spec = condense.CondenseSpec(cfg)
     RunStore(tmp_path).get_or_run(spec.kind, cfg, lambda run: {}, version=spec.version)
-    assert main(["runs", "show", spec.key[:8], "--command", "--profile", "quick",
-                 "--runs-dir", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "runs",
+                "show",
+                spec.key[:8],
+                "--command",
+                "--profile",
+                "quick",
+                "--runs-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     command = capsys.readouterr().out.strip()
     assert "seed=9" in command
     assert printed_key(command, capsys) == expected(spec)
 
 
-def test_a_tuned_run_without_its_tuning_runs_is_refused_in_one_line(plans, capsys, tmp_path,
-                                                                     monkeypatch):
+def test_a_tuned_run_without_its_tuning_runs_is_refused_in_one_line(
+    plans, capsys, tmp_path, monkeypatch
+):
     monkeypatch.setattr(TunedSpec, "chosen", CHOSEN)
     spec = next(s for s in plans("decisive") if isinstance(s, TunedSpec))
-    assert main(["runs", "show", spec.key, "--command", "--profile", "decisive",
-                 "--runs-dir", str(tmp_path)]) == 2
+    assert (
+        main(
+            [
+                "runs",
+                "show",
+                spec.key,
+                "--command",
+                "--profile",
+                "decisive",
+                "--runs-dir",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "tuned on runs the store does not hold yet" in err

@@ -80,8 +80,9 @@ class SquaresSpec(RunSpec):
         return store.get_or_run(self.kind, self.config, body, force=force)
 
 
-TESTFIG = Experiment("testfig", (1,), "squares",
-                     lambda profile: [SquaresSpec({"n": 20 if profile == "full" else 5})])
+TESTFIG = Experiment(
+    "testfig", (1,), "squares", lambda profile: [SquaresSpec({"n": 20 if profile == "full" else 5})]
+)
 
 
 @pytest.fixture
@@ -121,15 +122,20 @@ def test_driver_renders_the_figures_it_finds(figs_dir, tmp_path):
 
 
 def test_a_figure_whose_arms_a_profile_cuts_is_not_drawn_and_computes_nothing(
-        figs_dir, tmp_path, monkeypatch):
+    figs_dir, tmp_path, monkeypatch
+):
     """An experiment with no runs of its own at the profile (its arm is cut) computes no
     inner runs either (fair's fig 12 would otherwise train the whole learning-rate grid) and
     its figure is listed as not drawn, while a figure with runs still draws."""
     import smallinit.study.figs as figs_mod
 
-    cut = Experiment("testfig", (1,), "cut at quick",
-                     lambda profile: [] if profile == "quick" else [SquaresSpec({"n": 3})],
-                     inner=lambda profile: [SquaresSpec({"n": 7})])
+    cut = Experiment(
+        "testfig",
+        (1,),
+        "cut at quick",
+        lambda profile: [] if profile == "quick" else [SquaresSpec({"n": 3})],
+        inner=lambda profile: [SquaresSpec({"n": 7})],
+    )
     monkeypatch.setattr(figs_mod, "of_figure", lambda number: [cut] if number == 1 else [])
     store = RunStore(tmp_path / "runs")
     assert make_figures(only=[1], store=store) == {1: []}
@@ -142,7 +148,8 @@ def test_a_figure_whose_arms_a_profile_cuts_is_not_drawn_and_computes_nothing(
 
 
 def test_a_figure_that_raises_leaves_the_others_and_the_report_page(
-        figs_dir, tmp_path, monkeypatch, capsys):
+    figs_dir, tmp_path, monkeypatch, capsys
+):
     """A figure script's exception is that figure's result (logged with its traceback): the
     other figures are drawn, the report page is written, and the CLI exits 1 naming it."""
     import smallinit.study.figs as figs_mod
@@ -151,7 +158,8 @@ def test_a_figure_that_raises_leaves_the_others_and_the_report_page(
     (figs_dir / "fake_paper_figs" / "fig02_rd_vs_width.py").write_text(
         "from smallinit.study.figure import Figure\n"
         "def make(ctx):\n    raise IndexError('list index out of range')\n"
-        "FIGURE = Figure(number=2, title='', caption='', make=make)\n")
+        "FIGURE = Figure(number=2, title='', caption='', make=make)\n"
+    )
     monkeypatch.setattr(figs_mod, "of_figure", lambda n: [TESTFIG] if n in (1, 2) else [])
     results = make_figures(only=[2, 1], store=RunStore(tmp_path / "runs"))
     assert isinstance(results[2], figs_mod.FigureFailed)
@@ -161,8 +169,10 @@ def test_a_figure_that_raises_leaves_the_others_and_the_report_page(
     assert "fig01_phase_diagram.png" in page and "fig02_" not in page
     assert main(["figs", "--only", "1,2", "--runs-dir", str(tmp_path / "runs")]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == ("fig  2 rd_vs_width        fig 2 failed: IndexError: list index out of "
-                        "range (traceback in the log above)")
+    assert lines[1] == (
+        "fig  2 rd_vs_width        fig 2 failed: IndexError: list index out of "
+        "range (traceback in the log above)"
+    )
 
 
 def test_driver_rejects_bad_profile_and_number(figs_dir):
@@ -177,9 +187,11 @@ def test_a_figure_module_must_declare_its_own_number(figs_dir, tmp_path):
     its name, not drawn under the wrong number."""
     (figs_dir / "fake_paper_figs" / "fig02_rd_vs_width.py").write_text(
         "from smallinit.study.figure import Figure\n"
-        "FIGURE = Figure(number=1, title='', caption='', make=print)\n")
-    with pytest.raises(ConfigError, match="fig02_rd_vs_width declares FIGURE=.*"
-                                          "must be Figure\\(number=2"):
+        "FIGURE = Figure(number=1, title='', caption='', make=print)\n"
+    )
+    with pytest.raises(
+        ConfigError, match="fig02_rd_vs_width declares FIGURE=.*must be Figure\\(number=2"
+    ):
         load_figure(2)
     with pytest.raises(ConfigError, match="figure number=3 is not allowed"):
         load_figure(3)
@@ -203,8 +215,10 @@ def test_a_figure_reads_only_the_experiments_the_registry_lists_for_it(tmp_path)
     from smallinit.study.figs import FigureContext
 
     ctx = FigureContext(1, "quick", tmp_path, {"testfig": None})
-    with pytest.raises(ConfigError, match="figure 1 reads experiment 'toy-scan', which the "
-                                          "registry does not list for it"):
+    with pytest.raises(
+        ConfigError,
+        match="figure 1 reads experiment 'toy-scan', which the registry does not list for it",
+    ):
         ctx.results("toy-scan")
 
 
@@ -218,7 +232,8 @@ def test_figure_scripts_come_from_the_package_not_the_environment(tmp_path, monk
     evil.mkdir()
     marker = tmp_path / "executed"
     (evil / "fig01_phase_diagram.py").write_text(
-        f"open({str(marker)!r}, 'w').write('pwned')\nNUMBER = 1\ndef make(ctx):\n    return []\n")
+        f"open({str(marker)!r}, 'w').write('pwned')\nNUMBER = 1\ndef make(ctx):\n    return []\n"
+    )
     monkeypatch.setenv("SMALLINIT_FIGS_DIR", str(evil))
     package = Path(smallinit.paper_figs.__file__).resolve().parent
     assert set(figs_mod.figure_modules()) == set(FIGURES)

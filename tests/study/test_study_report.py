@@ -46,14 +46,28 @@ def records(profile: str = "quick") -> list[claims_mod.Record]:
     one is contradicted, one not run with its missing runs."""
     ids = list(claims_mod.CLAIMS)
     return [
-        claims_mod.Record(ids[0], claims_mod.CLAIMS[ids[0]].text, profile,
-                          claims_mod.directional({0: 0.2, 1: 0.25, 2: 0.3, 3: 0.22})),
-        claims_mod.Record(ids[2], claims_mod.CLAIMS[ids[2]].text, profile,
-                          claims_mod.directional({0: -0.2, 1: -0.25, 2: -0.3, 3: -0.22})),
-        claims_mod.Record(ids[4], claims_mod.CLAIMS[ids[4]].text, profile,
-                          claims_mod.not_run("2 of 5 critical-init runs not done"),
-                          ["llm-train/0123456789abcdef (gamma=1): absent",
-                           "llm-train/fedcba9876543210 (gamma=1.1): absent"]),
+        claims_mod.Record(
+            ids[0],
+            claims_mod.CLAIMS[ids[0]].text,
+            profile,
+            claims_mod.directional({0: 0.2, 1: 0.25, 2: 0.3, 3: 0.22}),
+        ),
+        claims_mod.Record(
+            ids[2],
+            claims_mod.CLAIMS[ids[2]].text,
+            profile,
+            claims_mod.directional({0: -0.2, 1: -0.25, 2: -0.3, 3: -0.22}),
+        ),
+        claims_mod.Record(
+            ids[4],
+            claims_mod.CLAIMS[ids[4]].text,
+            profile,
+            claims_mod.not_run("2 of 5 critical-init runs not done"),
+            [
+                "llm-train/0123456789abcdef (gamma=1): absent",
+                "llm-train/fedcba9876543210 (gamma=1.1): absent",
+            ],
+        ),
     ]
 
 
@@ -78,8 +92,8 @@ def test_make_figs_writes_a_static_report_page(figs_dir, tmp_path):  # noqa: F81
     assert "The store has no runs of any profile yet" in words  # nothing of the registry
     assert "fig02_" not in text  # the stand-in package has figure 1 alone
     assert json.loads((out / "report.json").read_text()) == {
-        "1": {"profile": "quick", "files": ["fig01_phase_diagram.png",
-                                            "fig01_phase_diagram.pdf"]}}
+        "1": {"profile": "quick", "files": ["fig01_phase_diagram.png", "fig01_phase_diagram.pdf"]}
+    }
 
 
 def test_claims_table_of_every_profile_in_the_store(figs_dir, tmp_path, monkeypatch):  # noqa: F811
@@ -89,25 +103,50 @@ def test_claims_table_of_every_profile_in_the_store(figs_dir, tmp_path, monkeypa
 
     def table(profile_names, store):
         asked.append(list(profile_names))
-        return [r for p in profile_names for r in records(p)] + [claims_mod.Record(
-            "test-claim", "squares grow", "quick", claims_mod.directional({0: 1.0, 1: 2.0}))]
+        return [r for p in profile_names for r in records(p)] + [
+            claims_mod.Record(
+                "test-claim", "squares grow", "quick", claims_mod.directional({0: 1.0, 1: 2.0})
+            )
+        ]
 
     monkeypatch.setattr(report, "profiles_in_store", lambda store: ["quick", "medium"])
     monkeypatch.setattr(claims_mod, "table", table)
-    monkeypatch.setattr(claims_mod, "CLAIMS", {**claims_mod.CLAIMS, "test-claim": (
-        claims_mod.Claim("test-claim", "squares grow", "testfig", claims_mod._all,
-                         lambda r: claims_mod.not_run("x")))})
+    monkeypatch.setattr(
+        claims_mod,
+        "CLAIMS",
+        {
+            **claims_mod.CLAIMS,
+            "test-claim": (
+                claims_mod.Claim(
+                    "test-claim",
+                    "squares grow",
+                    "testfig",
+                    claims_mod._all,
+                    lambda r: claims_mod.not_run("x"),
+                )
+            ),
+        },
+    )
     make_figures(store=RunStore(tmp_path / "runs"))
     page = Page((tmp_path / "out" / "index.html").read_text(encoding="utf-8"))
     assert asked == [["quick", "medium"]]
     rows = [a["data-claim"] for a in page.all("tr") if a.get("class") == "claim"]
     ids = list(claims_mod.CLAIMS)
     assert rows == [ids[0], ids[2], ids[4], "test-claim", "test-claim"]  # then figure 1's
-    cells = [(a["data-profile"], a["data-verdict"]) for a in page.all("td")
-             if a.get("class") == "claim-cell"]
-    assert cells[:7] == [("quick", "holds"), ("medium", "holds"), ("quick", "contradicted"),
-                         ("medium", "contradicted"), ("quick", "not run"),
-                         ("medium", "not run"), ("quick", "partial")]
+    cells = [
+        (a["data-profile"], a["data-verdict"])
+        for a in page.all("td")
+        if a.get("class") == "claim-cell"
+    ]
+    assert cells[:7] == [
+        ("quick", "holds"),
+        ("medium", "holds"),
+        ("quick", "contradicted"),
+        ("medium", "contradicted"),
+        ("quick", "not run"),
+        ("medium", "not run"),
+        ("quick", "partial"),
+    ]
     assert cells[7:] == [("quick", "partial")]  # figure 1's statistics: its experiment's claim
     tables = [a["id"] for a in page.all("table") if "claims" in a.get("class", "")]
     assert tables == ["claims", "claims-fig01"]
@@ -115,8 +154,9 @@ def test_claims_table_of_every_profile_in_the_store(figs_dir, tmp_path, monkeypa
     assert "profiles with runs in the store: quick, medium" in words
     assert "quick: 1 holds, 1 partial, 1 contradicted, 1 not run" in words
     assert f"{ids[0]} {claims_mod.CLAIMS[ids[0]].text}" in words
-    assert "2 of 5 critical-init runs not done llm-train/0123456789abcdef (gamma=1): absent" \
-        in words
+    assert (
+        "2 of 5 critical-init runs not done llm-train/0123456789abcdef (gamma=1): absent" in words
+    )
     estimate = records()[0].judgement.estimate
     assert f"[{estimate.ci_low:.3f}, {estimate.ci_high:.3f}]" in words
 
@@ -124,9 +164,15 @@ def test_claims_table_of_every_profile_in_the_store(figs_dir, tmp_path, monkeypa
 def test_report_json_keeps_figures_drawn_before(tmp_path):
     for name in ("fig01_a.png", "fig01_a.pdf", "fig02_b.png"):
         (tmp_path / name).write_bytes(b"x")
-    kept = report.record_drawn(tmp_path, "quick", {1: [tmp_path / "fig01_a.png",
-                                                      tmp_path / "fig01_a.pdf"],
-                                                  2: [tmp_path / "fig02_b.png"], 3: None})
+    kept = report.record_drawn(
+        tmp_path,
+        "quick",
+        {
+            1: [tmp_path / "fig01_a.png", tmp_path / "fig01_a.pdf"],
+            2: [tmp_path / "fig02_b.png"],
+            3: None,
+        },
+    )
     assert {n: v["profile"] for n, v in kept.items()} == {1: "quick", 2: "quick"}
     kept = report.record_drawn(tmp_path, "medium", {1: [tmp_path / "fig01_a.png"]})
     assert {n: v["profile"] for n, v in kept.items()} == {1: "medium", 2: "quick"}
@@ -143,15 +189,19 @@ HOSTILE_MANIFESTS = {
     "profile unknown": '{"1": {"profile": "enormous", "files": ["fig01_phase_diagram.png"]}}',
     "profile missing": '{"1": {"files": ["fig01_phase_diagram.png"]}}',
     "overlay a list": '{"1": {"profile": "quick", "base": "quick", "overlay": [1], '
-                      '"files": ["fig01_phase_diagram.png"]}}',
+    '"files": ["fig01_phase_diagram.png"]}}',
     "file outside the folder": '{"1": {"profile": "quick", "files": ["../outside.png"]}}',
     "a list": "[1, 2]",
 }
 
 
 @pytest.mark.parametrize("text", HOSTILE_MANIFESTS.values(), ids=HOSTILE_MANIFESTS)
-def test_a_damaged_report_json_is_left_off_the_page_and_rewritten(figs_dir, tmp_path,  # noqa: F811
-                                                                  text, monkeypatch):
+def test_a_damaged_report_json_is_left_off_the_page_and_rewritten(
+    figs_dir,  # noqa: F811
+    tmp_path,
+    text,
+    monkeypatch,
+):
     """report.json as a user or a bad disk may leave it in --out: its entries that are not
     {profile, files} of plain names in the folder leave the page; the figures drawn now and
     the page itself are still written, and the file is rewritten."""
@@ -172,8 +222,8 @@ def test_a_damaged_report_json_is_left_off_the_page_and_rewritten(figs_dir, tmp_
     (out / report.MANIFEST).write_text(text)
     assert main(["figs", "--only", "1", "--runs-dir", str(tmp_path / "runs")]) == 0
     assert json.loads((out / report.MANIFEST).read_text()) == {
-        "1": {"profile": "quick", "files": ["fig01_phase_diagram.png",
-                                            "fig01_phase_diagram.pdf"]}}
+        "1": {"profile": "quick", "files": ["fig01_phase_diagram.png", "fig01_phase_diagram.pdf"]}
+    }
 
 
 def test_every_figure_has_a_caption_in_the_science_doc():
@@ -184,12 +234,20 @@ def test_every_figure_has_a_caption_in_the_science_doc():
 
 
 def test_the_page_is_a_function_of_its_inputs(tmp_path):
-    entry = report.FigureEntry(4, "fig04_lazy_vs_rich", "Lazy versus rich", "Doc.", "quick",
-                               ["fig04_lazy_vs_rich.png", "fig04_lazy_vs_rich.pdf"])
+    entry = report.FigureEntry(
+        4,
+        "fig04_lazy_vs_rich",
+        "Lazy versus rich",
+        "Doc.",
+        "quick",
+        ["fig04_lazy_vs_rich.png", "fig04_lazy_vs_rich.pdf"],
+    )
     one = report.render([entry], records(), ["quick"], report.science_captions())
     assert one == report.render([entry], records(), ["quick"], report.science_captions())
-    assert "<code>smallinit figs --only 4 --profile quick" in one.replace("\n", " ") or \
-        "smallinit figs --only 4 --profile quick" in one
+    assert (
+        "<code>smallinit figs --only 4 --profile quick" in one.replace("\n", " ")
+        or "smallinit figs --only 4 --profile quick" in one
+    )
     assert "No runs: this figure is drawn from theory alone." in one
     # user text is escaped, never markup
     bad = report.FigureEntry(4, "x", "<b>t</b>", "", "quick", ["a.png"])

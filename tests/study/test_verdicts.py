@@ -25,8 +25,11 @@ def t_p(x, ref=0.0, alt="greater") -> float:
 
 
 def test_holm_adjusts_the_claimed_direction_over_the_profiles_claims():
-    xs = [[0.02, 0.03, 0.025, 0.018, 0.031], [0.01, -0.005, 0.02, 0.004, 0.012],
-          [0.03, 0.01, 0.05, 0.02, 0.04]]
+    xs = [
+        [0.02, 0.03, 0.025, 0.018, 0.031],
+        [0.01, -0.005, 0.02, 0.004, 0.012],
+        [0.03, 0.01, 0.05, 0.02, 0.04],
+    ]
     decisions = decide_family([({"x": seeds(x)}, ONE) for x in xs])
     raw = [t_p(x) for x in xs]
     assert [d.p_raw for d in decisions] == pytest.approx(raw, rel=1e-12)
@@ -54,8 +57,9 @@ def test_identical_seeds_get_the_exact_sign_test_never_0():
     assert d.p_raw == pytest.approx(sps.binomtest(5, 5, 0.5, alternative="greater").pvalue)
     assert d.bound == 0.95 and d.verdict == "holds"  # the order statistic x_(1)
     # over 9 cells of one γ ("any"): 9/32 = 0.28, undecided
-    cells = {f"c{k}": seeds([0.95] * 5 if k == 0 else [0.0, 0.01, -0.01, 0.0, 0.005])
-             for k in range(9)}
+    cells = {
+        f"c{k}": seeds([0.95] * 5 if k == 0 else [0.0, 0.01, -0.01, 0.0, 0.005]) for k in range(9)
+    }
     chance = Design(tuple(Condition(n) for n in cells), combine="any", opposite=False)
     d9 = decide_family([(cells, chance)])[0]
     assert d9.p_raw == pytest.approx(9 / 32) and d9.verdict == "undecided"
@@ -69,9 +73,15 @@ def test_intersection_union_takes_the_largest_condition_p():
     t = examine({"end": seeds(end), "early": seeds(early)}, design)
     assert t.p_raw == pytest.approx(max(t_p(end), t_p(early, alt="less")), rel=1e-12)
     assert t.main.series == "end" and t.p_opposite == pytest.approx(t_p(end, alt="less"))
-    assert t.p_permutation == pytest.approx(sps.permutation_test(
-        (np.array(end),), np.mean, permutation_type="samples", alternative="greater",
-        n_resamples=np.inf).pvalue)
+    assert t.p_permutation == pytest.approx(
+        sps.permutation_test(
+            (np.array(end),),
+            np.mean,
+            permutation_type="samples",
+            alternative="greater",
+            n_resamples=np.inf,
+        ).pvalue
+    )
     # a threshold tested with its margin: mean c = 0.1008 does not pass c > 0.1
     c = [0.1, 0.104, 0.098, 0.101, 0.101]
     thr = Design((Condition("x"), Condition("c", 0.1)))
@@ -84,7 +94,8 @@ def test_not_at_this_scale_only_by_equivalence_else_undecided():
     wide = [0.05, -0.06, 0.02, -0.03, 0.01]  # no effect shown, but not equivalent either
     d_tight, d_wide = decide_family([({"x": seeds(tight)}, ONE), ({"x": seeds(wide)}, ONE)])
     assert d_tight.p_equivalence == pytest.approx(
-        max(t_p(tight, -0.01), t_p(tight, 0.01, "less")), rel=1e-12)
+        max(t_p(tight, -0.01), t_p(tight, 0.01, "less")), rel=1e-12
+    )
     assert d_tight.verdict == "not at this scale"
     assert d_wide.verdict == "undecided" and d_wide.p_equivalence > 0.05
     against = [-0.02, -0.03, -0.025, -0.018, -0.031]
@@ -115,8 +126,11 @@ def test_share_bounds_are_clipped_to_0_1_and_no_seed_no_test():
 
 
 def test_a_designs_note_reaches_the_detail_and_survives_json():
-    design = Design((Condition("edge low"), Condition("edge high")), opposite=False,
-                    note="reference γ 0.9 chosen on the same seeds")
+    design = Design(
+        (Condition("edge low"), Condition("edge high")),
+        opposite=False,
+        note="reference γ 0.9 chosen on the same seeds",
+    )
     assert Design.from_json(design.as_json()) == design
     series = {"edge low": seeds([0.1, 0.2, 0.15]), "edge high": seeds([0.05, 0.1, 0.08])}
     assert "chosen on the same seeds" in decide_family([(series, design)])[0].detail

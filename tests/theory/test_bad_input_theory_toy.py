@@ -42,7 +42,7 @@ def test_sigma_outside_floats_names_scheme_d_in_and_sigma(text):
 
 def test_sigma_underflow_depends_on_the_width():
     scheme = InitScheme("gamma", gamma=100.0)
-    assert matrix_std(scheme, "mlp", 64, 64, n_layers=1) == pytest.approx(64.0 ** -100)
+    assert matrix_std(scheme, "mlp", 64, 64, n_layers=1) == pytest.approx(64.0**-100)
     with pytest.raises(ValueError, match="d_in=10000"):
         matrix_std(scheme, "mlp", 10_000, 64, n_layers=1)  # 1e-400: underflows to 0
 
@@ -72,8 +72,9 @@ def test_transformer_report_with_long_decimal_gamma_is_fast_and_exact():
     rep = T.report(T.TransformerShape(d_model=64), "gamma:0.00000007")
     assert time.perf_counter() - t0 < 10
     assert all(r["gamma_eff_value"] == pytest.approx(7e-8) for r in rep["matrices"])
-    assert effective_gamma_expr(sp.Integer(192) ** -sp.Rational(7, 10**8), 192) == \
-        sp.Rational(7, 10**8)
+    assert effective_gamma_expr(sp.Integer(192) ** -sp.Rational(7, 10**8), 192) == sp.Rational(
+        7, 10**8
+    )
 
 
 @pytest.mark.parametrize("text", ["gamma:1e308", "gamma:-1e308"])
@@ -123,13 +124,19 @@ def test_scan_memory_estimate_grows_with_the_batch():
 
     small = scan_bytes(1, 1, (4, 8), 10)
     assert scan_bytes(1, 10, (4, 8), 10) == pytest.approx(10 * small)
-    assert scan_bytes(1, 1, (4, 8), 10, grouped=True) - small == pytest.approx(
-        network_bytes(4))
+    assert scan_bytes(1, 1, (4, 8), 10, grouped=True) - small == pytest.approx(network_bytes(4))
 
 
-@pytest.mark.parametrize("changes", [{"alphas": (1e200,)}, {"alphas": (1e-200,)},
-                                     {"depth": 100000}, {"alphas": (float("nan"),)},
-                                     {"depth": 1}])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"alphas": (1e200,)},
+        {"alphas": (1e-200,)},
+        {"depth": 100000},
+        {"alphas": (float("nan"),)},
+        {"depth": 1},
+    ],
+)
 def test_diagonal_refuses_scales_it_cannot_hold(changes):
     from smallinit.toy.diagonal import DiagonalConfig
 
@@ -271,11 +278,13 @@ def test_theory_orders_and_alpha_powers_are_bounded():
     from smallinit.theory import condensation, escape, lazy_rich
 
     X, y, _ = lazy_rich.planted_sparse_problem()
-    cases = [(lambda: lazy_rich.solve_q_alpha(X, y, 1e-200), "alpha=1e-200"),
-             (lambda: lazy_rich.Q_alpha([1.0], 1e200), "alpha=1e\\+200"),
-             (lambda: lazy_rich.h_D(0.5, 100000), "depth=100000"),
-             (lambda: escape.escape_time(1e308), "L=1e\\+308"),
-             (lambda: condensation.direction_polynomial([1, 2], [1, 1], 10**6), "p=1000000")]
+    cases = [
+        (lambda: lazy_rich.solve_q_alpha(X, y, 1e-200), "alpha=1e-200"),
+        (lambda: lazy_rich.Q_alpha([1.0], 1e200), "alpha=1e\\+200"),
+        (lambda: lazy_rich.h_D(0.5, 100000), "depth=100000"),
+        (lambda: escape.escape_time(1e308), "L=1e\\+308"),
+        (lambda: condensation.direction_polynomial([1, 2], [1, 1], 10**6), "p=1000000"),
+    ]
     for call, named in cases:
         t0 = time.perf_counter()
         with pytest.raises(ValueError, match=named):

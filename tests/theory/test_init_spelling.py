@@ -34,8 +34,19 @@ def test_spellings_of_one_scheme_give_one_run_key():
 
 
 def test_different_schemes_give_different_keys():
-    texts = ("gamma:1", "gamma:0.5", "gamma:0.75", "gamma:1.0000001", "gamma:1,depth",
-             "gamma:1,qk=0.5", "nanogpt", "fixed:0.02", "megatron:0.02", "mup:128", "mup:256")
+    texts = (
+        "gamma:1",
+        "gamma:0.5",
+        "gamma:0.75",
+        "gamma:1.0000001",
+        "gamma:1,depth",
+        "gamma:1,qk=0.5",
+        "nanogpt",
+        "fixed:0.02",
+        "megatron:0.02",
+        "mup:128",
+        "mup:256",
+    )
     assert len({key(RunConfig(init=t)) for t in texts}) == len(texts)
 
 
@@ -60,14 +71,18 @@ def test_anchor_config_is_canonical_too():
 
 def test_compare_runs_use_the_canonical_spelling():
     cfg = CompareConfig(gammas=(0.3, 1.0, 1.25))
-    assert [cfg.llm_run(g, 32).init for g in cfg.gammas] == ["gamma:0.3", "gamma:1",
-                                                              "gamma:1.25"]
+    assert [cfg.llm_run(g, 32).init for g in cfg.gammas] == ["gamma:0.3", "gamma:1", "gamma:1.25"]
     assert key(cfg.llm_run(1.0, 32)) == key(cfg.llm_run(1, 32))
 
 
-@pytest.mark.parametrize("text,fragment", [
-    ("gamma", "has no γ"), ("gamma:", "has no γ"), ("gamma:1,qk=1,qk=2", "given twice"),
-])
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        ("gamma", "has no γ"),
+        ("gamma:", "has no γ"),
+        ("gamma:1,qk=1,qk=2", "given twice"),
+    ],
+)
 def test_bad_init_is_a_one_line_config_error(text, fragment):
     with pytest.raises(ConfigError, match=fragment) as err:
         RunConfig(init=text)

@@ -29,8 +29,18 @@ def close(a, b) -> None:
     np.testing.assert_allclose(a, b, rtol=TOL, atol=TOL)
 
 
-@pytest.mark.parametrize("name,p", [("tanh", 1), ("sigmoid", 1), ("softplus", 1),
-                                    ("gelu", 1), ("silu", 1), ("xtanh", 2), ("x2tanh", 3)])
+@pytest.mark.parametrize(
+    "name,p",
+    [
+        ("tanh", 1),
+        ("sigmoid", 1),
+        ("softplus", 1),
+        ("gelu", 1),
+        ("silu", 1),
+        ("xtanh", 2),
+        ("x2tanh", 3),
+    ],
+)
 def test_multiplicity_is_derived_from_the_expression(name, p):
     assert T.multiplicity(name) == p
     expr = T.REGISTRY[name].expr

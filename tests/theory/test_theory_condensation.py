@@ -9,8 +9,18 @@ import sympy as sp
 from smallinit.theory import condensation as C
 
 
-@pytest.mark.parametrize("name,p", [("tanh", 1), ("sigmoid", 1), ("softplus", 1),
-                                    ("xtanh", 2), ("x2tanh", 3), ("gelu", 1), ("silu", 1)])
+@pytest.mark.parametrize(
+    "name,p",
+    [
+        ("tanh", 1),
+        ("sigmoid", 1),
+        ("softplus", 1),
+        ("xtanh", 2),
+        ("x2tanh", 3),
+        ("gelu", 1),
+        ("silu", 1),
+    ],
+)
 def test_multiplicity_of_named_activations(name, p):
     assert C.multiplicity(name) == p
 

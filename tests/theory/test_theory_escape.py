@@ -27,8 +27,7 @@ def test_escape_time_scalings():
     assert sp.simplify(E.escape_time_leading(4) - eps**-2 / (2 * c)) == 0
     assert E.escape_time_leading(1) == 1 / c  # L < 2: no plateau
     general = E.escape_time(E.L_s)
-    assert sp.simplify(general - (eps ** (2 - E.L_s) - rho ** (2 - E.L_s))
-                       / (c * (E.L_s - 2))) == 0
+    assert sp.simplify(general - (eps ** (2 - E.L_s) - rho ** (2 - E.L_s)) / (c * (E.L_s - 2))) == 0
 
 
 def test_gamma_rule_cost():

@@ -112,8 +112,11 @@ def test_parse_scheme_round_trip(text, expected):
         ("gamma:,qk=1", "has no γ"),
         ("gamma:1,qk=1,qk=0.5", "given twice"),
         ("gamma:1,q=1,q=0.5", "given twice"),
-        ("gamma:1,qk=1,q=0.5", r"^override qk=1 is the shorthand for q= and k=, and q=0.5 "
-                               r"is given too; give qk= alone, or q= and k=$"),
+        (
+            "gamma:1,qk=1,q=0.5",
+            r"^override qk=1 is the shorthand for q= and k=, and q=0.5 "
+            r"is given too; give qk= alone, or q= and k=$",
+        ),
         ("gamma:1,k=2,qk=1", "k=2 is given too"),
     ],
 )
@@ -149,8 +152,12 @@ def test_q_and_k_are_parts_of_their_own_and_qk_their_shorthand():
 def test_theory_table_gives_q_and_k_their_own_sigma():
     from smallinit.theory.transformer import TransformerShape, matrices
 
-    rows = {r["kind"]: r for r in matrices(TransformerShape(d_model=64, n_layers=2),
-                                           parse_scheme("gamma:0.5,q=1,k=0.75"))}
+    rows = {
+        r["kind"]: r
+        for r in matrices(
+            TransformerShape(d_model=64, n_layers=2), parse_scheme("gamma:0.5,q=1,k=0.75")
+        )
+    }
     assert rows["attn.q"]["sigma"] == pytest.approx(64**-1) and rows["attn.q"]["part"] == "qk"
     assert rows["attn.k"]["gamma_eff"] == pytest.approx(0.75)
     assert rows["attn.v"]["gamma_eff"] == pytest.approx(0.5)
@@ -170,29 +177,42 @@ def test_every_scheme_gives_positive_finite_std_for_every_part():
     for name in SCHEMES:
         scheme = InitScheme(name)
         for part in PARTS:
-            value = matrix_std(scheme, part, 96, 384, n_layers=3, layer=2,
-                               residual_out=part in ("vo", "mlp_out"))
+            value = matrix_std(
+                scheme, part, 96, 384, n_layers=3, layer=2, residual_out=part in ("vo", "mlp_out")
+            )
             assert math.isfinite(value) and value > 0
 
 
 def test_number_text_is_exact_and_shortest():
-    assert [number_text(v) for v in (1.0, 0.5, 0.75, 100.0, -0.0, 1e-7, 2.5e16)] == \
-        ["1", "0.5", "0.75", "100", "0", "1e-07", "2.5e+16"]
+    assert [number_text(v) for v in (1.0, 0.5, 0.75, 100.0, -0.0, 1e-7, 2.5e16)] == [
+        "1",
+        "0.5",
+        "0.75",
+        "100",
+        "0",
+        "1e-07",
+        "2.5e+16",
+    ]
     for v in (0.1234567, 1 / 3, 1.0000000000000002, 0.02, 123456789.125):
         assert float(number_text(v)) == v  # round trip, where :g would round
     assert f"{0.1234567:g}" != number_text(0.1234567)
 
 
-@pytest.mark.parametrize("texts,canonical", [
-    (("gamma:1", "gamma:1.0", "gamma:1.00", "gamma:1e0", "GAMMA: 1"), "gamma:1"),
-    (("gamma:0.5", "gamma:.5", "gamma:5e-1"), "gamma:0.5"),
-    (("gamma:0.75",), "gamma:0.75"),
-    (("gamma:0.5,mlp=1.0,qk=1,depth", "gamma:0.5, depth, qk=1.00, mlp=1"),
-     "gamma:0.5,qk=1,mlp=1,depth"),
-    (("fixed", "fixed:0.02", "fixed:2e-2"), "fixed:0.02"),
-    (("mup", "mup:128"), "mup:128"),
-    (("nanogpt", " NanoGPT "), "nanogpt"),
-])
+@pytest.mark.parametrize(
+    "texts,canonical",
+    [
+        (("gamma:1", "gamma:1.0", "gamma:1.00", "gamma:1e0", "GAMMA: 1"), "gamma:1"),
+        (("gamma:0.5", "gamma:.5", "gamma:5e-1"), "gamma:0.5"),
+        (("gamma:0.75",), "gamma:0.75"),
+        (
+            ("gamma:0.5,mlp=1.0,qk=1,depth", "gamma:0.5, depth, qk=1.00, mlp=1"),
+            "gamma:0.5,qk=1,mlp=1,depth",
+        ),
+        (("fixed", "fixed:0.02", "fixed:2e-2"), "fixed:0.02"),
+        (("mup", "mup:128"), "mup:128"),
+        (("nanogpt", " NanoGPT "), "nanogpt"),
+    ],
+)
 def test_canonical_scheme_one_spelling_per_scheme(texts, canonical):
     assert {canonical_scheme(t) for t in texts} == {canonical}
     assert canonical_scheme(canonical) == canonical  # a fixed point
@@ -200,6 +220,16 @@ def test_canonical_scheme_one_spelling_per_scheme(texts, canonical):
 
 
 def test_canonical_scheme_keeps_different_schemes_apart():
-    texts = ["gamma:1", "gamma:1.0000001", "gamma:1,depth", "gamma:1,qk=0.5", "fixed:0.02",
-             "megatron:0.02", "mup:256", "xavier", "kaiming", "mitchell"]
+    texts = [
+        "gamma:1",
+        "gamma:1.0000001",
+        "gamma:1,depth",
+        "gamma:1,qk=0.5",
+        "fixed:0.02",
+        "megatron:0.02",
+        "mup:256",
+        "xavier",
+        "kaiming",
+        "mitchell",
+    ]
     assert len({canonical_scheme(t) for t in texts}) == len(texts)

@@ -43,7 +43,7 @@ def test_numeric_q_matches_sympy_and_is_stable_at_small_z():
 
 def _null_directions(X, k, rng):
     _, _, vt = np.linalg.svd(X)
-    null = vt[X.shape[0]:]
+    null = vt[X.shape[0] :]
     return null.T @ rng.standard_normal((null.shape[0], k))
 
 
@@ -68,8 +68,11 @@ def test_solver_matches_a_primal_solver():
     X, y, _ = LR.planted_sparse_problem(n=3, dim=6, k=2, seed=2)
     a = 0.5
     ref = scipy.optimize.minimize(
-        lambda v: LR.Q_alpha(v, a), LR.min_l2_interpolant(X, y), method="SLSQP",
-        constraints={"type": "eq", "fun": lambda v: X @ v - y}, options={"ftol": 1e-14},
+        lambda v: LR.Q_alpha(v, a),
+        LR.min_l2_interpolant(X, y),
+        method="SLSQP",
+        constraints={"type": "eq", "fun": lambda v: X @ v - y},
+        options={"ftol": 1e-14},
     )
     assert ref.success
     assert np.allclose(LR.solve_q_alpha(X, y, a), ref.x, atol=1e-6)

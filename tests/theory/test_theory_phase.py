@@ -51,7 +51,10 @@ def test_families_diagonal_and_gamma_rule():
     assert [r for _, r in phase.scheme("e_diagonal").regimes()] == ["linear"]
     pieces = phase.scheme("gamma_ffn_proportional").regimes()
     assert [(phase.describe_set(w, g_), r) for w, r in pieces] == [
-        ("gamma < 1/2", "linear"), ("gamma = 1/2", "critical"), ("gamma > 1/2", "condensed")]
+        ("gamma < 1/2", "linear"),
+        ("gamma = 1/2", "critical"),
+        ("gamma > 1/2", "condensed"),
+    ]
     member = phase.scheme("gamma_ffn_proportional").at("1")
     assert member.coordinates() == (2, 0)
     assert member.point().regime == "condensed"
@@ -106,11 +109,21 @@ def test_delta_vanishes_on_the_boundary_rays_and_nowhere_else():
     assert classify(2, R(101, 100)) == "linear" and classify(2, R(99, 100)) == "condensed"
 
 
-@pytest.mark.parametrize("g,gp,regime", [
-    (0.5, 0, "linear"), (1, 0, "critical"), (1.5, 0, "condensed"), (1.5, 0.5, "critical"),
-    (1.5, 0.6, "linear"), (1, -1, "critical"), (0.99, -1, "linear"), (2, -3, "condensed"),
-    ("3/2", "1/2", "critical"), (1.1, 0.1, "critical"),  # exact: 1.1 - 1 - 0.1 is 0
-])
+@pytest.mark.parametrize(
+    "g,gp,regime",
+    [
+        (0.5, 0, "linear"),
+        (1, 0, "critical"),
+        (1.5, 0, "condensed"),
+        (1.5, 0.5, "critical"),
+        (1.5, 0.6, "linear"),
+        (1, -1, "critical"),
+        (0.99, -1, "linear"),
+        (2, -3, "condensed"),
+        ("3/2", "1/2", "critical"),
+        (1.1, 0.1, "critical"),  # exact: 1.1 - 1 - 0.1 is 0
+    ],
+)
 def test_classify(g, gp, regime):
     assert classify(g, gp) == regime
 
@@ -159,8 +172,7 @@ def _descend(lr: float, horizon: float = 4.0):
         grad_W = ((err[:, None] * (pre > 0) * a[None, :]).T @ X) / len(y)
         a -= lr * grad_a
         W -= lr * grad_W
-    return (np.max(np.abs(phase.conserved_quantities(a, W) - c0)),
-            np.max(np.abs(a**2 - a0**2)))
+    return (np.max(np.abs(phase.conserved_quantities(a, W) - c0)), np.max(np.abs(a**2 - a0**2)))
 
 
 def test_conservation_law_along_numerical_gradient_flow():
@@ -191,20 +203,33 @@ def test_chizat_criterion_agrees_with_delta_at_nonpositive_gamma_prime():
     assert lazy_rich.chizat_lazy(m ** R(3, 2), 1, 1) == "not lazy"
 
 
-@pytest.mark.parametrize("regime,slope,expect", [
-    ("linear", -0.2, True), ("linear", 0.05, False), ("linear", 0.0, False),
-    ("condensed", 0.3, True), ("condensed", -0.01, False), ("condensed", 0.0, False),
-    ("critical", 0.1, True), ("critical", -0.14, True), ("critical", 0.15, True),
-    ("critical", 0.2, False),
-    ("linear", None, None), ("condensed", math.nan, None), ("critical", math.inf, None),
-])
+@pytest.mark.parametrize(
+    "regime,slope,expect",
+    [
+        ("linear", -0.2, True),
+        ("linear", 0.05, False),
+        ("linear", 0.0, False),
+        ("condensed", 0.3, True),
+        ("condensed", -0.01, False),
+        ("condensed", 0.0, False),
+        ("critical", 0.1, True),
+        ("critical", -0.14, True),
+        ("critical", 0.15, True),
+        ("critical", 0.2, False),
+        ("linear", None, None),
+        ("condensed", math.nan, None),
+        ("critical", math.inf, None),
+    ],
+)
 def test_slope_agreement_by_sign(regime, slope, expect):
     assert slope_agrees(regime, slope, 0.15) is expect
 
 
 def test_slope_agreement_rejects_unknown_regime():
-    for call in (lambda: slope_agrees("lazy", 0.1, 0.15),
-                 lambda: slope_in_interval("lazy", None, 0.0, 0.1, [8, 16], 0.15)):
+    for call in (
+        lambda: slope_agrees("lazy", 0.1, 0.15),
+        lambda: slope_in_interval("lazy", None, 0.0, 0.1, [8, 16], 0.15),
+    ):
         with pytest.raises(ValueError, match="regime='lazy'") as err:
             call()
         assert "\n" not in str(err.value)

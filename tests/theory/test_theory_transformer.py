@@ -24,8 +24,10 @@ def test_general_ffn_rate_map():
     assert T.ffn_rate_map("proportional") == (g_down + g_up, g_down - g_up)
 
 
-@pytest.mark.parametrize("gamma,prop_regime", [
-    ("0.25", "linear"), ("0.5", "critical"), ("0.75", "condensed"), ("1.0", "condensed")])
+@pytest.mark.parametrize(
+    "gamma,prop_regime",
+    [("0.25", "linear"), ("0.5", "critical"), ("0.75", "condensed"), ("1.0", "condensed")],
+)
 def test_gamma_rule_ffn_in_both_width_scalings(gamma, prop_regime):
     g = R(gamma)
     shape = T.TransformerShape(d_model=256, mlp="gelu")
@@ -79,19 +81,24 @@ def test_optional_matrices():
 
 def test_exact_sigma_rule_agrees_with_the_float_rule():
     for name in SCHEMES:
-        scheme = InitScheme(name, gamma=0.75, overrides=(("qk", 1.25),)) if name == "gamma" \
+        scheme = (
+            InitScheme(name, gamma=0.75, overrides=(("qk", 1.25),))
+            if name == "gamma"
             else InitScheme(name)
+        )
         for part in PARTS:
             for layer in (0, 2):
                 kw = {"n_layers": 3, "layer": layer, "residual_out": part in ("vo", "mlp_out")}
                 exact = matrix_std_expr(scheme, part, 96, 384, **kw)
-                assert float(exact) == pytest.approx(matrix_std(scheme, part, 96, 384, **kw),
-                                                     rel=1e-12)
+                assert float(exact) == pytest.approx(
+                    matrix_std(scheme, part, 96, 384, **kw), rel=1e-12
+                )
     assert effective_gamma_expr(sp.Integer(768) ** R(-1, 2), 768) == R(1, 2)
 
 
-@pytest.mark.parametrize("d,spec,exact", [(256, 1.04, 1.038103), (512, 0.92, 0.922758),
-                                          (2048, 0.76, 0.754984)])
+@pytest.mark.parametrize(
+    "d,spec,exact", [(256, 1.04, 1.038103), (512, 0.92, 0.922758), (2048, 0.76, 0.754984)]
+)
 def test_rmsnorm_threshold_spec_values(d, spec, exact):
     value = T.rmsnorm_gamma_threshold(d, 1e-5)
     assert value == pytest.approx(exact, abs=1e-6)  # ln(1e5) / (2 ln d)
@@ -103,32 +110,36 @@ def test_rmsnorm_symbolic_threshold_and_matching():
     g, dd, e = sp.symbols("gamma d epsilon", positive=True)
     assert sp.simplify(T.gamma_eps_expr() - sp.log(1 / e) / (2 * sp.log(dd))) == 0
     # at γ = γ_ε the embedding RMS² equals ε
-    assert T.saturation_ratio(512, T.rmsnorm_gamma_threshold(512, 1e-5), 1e-5) == \
-        pytest.approx(1.0)
+    assert T.saturation_ratio(512, T.rmsnorm_gamma_threshold(512, 1e-5), 1e-5) == pytest.approx(1.0)
     eps_small = T.matching_eps(256, 2048, 1.0, 1e-5)
     assert T.saturation_ratio(256, 1.0, eps_small) == pytest.approx(
-        T.saturation_ratio(2048, 1.0, 1e-5))
-    assert T.rmsnorm_output_rms(2048, 1.0, 1e-5) < 0.2 < 0.99 < T.rmsnorm_output_rms(
-        256, 0.5, 1e-5)
+        T.saturation_ratio(2048, 1.0, 1e-5)
+    )
+    assert T.rmsnorm_output_rms(2048, 1.0, 1e-5) < 0.2 < 0.99 < T.rmsnorm_output_rms(256, 0.5, 1e-5)
 
 
-@pytest.mark.parametrize("call,fragment", [
-    (lambda: T.TransformerShape(d_model=0), "d_model=0"),
-    (lambda: T.TransformerShape(d_model=-4), "d_model=-4"),
-    (lambda: T.TransformerShape(d_model=96, n_heads=5), "does not divide"),
-    (lambda: T.TransformerShape(d_model=64, mlp="moe"), "mlp='moe'"),
-    (lambda: T.TransformerShape(d_model=64, gated_attention=True, gate_kind="headwise"),
-     "needs n_heads"),
-    (lambda: T.TransformerShape(d_model=64, gate_kind="rowwise"), "gate_kind='rowwise'"),
-    (lambda: T.TransformerShape(d_model=64, positions="learned"), "needs context"),
-    (lambda: T.TransformerShape(d_model=64, positions="alibi"), "positions='alibi'"),
-    (lambda: T.default_ffn_dim(64, "moe"), "mlp='moe'"),
-    (lambda: T.rmsnorm_gamma_threshold(256, 0), "eps=0"),
-    (lambda: T.rmsnorm_gamma_threshold(256, -1e-5), "eps=-1e-05"),
-    (lambda: T.rmsnorm_gamma_threshold(1, 1e-5), "d=1"),
-    (lambda: T.saturation_ratio(256, "abc", 1e-5), "gamma='abc'"),
-    (lambda: T.report(T.TransformerShape(64), "gamma:abc"), "not a number"),
-])
+@pytest.mark.parametrize(
+    "call,fragment",
+    [
+        (lambda: T.TransformerShape(d_model=0), "d_model=0"),
+        (lambda: T.TransformerShape(d_model=-4), "d_model=-4"),
+        (lambda: T.TransformerShape(d_model=96, n_heads=5), "does not divide"),
+        (lambda: T.TransformerShape(d_model=64, mlp="moe"), "mlp='moe'"),
+        (
+            lambda: T.TransformerShape(d_model=64, gated_attention=True, gate_kind="headwise"),
+            "needs n_heads",
+        ),
+        (lambda: T.TransformerShape(d_model=64, gate_kind="rowwise"), "gate_kind='rowwise'"),
+        (lambda: T.TransformerShape(d_model=64, positions="learned"), "needs context"),
+        (lambda: T.TransformerShape(d_model=64, positions="alibi"), "positions='alibi'"),
+        (lambda: T.default_ffn_dim(64, "moe"), "mlp='moe'"),
+        (lambda: T.rmsnorm_gamma_threshold(256, 0), "eps=0"),
+        (lambda: T.rmsnorm_gamma_threshold(256, -1e-5), "eps=-1e-05"),
+        (lambda: T.rmsnorm_gamma_threshold(1, 1e-5), "d=1"),
+        (lambda: T.saturation_ratio(256, "abc", 1e-5), "gamma='abc'"),
+        (lambda: T.report(T.TransformerShape(64), "gamma:abc"), "not a number"),
+    ],
+)
 def test_bad_inputs_are_one_line_errors(call, fragment):
     with pytest.raises(ValueError, match=fragment) as err:
         call()
@@ -156,8 +167,13 @@ def test_default_ffn_dim_rule():
 def test_heads_are_not_invented_and_matter_only_for_a_headwise_gate():
     plain = T.report(T.TransformerShape(d_model=128), "gamma:1.0")
     assert plain["shape"]["n_heads"] is None
-    sigmas = {n: [r["sigma"] for r in T.matrices(T.TransformerShape(d_model=128, n_heads=n),
-                                                  InitScheme("xavier"))] for n in (None, 2, 8)}
+    sigmas = {
+        n: [
+            r["sigma"]
+            for r in T.matrices(T.TransformerShape(d_model=128, n_heads=n), InitScheme("xavier"))
+        ]
+        for n in (None, 2, 8)
+    }
     assert sigmas[None] == sigmas[2] == sigmas[8]
     head = T.TransformerShape(d_model=128, n_heads=8, gated_attention=True, gate_kind="headwise")
     (gate,) = [r for r in T.matrices(head, InitScheme("xavier")) if r["kind"] == "attn.gate"]
@@ -165,4 +181,3 @@ def test_heads_are_not_invented_and_matter_only_for_a_headwise_gate():
     learned = T.TransformerShape(d_model=128, positions="learned", context=64)
     (pos,) = [r for r in T.matrices(learned, InitScheme("gamma")) if r["kind"] == "positions"]
     assert (pos["part"], pos["d_in"], pos["d_out"]) == ("embedding", 128, 64)
-

@@ -39,8 +39,12 @@ def test_initial_condensation_p1_matches_theory_direction(tmp_path):
     assert r["mean_abs_cos_init"] < 0.5 < 0.9 < r["mean_abs_cos"]  # isotropic -> aligned
     assert r["lines"] <= 1 and r["clusters"] <= 2
     # a larger init does not condense in the same number of steps
-    big = run(InitialCondensationConfig(activation="tanh", optimizer="gd", lr=0.01, steps=150,
-                                        init_std=0.5), RunStore(tmp_path))
+    big = run(
+        InitialCondensationConfig(
+            activation="tanh", optimizer="gd", lr=0.01, steps=150, init_std=0.5
+        ),
+        RunStore(tmp_path),
+    )
     assert big["median_abs_cos_to_theory"] < 0.9
 
 

@@ -35,7 +35,7 @@ def test_luo_family_has_the_requested_coordinates():
 def test_asi_output_is_zero_at_init():
     X, y = tl.reference_data()
     a, W = tl.init_asi(3, 40, 2)
-    f = (np.maximum(X @ W.T, 0) @ a)
+    f = np.maximum(X @ W.T, 0) @ a
     assert np.abs(f).max() < 1e-12
 
 
@@ -54,8 +54,9 @@ def test_closed_form_gradients_match_autodiff(act):
         return 0.5 * jnp.mean((f - y) ** 2)
 
     ga, gW = jax.grad(loss, argnums=(0, 1))(jnp.asarray(a), jnp.asarray(W))
-    L, ca, cW = tl.gradients(jnp.asarray(a), jnp.asarray(W), kappa, jnp.asarray(X),
-                             jnp.asarray(y), act)
+    L, ca, cW = tl.gradients(
+        jnp.asarray(a), jnp.asarray(W), kappa, jnp.asarray(X), jnp.asarray(y), act
+    )
     np.testing.assert_allclose(ca, ga, rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(cW, gW, rtol=1e-10, atol=1e-14)
 
@@ -80,8 +81,7 @@ def test_each_fast_step_is_the_plain_gradient_step(act, rule):
     a0, W0 = rng.normal(size=(1, m)), rng.normal(size=(1, m, 2))
     kappa, kappa_p = 0.3, 0.7
     settings = tl.TrainSettings(activation=act, step_rule=rule, lr=1e-2)
-    state, const, mask = tl._setup(a0, W0, np.array([kappa]), np.array([kappa_p]), X, y,
-                                   settings)
+    state, const, mask = tl._setup(a0, W0, np.array([kappa]), np.array([kappa_p]), X, y, settings)
     Xj, yj = jnp.asarray(X), jnp.asarray(y)
     packed, (loss_packed, _, _) = tl._step(state, {**const, "mask": mask}, Xj, yj, settings)
     single = tl._single_step(*tl._unpacked(state, const, 0, m), Xj, yj, settings)
@@ -92,9 +92,13 @@ def test_each_fast_step_is_the_plain_gradient_step(act, rule):
     plain_a = a0[0] - eta / kappa_p * np.asarray(ga)
     plain_W = W0[0] - eta * kappa_p * np.asarray(gW)
     for got_loss, got_a, got_W in (
-            (loss_packed[0], tl.unpack(packed["a"], m)[0],
-             np.swapaxes(tl.unpack(packed["W"], m), -1, -2)[0]),
-            (single["loss"], single["a"], np.asarray(single["W"]).T)):
+        (
+            loss_packed[0],
+            tl.unpack(packed["a"], m)[0],
+            np.swapaxes(tl.unpack(packed["W"], m), -1, -2)[0],
+        ),
+        (single["loss"], single["a"], np.asarray(single["W"]).T),
+    ):
         assert float(got_loss) == pytest.approx(float(loss), rel=1e-12)
         np.testing.assert_allclose(got_a, plain_a, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(got_W, plain_W, rtol=1e-12, atol=1e-14)
@@ -120,8 +124,9 @@ def test_conservation_law_drift_small_under_small_fixed_step():
     a0, W0, k, kp = _batch([(g, gp)], m)
     drifts = []
     for lr in (0.02, 0.2):
-        s = tl.TrainSettings(step_rule="fixed", lr=lr, max_steps=int(40 / lr), tol=1e-30,
-                             record_every=1000)
+        s = tl.TrainSettings(
+            step_rule="fixed", lr=lr, max_steps=int(40 / lr), tol=1e-30, record_every=1000
+        )
         out = tl.train_batch(a0, W0, k, kp, X, y, s)
         c0 = conserved_quantities(a0[0] * b1, W0[0] * b2)
         c1 = conserved_quantities(out["a"][0] * b1, out["W"][0] * b2)
@@ -209,8 +214,9 @@ def test_the_stalled_network_sits_at_the_least_squares_affine_fit_with_zero_grad
     coef, *_ = np.linalg.lstsq(X, y, rcond=None)
     affine_loss = 0.5 * np.mean((X @ coef - y) ** 2)
     kappa = _batch(TRAP_POINTS[:1], 20)[2][0]
-    loss, ga, gW = tl.gradients(jnp.asarray(a), jnp.asarray(W), kappa, jnp.asarray(X),
-                                jnp.asarray(y), "relu")
+    loss, ga, gW = tl.gradients(
+        jnp.asarray(a), jnp.asarray(W), kappa, jnp.asarray(X), jnp.asarray(y), "relu"
+    )
     assert float(loss) == pytest.approx(affine_loss, rel=1e-12)
     assert np.abs(np.asarray(ga)).max() < 1e-15 and np.abs(np.asarray(gW)).max() < 1e-15
 
@@ -221,6 +227,7 @@ def test_engine_matches_a_python_stepped_pytorch_autograd_loop():
     gradients, closed-form Gram step, same stopping): same status and stopping step for
     every network, RD equal to rounding."""
     import torch_phase_loop as torch_loop  # tests/ is on sys.path (rootdir conftest)
+
     X, y = tl.reference_data()
     settings = tl.TrainSettings(max_steps=4000)
     batch = _batch(TRAP_POINTS, 20)
@@ -228,6 +235,5 @@ def test_engine_matches_a_python_stepped_pytorch_autograd_loop():
     ref = torch_loop.train_scan([batch], X, y, max_steps=4000)
     np.testing.assert_array_equal(ref["status"][0], ours["status"])
     np.testing.assert_array_equal(ref["steps"][0], ours["step"])
-    rd = np.linalg.norm(ours["W"] - batch[1], axis=(1, 2)) / np.linalg.norm(batch[1],
-                                                                             axis=(1, 2))
+    rd = np.linalg.norm(ours["W"] - batch[1], axis=(1, 2)) / np.linalg.norm(batch[1], axis=(1, 2))
     np.testing.assert_allclose(ref["rd"][0], rd, rtol=1e-10)

@@ -23,8 +23,7 @@ def test_two_homogeneous_plateau_grows_like_log_inverse_eps(result):
     s = result["summary"]["L2"]
     assert s["reached"]
     # dT/d ln(1/ε) → 1/c (theory: T = ln(ρ/ε)/c)
-    assert s["slope_T_vs_ln_inv_eps"] == pytest.approx(s["theory_slope_T_vs_ln_inv_eps"],
-                                                        rel=0.05)
+    assert s["slope_T_vs_ln_inv_eps"] == pytest.approx(s["theory_slope_T_vs_ln_inv_eps"], rel=0.05)
     # constant increments per decade (a log law), not growing like a power of 1/ε
     inc = np.diff(result["T_2"])
     assert np.all(inc > 0)

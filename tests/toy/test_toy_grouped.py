@@ -41,8 +41,10 @@ def _both(cfg: ScanConfig, settings):
     k = np.concatenate([b[2] for b in batches])
     kp = np.concatenate([b[3] for b in batches])
     out = train_grouped(a0, W0, k, kp, X, y, settings)
-    jax_out = {key: np.concatenate([r[key] for r in ref])
-               for key in ("step", "status", "rd", "loss", "time", "hist_rd", "hist_loss")}
+    jax_out = {
+        key: np.concatenate([r[key] for r in ref])
+        for key in ("step", "status", "rd", "loss", "time", "hist_rd", "hist_loss")
+    }
     jax_out["a"] = np.concatenate([r["a"].reshape(-1) for r in ref])
     jax_out["W"] = np.concatenate([r["W"].reshape(-1, 2) for r in ref])
     return jax_out, out
@@ -96,10 +98,16 @@ def test_diverging_network_is_recorded_as_diverged_and_the_batch_goes_on():
 def test_grouped_engine_is_deterministic_and_seed_dependent():
     X, y = tl.reference_data()
     a0, W0, k, kp = _width_batch(ScanConfig(gammas=(1.25,), gamma_primes=(-0.25,)), 24)
-    a1, W1, k1, kp1 = _width_batch(ScanConfig(gammas=(1.25,), gamma_primes=(-0.25,),
-                                              seeds=1), 36)
-    args = (list(a0) + list(a1), list(W0) + list(W1), np.r_[k, k1], np.r_[kp, kp1], X, y,
-            tl.TrainSettings(max_steps=4000))
+    a1, W1, k1, kp1 = _width_batch(ScanConfig(gammas=(1.25,), gamma_primes=(-0.25,), seeds=1), 36)
+    args = (
+        list(a0) + list(a1),
+        list(W0) + list(W1),
+        np.r_[k, k1],
+        np.r_[kp, kp1],
+        X,
+        y,
+        tl.TrainSettings(max_steps=4000),
+    )
     one, two = train_grouped(*args), train_grouped(*args)
     for key in ("rd", "loss", "step", "W", "a", "hist_rd"):
         np.testing.assert_array_equal(one[key], two[key])
@@ -108,8 +116,9 @@ def test_grouped_engine_is_deterministic_and_seed_dependent():
 
 @pytest.mark.kernel_sensitive
 def test_scan_slopes_agree_between_engines_and_with_theory():
-    cfg = ScanConfig(gammas=(0.5, 1.75), gamma_primes=(0.0,), widths=(40, 80, 160), seeds=2,
-                     max_steps=6000)
+    cfg = ScanConfig(
+        gammas=(0.5, 1.75), gamma_primes=(0.0,), widths=(40, 80, 160), seeds=2, max_steps=6000
+    )
     jax_sim = simulate(cfg, engine="batched")
     grp_sim = simulate(cfg, engine="grouped")
     np.testing.assert_array_equal(grp_sim["status"], jax_sim["status"])
@@ -125,8 +134,7 @@ def test_run_scan_engine_is_a_separate_run_and_the_jax_key_is_unchanged(tmp_path
     from smallinit.core.runs import config_key
     from smallinit.toy.scan import KIND, VERSION
 
-    cfg = ScanConfig(gammas=(1.75,), gamma_primes=(0.0,), widths=(20, 40), seeds=1,
-                     max_steps=4000)
+    cfg = ScanConfig(gammas=(1.75,), gamma_primes=(0.0,), widths=(20, 40), seeds=1, max_steps=4000)
     store = RunStore(tmp_path)
     grp = run_scan(cfg, store, engine="grouped")
     jx = run_scan(cfg, store)
@@ -142,8 +150,18 @@ def test_run_scan_engine_is_a_separate_run_and_the_jax_key_is_unchanged(tmp_path
 def test_cli_scan_engine_option(tmp_path, capsys):
     from smallinit.cli import main
 
-    argv = ["toy", "scan", "gammas=1.75", "gamma_primes=0", "widths=20,40", "seeds=1",
-            "max_steps=4000", "--runs-dir", str(tmp_path), "--json"]
+    argv = [
+        "toy",
+        "scan",
+        "gammas=1.75",
+        "gamma_primes=0",
+        "widths=20,40",
+        "seeds=1",
+        "max_steps=4000",
+        "--runs-dir",
+        str(tmp_path),
+        "--json",
+    ]
     assert main(argv + ["--engine", "grouped"]) == 0
     grouped = json.loads(capsys.readouterr().out)
     assert main(argv) == 0

@@ -18,11 +18,25 @@ pytest.importorskip("jax")
 def run_fresh(code: str) -> str:
     """Run ``code`` in a fresh interpreter (JAX settings are per process) without a chosen
     device count; returns its stdout."""
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES",
-                                                             "JAX_ENABLE_X64",
-                                                             "XLA_PYTHON_CLIENT_PREALLOCATE")}
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                         capture_output=True, text=True, timeout=300, check=True)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "XLA_FLAGS",
+            "JAX_NUM_CPU_DEVICES",
+            "JAX_ENABLE_X64",
+            "XLA_PYTHON_CLIENT_PREALLOCATE",
+        )
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     return out.stdout.strip()
 
 
@@ -38,13 +52,16 @@ def test_importing_the_toy_changes_no_jax_setting():
     assert out == "True False"
 
 
-@pytest.mark.parametrize("call", [
-    "twolayer.init_asi(0, 4, 2)",
-    "twolayer.gradients(np.ones(2), np.ones((2, 2)), 1.0, *twolayer.reference_data(), 'tanh')",
-    "diagonal.train(diagonal.DiagonalConfig(alphas=(0.1, 1.0), max_steps=10), "
-    "np.eye(2, 3), np.ones(2))",
-    "escape.plateau_times(escape.EscapeConfig(max_steps=10), 2, np.eye(2, 3), np.ones(2))",
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "twolayer.init_asi(0, 4, 2)",
+        "twolayer.gradients(np.ones(2), np.ones((2, 2)), 1.0, *twolayer.reference_data(), 'tanh')",
+        "diagonal.train(diagonal.DiagonalConfig(alphas=(0.1, 1.0), max_steps=10), "
+        "np.eye(2, 3), np.ones(2))",
+        "escape.plateau_times(escape.EscapeConfig(max_steps=10), 2, np.eye(2, 3), np.ones(2))",
+    ],
+)
 def test_entry_points_switch_float64_on(call):
     out = run_fresh(f"""
         import jax

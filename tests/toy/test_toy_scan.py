@@ -17,8 +17,9 @@ from smallinit.theory.phase import log_allowance  # noqa: E402
 from smallinit.toy import scan as scan_module  # noqa: E402
 from smallinit.toy.scan import ScanConfig, fit_slopes, run_scan  # noqa: E402
 
-GRID = ScanConfig(gammas=(0.5, 1.0, 1.75), gamma_primes=(-0.5, 0.0, 0.5),
-                  widths=(250, 500, 1000, 2000), seeds=3)
+GRID = ScanConfig(
+    gammas=(0.5, 1.0, 1.75), gamma_primes=(-0.5, 0.0, 0.5), widths=(250, 500, 1000, 2000), seeds=3
+)
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +76,15 @@ def test_scan_is_stored_and_reused(scan):
 
 
 def test_diverged_networks_are_recorded_and_the_scan_continues(tmp_path):
-    cfg = ScanConfig(gammas=(0.5, 1.0), gamma_primes=(0.0,), widths=(100, 200), seeds=1,
-                     step_rule="fixed", lr=50.0, max_steps=3000)
+    cfg = ScanConfig(
+        gammas=(0.5, 1.0),
+        gamma_primes=(0.0,),
+        widths=(100, 200),
+        seeds=1,
+        step_rule="fixed",
+        lr=50.0,
+        max_steps=3000,
+    )
     res = run_scan(cfg, RunStore(tmp_path))
     status = res.arrays["status"]
     # NTK point: this fixed step blows it up (status 2) or kills every ReLU (1, budget)
@@ -87,8 +95,15 @@ def test_diverged_networks_are_recorded_and_the_scan_continues(tmp_path):
 
 
 def test_a_scan_where_everything_diverges_fails_as_a_run(tmp_path):
-    cfg = ScanConfig(gammas=(0.5,), gamma_primes=(0.0,), widths=(100, 200), seeds=1,
-                     step_rule="fixed", lr=50.0, max_steps=3000)
+    cfg = ScanConfig(
+        gammas=(0.5,),
+        gamma_primes=(0.0,),
+        widths=(100, 200),
+        seeds=1,
+        step_rule="fixed",
+        lr=50.0,
+        max_steps=3000,
+    )
     store = RunStore(tmp_path)
     with pytest.raises(RunFailed, match="no network"):
         run_scan(cfg, store)
@@ -99,8 +114,20 @@ def test_a_scan_where_everything_diverges_fails_as_a_run(tmp_path):
 def test_cli_scan_json(tmp_path, capsys):
     from smallinit.cli import main
 
-    rc = main(["-q", "toy", "scan", "gammas=0.5,1.75", "gamma_primes=0", "widths=100,200",
-               "seeds=1", "--json", "--runs-dir", str(tmp_path)])
+    rc = main(
+        [
+            "-q",
+            "toy",
+            "scan",
+            "gammas=0.5,1.75",
+            "gamma_primes=0",
+            "widths=100,200",
+            "seeds=1",
+            "--json",
+            "--runs-dir",
+            str(tmp_path),
+        ]
+    )
     assert rc == 0
     records = json.loads(capsys.readouterr().out)
     assert [r["regime"] for r in records] == ["linear", "condensed"]
@@ -113,8 +140,9 @@ def test_an_interrupted_scan_resumes_from_its_finished_widths(tmp_path, monkeypa
     run dir) and the resumed result equals an uninterrupted scan's, array for array."""
     from smallinit.toy import twolayer
 
-    cfg = ScanConfig(gammas=(0.5, 1.5), gamma_primes=(0.0,), widths=(20, 40, 80), seeds=2,
-                     max_steps=3000)
+    cfg = ScanConfig(
+        gammas=(0.5, 1.5), gamma_primes=(0.0,), widths=(20, 40, 80), seeds=2, max_steps=3000
+    )
     whole = run_scan(cfg, RunStore(tmp_path / "a"))
     real = twolayer.train_batch
     calls, armed = [], [True]

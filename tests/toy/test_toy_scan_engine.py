@@ -17,8 +17,7 @@ from smallinit.core.store import RunStore
 from smallinit.toy import scan as scan_mod
 from smallinit.toy.scan import KIND, VERSION, ScanConfig, ScanSpec, chosen_engine, simulate
 
-TINY = ScanConfig(gammas=(1.75, 0.5), gamma_primes=(0.0,), widths=(20, 40), seeds=1,
-                  max_steps=4000)
+TINY = ScanConfig(gammas=(1.75, 0.5), gamma_primes=(0.0,), widths=(20, 40), seeds=1, max_steps=4000)
 
 
 @pytest.fixture
@@ -52,7 +51,8 @@ def test_the_switch_forces_an_engine_and_is_checked(monkeypatch):
 
 
 def test_on_cuda_the_study_scan_runs_grouped_and_equals_the_per_network_path(
-        on_cuda, tmp_path, monkeypatch):
+    on_cuda, tmp_path, monkeypatch
+):
     monkeypatch.delenv(scan_mod.ENGINE_ENV, raising=False)
     spec = ScanSpec(TINY)
     ((_, run),) = run_specs([spec], RunStore(tmp_path), workers=1)

@@ -38,16 +38,32 @@ from smallinit.kernels import launch
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "cuda_host.h"
-FLAGS = ("-std=gnu++17", "-O2", "-fPIC", "-shared", "-pthread", "-ffp-contract=off",
-         "-fno-extern-tls-init",  # extern __shared__ arrays have no dynamic initializer
-         # every symbol but the C interface stays inside its library: two builds loaded in
-         # one process (a planted error next to the real source) never share a kernel
-         "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-fno-gnu-unique",
-         "-Wall", "-Wno-unknown-pragmas", "-Wno-unused-function")
-SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-                  "-fno-omit-frame-pointer", "-g")
+FLAGS = (
+    "-std=gnu++17",
+    "-O2",
+    "-fPIC",
+    "-shared",
+    "-pthread",
+    "-ffp-contract=off",
+    "-fno-extern-tls-init",  # extern __shared__ arrays have no dynamic initializer
+    # every symbol but the C interface stays inside its library: two builds loaded in
+    # one process (a planted error next to the real source) never share a kernel
+    "-fvisibility=hidden",
+    "-fvisibility-inlines-hidden",
+    "-fno-gnu-unique",
+    "-Wall",
+    "-Wno-unknown-pragmas",
+    "-Wno-unused-function",
+)
+SANITIZE_FLAGS = (
+    "-fsanitize=address,undefined",
+    "-fno-sanitize-recover=all",
+    "-fno-omit-frame-pointer",
+    "-g",
+)
 _EXTERN_SHARED = re.compile(
-    r"extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?([A-Za-z_][\w\s]*?)\s+(\w+)\s*\[\s*\]")
+    r"extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?([A-Za-z_][\w\s]*?)\s+(\w+)\s*\[\s*\]"
+)
 
 
 class EmulationError(RuntimeError):
@@ -67,8 +83,9 @@ def cache_dir() -> Path:
     return Path(root) / "emulation"
 
 
-def translation_unit(source: str, root: Path = launch.HERE,
-                     exprs: Sequence[str] | None = None) -> str:
+def translation_unit(
+    source: str, root: Path = launch.HERE, exprs: Sequence[str] | None = None
+) -> str:
     """The C++ file compiled for ``source``: the header, the storage of the source's
     ``extern __shared__`` arrays, the unmodified source (by path) and a table of its
     instantiations (``exprs``, by default those :data:`launch.KERNELS` lists)."""
@@ -96,8 +113,13 @@ def _compiler_id(cxx: str) -> str:
     return out.stdout.splitlines()[0] if out.stdout else cxx
 
 
-def build(source: str, *, root: Path = launch.HERE, sanitize: bool = False,
-          exprs: Sequence[str] | None = None) -> Path:
+def build(
+    source: str,
+    *,
+    root: Path = launch.HERE,
+    sanitize: bool = False,
+    exprs: Sequence[str] | None = None,
+) -> Path:
     """The shared library for ``source`` in ``root`` (compiled once per content)."""
     cxx = compiler()
     if cxx is None:
@@ -108,8 +130,13 @@ def build(source: str, *, root: Path = launch.HERE, sanitize: bool = False,
     # by content, not place: a copy of the sources elsewhere reuses the library (only the
     # file names in the emulator's messages then name the first copy)
     placeless = tu.replace(str(Path(root).resolve()), "<root>").replace(str(HEADER), "<header>")
-    for part in (placeless, HEADER.read_text(), launch.inline_source(source, root=root),
-                 _compiler_id(cxx), " ".join(flags)):
+    for part in (
+        placeless,
+        HEADER.read_text(),
+        launch.inline_source(source, root=root),
+        _compiler_id(cxx),
+        " ".join(flags),
+    ):
         digest.update(part.encode() + b"\0")
     name = f"{Path(source).stem}-{'asan-' if sanitize else ''}{digest.hexdigest()[:16]}.so"
     lib = cache_dir() / name
@@ -120,11 +147,13 @@ def build(source: str, *, root: Path = launch.HERE, sanitize: bool = False,
         cpp = Path(tmp) / f"{Path(source).stem}_host.cpp"
         cpp.write_text(tu)
         out = Path(tmp) / name
-        proc = subprocess.run([cxx, *flags, "-o", str(out), str(cpp)], capture_output=True,
-                              text=True, check=False)
+        proc = subprocess.run(
+            [cxx, *flags, "-o", str(out), str(cpp)], capture_output=True, text=True, check=False
+        )
         if proc.returncode:
-            raise EmulationError(f"compiling {root / source} for the host failed:\n"
-                                 f"{proc.stderr[-4000:]}")
+            raise EmulationError(
+                f"compiling {root / source} for the host failed:\n{proc.stderr[-4000:]}"
+            )
         os.replace(out, lib)
     return lib
 
@@ -135,10 +164,14 @@ def sanitizer_env() -> dict[str, str]:
     cxx = compiler()
     if cxx is None:
         raise EmulationError("no C++ compiler found ($CXX, g++ or c++)")
-    asan = subprocess.run([cxx, "-print-file-name=libasan.so"], capture_output=True,
-                          text=True, check=True).stdout.strip()
-    return {"LD_PRELOAD": asan, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
-            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
+    asan = subprocess.run(
+        [cxx, "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return {
+        "LD_PRELOAD": asan,
+        "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
+        "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+    }
 
 
 def _code(x: Any) -> str:
@@ -163,32 +196,44 @@ class Kernel:
 
     def __call__(self, grid, block, args, *, shared_mem: int = 0) -> None:
         if len(args) != len(self.signature):
-            raise EmulationError(f"{self.expr} takes {len(self.signature)} arguments, "
-                                 f"got {len(args)}")
+            raise EmulationError(
+                f"{self.expr} takes {len(self.signature)} arguments, got {len(args)}"
+            )
         held = []
         for i, (want, x) in enumerate(zip(self.signature, args, strict=True)):
             got = _code(x)
             if got != want.removeprefix("c"):
-                raise EmulationError(f"{self.expr} argument {i}: the kernel takes {want}, got "
-                                     f"{got} ({getattr(x, 'dtype', type(x))})")
+                raise EmulationError(
+                    f"{self.expr} argument {i}: the kernel takes {want}, got "
+                    f"{got} ({getattr(x, 'dtype', type(x))})"
+                )
             if isinstance(x, np.ndarray):
                 if not x.flags.c_contiguous:
                     raise EmulationError(f"{self.expr} argument {i} is not C-contiguous")
                 if not want.startswith("c") and not x.flags.writeable:
-                    raise EmulationError(f"{self.expr} argument {i} is written by the kernel "
-                                         "but read-only")
+                    raise EmulationError(
+                        f"{self.expr} argument {i} is written by the kernel but read-only"
+                    )
                 held.append(ctypes.c_void_p(x.ctypes.data))
             else:
                 held.append(np.ctypeslib.as_ctypes_type(x.dtype)(x.item()))
         ptrs = (ctypes.c_void_p * len(held))(*[ctypes.addressof(h) for h in held])
         dims = [tuple(int(v) for v in d) + (1,) * (3 - len(d)) for d in (grid, block)]
         err = ctypes.create_string_buffer(2048)
-        rc = self.lib.emu_launch(self.expr.encode(), (ctypes.c_uint * 3)(*dims[0]),
-                                 (ctypes.c_uint * 3)(*dims[1]), int(shared_mem), ptrs,
-                                 self.order, err, len(err))
+        rc = self.lib.emu_launch(
+            self.expr.encode(),
+            (ctypes.c_uint * 3)(*dims[0]),
+            (ctypes.c_uint * 3)(*dims[1]),
+            int(shared_mem),
+            ptrs,
+            self.order,
+            err,
+            len(err),
+        )
         if rc:
-            raise EmulationError(f"{self.expr} grid {dims[0]} block {dims[1]}: "
-                                 f"{err.value.decode()}")
+            raise EmulationError(
+                f"{self.expr} grid {dims[0]} block {dims[1]}: {err.value.decode()}"
+            )
 
 
 class Module:
@@ -201,9 +246,15 @@ class Module:
         self.lib.emu_signature.argtypes = [ctypes.c_char_p]
         self.lib.emu_launch.restype = ctypes.c_int
         self.lib.emu_launch.argtypes = [
-            ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint),
-            ctypes.c_ulonglong, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
-            ctypes.c_char_p, ctypes.c_ulonglong]
+            ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_uint),
+            ctypes.POINTER(ctypes.c_uint),
+            ctypes.c_ulonglong,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_int,
+            ctypes.c_char_p,
+            ctypes.c_ulonglong,
+        ]
         self.lib.emu_shared_bytes.restype = ctypes.c_ulonglong
         self.order = order
 
