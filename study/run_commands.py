@@ -37,8 +37,9 @@ from smallinit.core.results import KEY_PREFIX, load_run
 from smallinit.core.store import RunStore
 from smallinit.llm.run_config import profile_config as train_config
 from smallinit.llm.training.lr_choice import TunedSpec
-from smallinit.study.experiments import anchor_scan, condense, diagonal, planned, toy_scan
+from smallinit.study.experiments import anchor_scan, planned
 from smallinit.study.experiments import initial_condensation as initial
+from smallinit.toy import condense, diagonal, scan
 
 #: The program every printed command starts with.
 PROGRAM = "smallinit"
@@ -58,10 +59,10 @@ class Command:
 
 #: run kind -> the command that computes one run of it
 COMMANDS: dict[str, Command] = {
-    "toy-scan": Command(("toy", "scan"), toy_scan.config),
-    "toy-condense": Command(("toy", "condense"), condense.config),
+    "toy-scan": Command(("toy", "scan"), scan.from_profile),
+    "toy-condense": Command(("toy", "condense"), condense.from_profile),
     "toy-initial-condensation": Command(("toy", "initial-condensation"), initial.config),
-    "toy-diagonal": Command(("toy", "diagonal"), lambda p: diagonal.specs(p)[0].config),
+    "toy-diagonal": Command(("toy", "diagonal"), lambda p: diagonal.from_profile(p)[0]),
     "compare": Command(("compare",), compare_config),
     "llm-anchor": Command(("llm", "anchor"), lambda p: anchor_scan.load(p)[0]),
     "llm-train": Command(("llm", "train"), train_config, bare=True),
