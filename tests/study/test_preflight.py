@@ -12,7 +12,7 @@ import torch
 from smallinit.cli import main
 from smallinit.core.config import override
 from smallinit.core.memory import ENV
-from smallinit.llm.training import train
+from smallinit.llm.training import train, train_spec
 from smallinit.study import experiments, preflight
 
 #: the full profile's corpora are built at this many training items in the default suite
@@ -77,7 +77,7 @@ def test_what_would_fail_is_found_and_the_rest_still_checked(monkeypatch, tmp_pa
     monkeypatch.delenv(ENV)
 
     full = experiments.specs("gamma-sweep", "full")[0]
-    excluded = train.TrainSpec(override(full.config, {"data.synthetic_held_out": "exclusion"}))
+    excluded = train_spec.TrainSpec(override(full.config, {"data.synthetic_held_out": "exclusion"}))
     (corpus,) = preflight.data_checks([excluded], FULL_ITEMS, str(tmp_path))
     assert not corpus.ok and "logic level 1" in corpus.detail
 
