@@ -13,7 +13,7 @@ Each case runs in its own process and is *clean* when it
   runs under an address-space cap so that a real blow-up cannot take the machine down).
 
 ``python tests/badinput.py`` runs the whole battery and prints the counts
-(tried / clean / tracebacks / hangs / blow-ups / other); ``tests/core/test_bad_input.py`` asserts
+(tried / clean / tracebacks / hangs / blow-ups / other); ``tests/cli/test_bad_input.py`` asserts
 that every case is clean.
 """
 

@@ -31,7 +31,8 @@ def bench_torch_threads(request):
     torch.set_num_threads(before)
 
 
-# The tests live in one folder per part of the source (tests/core, tests/llm, ...); the
+# tests/ mirrors the source: tests/X holds the tests of source folder X (tests/core,
+# tests/cli, ...; the rule is docs/architecture.md's, checked by test_architecture.py); the
 # helpers several of them share (badinput.py, launch.py, kernel_cases.py,
 # torch_phase_loop.py) and the data they read (tests/data) stay here, on the import path.
 sys.path.insert(0, str(Path(__file__).resolve().parent))

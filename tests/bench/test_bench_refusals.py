@@ -1,7 +1,7 @@
 """How long a refusal takes (``make bench``): ``smallinit figs --only 99`` and ``llm train
 --config <folder>`` as subprocesses, against ``python -c pass`` as the baseline, timed
 alternately round by round so that the ratio holds on a shared machine. The goal is a
-refusal under a second (``goal_met`` in ``extra_info``); tests/core/test_light_refusals.py
+refusal under a second (``goal_met`` in ``extra_info``); tests/cli/test_light_refusals.py
 checks that nothing heavy is imported on the way."""
 
 from __future__ import annotations

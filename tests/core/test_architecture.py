@@ -20,6 +20,11 @@ entry point) stands apart: it may import any floor, and only the CLI imports it 
 ``__version__``). No import circle joins our modules, lazy imports included
 (:func:`circles`; :data:`KNOWN_CIRCLE_EDGES` would list a tolerated one: it is empty).
 
+tests/ mirrors the floors (:func:`misplaced_tests`): a test file lives in ``tests/X``, X the
+source folder whose code it tests, and reaches ``smallinit.X``; bench/ and data/ stand
+apart (:data:`TESTS_APART`), and the tests of the checkout as a whole sit in tests/core
+(:data:`WHOLE_CHECKOUT`).
+
 And imports of our own modules sit at the top of their module, where the graph can be
 read: outside ``cli/`` (whose handlers import libraries lazily so that
 ``smallinit --help`` stays fast) a function-level import of ``smallinit...`` is allowed only
@@ -613,6 +618,210 @@ def test_each_rule_catches_a_fake_source(rel, source, rule):
 )
 def test_the_checker_accepts_what_the_plan_allows(rel, source):
     assert violations(rel, source) == []
+
+
+# ----------------------------------------------------------------------------- tests/ mirrors it
+# A test file lives in tests/X, X the source folder whose code it tests (a test of a command
+# line's own behaviour, its parsing, flags and error lines, is cli's; of a figure module,
+# paper_figs'), and it reaches that folder: it imports a module of smallinit.X (at its top,
+# inside a test, or in code it hands to a child Python), itself or through a shared helper
+# at tests/ top; for cli, running ``python -m smallinit`` counts too. Helpers shared by
+# several test files sit at tests/ top, which the root conftest puts on the import path; a
+# test imports another test module only from its own folder (pytest puts that folder on
+# the path, no other).
+TESTS = "tests"
+#: folders of tests/ that stand for no floor, and why
+TESTS_APART = {
+    "bench": "the benchmark suite (marked bench, run by `make bench`): each file times code "
+    "of several floors side by side with its reference",
+    "data": "no tests: the files the tests read, and the script that makes one of them",
+}
+#: tests of the checkout as a whole, not of one floor's code: the floor plan, the docs, the
+#: README's Python, the install, the lock, the suite again under other kernels. They sit in
+#: tests/core, the ground floor's folder, and need not import the core.
+WHOLE_CHECKOUT = (
+    "test_architecture.py",
+    "test_docs.py",
+    "test_readme_python.py",
+    "test_core_packaging.py",
+    "test_lock.py",
+    "test_kernel_flip.py",
+)
+
+
+def _runs_the_cli(tree) -> bool:
+    """Whether an argument list in ``tree`` holds ``"-m", "smallinit"`` (the surface's
+    ``__main__``, which hands the command line to :mod:`smallinit.cli`)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.List | ast.Tuple):
+            words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            if any(a == "-m" and b == SURFACE for a, b in zip(words, words[1:], strict=False)):
+                return True
+    return False
+
+
+#: an import of ours in a code string: ``from smallinit.X``, ``import smallinit.X``, or the
+#: names after ``from smallinit import``
+CODE_IMPORT = re.compile(
+    r"\b(?:from|import)\s+smallinit\.(\w+)|\bfrom\s+smallinit\s+import\s+\(?([\w\s,]+)"
+)
+
+
+def folders_reached(source: str) -> set[str]:
+    """The source folders a test's ``source`` imports (anywhere in it, and in the code
+    strings it hands to a child Python; docstrings do not count), plus ``cli`` when it
+    runs ``python -m smallinit``."""
+    tree = ast.parse(source)
+    reached = {"cli"} if _runs_the_cli(tree) else set()
+    reached |= {
+        folder_of(name)
+        for statement in imports("tests.x", False, source)
+        for name in statement.names
+        if within(name, SURFACE)
+    }
+    docstrings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if _is_text(node) and id(node) not in docstrings:
+            for folder, names in CODE_IMPORT.findall(node.value):
+                reached |= {folder} if folder else set(re.findall(r"\w+", names))
+    return reached & set(FLOOR_OF)
+
+
+def misplaced_tests(
+    rel: str, source: str, siblings: frozenset[str] = frozenset(), helpers=None
+) -> list[str]:
+    """How file ``rel`` of tests/ (``tests/toy/test_scan.py``) breaks the mirror: a test
+    at tests/ top, a folder that is no source folder of :data:`FLOORS` (nor one of
+    :data:`TESTS_APART`), a helper inside a floor's folder, a test that reaches no module
+    of its folder's package (:func:`folders_reached`), or one that imports a test module
+    of another folder. ``siblings``: the test modules beside it; ``helpers``: the shared
+    helper modules at tests/ top, name -> source."""
+    helpers = helpers or {}
+    parts = rel.split("/")
+    name = parts[-1]
+    if len(parts) == 2:
+        if name.startswith("test_"):
+            return [f"{rel} is a test at the top of tests/: put it in the folder it tests"]
+        return []
+    folder = parts[1]
+    if folder in TESTS_APART:
+        return []
+    if folder not in FLOOR_OF:
+        return [f"{rel}: tests/{folder}/ names no source folder of FLOORS ({sorted(FLOOR_OF)})"]
+    if name == "conftest.py":
+        return []
+    if not name.startswith("test_"):
+        return [f"{rel} is a helper inside tests/{folder}/: shared helpers sit at tests/ top"]
+    if folder == "core" and name in WHOLE_CHECKOUT:
+        return []
+    found = []
+    tree = ast.parse(source)
+    imported = {
+        alias.name.split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import)
+        for alias in n.names
+    } | {
+        n.module.split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and n.module and not n.level
+    }
+    reached = folders_reached(source)
+    for module in sorted(imported):
+        if module in helpers:
+            reached |= folders_reached(helpers[module])
+        elif module.startswith("test_") and module not in siblings:
+            found.append(
+                f"{rel} imports {module}, a test module of another folder: move the part "
+                "it shares to a helper at tests/ top"
+            )
+    if folder not in reached:
+        found.append(
+            f"{rel} is in tests/{folder}/ but reaches no module of smallinit.{folder} "
+            f"(it reaches {sorted(reached) or 'none of ours'}): move it to the folder of "
+            "the code it tests"
+        )
+    return found
+
+
+def test_tests_mirror_the_floors():
+    root = ROOT / TESTS
+    helpers = {p.stem: p.read_text(encoding="utf-8") for p in root.glob("*.py")}
+    files = sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+    assert len(files) > 100
+    found = [
+        hit
+        for p in files
+        for hit in misplaced_tests(
+            p.relative_to(ROOT).as_posix(),
+            p.read_text(encoding="utf-8"),
+            frozenset(q.stem for q in p.parent.glob("test_*.py")),
+            helpers,
+        )
+    ]
+    assert not found, "\n".join(found)
+    folders = {p.name for p in root.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(FLOOR_OF) | set(TESTS_APART), "one test folder per source folder"
+    assert all((root / "core" / name).is_file() for name in WHOLE_CHECKOUT), WHOLE_CHECKOUT
+
+
+#: stand-ins for the shared helpers at tests/ top
+RUNS_CLI = "import subprocess, sys\nsubprocess.run([sys.executable, '-m', 'smallinit', 'x'])\n"
+PLANTED_HELPERS = {"badinput": RUNS_CLI, "kernel_cases": "import numpy\n"}
+
+
+@pytest.mark.parametrize(
+    ("rel", "source", "rule"),
+    [
+        ("tests/core/test_x.py", "from smallinit.cli import main\n", "reaches no module"),
+        (
+            "tests/study/test_fig13.py",
+            "from smallinit.paper_figs import fig13_gain_budget\n",
+            "smallinit.study",
+        ),
+        ("tests/theory/test_cli.py", RUNS_CLI, "reaches no module of smallinit.theory"),
+        ("tests/core/test_x.py", "import badinput\n", "reaches no module of smallinit.core"),
+        ("tests/kernels/test_x.py", "import kernel_cases\n", "reaches no module"),
+        ("tests/toy/test_x.py", '"""import smallinit.toy"""\nx = 1\n', "reaches no module"),
+        ("tests/llm/test_x.py", "CODE = 'import smallinit.toy'\n", "reaches no module"),
+        ("tests/figures/test_x.py", "import smallinit.paper_figs\n", "names no source folder"),
+        ("tests/test_loose.py", "from smallinit.toy import scan\n", "at the top of tests/"),
+        ("tests/llm/cases.py", "from smallinit.llm import x\n", "helper inside"),
+        (
+            "tests/paper_figs/test_x.py",
+            "import smallinit.paper_figs\nfrom test_llm_reasoning import all_cells\n",
+            "test module of another folder",
+        ),
+        ("tests/study/test_docs.py", "import re\n", "reaches no module"),
+    ],
+)
+def test_the_mirror_check_catches_a_planted_misplaced_file(rel, source, rule):
+    found = misplaced_tests(rel, source, frozenset({"test_x"}), PLANTED_HELPERS)
+    assert any(rule in hit for hit in found), found
+
+
+@pytest.mark.parametrize(
+    ("rel", "source"),
+    [
+        ("tests/cli/test_x.py", RUNS_CLI),
+        ("tests/cli/test_x.py", "import badinput\n"),
+        ("tests/cli/test_x.py", "from smallinit import cli\n"),
+        ("tests/toy/test_x.py", "CODE = 'import sys\\nfrom smallinit.toy import scan'\n"),
+        ("tests/core/test_x.py", "def test_a():\n    from smallinit.core import stats\n"),
+        ("tests/llm/test_x.py", "from smallinit.llm import x\nfrom test_y import tiny\n"),
+        ("tests/core/test_docs.py", "import re\n"),
+        ("tests/bench/test_bench_x.py", "from smallinit.llm import x\n"),
+        ("tests/data/make_reference.py", "import numpy\n"),
+        ("tests/conftest.py", "import pytest\n"),
+        ("tests/badinput.py", RUNS_CLI),
+    ],
+)
+def test_the_mirror_check_accepts_a_file_in_its_place(rel, source):
+    assert misplaced_tests(rel, source, frozenset({"test_x", "test_y"}), PLANTED_HELPERS) == []
 
 
 # ----------------------------------------------------------------------------- one job driver

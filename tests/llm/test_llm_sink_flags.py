@@ -231,7 +231,7 @@ def test_figs_logs_the_runs_its_workers_train_under_the_plans_names(tmp_path):
         assert dict(logged) == pytest.approx(dict(losses)) and len(logged) == len(losses)
 
 
-#: tests/study/test_compare_run.py's tiny comparison
+#: tests/compare/test_compare_run.py's tiny comparison
 COMPARE = [
     "head_dim=16",
     "toy_widths=50,100",
