@@ -64,8 +64,8 @@ def test_config_naming_a_profile_is_the_older_spelling_of_profile(capsys):
 def test_the_defaults_live_in_code_not_in_a_profile(monkeypatch):
     """Building the toy scan's and the comparison's defaults reads no profile."""
     from smallinit.compare.comparison import CompareConfig
-    from smallinit.toy.scan import from_profile as config
     from smallinit.toy.scan import ScanConfig
+    from smallinit.toy.scan import from_profile as config
 
     def refuse(*args, **kwargs):
         raise AssertionError("a default read a profile")

@@ -181,8 +181,8 @@ def test_a_stored_run_of_no_plan_gets_its_command_from_its_config(capsys, tmp_pa
     """An ad hoc run (here a condensation grid no profile plans, stored without computing)
     is found in the store and its command reproduces its key."""
     from smallinit.core.store import RunStore
-    from smallinit.toy.condense import from_profile as config
     from smallinit.toy import condense
+    from smallinit.toy.condense import from_profile as config
 
     cfg = override(config("quick"), {"gammas": [0.5, 0.75], "seed": 9})
     spec = condense.CondenseSpec(cfg)
