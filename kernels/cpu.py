@@ -1,7 +1,10 @@
 """CPU reference implementations (vectorized NumPy) of the batched primitives.
 
-These are the ground truth the CUDA kernels are tested against and the code the CPU
-backend runs. Inputs are NumPy arrays already validated by :mod:`batched`.
+This is the code the CPU backend runs and the ground truth the CUDA kernels are tested
+against; for the grouped step that ground truth is :func:`grouped_two_layer_step_loop`, a
+loop over the networks through the one definition of the two-layer step
+(:mod:`.two_layer`), which the vectorized :func:`grouped_two_layer_step` is tested against
+too. Inputs are NumPy arrays already validated by :mod:`batched`.
 
 Grouped two-layer step (docs/science.md §2 model, one network g per segment of neurons):
 
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import pointwise
+from . import pointwise, two_layer
 
 
 def row_normalize(W: np.ndarray) -> np.ndarray:
@@ -122,25 +125,32 @@ def _grouped_block(
 
 
 def grouped_two_layer_step_loop(X, y, a, W, b, offsets, alpha, activation):
-    """Naive per-network loop with the same contract (test oracle and benchmark baseline)."""
+    """A loop over the networks, each through the one definition of the step
+    (:func:`smallinit.kernels.two_layer.loss_and_gradients`, with output scale 1/α_g and
+    the bias as the weight of an input fixed at 1): the same contract as
+    :func:`grouped_two_layer_step`, the reference the vectorized step and the CUDA kernel
+    are tested against, and the benchmarks' baseline."""
     G = offsets.size - 1
     n = y.shape[-1]
     loss = np.zeros(G, dtype=W.dtype)
     f = np.zeros((G, n), dtype=W.dtype)
     ga, gW = np.zeros_like(a), np.zeros_like(W)
     gb = None if b is None else np.zeros_like(b)
+
+    def sigma(z):
+        return pointwise.forward_and_derivative(activation, z)
+
     for g in range(G):
         lo, hi = int(offsets[g]), int(offsets[g + 1])
         Xg = X if X.ndim == 2 else X[g]
-        z = Xg @ W[lo:hi].T + (0 if b is None else b[lo:hi])
-        h, dh = pointwise.forward_and_derivative(activation, z)
-        f[g] = h @ a[lo:hi] / alpha[g]
-        e = f[g] - y[g]
-        loss[g] = 0.5 * np.mean(e * e)
-        c = 1.0 / (n * alpha[g])
-        ga[lo:hi] = c * (e @ h)
-        d = c * e[:, None] * a[lo:hi] * dh
-        gW[lo:hi] = d.T @ Xg
+        Wg = W[lo:hi].T  # (d, m): neuron k's input weights in column k
+        if b is not None:  # x̃ = (x, 1), w̃_k = (w_k, b_k)
+            Xg = np.hstack([Xg, np.ones((n, 1), dtype=Xg.dtype)])
+            Wg = np.vstack([Wg, b[lo:hi]])
+        loss[g], ga[lo:hi], gWg, f[g] = two_layer.loss_and_gradients(
+            np, Xg, y[g], a[lo:hi], Wg, 1.0 / alpha[g], sigma
+        )
+        gW[lo:hi] = gWg[: W.shape[1]].T
         if gb is not None:
-            gb[lo:hi] = d.sum(axis=0)
+            gb[lo:hi] = gWg[-1]
     return loss, ga, gW, gb, f

@@ -7,6 +7,10 @@
 // Layout: neurons concatenated, network g owns rows offsets[g]..offsets[g+1] of W (M×d),
 // a, b (M). X is (n×d) shared (x_stride = 0) or (G×n×d) per network (x_stride = n·d);
 // y is (G×n). Outputs: loss (G), f (G×n), ga (M), gW (M×d), gb (M).
+// The math is the one definition of the two-layer step (kernels/two_layer.py, with the
+// output scale 1/α and the bias as the weight of an input fixed at 1), which a CUDA kernel
+// cannot call: tests/kernel_cases.py holds this kernel to the per-network loop over that
+// module (kernels/cpu.py), on a GPU and in the CPU emulation, with planted errors.
 //
 // One block per network. Forward: for each data point i every thread sums a_k σ(z_ik)
 // over its neurons (k = lo + tid, step blockDim), the block reduces with warp shuffles

@@ -16,7 +16,9 @@ Layout (the kernels' ragged layout): the neurons of all B networks are concatena
 and w̄ (M, d) with M = Σ m_g, network g owning rows ``offsets[g]:offsets[g+1]``. Every step
 makes one call of :func:`smallinit.kernels.grouped_two_layer_step` with α_g = 1/κ_g (the
 kernel's f = (1/α) Σ a σ(w·x̃)), whose gradients are exactly the rescaled ones:
-∂R/∂ā_k = κ Σ_i r_i σ(h_ik), ∂R/∂w̄_k = κ ā_k Σ_i r_i σ'(h_ik) x̃_i, r = (f − y)/n.
+∂R/∂ā_k = κ Σ_i r_i σ(h_ik), ∂R/∂w̄_k = κ ā_k Σ_i r_i σ'(h_ik) x̃_i, r = (f − y)/n (the one
+definition of the step, :mod:`smallinit.kernels.two_layer`, which the kernel is tested
+against; this engine adds the step rule and the update ā − (η̄/κ') ∇_ā R, w̄ − η̄κ' ∇_w̄ R).
 The Gram bound needs σ(h), σ'(h) per neuron, which the kernel does not return; they are
 recomputed with array ops of the same backend, and the per-network sums over neurons are
 segment sums (``numpy.add.reduceat`` on the CPU, ``cupyx.scatter_add``/``scatter_max`` on

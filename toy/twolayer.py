@@ -54,7 +54,9 @@ cache. On accelerators :func:`train_batch` vmaps the step over a lockstep batch 
 of 8 lanes, :func:`pack`) and finishes the slowest quarter one by one. All networks of a
 batch share the width m; a scan groups its networks by width (see
 :mod:`smallinit.toy.scan`). Both paths compute the same steps; their sums differ in
-order, so they agree to rounding (tests/toy/test_toy_engine.py).
+order, so they agree to rounding (tests/toy/test_toy_engine.py). The step's math (forward
+pass, loss, gradients, descent) is written once, in :mod:`smallinit.kernels.two_layer`:
+the one-network step calls it; the packed step is its lane-layout form, tested against it.
 
 Float64: every public function that computes with JAX (:func:`init_asi`, :func:`gradients`,
 :func:`train_loop`, :func:`train_batch`) first calls
@@ -75,6 +77,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from smallinit.core.config import check_fields
+from smallinit.kernels import two_layer
 from smallinit.toy import steprule, stopping
 from smallinit.toy.jax_activations import activation, check_activation, derivative
 from smallinit.toy.jaxsetup import enable_x64
@@ -216,22 +219,30 @@ def _mm(A, B):
 # ----------------------------------------------------------------------------- one step
 def _forward(a, W, kappa, X, y, mask, act, dact):
     """Per network of a batch: a (..., M, L), W (..., d, M, L). Returns h, S = σ(h)·mask,
-    D = σ'(h)·mask (all (..., n, M, L)), residual r = (f − y)/n (..., n) and the loss (...).
-    The sums over inputs and neurons are broadcast sums (faster than batched GEMMs here)."""
-    n, d = X.shape
+    D = σ'(h)·mask (all (..., n, M, L)), residual r = (f − y)/n (..., n) and the loss (...)
+    (:func:`smallinit.kernels.two_layer.residual`). The packed form of the one definition's
+    forward pass (:mod:`smallinit.kernels.two_layer`): the sums over inputs and neurons are
+    broadcast sums over the lanes (faster than batched GEMMs here), so they add in another
+    order than its matrix products."""
+    d = X.shape[1]
     h = sum(X[:, j, None, None] * W[..., j : j + 1, :, :] for j in range(d))
     S = act(h) * mask
     D = dact(h) * mask
     f = kappa[..., None] * _nsum(a[..., None, :, :] * S)
-    e = f - y
-    return h, S, D, e / n, 0.5 * jnp.mean(e * e, axis=-1)
+    r, loss = two_layer.residual(jnp, f, y)
+    return h, S, D, r, loss
 
 
 def _step(state, const, X, y, settings: TrainSettings):
     """One gradient step of every live network of a lockstep batch ``state`` (leading batch
     axes; :func:`_single_step` is the same step for one network). A network that stops at
     this step keeps its weights and step count and records why; a network stopped earlier
-    changes nothing. Returns the new state and (loss, RD, live) at this step."""
+    changes nothing. Returns the new state and (loss, RD, live) at this step.
+
+    The step is the one of :mod:`smallinit.kernels.two_layer` (ā − (η̄κ/κ') Sᵀr,
+    w̄ − (η̄κ'κ) ā ∘ G) in the packed layout: its sums over the inputs and over the lanes
+    add in another order, so it is not a call of that module but a form of it that
+    tests/toy/test_toy_engine.py holds to the plain step to rounding."""
     act = activation(settings.activation)
     dact = derivative(act)
     a, W, k = state["a"], state["W"], state["step"]
@@ -296,28 +307,24 @@ def _single_step(state, const, X, y, settings: TrainSettings):
     """The step of :func:`_step` for one network in the unpadded layout a (m,), W (d, m):
     the loss R_k, the stopping decision at step k (:func:`stopping.decide`), the step size
     η̄ and the updated weights, as a dict; the caller keeps the old weights when
-    ``stop_now``. The sums over the n inputs and d input coordinates are written out (n, d
-    are tiny), the sums over neurons are matrix products: f = κ S ā, SS = S Sᵀ,
-    DD = (D∘ā)(D∘ā)ᵀ with S = σ(h), D = σ'(h) (n × m), and ∇_ā R = κ Sᵀ r. The gradient of
-    the input weights, ∇_w̄_k R = κ ā_k G_k with G_jk = Σ_i x̃_ij r_i σ'(h_ik), is one
-    elementwise pass; for ReLU the cross term max_k ‖G_k‖ is the square root of
-    max_k ‖G_k‖² (the root is monotone)."""
+    ``stop_now``. The forward pass, the loss, the gradient sums and the descent are the one
+    definition's (:mod:`smallinit.kernels.two_layer`: f = κ S ā, ∇_ā R = κ Sᵀ r,
+    ∇_w̄_k R = κ ā_k G_k with G_jk = Σ_i x̃_ij r_i σ'(h_ik), S = σ(h), D = σ'(h) n × m),
+    called with ``jax.numpy``; what is this step's own is the Gram rule's curvature:
+    SS = S Sᵀ, DD = (D∘ā)(D∘ā)ᵀ and, for ReLU, the cross term max_k ‖G_k‖ as the square
+    root of max_k ‖G_k‖² (the root is monotone)."""
     act = activation(settings.activation)
     dact = derivative(act)
     a, W, k = state["a"], state["W"], state["step"]
     kappa, kappa_p = const["kappa"], const["kappa_p"]
     n, d = X.shape
-    h = X @ W
-    S, D = act(h), dact(h)
+    h, S, D = two_layer.hidden(X, W, lambda z: (act(z), dact(z)))
     Da = D * a
-    e = kappa * (S @ a) - y
-    r = e / n
-    loss = 0.5 * jnp.mean(e * e)
+    r, loss = two_layer.residual(jnp, two_layer.outputs(S, a, kappa), y)
     status, stop_now, loss_ref = stopping.decide(
         loss, state["loss0"], state["loss_ref"], k, settings, jnp
     )
-    c = X * r[:, None]  # c_ij = x̃_ij r_i
-    G = jnp.stack([sum(c[i, j] * D[i] for i in range(n)) for j in range(d)])
+    G = two_layer.input_weight_sums(jnp, X, r, D)
     if settings.step_rule == "gram":
         K = steprule.tangent_gram(S @ S.T, Da @ Da.T, X @ X.T, kappa, kappa_p, n)
         g2 = sum(G[j] * G[j] for j in range(d))
@@ -333,8 +340,7 @@ def _single_step(state, const, X, y, settings: TrainSettings):
         eta = steprule.gram_rate(K, cross_max, kappa, settings.lr_factor, jnp, _mm)
     else:
         eta = jnp.asarray(settings.lr, a.dtype)
-    a_new = a - (eta * kappa / kappa_p) * (r @ S)
-    W_new = W - (eta * kappa_p * kappa) * a * G
+    a_new, W_new = two_layer.descend(a, W, r, S, G, eta, kappa, kappa_p)
     return {
         "loss": loss,
         "status": status,
@@ -348,15 +354,17 @@ def _single_step(state, const, X, y, settings: TrainSettings):
 
 def gradients(a, W, kappa, X, y, act_name: str):
     """(R, ∇_ā R, ∇_w̄ R) in rescaled variables for one network (a (m,), W (m, d)), closed
-    form: ∇_ā R = κ Sᵀ r,  ∇_w̄_k R = κ ā_k Σ_i r_i σ'(h_ik) x̃_i."""
+    form: ∇_ā R = κ Sᵀ r,  ∇_w̄_k R = κ ā_k Σ_i r_i σ'(h_ik) x̃_i, as
+    :func:`smallinit.kernels.two_layer.loss_and_gradients` (the one definition) computes
+    them."""
     enable_x64()
     act = activation(act_name)
-    h = jnp.asarray(X) @ W.T
-    f = kappa * (act(h) @ a)
-    r = (f - y) / X.shape[0]
-    loss = 0.5 * jnp.mean((f - y) ** 2)
-    gW = (derivative(act)(h) * r[:, None]).T @ X
-    return loss, kappa * (act(h).T @ r), kappa * a[:, None] * gW
+    dact = derivative(act)
+    W = jnp.asarray(W)
+    loss, ga, gW, _ = two_layer.loss_and_gradients(
+        jnp, jnp.asarray(X), jnp.asarray(y), jnp.asarray(a), W.T, kappa, lambda z: (act(z), dact(z))
+    )
+    return loss, ga, gW.T
 
 
 # ----------------------------------------------------------------------------- setup

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from planting import planted_copy
 
 import smallinit.kernels as K
 from smallinit.kernels import cpu, pointwise
@@ -24,14 +25,45 @@ def ragged(seed, widths, n=5, d=3, per_network=False, bias=True, dtype=np.float6
     return cast(X), cast(y), cast(a), cast(W), cast(b), K.offsets_from_widths(widths), cast(alpha)
 
 
-@pytest.mark.parametrize("act", ACTS)
-@pytest.mark.parametrize("per_network", [False, True])
-def test_grouped_step_matches_per_network_loop(act, per_network):
+def assert_vectorized_step_matches_loop(step, act, per_network):
+    """``step`` (the vectorized CPU grouped step, or a planted copy of it) against the loop
+    over the one definition (kernels/two_layer.py), float64. Tolerance: the vectorized step
+    sums over neurons with ``reduceat`` and over points through BLAS, and divides by α
+    where the loop multiplies by 1/α, so they differ by a few ulps."""
     X, y, a, W, b, off, al = ragged(1, [4, 0, 7, 1], per_network=per_network)
-    got = K.grouped_two_layer_step(X, y, a, W, b, offsets=off, alpha=al, activation=act)
+    got = step(X, y, a, W, b, off, al, act)
     want = cpu.grouped_two_layer_step_loop(X, y, a, W, b, off, al, act)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("per_network", [False, True])
+def test_grouped_step_matches_per_network_loop(act, per_network):
+    def step(X, y, a, W, b, off, al, act):
+        return K.grouped_two_layer_step(X, y, a, W, b, offsets=off, alpha=al, activation=act)
+
+    assert_vectorized_step_matches_loop(step, act, per_network)
+
+
+PLANTED = {
+    "bias-gradient-sign": ("grad_b = ones @ D if", "grad_b = -ones @ D if"),
+    "input-weight-gradient-of-the-shared-data-transposed": (
+        "grad_W = D.T @ X\n",
+        "grad_W = (D.T @ X)[:, ::-1]\n",
+    ),
+    "errors-of-the-neighbouring-network": (
+        "Ek = np.repeat(E, widths, axis=1)",
+        "Ek = np.repeat(np.roll(E, 1, axis=1), widths, axis=1)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_a_planted_error_in_the_vectorized_step_fails_the_check(name):
+    bad = planted_copy(cpu, *PLANTED[name])
+    with pytest.raises(AssertionError):
+        assert_vectorized_step_matches_loop(bad.grouped_two_layer_step, "tanh", False)
 
 
 def test_grouped_step_matches_torch_autograd():

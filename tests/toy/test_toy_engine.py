@@ -7,9 +7,12 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
+from planting import planted_copy  # noqa: E402
+
+from smallinit.kernels import two_layer  # noqa: E402
 from smallinit.theory.phase import conserved_quantities  # noqa: E402
+from smallinit.toy import grouped_engine  # noqa: E402
 from smallinit.toy import twolayer as tl  # noqa: E402
-from smallinit.toy.grouped_engine import train_grouped  # noqa: E402
 
 
 def _batch(points, m, seeds=(0,)):
@@ -61,57 +64,125 @@ def test_closed_form_gradients_match_autodiff(act):
     np.testing.assert_allclose(cW, gW, rtol=1e-10, atol=1e-14)
 
 
-@pytest.mark.parametrize("act", ["relu", "tanh"])
-@pytest.mark.parametrize("rule", ["fixed", "gram"])
-def test_each_fast_step_is_the_plain_gradient_step(act, rule):
+def assert_fast_steps_take_the_plain_step(engine, act, rule, grouped=grouped_engine):
     """The engine's two fast steps, the lockstep batch's packed ``_step`` and the
-    one-network ``_single_step``, both take the plain step of docs/science.md §2,
-    ā ← ā − (η̄/κ') ∇_ā R and w̄ ← w̄ − η̄ κ' ∇_w̄ R, with the closed-form gradients of
-    :func:`~smallinit.toy.twolayer.gradients` (checked against autodiff above) at the step
-    size η̄ each reports (the Gram rule's or the fixed one), from the same loss. Tolerance:
-    the fast paths sum over points and neurons in another order (packed lanes, matrix
-    products), a few float64 ulps of rounding. The grouped engine (ReLU only under the Gram
-    rule) takes the same step, in the ragged layout of the kernels' grouped step."""
+    one-network ``_single_step`` (of the module ``engine``: the toy's, or a planted copy),
+    both take the plain step of docs/science.md §2, ā ← ā − (η̄/κ') ∇_ā R and
+    w̄ ← w̄ − η̄ κ' ∇_w̄ R, with the gradients of the one definition
+    (:func:`smallinit.kernels.two_layer.loss_and_gradients`, held to autodiff in
+    tests/kernels/test_kernels_two_layer.py) at the step size η̄ each reports (the Gram
+    rule's or the fixed one), from the same loss. Tolerance: the fast paths sum over points
+    and neurons in another order (packed lanes, matrix products) and fold κ into the step
+    size, a few float64 ulps of rounding. The grouped engine (the module ``grouped``; ReLU
+    only under the Gram rule) takes the same step, in the ragged layout of the kernels'
+    grouped step."""
     import jax.numpy as jnp
 
-    tl.enable_x64()  # the engine's float64, as its public entry points set it
-    X, y = tl.reference_data()
+    engine.enable_x64()  # the engine's float64, as its public entry points set it
+    X, y = engine.reference_data()
     rng = np.random.default_rng(1)
     m = 12  # not a multiple of the 8 lanes: the packed layout pads
     a0, W0 = rng.normal(size=(1, m)), rng.normal(size=(1, m, 2))
     kappa, kappa_p = 0.3, 0.7
-    settings = tl.TrainSettings(activation=act, step_rule=rule, lr=1e-2)
-    state, const, mask = tl._setup(a0, W0, np.array([kappa]), np.array([kappa_p]), X, y, settings)
+    settings = engine.TrainSettings(activation=act, step_rule=rule, lr=1e-2)
+    state, const, mask = engine._setup(
+        a0, W0, np.array([kappa]), np.array([kappa_p]), X, y, settings
+    )
     Xj, yj = jnp.asarray(X), jnp.asarray(y)
-    packed, (loss_packed, _, _) = tl._step(state, {**const, "mask": mask}, Xj, yj, settings)
-    single = tl._single_step(*tl._unpacked(state, const, 0, m), Xj, yj, settings)
+    packed, (loss_packed, _, _) = engine._step(state, {**const, "mask": mask}, Xj, yj, settings)
+    single = engine._single_step(*engine._unpacked(state, const, 0, m), Xj, yj, settings)
 
-    loss, ga, gW = tl.gradients(jnp.asarray(a0[0]), jnp.asarray(W0[0]), kappa, Xj, yj, act)
+    fn = tl.activation(act)
+    dfn = tl.derivative(fn)
+    loss, ga, gW, _ = two_layer.loss_and_gradients(
+        np, X, y, a0[0], W0[0].T, kappa, lambda z: (np.asarray(fn(z)), np.asarray(dfn(z)))
+    )
     eta = float(single["eta"])
     np.testing.assert_allclose(float(packed["time"][0]), eta, rtol=1e-12)
-    plain_a = a0[0] - eta / kappa_p * np.asarray(ga)
-    plain_W = W0[0] - eta * kappa_p * np.asarray(gW)
+    plain_a = a0[0] - eta / kappa_p * ga
+    plain_W = W0[0] - eta * kappa_p * gW.T
     for got_loss, got_a, got_W in (
         (
             loss_packed[0],
-            tl.unpack(packed["a"], m)[0],
-            np.swapaxes(tl.unpack(packed["W"], m), -1, -2)[0],
+            engine.unpack(packed["a"], m)[0],
+            np.swapaxes(engine.unpack(packed["W"], m), -1, -2)[0],
         ),
         (single["loss"], single["a"], np.asarray(single["W"]).T),
     ):
         assert float(got_loss) == pytest.approx(float(loss), rel=1e-12)
         np.testing.assert_allclose(got_a, plain_a, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(got_W, plain_W, rtol=1e-12, atol=1e-14)
-    if act != "relu" and rule == "gram":
+    if grouped is None or (act != "relu" and rule == "gram"):
         return  # the grouped engine's Gram rule is ReLU's alone (check_settings refuses)
     # the grouped engine's step (the kernels' grouped_two_layer_step, ragged layout), one
     # step of a one-step budget
     one = tl.TrainSettings(activation=act, step_rule=rule, lr=1e-2, max_steps=1)
-    grouped = train_grouped([a0[0]], [W0[0]], [kappa], [kappa_p], X, y, one)
-    assert grouped["step"][0] == 1
-    np.testing.assert_allclose(grouped["time"][0], eta, rtol=1e-12)
-    np.testing.assert_allclose(grouped["a"], plain_a, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(grouped["W"], plain_W, rtol=1e-12, atol=1e-14)
+    out = grouped.train_grouped([a0[0]], [W0[0]], [kappa], [kappa_p], X, y, one)
+    assert out["step"][0] == 1
+    np.testing.assert_allclose(out["time"][0], eta, rtol=1e-12)
+    np.testing.assert_allclose(out["a"], plain_a, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(out["W"], plain_W, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("act", ["relu", "tanh"])
+@pytest.mark.parametrize("rule", ["fixed", "gram"])
+def test_each_fast_step_is_the_plain_gradient_step(act, rule):
+    assert_fast_steps_take_the_plain_step(tl, act, rule)
+
+
+#: errors planted in a copy of toy/twolayer.py: each in one of its fast steps' own sums
+PLANTED_STEPS = {
+    "packed-input-weight-step-sign": (
+        "W_new = W - (eta * kappa_p * kappa)[..., None, None, None]",
+        "W_new = W + (eta * kappa_p * kappa)[..., None, None, None]",
+    ),
+    "packed-output-weight-sums-of-the-derivative": (
+        "ga = jnp.sum(r[..., :, None, None] * S, axis=-3)",
+        "ga = jnp.sum(r[..., :, None, None] * D, axis=-3)",
+    ),
+    "packed-input-coordinates-swapped": (
+        "* X[:, j, None, None], axis=-3) for j in range(d)]",
+        "* X[:, j, None, None], axis=-3) for j in reversed(range(d))]",
+    ),
+    "single-forward-wrong-activation-derivative": (
+        "h, S, D = two_layer.hidden(X, W, lambda z: (act(z), dact(z)))",
+        "h, S, D = two_layer.hidden(X, W, lambda z: (act(z), act(z)))",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED_STEPS))
+def test_a_planted_error_in_a_fast_step_fails_the_check(name):
+    """Each check above can fail: a copy of the engine with one wrong line (a sign, σ' for
+    σ or σ for σ', the input coordinates of the gradient swapped) does not take the plain
+    step."""
+    bad = planted_copy(tl, *PLANTED_STEPS[name])
+    with pytest.raises(AssertionError):
+        assert_fast_steps_take_the_plain_step(bad, "tanh", "fixed", grouped=None)
+
+
+def test_a_planted_error_in_the_one_definition_fails_the_one_network_step(monkeypatch):
+    """The one-network step calls the one definition; a wrong sign there (in the copy the
+    engine calls, not in the reference's) makes it leave the plain step."""
+    bad = planted_copy(
+        two_layer, "a_new = a - (eta * kappa / kappa_p)", "a_new = a + (eta * kappa / kappa_p)"
+    )
+    monkeypatch.setattr(tl, "two_layer", bad)
+    with pytest.raises(AssertionError):
+        assert_fast_steps_take_the_plain_step(tl, "relu", "gram", grouped=None)
+
+
+@pytest.mark.parametrize("rule", ["fixed", "gram"])
+def test_a_planted_error_in_the_grouped_engines_step_fails_the_check(rule):
+    """The grouped engine's step (the kernels' gradients, then its own update) with the
+    input weights' preconditioner inverted does not take the plain step."""
+    bad = planted_copy(
+        grouped_engine,
+        "bt.W - seg.spread(eta * kappa_p)[:, None] * out.grad_W",
+        "bt.W - seg.spread(eta / kappa_p)[:, None] * out.grad_W",
+    )
+    with pytest.raises(AssertionError):
+        assert_fast_steps_take_the_plain_step(tl, "relu", rule, grouped=bad)
 
 
 def test_conservation_law_drift_small_under_small_fixed_step():
