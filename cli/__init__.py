@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import importlib
 import logging
 import os
 import re
@@ -18,22 +17,23 @@ import warnings
 from collections.abc import Sequence
 
 from smallinit import __version__
+from smallinit.cli import claims, compare, data, figs, gpu_check, llm, runs, theory, toy
 from smallinit.cli.util import ArgumentParser, HelpFormatter, reopen_closed_std_streams
 from smallinit.core import interrupts
 from smallinit.core.errors import SmallinitError, SmallinitWarning, one_line
 from smallinit.core.progress import configure_logging, set_quiet
 
-#: Modules whose ``register(subparsers)`` adds one command group each, in help order.
+#: The modules whose ``register(subparsers)`` adds one command group each, in help order.
 COMMAND_GROUPS = (
-    "smallinit.cli.theory",  # smallinit theory ...
-    "smallinit.cli.toy",  # smallinit toy ...
-    "smallinit.cli.llm",  # smallinit llm ...
-    "smallinit.cli.compare",  # smallinit compare
-    "smallinit.cli.figs",  # smallinit figs
-    "smallinit.cli.runs",  # smallinit runs ...
-    "smallinit.cli.claims",  # smallinit claims
-    "smallinit.cli.data",  # smallinit data fetch
-    "smallinit.cli.gpu_check",  # smallinit gpu-check
+    theory,  # smallinit theory ...
+    toy,  # smallinit toy ...
+    llm,  # smallinit llm ...
+    compare,  # smallinit compare
+    figs,  # smallinit figs
+    runs,  # smallinit runs ...
+    claims,  # smallinit claims
+    data,  # smallinit data fetch
+    gpu_check,  # smallinit gpu-check
 )
 
 DESCRIPTION = """\
@@ -62,7 +62,7 @@ def build_parser() -> ArgumentParser:
     )
     groups = parser.add_subparsers(dest="group", metavar="GROUP", required=True)
     for module in COMMAND_GROUPS:
-        importlib.import_module(module).register(groups)
+        module.register(groups)
     return parser
 
 

@@ -269,8 +269,4 @@ class CompareSpec(RunSpec):
     """A comparison for the job driver (:mod:`smallinit.core.jobs`): ``config`` is its
     :class:`~smallinit.compare.comparison.CompareConfig`."""
 
-    kind = KIND
-    version = VERSION
-
-    def compute(self, store: RunStore, force: bool) -> CompareResult:
-        return run_compare(self.config, store, force=force)
+    kind, version, runner = KIND, VERSION, staticmethod(run_compare)

@@ -399,12 +399,8 @@ class AnchorSpec(population.Populated, RunSpec):
     :class:`AnchorConfig`; runs of one shape train together as populations where the
     driver forms them (:class:`~smallinit.llm.training.population.Populated`)."""
 
-    kind = KIND
-    version = VERSION
+    kind, version, runner = KIND, VERSION, staticmethod(run_anchor)
     population_kind = ANCHOR
-
-    def compute(self, store: RunStore, force: bool) -> Run:
-        return run_anchor(self.config, store, force=force)
 
     def check(self, memory: tuple[int, str] | None = None) -> None:
         """The checks :func:`run_anchor` makes before a run exists (the trainer's

@@ -388,16 +388,6 @@ class LMTask:
         }
 
 
-class _RankView:
-    """What a rank other than 0 sees of the run: its paths, and writes that do nothing."""
-
-    def __init__(self, run: Run):
-        self.path = run.path
-
-    def log(self, record: dict[str, Any]) -> None:
-        pass
-
-
 # ----------------------------------------------------------------------------- the loop
 class Trainer:
     """One training run of ``task`` (module docstring); :meth:`fit` is the run store's body.
@@ -661,7 +651,7 @@ def fit_run(
             )
         if box[0]:
             try:
-                build(dist).fit(_RankView(run))
+                build(dist).fit(ScratchRun(run.path))  # rank 0 alone writes the run
             except RunFailed:
                 pass  # rank 0 records it
         return run
@@ -672,9 +662,10 @@ def fit_run(
 
 # ----------------------------------------------------------------------------- trials
 class ScratchRun:
-    """A run that is never stored, for :func:`trial`: its records, arrays and JSON files
-    stay in memory; the files a task writes by path (tokenizer, final weights) go to
-    ``path``, a temporary folder that :func:`trial` deletes."""
+    """A run that is never stored: its records, arrays and JSON files stay in memory. For
+    :func:`trial`, where the files a task writes by path (tokenizer, final weights) go to
+    ``path``, a temporary folder that :func:`trial` deletes; and for the ranks other than 0
+    under ``torchrun`` (:func:`fit_run`), which write nothing by path."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
