@@ -27,18 +27,19 @@ dw̄/dt̄ = −κ' ∇_w̄ R, discretized) is
 written with κ taken out of the sums (one product of scalars per step instead of a
 scaling of every sum).
 
-Who runs it: the toy's one-network step (``smallinit.toy.twolayer._single_step``, the path
-every CPU scan takes) calls these functions with ``jax.numpy``, operation for operation the
-arithmetic it has always had; :func:`loss_and_gradients` is the reference of the toy's
+Who runs it: the toy's one step (``smallinit.toy.twolayer._single_step``, taken by both
+of the JAX engine's paths: every CPU scan's one-network loop and, vmapped, the lockstep
+batch of accelerators) calls these functions with ``jax.numpy``, operation for operation
+the arithmetic it has always had; :func:`loss_and_gradients` is the reference of the toy's
 ``gradients`` and, over NumPy, of the kernels' per-network loop
-(:func:`smallinit.kernels.cpu.grouped_two_layer_step_loop`). Three forms sum in another
-order and are tested against this one instead of calling it: the toy's packed lockstep
-step (neurons in lanes, ``smallinit.toy.twolayer._step``), the vectorized ragged NumPy
-step (:func:`smallinit.kernels.cpu.grouped_two_layer_step`) and the CUDA kernel
-(``grouped_step.cu``, which cannot call Python). Their tests: tests/toy/test_toy_engine.py
-(the toy's steps against the plain step built from here; this module against autodiff)
-and tests/kernels/test_kernels_batched.py, test_kernels_emulated.py, test_kernels_gpu.py
-(the kernels against the per-network loop over this module).
+(:func:`smallinit.kernels.cpu.grouped_two_layer_step_loop`). One kernel sums in another
+order and is tested against this module instead of calling it: the grouped step over a
+ragged batch of networks of many widths (``grouped_step.cu``, which cannot call Python,
+and its vectorized NumPy fallback :func:`smallinit.kernels.cpu.grouped_two_layer_step`).
+Their tests: tests/toy/test_toy_engine.py (the toy's paths against the plain step built
+from here), tests/kernels/test_kernels_two_layer.py (this module against autodiff) and
+tests/kernels/test_kernels_batched.py, test_kernels_emulated.py, test_kernels_gpu.py (the
+grouped kernel against the per-network loop over this module).
 
 The sums over the n inputs of :func:`input_weight_sums` are written out (n and d are tiny
 in the toy: a loop of whole-row products is faster than a contraction there), and the

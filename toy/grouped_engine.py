@@ -29,7 +29,7 @@ removed from the ragged batch (their state copied to the host); the loop ends wh
 left. Networks run in lockstep from step 0, so the global step is every live network's step.
 
 Differences from the JAX engine: summation orders differ (kernel and reduceat against XLA's
-lane-wise sums), so numbers agree to rounding (≈1e-12 relative), not bit for bit; a network
+matrix products), so numbers agree to rounding (≈1e-12 relative), not bit for bit; a network
 whose loss crosses ``tol`` within rounding of the threshold could stop one step apart. The
 ``"gram"`` rule's curvature term is written for ReLU only (its σ'' = 0); other activations
 need the ``"fixed"`` rule here (the JAX engine has both). On the GPU the segment sums use

@@ -160,6 +160,7 @@ def measure(cfg: InitialCondensationConfig, sim: dict) -> dict:
     G = np.asarray(cosine_gram(W))
     order = leading_eigvec_order(G)
     p = multiplicity(cfg.activation)
+    assert p is not None  # the config admits only activations with a multiplicity
     out = {
         "activation": cfg.activation,
         "p": p,

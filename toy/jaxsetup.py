@@ -34,7 +34,7 @@ def enable_x64() -> None:
     computation: a toy run and the transformer runs share the figure driver's process
     (one worker on a GPU), and PyTorch would find only a quarter of the GPU left."""
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    if not jax.config.jax_enable_x64:
+    if not jax.config.jax_enable_x64:  # type: ignore[attr-defined]
         jax.config.update("jax_enable_x64", True)
 
 

@@ -43,20 +43,19 @@ Batching: on CPU, :func:`train_batch` runs every network in its own compiled
 ``jax.devices()`` (one per core, :mod:`smallinit.toy.jaxsetup`), all in one compiled call
 (a ``jax.shard_map`` over the devices, each running its share one after the other with
 ``lax.map``: one compile and one dispatch per width). One network's step
-(:func:`_single_step`) works on the unpadded weights ā (m,), w̄ (d, m): the sums over
-neurons are small matrix products (f = κ S ā, the Gram sums S Sᵀ and (D∘ā)(D∘ā)ᵀ,
-∇_ā R = κ Sᵀ r, with S, D the n × m matrices σ(h), σ'(h)); the sums over the n inputs and
-d coordinates of the input-weight gradient are written out elementwise; RD is computed
-only at the record steps; and the largest per-neuron cross term is found by halving
-(XLA's CPU reduction of a long vector is one serial chain). Its working set stays in
-cache. On accelerators :func:`train_batch` vmaps the step over a lockstep batch of
-(init, κ, κ') split across the devices with ``jax.shard_map`` (neurons packed as M rows
-of 8 lanes, :func:`pack`) and finishes the slowest quarter one by one. All networks of a
-batch share the width m; a scan groups its networks by width (see
-:mod:`smallinit.toy.scan`). Both paths compute the same steps; their sums differ in
-order, so they agree to rounding (tests/toy/test_toy_engine.py). The step's math (forward
-pass, loss, gradients, descent) is written once, in :mod:`smallinit.kernels.two_layer`:
-the one-network step calls it; the packed step is its lane-layout form, tested against it.
+(:func:`_single_step`) works on ā (m,), w̄ (d, m): the sums over neurons are small
+matrix products (f = κ S ā, the Gram sums S Sᵀ and (D∘ā)(D∘ā)ᵀ, ∇_ā R = κ Sᵀ r, with S, D
+the n × m matrices σ(h), σ'(h)); the sums over the n inputs and d coordinates of the
+input-weight gradient are written out elementwise; RD is computed only at the record
+steps; and the largest per-neuron cross term is found by halving (XLA's CPU reduction of
+a long vector is one serial chain). Its working set stays in cache. On accelerators
+:func:`train_batch` vmaps the same step over a lockstep batch of (init, κ, κ') split
+across the devices with ``jax.shard_map``, and finishes the slowest quarter one by one.
+All networks of a batch share the width m; a scan groups its networks by width (see
+:mod:`smallinit.toy.scan`). Both paths take the one step, :func:`_single_step`, whose
+math (forward pass, loss, gradients, descent) is the one definition of
+:mod:`smallinit.kernels.two_layer`; batched, XLA may sum its matrix products in another
+order, so the two paths agree to rounding (tests/toy/test_toy_engine.py).
 
 Float64: every public function that computes with JAX (:func:`init_asi`, :func:`gradients`,
 :func:`train_loop`, :func:`train_batch`) first calls
@@ -176,121 +175,12 @@ def init_asi(seed: int, m: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([a, -a]), np.concatenate([w, w])
 
 
-# ----------------------------------------------------------------------------- layout
-LANES = 8
-
-
-def _layout(m: int) -> tuple[int, int]:
-    """(M, L): neurons stored as M rows of L = 8 lanes (m padded up to M·L)."""
-    return -(-m // LANES), LANES
-
-
-def pack(v, m: int):
-    """(..., m) → (..., M, L), zero-padded; NumPy in, NumPy out."""
-    M, L = _layout(m)
-    v = np.asarray(v, np.float64)
-    pad = np.zeros(v.shape[:-1] + (M * L - m,))
-    return np.concatenate([v, pad], axis=-1).reshape(v.shape[:-1] + (M, L))
-
-
-def unpack(v, m: int):
-    """(..., M, L) → (..., m), dropping the padding."""
-    v = np.asarray(v)
-    return v.reshape(v.shape[:-2] + (-1,))[..., :m]
-
-
-def _nsum(x):
-    """Sum over the neuron axes (M, L): first over the rows, lane by lane, then the lanes.
-    XLA on CPU keeps a reduction's order, so a sum along the minor axis is one serial chain
-    of dependent adds; reducing the row axis first gives L independent chains that vectorize
-    (about 4× faster on CPU, see the module docstring)."""
-    return jnp.sum(jnp.sum(x, axis=-2), axis=-1)
-
-
-def _nmax(x):
-    return jnp.max(jnp.max(x, axis=-2), axis=-1)
-
-
 def _mm(A, B):
     """A @ B for stacks of tiny matrices, as a broadcast sum (no batched GEMM calls)."""
     return jnp.sum(A[..., :, :, None] * B[..., None, :, :], axis=-2)
 
 
 # ----------------------------------------------------------------------------- one step
-def _forward(a, W, kappa, X, y, mask, act, dact):
-    """Per network of a batch: a (..., M, L), W (..., d, M, L). Returns h, S = σ(h)·mask,
-    D = σ'(h)·mask (all (..., n, M, L)), residual r = (f − y)/n (..., n) and the loss (...)
-    (:func:`smallinit.kernels.two_layer.residual`). The packed form of the one definition's
-    forward pass (:mod:`smallinit.kernels.two_layer`): the sums over inputs and neurons are
-    broadcast sums over the lanes (faster than batched GEMMs here), so they add in another
-    order than its matrix products."""
-    d = X.shape[1]
-    h = sum(X[:, j, None, None] * W[..., j : j + 1, :, :] for j in range(d))
-    S = act(h) * mask
-    D = dact(h) * mask
-    f = kappa[..., None] * _nsum(a[..., None, :, :] * S)
-    r, loss = two_layer.residual(jnp, f, y)
-    return h, S, D, r, loss
-
-
-def _step(state, const, X, y, settings: TrainSettings):
-    """One gradient step of every live network of a lockstep batch ``state`` (leading batch
-    axes; :func:`_single_step` is the same step for one network). A network that stops at
-    this step keeps its weights and step count and records why; a network stopped earlier
-    changes nothing. Returns the new state and (loss, RD, live) at this step.
-
-    The step is the one of :mod:`smallinit.kernels.two_layer` (ā − (η̄κ/κ') Sᵀr,
-    w̄ − (η̄κ'κ) ā ∘ G) in the packed layout: its sums over the inputs and over the lanes
-    add in another order, so it is not a call of that module but a form of it that
-    tests/toy/test_toy_engine.py holds to the plain step to rounding."""
-    act = activation(settings.activation)
-    dact = derivative(act)
-    a, W, k = state["a"], state["W"], state["step"]
-    kappa, kappa_p, mask = const["kappa"], const["kappa_p"], const["mask"]
-    n, d = X.shape
-    h, S, D, r, loss = _forward(a, W, kappa, X, y, mask, act, dact)
-    dW = W - const["W0"]
-    rd = jnp.sqrt(_nsum(jnp.sum(dW * dW, axis=-3))) / const["w0norm"]
-    rD = r[..., :, None, None] * D
-    G = jnp.stack([jnp.sum(rD * X[:, j, None, None], axis=-3) for j in range(d)], axis=-3)
-    status, stop_now, loss_ref = stopping.decide(
-        loss, state["loss0"], state["loss_ref"], k, settings, jnp
-    )
-    live = ~state["stop"]
-    move = live & ~stop_now
-    if settings.step_rule == "gram":
-        Da = D * a[..., None, :, :]
-        SS = _nsum(S[..., :, None, :, :] * S[..., None, :, :, :])
-        DD = _nsum(Da[..., :, None, :, :] * Da[..., None, :, :, :])
-        K = steprule.tangent_gram(SS, DD, X @ X.T, kappa, kappa_p, n)
-        cross = jnp.sqrt(jnp.sum(G * G, axis=-3))
-        if settings.activation != "relu":
-            D2 = derivative(dact)(h) * mask
-            x2 = jnp.sum(X * X, axis=1)
-            cross = cross + kappa_p[..., None, None] * jnp.abs(a) * jnp.sum(
-                jnp.abs(D2 * r[..., :, None, None]) * x2[:, None, None], axis=-3
-            )
-        eta = steprule.gram_rate(K, _nmax(cross), kappa, settings.lr_factor, jnp, _mm)
-    else:
-        eta = jnp.full(kappa.shape, settings.lr, a.dtype)
-    ga = jnp.sum(r[..., :, None, None] * S, axis=-3)
-    a_new = a - (eta * kappa / kappa_p)[..., None, None] * ga
-    W_new = W - (eta * kappa_p * kappa)[..., None, None, None] * a[..., None, :, :] * G
-    new = {
-        "a": jnp.where(move[..., None, None], a_new, a),
-        "W": jnp.where(move[..., None, None, None], W_new, W),
-        "step": jnp.where(move, k + 1, k).astype(jnp.int32),
-        "stop": state["stop"] | stop_now,
-        "status": jnp.where(live, status, state["status"]),
-        "loss0": state["loss0"],
-        "loss_ref": jnp.where(live, loss_ref, state["loss_ref"]),
-        "loss": jnp.where(live, loss, state["loss"]),
-        "rd": jnp.where(live, rd, state["rd"]),
-        "time": state["time"] + jnp.where(move, eta, 0.0),
-    }
-    return new, (loss, rd, live)
-
-
 def _fold_max(x):
     """max of a 1-d array by halving: elementwise maxima of the two halves until at most 32
     values are left (vectorized; XLA's CPU reduction is one serial chain of dependent
@@ -304,15 +194,17 @@ def _fold_max(x):
 
 
 def _single_step(state, const, X, y, settings: TrainSettings):
-    """The step of :func:`_step` for one network in the unpadded layout a (m,), W (d, m):
-    the loss R_k, the stopping decision at step k (:func:`stopping.decide`), the step size
-    η̄ and the updated weights, as a dict; the caller keeps the old weights when
+    """One gradient step of one network, a (m,), W (d, m): the loss R_k, the stopping
+    decision at step k (:func:`stopping.decide`), the step size η̄ and the updated weights,
+    as a dict; the caller keeps the old weights when
     ``stop_now``. The forward pass, the loss, the gradient sums and the descent are the one
     definition's (:mod:`smallinit.kernels.two_layer`: f = κ S ā, ∇_ā R = κ Sᵀ r,
     ∇_w̄_k R = κ ā_k G_k with G_jk = Σ_i x̃_ij r_i σ'(h_ik), S = σ(h), D = σ'(h) n × m),
     called with ``jax.numpy``; what is this step's own is the Gram rule's curvature:
     SS = S Sᵀ, DD = (D∘ā)(D∘ā)ᵀ and, for ReLU, the cross term max_k ‖G_k‖ as the square
-    root of max_k ‖G_k‖² (the root is monotone)."""
+    root of max_k ‖G_k‖² (the root is monotone). Both execution paths take this step: the
+    one-network loop (:func:`_run_single`) and, vmapped, the lockstep batch
+    (:func:`_chunk_fn`); :func:`_advance` applies it."""
     act = activation(settings.activation)
     dact = derivative(act)
     a, W, k = state["a"], state["W"], state["step"]
@@ -367,18 +259,52 @@ def gradients(a, W, kappa, X, y, act_name: str):
     return loss, ga, gW.T
 
 
+def _advance(state, p):
+    """The state after the step ``p`` of :func:`_single_step`: a network that stops at this
+    step keeps its weights and step count and records why; a network stopped earlier
+    changes nothing (``jnp.where`` selects, so a running network's numbers are the step's
+    own, bit for bit)."""
+    live = ~state["stop"]
+    move = live & ~p["stop_now"]
+    k = state["step"]
+    return {
+        **state,
+        "a": jnp.where(move, p["a"], state["a"]),
+        "W": jnp.where(move, p["W"], state["W"]),
+        "step": jnp.where(move, k + 1, k).astype(jnp.int32),
+        "stop": state["stop"] | p["stop_now"],
+        "status": jnp.where(live, p["status"], state["status"]),
+        "loss_ref": jnp.where(live, p["loss_ref"], state["loss_ref"]),
+        "loss": jnp.where(live, p["loss"], state["loss"]),
+        "time": state["time"] + jnp.where(move, p["eta"], 0.0),
+    }
+
+
+def _rel_dist(W, const):
+    """RD = ‖W − W0‖ / ‖W0‖ of one network's input weights."""
+    dW = W - const["W0"]
+    return jnp.sqrt(jnp.sum(dW * dW)) / const["w0norm"]
+
+
 # ----------------------------------------------------------------------------- setup
 @functools.cache
 def _initial_loss(name: str):
+    """Compiled: R_0 of each network of a batch, a (B, m), W (B, d, m), κ (B,)."""
     act = activation(name)
-    return jax.jit(lambda *args: _forward(*args, act, derivative(act))[-1])
+    dact = derivative(act)
+
+    def one(a, W, kappa, X, y):
+        _, S, _ = two_layer.hidden(X, W, lambda z: (act(z), dact(z)))
+        return two_layer.residual(jnp, two_layer.outputs(S, a, kappa), y)[1]
+
+    return jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None, None)))
 
 
 def _setup(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
-    """Packed initial state and per-network constants (NumPy), for a batch (B, m) / (B, m, d)."""
-    a0 = np.asarray(a0, np.float64)
+    """Initial state and per-network constants (NumPy) of a batch a0 (B, m), W0 (B, m, d),
+    with the weights stored as the step takes them: a (B, m), W (B, d, m)."""
+    a = np.array(a0, np.float64)
     W0 = np.asarray(W0, np.float64)
-    m = a0.shape[-1]
     kappa = np.asarray(kappa, np.float64)
     kappa_p = np.asarray(kappa_p, np.float64)
     if X.shape[0] > MAX_POINTS:
@@ -386,10 +312,8 @@ def _setup(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
             f"{X.shape[0]} data points are not allowed; the engine's Gram step "
             f"is written for small data sets (at most {MAX_POINTS} points)"
         )
-    a = pack(a0, m)
-    W = pack(np.swapaxes(W0, -1, -2), m)  # (B, d, M, L)
-    mask = pack(np.ones(m), m)
-    loss0 = _initial_loss(settings.activation)(a, W, kappa, jnp.asarray(X), jnp.asarray(y), mask)
+    W = np.ascontiguousarray(np.swapaxes(W0, -1, -2))  # (B, d, m)
+    loss0 = _initial_loss(settings.activation)(a, W, kappa, jnp.asarray(X), jnp.asarray(y))
     B = a.shape[0]
     state = {
         "a": a,
@@ -409,20 +333,19 @@ def _setup(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
         "kappa": kappa,
         "kappa_p": kappa_p,
     }
-    return state, const, mask
+    return state, const
 
 
-def _result(state, hist_rd, hist_loss, m):
+def _result(state, hist_rd, hist_loss):
     out = {k: np.asarray(v) for k, v in state.items() if k not in ("stop", "loss0", "loss_ref")}
-    out["a"] = unpack(out["a"], m)
-    out["W"] = np.swapaxes(unpack(out["W"], m), -1, -2)
+    out["W"] = np.swapaxes(out["W"], -1, -2)
     out["hist_rd"], out["hist_loss"] = hist_rd, hist_loss
     return out
 
 
 # ----------------------------------------------------------------------------- per network
 def _run_single(state, const, X, y, settings):
-    """One network (unpadded: a (m,), W and W0 (d, m)) to its stop by :func:`_single_step`;
+    """One network (a (m,), W and W0 (d, m)) to its stop by :func:`_single_step`;
     records RD and loss every ``record_every`` steps; returns (state, RD records, loss
     records). Traced inside :func:`_train_single` and :func:`_many_fn`.
 
@@ -434,39 +357,22 @@ def _run_single(state, const, X, y, settings):
     re = settings.record_every
     nan_hist = jnp.full((settings.n_records,), jnp.nan, dtype=state["a"].dtype)
 
-    def rel_dist(W):
-        dW = W - const["W0"]
-        return jnp.sqrt(jnp.sum(dW * dW)) / const["w0norm"]
-
     def step(carry):
         st, i, first_loss = carry
-        p = _single_step(st, const, X, y, settings)
-        move = ~p["stop_now"]
-        k = st["step"]
-        st = {
-            **st,
-            "a": jnp.where(move, p["a"], st["a"]),
-            "W": jnp.where(move, p["W"], st["W"]),
-            "step": jnp.where(move, k + 1, k).astype(jnp.int32),
-            "stop": p["stop_now"],
-            "status": p["status"],
-            "loss_ref": p["loss_ref"],
-            "loss": p["loss"],
-            "time": st["time"] + jnp.where(move, p["eta"], 0.0),
-        }
-        return st, i + 1, jnp.where(i == 0, p["loss"], first_loss)
+        st = _advance(st, _single_step(st, const, X, y, settings))
+        return st, i + 1, jnp.where(i == 0, st["loss"], first_loss)
 
     def block(carry):
         st, hr, hl = carry
         slot = st["step"] // re  # every block starts at a record step
-        rd = rel_dist(st["W"])
+        rd = _rel_dist(st["W"], const)
         st, _, loss = jax.lax.while_loop(
             lambda c: (c[1] < re) & ~c[0]["stop"], step, (st, jnp.int32(0), st["loss"])
         )
         return st, hr.at[slot].set(rd), hl.at[slot].set(loss)
 
     st, hr, hl = jax.lax.while_loop(lambda c: ~c[0]["stop"], block, (state, nan_hist, nan_hist))
-    return {**st, "rd": rel_dist(st["W"])}, hr, hl
+    return {**st, "rd": _rel_dist(st["W"], const)}, hr, hl
 
 
 #: One network per compiled call (:func:`train_loop`).
@@ -481,7 +387,7 @@ def _many_fn(n_devices: int, settings: TrainSettings):
     function and the stack's sharding (None for one device)."""
 
     def local(states, consts, X, y):
-        return jax.lax.map(lambda sc: _run_single(*sc, X, y, settings), (states, consts))
+        return jax.lax.map(lambda sc: _run_single(sc[0], sc[1], X, y, settings), (states, consts))
 
     if n_devices <= 1:
         return jax.jit(local), None
@@ -497,26 +403,22 @@ def _many_fn(n_devices: int, settings: TrainSettings):
     return jax.jit(fn), jax.sharding.NamedSharding(mesh, P("net"))
 
 
-def _unpacked(state, const, idx, m: int):
-    """Networks ``idx`` (an index or an index array) of a packed batch as unpadded
-    (state, const) for :func:`_run_single`."""
-    st = {k: v[idx] for k, v in state.items()}
-    cs = {k: v[idx] for k, v in const.items()}
-    st["a"], st["W"], cs["W0"] = unpack(st["a"], m), unpack(st["W"], m), unpack(cs["W0"], m)
-    return st, cs
+def _pick(state, const, idx):
+    """Networks ``idx`` (an index or an index array) of a batch: their (state, const)."""
+    return {k: v[idx] for k, v in state.items()}, {k: v[idx] for k, v in const.items()}
 
 
-def _store(state, hist, idx, out, m: int, first_slot: int = 0):
-    """Write :func:`_run_single`'s results for networks ``idx`` into the packed batch arrays
+def _store(state, hist, idx, out, first_slot: int = 0):
+    """Write :func:`_run_single`'s results for networks ``idx`` into the batch arrays
     (records from slot ``first_slot`` on)."""
     st, hr, hl = out
     for k, v in st.items():
-        state[k][idx] = pack(np.asarray(v), m) if k in ("a", "W") else np.asarray(v)
+        state[k][idx] = np.asarray(v)
     for h, rec in zip(hist, (hr, hl), strict=True):
         h[idx, first_slot:] = np.asarray(rec)[..., first_slot:]
 
 
-def _train_on_devices(state, const, idx, X, y, settings, m: int, hist, first_slot: int):
+def _train_on_devices(state, const, idx, X, y, settings, hist, first_slot: int):
     """Networks ``idx`` to their stops, spread round-robin over ``jax.devices()``, all in one
     call of :func:`_many_fn` (each device runs its share one after the other). Each
     device's share is padded to a power of two with networks marked stopped (they take no
@@ -525,7 +427,7 @@ def _train_on_devices(state, const, idx, X, y, settings, m: int, hist, first_slo
     shares = [idx[j::n_dev] for j in range(n_dev)]
     size = 1 << (len(shares[0]) - 1).bit_length()
     order = np.concatenate([np.concatenate([g, np.repeat(idx[:1], size - len(g))]) for g in shares])
-    st, cs = _unpacked(state, const, order, m)
+    st, cs = _pick(state, const, order)
     for j, g in enumerate(shares):
         st["stop"][j * size + len(g) : (j + 1) * size] = True
     fn, split = _many_fn(n_dev, settings)
@@ -542,7 +444,6 @@ def _train_on_devices(state, const, idx, X, y, settings, m: int, hist, first_slo
             np.asarray(hr)[keep],
             np.asarray(hl)[keep],
         ),
-        m,
         first_slot,
     )
 
@@ -553,40 +454,44 @@ def train_loop(a0, W0, kappa, kappa_p, X, y, settings: TrainSettings):
     network's stop), all on the default device: the reference the batched engine is
     benchmarked and checked against."""
     enable_x64()
-    state, const, _ = _setup(a0, W0, kappa, kappa_p, X, y, settings)
-    m = np.shape(a0)[-1]
+    state, const = _setup(a0, W0, kappa, kappa_p, X, y, settings)
     X, y = jnp.asarray(X, jnp.float64), jnp.asarray(y, jnp.float64)
     B = len(const["kappa"])
     hist = (np.full((B, settings.n_records), np.nan), np.full((B, settings.n_records), np.nan))
     for i in range(B):
-        _store(state, hist, i, _train_single(*_unpacked(state, const, i, m), X, y, settings), m)
-    return _result(state, *hist, m)
+        _store(state, hist, i, _train_single(*_pick(state, const, i), X, y, settings))
+    return _result(state, *hist)
 
 
 # ----------------------------------------------------------------------------- batched
 @functools.cache
 def _chunk_fn(n_devices: int, n_blocks: int, settings: TrainSettings):
-    """Compiled: ``n_blocks`` × ``record_every`` steps of a whole batch, no host contact.
-    Each block's first step also returns (loss, RD) of the live networks (NaN for stopped
-    ones): the RD(t) records. With several devices, a shard_map gives each device its own
-    slice of the batch."""
+    """Compiled: ``n_blocks`` × ``record_every`` steps of a whole batch, no host contact:
+    :func:`_single_step` vmapped over the networks, each frozen once it stops
+    (:func:`_advance`). Each block's first step also returns (RD, loss) of the live
+    networks (NaN for stopped ones): the RD(t) records, (B, n_blocks) each; the state's
+    ``rd`` is RD at the chunk's end, which for a stopped network is RD at its stop. With several
+    devices, a shard_map gives each device its own slice of the batch."""
 
-    def local(state, const, mask, X, y):
-        const = {**const, "mask": mask}
+    def blocks(st, cs, X, y):
+        nan = jnp.full((), jnp.nan, st["loss"].dtype)
 
         def block(st, _):
+            live = ~st["stop"]
+            rd = _rel_dist(st["W"], cs)
+
             def body(i, carry):
-                st, rec_rd, rec_loss = carry
-                st, (loss, rd, live) = _step(st, const, X, y, settings)
-                first = (i == 0) & live
-                return (st, jnp.where(first, rd, rec_rd), jnp.where(first, loss, rec_loss))
+                st, first_loss = carry
+                st = _advance(st, _single_step(st, cs, X, y, settings))
+                return st, jnp.where(i == 0, st["loss"], first_loss)
 
-            nan = jnp.full(st["loss"].shape, jnp.nan, st["loss"].dtype)
-            st, rec_rd, rec_loss = jax.lax.fori_loop(0, settings.record_every, body, (st, nan, nan))
-            return st, (rec_rd, rec_loss)
+            st, loss = jax.lax.fori_loop(0, settings.record_every, body, (st, nan))
+            return st, (jnp.where(live, rd, nan), jnp.where(live, loss, nan))
 
-        return jax.lax.scan(block, state, None, length=n_blocks)
+        st, records = jax.lax.scan(block, st, None, length=n_blocks)
+        return {**st, "rd": _rel_dist(st["W"], cs)}, records  # a stopped network's W is final
 
+    local = jax.vmap(blocks, in_axes=(0, 0, None, None))
     if n_devices <= 1:
         return jax.jit(local), None, None
     mesh = jax.make_mesh((n_devices,), ("net",))
@@ -595,8 +500,8 @@ def _chunk_fn(n_devices: int, n_blocks: int, settings: TrainSettings):
     fn = jax.shard_map(
         local,
         mesh=mesh,
-        in_specs=(spec, spec, P(), P(), P()),
-        out_specs=(spec, P(None, "net")),
+        in_specs=(spec, spec, P(), P()),
+        out_specs=(spec, spec),
         check_vma=False,
     )
     return (
@@ -658,7 +563,7 @@ def train_batch(
     """
     enable_x64()
     m = np.shape(a0)[-1]
-    state, const, mask = _setup(a0, W0, kappa, kappa_p, X, y, settings)
+    state, const = _setup(a0, W0, kappa, kappa_p, X, y, settings)
     X = jnp.asarray(X, jnp.float64)
     y = jnp.asarray(y, jnp.float64)
     B = len(const["kappa"])
@@ -691,7 +596,7 @@ def train_batch(
         idx = np.concatenate([active, np.repeat(active[-1:], size - active.size)])
         st = {k: v[idx] for k, v in state.items()}
         cs = {k: v[idx] for k, v in const.items()}
-        rest = [mask, X, y]
+        rest = [X, y]
         if split is not None:
             st, cs = jax.device_put(st, split), jax.device_put(cs, split)
             rest = [jax.device_put(v, whole) for v in rest]
@@ -702,10 +607,10 @@ def train_batch(
             state[k][active] = np.asarray(v)[:n]
         slots = k0 // re + np.arange(n_blocks)
         keep = slots < settings.n_records
-        hist_rd[np.ix_(active, slots[keep])] = np.asarray(rec_rd)[keep, :n].T
-        hist_loss[np.ix_(active, slots[keep])] = np.asarray(rec_loss)[keep, :n].T
+        hist_rd[np.ix_(active, slots[keep])] = np.asarray(rec_rd)[:n, keep]
+        hist_loss[np.ix_(active, slots[keep])] = np.asarray(rec_loss)[:n, keep]
         active = active[~state["stop"][active]]
         k0 += n_blocks * re
     if active.size:  # the stragglers, each in its own exact-stop loop
-        _train_on_devices(state, const, active, X, y, settings, m, (hist_rd, hist_loss), k0 // re)
-    return _result(state, hist_rd, hist_loss, m)
+        _train_on_devices(state, const, active, X, y, settings, (hist_rd, hist_loss), k0 // re)
+    return _result(state, hist_rd, hist_loss)

@@ -65,32 +65,30 @@ def test_closed_form_gradients_match_autodiff(act):
 
 
 def assert_fast_steps_take_the_plain_step(engine, act, rule, grouped=grouped_engine):
-    """The engine's two fast steps, the lockstep batch's packed ``_step`` and the
-    one-network ``_single_step`` (of the module ``engine``: the toy's, or a planted copy),
-    both take the plain step of docs/science.md §2, ā ← ā − (η̄/κ') ∇_ā R and
-    w̄ ← w̄ − η̄ κ' ∇_w̄ R, with the gradients of the one definition
-    (:func:`smallinit.kernels.two_layer.loss_and_gradients`, held to autodiff in
-    tests/kernels/test_kernels_two_layer.py) at the step size η̄ each reports (the Gram
-    rule's or the fixed one), from the same loss. Tolerance: the fast paths sum over points
-    and neurons in another order (packed lanes, matrix products) and fold κ into the step
-    size, a few float64 ulps of rounding. The grouped engine (the module ``grouped``; ReLU
-    only under the Gram rule) takes the same step, in the ragged layout of the kernels'
-    grouped step."""
+    """The engine's step, taken by both of its paths, is the plain step of
+    docs/science.md §2, ā ← ā − (η̄/κ') ∇_ā R and w̄ ← w̄ − η̄ κ' ∇_w̄ R, with the gradients
+    of the one definition (:func:`smallinit.kernels.two_layer.loss_and_gradients`, held to
+    autodiff in tests/kernels/test_kernels_two_layer.py) at the step size η̄ it reports (the
+    Gram rule's or the fixed one), from the same loss: the one-network ``_single_step``
+    itself (of the module ``engine``: the toy's, or a planted copy), and one step of a
+    one-step budget through ``train_batch``'s lockstep path (``tail=0``: the step vmapped
+    over the batch and frozen at the stop) and through its one-network loop (the default
+    on CPU). Tolerance: the step sums with matrix products and folds κ into the step size,
+    a few float64 ulps of rounding. The grouped engine (the module ``grouped``; ReLU only
+    under the Gram rule) takes the same step, in the ragged layout of the kernels' grouped
+    step."""
     import jax.numpy as jnp
 
     engine.enable_x64()  # the engine's float64, as its public entry points set it
     X, y = engine.reference_data()
     rng = np.random.default_rng(1)
-    m = 12  # not a multiple of the 8 lanes: the packed layout pads
+    m = 12
     a0, W0 = rng.normal(size=(1, m)), rng.normal(size=(1, m, 2))
     kappa, kappa_p = 0.3, 0.7
     settings = engine.TrainSettings(activation=act, step_rule=rule, lr=1e-2)
-    state, const, mask = engine._setup(
-        a0, W0, np.array([kappa]), np.array([kappa_p]), X, y, settings
-    )
+    state, const = engine._setup(a0, W0, np.array([kappa]), np.array([kappa_p]), X, y, settings)
     Xj, yj = jnp.asarray(X), jnp.asarray(y)
-    packed, (loss_packed, _, _) = engine._step(state, {**const, "mask": mask}, Xj, yj, settings)
-    single = engine._single_step(*engine._unpacked(state, const, 0, m), Xj, yj, settings)
+    single = engine._single_step(*engine._pick(state, const, 0), Xj, yj, settings)
 
     fn = tl.activation(act)
     dfn = tl.derivative(fn)
@@ -98,25 +96,22 @@ def assert_fast_steps_take_the_plain_step(engine, act, rule, grouped=grouped_eng
         np, X, y, a0[0], W0[0].T, kappa, lambda z: (np.asarray(fn(z)), np.asarray(dfn(z)))
     )
     eta = float(single["eta"])
-    np.testing.assert_allclose(float(packed["time"][0]), eta, rtol=1e-12)
     plain_a = a0[0] - eta / kappa_p * ga
     plain_W = W0[0] - eta * kappa_p * gW.T
-    for got_loss, got_a, got_W in (
-        (
-            loss_packed[0],
-            engine.unpack(packed["a"], m)[0],
-            np.swapaxes(engine.unpack(packed["W"], m), -1, -2)[0],
-        ),
-        (single["loss"], single["a"], np.asarray(single["W"]).T),
-    ):
-        assert float(got_loss) == pytest.approx(float(loss), rel=1e-12)
-        np.testing.assert_allclose(got_a, plain_a, rtol=1e-12, atol=1e-14)
-        np.testing.assert_allclose(got_W, plain_W, rtol=1e-12, atol=1e-14)
+    assert float(single["loss"]) == pytest.approx(float(loss), rel=1e-12)
+    np.testing.assert_allclose(single["a"], plain_a, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(single["W"]).T, plain_W, rtol=1e-12, atol=1e-14)
+    one = engine.TrainSettings(activation=act, step_rule=rule, lr=1e-2, max_steps=1)
+    for tail in (0, None):  # the lockstep path, the one-network loop
+        out = engine.train_batch(a0, W0, [kappa], [kappa_p], X, y, one, tail=tail)
+        assert out["step"][0] == 1
+        np.testing.assert_allclose(out["time"][0], eta, rtol=1e-12)
+        np.testing.assert_allclose(out["a"][0], plain_a, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(out["W"][0], plain_W, rtol=1e-12, atol=1e-14)
     if grouped is None or (act != "relu" and rule == "gram"):
         return  # the grouped engine's Gram rule is ReLU's alone (check_settings refuses)
     # the grouped engine's step (the kernels' grouped_two_layer_step, ragged layout), one
     # step of a one-step budget
-    one = tl.TrainSettings(activation=act, step_rule=rule, lr=1e-2, max_steps=1)
     out = grouped.train_grouped([a0[0]], [W0[0]], [kappa], [kappa_p], X, y, one)
     assert out["step"][0] == 1
     np.testing.assert_allclose(out["time"][0], eta, rtol=1e-12)
@@ -130,32 +125,34 @@ def test_each_fast_step_is_the_plain_gradient_step(act, rule):
     assert_fast_steps_take_the_plain_step(tl, act, rule)
 
 
-#: errors planted in a copy of toy/twolayer.py: each in one of its fast steps' own sums
+#: errors planted in a copy of toy/twolayer.py: each in the step's own lines or in how a
+#: path applies it
 PLANTED_STEPS = {
-    "packed-input-weight-step-sign": (
-        "W_new = W - (eta * kappa_p * kappa)[..., None, None, None]",
-        "W_new = W + (eta * kappa_p * kappa)[..., None, None, None]",
-    ),
-    "packed-output-weight-sums-of-the-derivative": (
-        "ga = jnp.sum(r[..., :, None, None] * S, axis=-3)",
-        "ga = jnp.sum(r[..., :, None, None] * D, axis=-3)",
-    ),
-    "packed-input-coordinates-swapped": (
-        "* X[:, j, None, None], axis=-3) for j in range(d)]",
-        "* X[:, j, None, None], axis=-3) for j in reversed(range(d))]",
-    ),
     "single-forward-wrong-activation-derivative": (
         "h, S, D = two_layer.hidden(X, W, lambda z: (act(z), dact(z)))",
         "h, S, D = two_layer.hidden(X, W, lambda z: (act(z), act(z)))",
+    ),
+    "advance-keeps-the-old-input-weights": (
+        '"W": jnp.where(move, p["W"], state["W"]),',
+        '"W": jnp.where(move, state["W"], p["W"]),',
+    ),
+    "advance-counts-no-time": (
+        '"time": state["time"] + jnp.where(move, p["eta"], 0.0),',
+        '"time": state["time"] + jnp.where(move, 0.0, p["eta"]),',
+    ),
+    "advance-never-freezes-a-stopped-network": (
+        'move = live & ~p["stop_now"]',
+        "move = live",
     ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(PLANTED_STEPS))
 def test_a_planted_error_in_a_fast_step_fails_the_check(name):
-    """Each check above can fail: a copy of the engine with one wrong line (a sign, σ' for
-    σ or σ for σ', the input coordinates of the gradient swapped) does not take the plain
-    step."""
+    """Each check above can fail: a copy of the engine with one wrong line (σ for σ', a
+    step that keeps the old weights or counts no time, a batch that steps past a network's
+    stop)
+    does not take the plain step."""
     bad = planted_copy(tl, *PLANTED_STEPS[name])
     with pytest.raises(AssertionError):
         assert_fast_steps_take_the_plain_step(bad, "tanh", "fixed", grouped=None)

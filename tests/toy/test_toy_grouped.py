@@ -60,7 +60,7 @@ def test_grouped_engine_reproduces_the_jax_engine_on_mixed_widths():
     budget = out["status"] == tl.BUDGET  # the slowest condensed nets run out of steps
     assert (out["step"][budget] == s.max_steps).all() and (out["loss"][budget] > s.tol).all()
     assert not (out["status"] == tl.DIVERGED).any()
-    # Summation orders differ (kernel/reduceat vs XLA lane sums), so the two runs agree to
+    # Summation orders differ (kernel/reduceat vs XLA matrix products), so the two runs agree to
     # rounding; a stop can move by one step only if a loss lands within rounding of tol.
     assert np.abs(out["step"] - ref["step"]).max() <= 1
     same = out["step"] == ref["step"]
