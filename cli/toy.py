@@ -92,10 +92,9 @@ def _cmd_condense(args) -> int:
 
 def _cmd_initial_condensation(args) -> int:
     from smallinit.core.store import RunStore
-    from smallinit.study.experiments.initial_condensation import config
     from smallinit.toy import initial_condensation as ic
 
-    cfg = _config(args, ic.InitialCondensationConfig, config)
+    cfg = _config(args, ic.InitialCondensationConfig, ic.from_profile)
     if print_config(args, cfg) or print_key(args, ic.InitialCondensationSpec(cfg)):
         return 0
     r = ic.run(cfg, RunStore(args.runs_dir), force=args.force)

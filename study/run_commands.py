@@ -38,8 +38,7 @@ from smallinit.core.store import RunStore
 from smallinit.llm.run_config import profile_config as train_config
 from smallinit.llm.training.lr_choice import TunedSpec
 from smallinit.study.experiments import anchor_scan, planned
-from smallinit.study.experiments import initial_condensation as initial
-from smallinit.toy import condense, diagonal, scan
+from smallinit.toy import condense, diagonal, initial_condensation, scan
 
 #: The program every printed command starts with.
 PROGRAM = "smallinit"
@@ -61,7 +60,9 @@ class Command:
 COMMANDS: dict[str, Command] = {
     "toy-scan": Command(("toy", "scan"), scan.from_profile),
     "toy-condense": Command(("toy", "condense"), condense.from_profile),
-    "toy-initial-condensation": Command(("toy", "initial-condensation"), initial.config),
+    "toy-initial-condensation": Command(
+        ("toy", "initial-condensation"), initial_condensation.from_profile
+    ),
     "toy-diagonal": Command(("toy", "diagonal"), lambda p: diagonal.from_profile(p)[0]),
     "compare": Command(("compare",), compare_config),
     "llm-anchor": Command(("llm", "anchor"), lambda p: anchor_scan.load(p)[0]),

@@ -28,7 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from smallinit.core.config import STORE_HINT, check_fields, check_instance
+from smallinit.core import profiles
+from smallinit.core.config import STORE_HINT, check_fields, check_instance, override
 from smallinit.core.errors import ConfigError, require
 from smallinit.core.jobs import RunSpec
 from smallinit.core.store import RunStore
@@ -205,6 +206,35 @@ def run(cfg: InitialCondensationConfig, store=None, *, force: bool = False) -> d
 
     r = store.get_or_run(KIND, cfg, body, version=VERSION, force=force)
     return {**r.summary, **r.arrays()}
+
+
+#: the profile table of the initial-condensation runs (figure 3)
+TABLE = "initial-condensation"
+
+
+def activations(profile: str) -> list[str]:
+    """The activations of the profile's ``[initial-condensation]`` table, one run each."""
+    found = profiles.section(profile, TABLE).get("activations", ["tanh"])
+    require(
+        isinstance(found, list) and len(found) > 0,
+        f"{profile}.{TABLE}.activations={found!r} is not allowed; give a list of at "
+        "least one activation (figure 3 draws one panel per activation)",
+    )
+    return found
+
+
+def from_profile(profile: str, activation: str | None = None) -> InitialCondensationConfig:
+    """The run of ``activation`` (None: the table's first) at ``profile``: the defaults in
+    code with the table's other keys laid over them. The experiment
+    (:mod:`smallinit.study.experiments.initial_condensation`) and ``smallinit toy
+    initial-condensation`` both read it here, so the command loads no experiment registry
+    (and no torch)."""
+    table = profiles.section(profile, TABLE)
+    table.pop("activations", None)
+    activation = activations(profile)[0] if activation is None else activation
+    return override(
+        InitialCondensationConfig(), {**table, "activation": activation}, where=f"{profile}.{TABLE}"
+    )
 
 
 @dataclasses.dataclass

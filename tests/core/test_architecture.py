@@ -489,7 +489,7 @@ def test_the_toy_commands_import_no_torch(tmp_path):
     (their configs, and a run) leave torch unimported."""
     code = (
         "import sys\nfrom smallinit.cli import main\n"
-        "for cmd in ('scan', 'condense', 'diagonal'):\n"
+        "for cmd in ('scan', 'condense', 'diagonal', 'initial-condensation'):\n"
         "    assert main(['toy', cmd, '--print-config']) == 0\n"
         f"assert main(['toy', 'diagonal', '--runs-dir', {str(tmp_path / 'runs')!r}, "
         "'--json', 'alphas=[1.0]', 'max_steps=50', 'dim=8', 'n=4']) == 0\n"
