@@ -196,11 +196,11 @@ def _fold_max(x):
 def _single_step(state, const, X, y, settings: TrainSettings):
     """One gradient step of one network, a (m,), W (d, m): the loss R_k, the stopping
     decision at step k (:func:`stopping.decide`), the step size η̄ and the updated weights,
-    as a dict; the caller keeps the old weights when
-    ``stop_now``. The forward pass, the loss, the gradient sums and the descent are the one
-    definition's (:mod:`smallinit.kernels.two_layer`: f = κ S ā, ∇_ā R = κ Sᵀ r,
-    ∇_w̄_k R = κ ā_k G_k with G_jk = Σ_i x̃_ij r_i σ'(h_ik), S = σ(h), D = σ'(h) n × m),
-    called with ``jax.numpy``; what is this step's own is the Gram rule's curvature:
+    as a dict; the caller keeps the old weights when ``stop_now``. The forward pass, the
+    loss, the gradient sums and the descent are the one definition's
+    (:mod:`smallinit.kernels.two_layer`: f = κ S ā, ∇_ā R = κ Sᵀ r, ∇_w̄_k R = κ ā_k G_k
+    with G_jk = Σ_i x̃_ij r_i σ'(h_ik), S = σ(h), D = σ'(h) n × m), called with
+    ``jax.numpy``; what is this step's own is the Gram rule's curvature:
     SS = S Sᵀ, DD = (D∘ā)(D∘ā)ᵀ and, for ReLU, the cross term max_k ‖G_k‖ as the square
     root of max_k ‖G_k‖² (the root is monotone). Both execution paths take this step: the
     one-network loop (:func:`_run_single`) and, vmapped, the lockstep batch
@@ -470,8 +470,8 @@ def _chunk_fn(n_devices: int, n_blocks: int, settings: TrainSettings):
     :func:`_single_step` vmapped over the networks, each frozen once it stops
     (:func:`_advance`). Each block's first step also returns (RD, loss) of the live
     networks (NaN for stopped ones): the RD(t) records, (B, n_blocks) each; the state's
-    ``rd`` is RD at the chunk's end, which for a stopped network is RD at its stop. With several
-    devices, a shard_map gives each device its own slice of the batch."""
+    ``rd`` is RD at the chunk's end, which for a stopped network is RD at its stop. With
+    several devices, a shard_map gives each device its own slice of the batch."""
 
     def blocks(st, cs, X, y):
         nan = jnp.full((), jnp.nan, st["loss"].dtype)
@@ -594,8 +594,7 @@ def train_batch(
             last_report = time.monotonic()
         size = _bucket(active.size, B, n_dev)
         idx = np.concatenate([active, np.repeat(active[-1:], size - active.size)])
-        st = {k: v[idx] for k, v in state.items()}
-        cs = {k: v[idx] for k, v in const.items()}
+        st, cs = _pick(state, const, idx)
         rest = [X, y]
         if split is not None:
             st, cs = jax.device_put(st, split), jax.device_put(cs, split)
