@@ -19,6 +19,7 @@ from smallinit.cli.util import (
     profile_arg,
 )
 from smallinit.core.errors import ConfigError
+from smallinit.study.rules import DEFAULT_RULES, RULES
 
 DEFAULT_PROFILES = ("quick", "medium", "fair", "fair-reasoning")
 
@@ -146,14 +147,14 @@ def register(subparsers) -> None:
         "claims",
         help="the study's claims table (docs/science.md §13) from stored runs",
         description=(
-            "Judge the study's claims by the verdict rules of docs/science.md §13 on "
+            "Judge the study's claims by the verdict rules of docs/science.md §13.2 on "
             "the runs already in the store (made by `smallinit figs --profile P` or `make "
             "figs PROFILE=P`). Nothing is trained: a claim whose runs are missing at a "
             "profile is `not run`, and the notes list the missing runs. Verdicts under "
-            "--rules 13.1: holds, partial, not at this scale, contradicted, not run; under "
-            "--rules 13.2 (§13.2): holds, contradicted, not at this scale (equivalence "
-            "within the claim's effect of interest), undecided, not run. The table shows the "
-            "raw p, §13.2's Holm-adjusted p and one-sided bound.\n"
+            "§13.2: holds, contradicted, not at this scale (equivalence within the claim's "
+            "effect of interest), undecided, not run; under --rules 13.1 (§13's earlier "
+            "rules): holds, partial, not at this scale, contradicted, not run. The table "
+            "shows the raw p, §13.2's Holm-adjusted p and one-sided bound.\n"
             "A profile with an overlay (one --profile, --config FILE and KEY=VALUE, as "
             "smallinit figs took them) judges the runs figs made at it, e.g.\n"
             "  smallinit claims --profile quick llm-sweeps.plan.seeds=[0]"
@@ -173,12 +174,13 @@ def register(subparsers) -> None:
     add_overlay_options(parser, "llm-sweeps.plan.seeds=[0] (with one --profile)")
     parser.add_argument(
         "--rules",
-        choices=("13.1", "13.2"),
-        default="13.1",
-        help="the verdict rules: 13.1 (docs/science.md §13 and §13.1, what the "
-        "committed claims files hold) or 13.2 (Holm over the profile's claims, "
-        "exact tests at sd 0, equivalence for `not at this scale`, else "
-        "`undecided`); the records carry §13.2's numbers under either",
+        choices=RULES,
+        default=DEFAULT_RULES,
+        help="the verdict rules: 13.2 (docs/science.md §13.2: Holm over the profile's "
+        "claims, exact tests at sd 0, equivalence for `not at this scale`, else "
+        "`undecided`) or 13.1 (§13 and §13.1, the earlier rules, which the files in "
+        "bench-results/claims/rules-13.1/ hold); the records carry §13.2's numbers under "
+        "either (default: %(default)s)",
     )
     parser.add_argument(
         "--runs-dir",

@@ -68,6 +68,8 @@ from smallinit.llm.data import corpus as corpus_mod
 from smallinit.llm.training.probes import trajectory
 from smallinit.study import experiments
 from smallinit.study.experiments.llm_plan import COMPARED, has_probe
+from smallinit.study.rules import DEFAULT_RULES, RULES
+from smallinit.study.verdicts import VERDICTS as DECISIVE_VERDICTS
 from smallinit.study.verdicts import Condition, Decision, Design, decide_family
 
 log = logging.getLogger(__name__)
@@ -107,7 +109,7 @@ JSON_KEYS = (
     "bound",
     "bound_holm",
 )  # §13.2, 8
-RULES = ("13.1", "13.2")  # docs/science.md §13 with §13.1, and §13.2
+VERDICTS_OF = {"13.1": VERDICTS, "13.2": DECISIVE_VERDICTS}  # the verdicts each rules give
 NAN = float("nan")
 NO_ESTIMATE = Estimate(NAN, NAN, NAN, NAN, 0)
 
@@ -149,7 +151,7 @@ class Record:
     runs: list[str] = dataclasses.field(default_factory=list)
     decided_at: tuple[str, ...] = ()
     decision: Decision | None = None
-    rules: str = RULES[0]
+    rules: str = RULES[0]  # a claim judged alone has §13's verdict until :func:`decide`
 
     @property
     def verdict(self) -> str:
@@ -1072,7 +1074,7 @@ def evaluate(claim_id: str, profile: str, store: RunStore | None = None) -> Reco
     )
 
 
-def decide(records: Sequence[Record], rules: str = RULES[0]) -> list[Record]:
+def decide(records: Sequence[Record], rules: str = DEFAULT_RULES) -> list[Record]:
     """Give one profile's records their §13.2 decisions (the family: every record with a
     design, docs/science.md §13.2, 3) and the ``rules`` their verdicts follow."""
     if rules not in RULES:
@@ -1090,7 +1092,7 @@ def decide(records: Sequence[Record], rules: str = RULES[0]) -> list[Record]:
 
 
 def table(
-    profile_names: Sequence[str], store: RunStore | None = None, *, rules: str = RULES[0]
+    profile_names: Sequence[str], store: RunStore | None = None, *, rules: str = DEFAULT_RULES
 ) -> list[Record]:
     """Every claim at every profile, in §13's order, profile by profile; each profile's
     claims decided together under §13.2 (:func:`decide`), the verdicts by ``rules``; a

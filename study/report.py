@@ -5,9 +5,9 @@
 the folder can be opened from disk, zipped or served as it is. It holds
 
 * the claims table (:mod:`smallinit.study.claims`, read-only: :func:`~smallinit.study.
-  claims.table`) of every profile the store has runs of, each claim with its effect, 95%
-  interval, one-sided p, seeds and verdict (docs/science.md §13), and the missing runs of a
-  claim that is ``not run``;
+  claims.table`) of every profile the store has runs of, each claim with its effect, its
+  one-sided bound at Holm's level, raw and Holm-adjusted p, seeds and verdict (the rules of
+  docs/science.md §13.2), and the missing runs of a claim that is ``not run``;
 * the committed GPU checks (``bench-results/gpu/<date>/gpu_check.json`` of the checkout,
   :mod:`smallinit.study.gpu_report`): per check its date and device, each speed goal with
   the measured value and whether it was met (no section when there is none);
@@ -236,7 +236,9 @@ def scroll_box(table: str) -> str:
 
 
 def claim_cell(r: claims_mod.Record) -> str:
-    """One claim at one profile: effect [CI], p and n, the verdict, and why it is not run."""
+    """One claim at one profile: the effect with, under §13.2, its one-sided bound at Holm's
+    level and the raw and Holm-adjusted p (under §13.1 its 95% interval and p), n, the
+    verdict, and why it is not run."""
     e = r.judgement.estimate
     note = ""
     if r.missing:  # the reason, unfolding to the missing runs
@@ -247,7 +249,17 @@ def claim_cell(r: claims_mod.Record) -> str:
     elif r.judgement.detail:
         note = f'<div class="note">{_e(r.judgement.detail)}</div>'
     numbers = ""
-    if e.n:
+    d = r.decision if r.rules == "13.2" else None
+    if e.n and d is not None:  # §13.2: the one-sided bound at Holm's level, raw and Holm p
+        bound = ""
+        if math.isfinite(d.bound_holm):
+            side = "≥" if r.judgement.design.conditions[0].alternative == "greater" else "≤"
+            bound = f" ({side} {_number(d.bound_holm)})"
+        numbers = (
+            f'<div class="num">{_number(e.effect)}{bound}</div><div class="num small">'
+            f"p {_p(d.p_raw)} · Holm {_p(d.p_holm)} · n {e.n}</div>"
+        )
+    elif e.n:
         numbers = (
             f'<div class="num">{_number(e.effect)} [{_number(e.ci_low)}, '
             f'{_number(e.ci_high)}]</div><div class="num small">p {_p(e.p_value)}'
@@ -268,7 +280,7 @@ def claims_table(records: Sequence[claims_mod.Record], *, table_id: str = "claim
         by_claim.setdefault(r.id, {})[r.profile] = r
     head = (
         "<tr><th>claim</th><th>what it says</th><th>decided at</th>"
-        + "".join(f"<th>{_e(p)}: effect [95% CI], verdict</th>" for p in names)
+        + "".join(f"<th>{_e(p)}: effect, verdict</th>" for p in names)
         + "</tr>"
     )
     rows = []
@@ -288,13 +300,12 @@ def claims_table(records: Sequence[claims_mod.Record], *, table_id: str = "claim
 
 
 def verdict_counts(records: Sequence[claims_mod.Record]) -> str:
-    """``quick: 2 holds, 1 partial, 9 not run`` per profile."""
+    """``quick: 2 holds, 1 undecided, 9 not run`` per profile, in the order of the verdicts
+    of the records' rules (:data:`~smallinit.study.claims.VERDICTS_OF`)."""
+    order = dict.fromkeys(v for r in records for v in claims_mod.VERDICTS_OF[r.rules])
     parts = []
     for profile in dict.fromkeys(r.profile for r in records):
-        counts = {
-            v: sum(r.verdict == v and r.profile == profile for r in records)
-            for v in claims_mod.VERDICTS
-        }
+        counts = {v: sum(r.verdict == v and r.profile == profile for r in records) for v in order}
         shown = ", ".join(f"{n} {_verdict(v)}" for v, n in counts.items() if n)
         parts.append(f"<code>{_e(profile)}</code>: {shown}")
     return "<p>" + "; ".join(parts) + ".</p>"
@@ -404,6 +415,7 @@ img { max-width: 100%; height: auto; }
 .v-holds { background: #c8ecc9; } .v-partial { background: #f3e7b0; }
 .v-not-at-this-scale { background: #e4e4e4; } .v-contradicted { background: #f5c2c0; }
 .v-not-run { background: #fff; border: 1px dashed #aaa; }
+.v-undecided { background: #fff; border: 1px solid #aaa; }
 nav a { margin-right: .8em; white-space: nowrap; display: inline-block; }
 @media (max-width: 600px) { body { padding: .6em .8em 3em; font-size: 14px; } }
 """
@@ -478,10 +490,12 @@ def render(
         "from the network.</p>"
         f'<nav><a href="#claims-section">Claims</a>{nav}</nav>'
         '<section id="claims-section"><h2>The study\'s claims, measured</h2>'
-        f"<p>Judged from the stored runs by the verdict rules of docs/science.md §13 "
-        f"(<code>smallinit claims --profile P</code>); profiles with runs in the store: "
-        f"{shown} (profiles share the runs whose configs they share). Effect in the claim's "
-        f"units, 95% t-interval over seeds, one-sided p, n seeds; a claim whose runs are not "
+        f"<p>Judged from the stored runs by the verdict rules of docs/science.md §13.2 "
+        f"(<code>smallinit claims --profile P</code>; <code>--rules 13.1</code> gives the "
+        f"earlier rules); profiles with runs in the store: {shown} (profiles share the runs "
+        f"whose configs they share). Effect in the claim's units, in brackets its one-sided "
+        f"bound at Holm's level, the deciding test's raw p, that p adjusted by Holm over the "
+        f"profile's claims, n seeds; a claim whose runs are not "
         f"all done is <em>not run</em>, its missing runs listed. <em>Decided at</em>: the "
         f"profiles whose design decides the claim; quick cuts seeds and grid points to fit "
         f"its time, so its verdicts are a first look.</p>{claims_html}</section>"

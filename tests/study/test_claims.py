@@ -634,9 +634,9 @@ def test_records_carry_per_seed_values_and_decide_again_from_them_alone(tmp_path
     from JSON: the records carry each claim's per-seed values, raw and Holm-adjusted p and
     one-sided bounds; every verdict and number is computed again from the JSON's values and
     conditions alone, each p also straight from scipy; identical seeds (sd 0) get the exact
-    sign test, never p = 0; the default rules (13.1) keep §13's verdicts and carry the same
-    §13.2 numbers. (The whole table would also judge fig 10/11's claims, which read probe
-    and token arrays these summaries do not have.)"""
+    sign test, never p = 0; §13.2 is the default; the earlier rules (13.1) keep §13's
+    verdicts and carry the same §13.2 numbers. (The whole table would also judge fig
+    10/11's claims, which read probe and token arrays these summaries do not have.)"""
     from scipy import stats as sps
     from test_committed_claims import from_records  # tests/study is on the import path
 
@@ -728,7 +728,9 @@ def test_records_carry_per_seed_values_and_decide_again_from_them_alone(tmp_path
         r["verdict"] == "not run" and r["p_raw"] is None for r in records if not r["conditions"]
     )
 
-    # §13's rules by default: its verdicts and p, the same §13.2 numbers beside them
+    default = claims.decide([claims.evaluate(c, "quick", store) for c in ids])
+    assert _json_records(default) == records  # §13.2 unless told otherwise
+    # §13's rules on request: its verdicts and p, the same §13.2 numbers beside them
     old = {r["id"]: r for r in _json_records(judged_at("13.1"))}
     assert old["reasoning-above-chance"]["verdict"] == "holds"  # t at sd 0: p = 0 × k
     assert old["reasoning-above-chance"]["p_value"] == 0.0

@@ -42,33 +42,36 @@ class Page(HTMLParser):
 
 
 def records(profile: str = "quick") -> list[claims_mod.Record]:
-    """Claims records from the study's own rules on made-up per-seed values: one holds,
-    one is contradicted, one not run with its missing runs."""
+    """Claims records from the study's own rules on made-up per-seed values, decided as one
+    family under the default rules (§13.2): one holds, one is contradicted, one not run
+    with its missing runs."""
     ids = list(claims_mod.CLAIMS)
-    return [
-        claims_mod.Record(
-            ids[0],
-            claims_mod.CLAIMS[ids[0]].text,
-            profile,
-            claims_mod.directional({0: 0.2, 1: 0.25, 2: 0.3, 3: 0.22}),
-        ),
-        claims_mod.Record(
-            ids[2],
-            claims_mod.CLAIMS[ids[2]].text,
-            profile,
-            claims_mod.directional({0: -0.2, 1: -0.25, 2: -0.3, 3: -0.22}),
-        ),
-        claims_mod.Record(
-            ids[4],
-            claims_mod.CLAIMS[ids[4]].text,
-            profile,
-            claims_mod.not_run("2 of 5 critical-init runs not done"),
-            [
-                "llm-train/0123456789abcdef (gamma=1): absent",
-                "llm-train/fedcba9876543210 (gamma=1.1): absent",
-            ],
-        ),
-    ]
+    return claims_mod.decide(
+        [
+            claims_mod.Record(
+                ids[0],
+                claims_mod.CLAIMS[ids[0]].text,
+                profile,
+                claims_mod.directional({0: 0.2, 1: 0.25, 2: 0.3, 3: 0.22}),
+            ),
+            claims_mod.Record(
+                ids[2],
+                claims_mod.CLAIMS[ids[2]].text,
+                profile,
+                claims_mod.directional({0: -0.2, 1: -0.25, 2: -0.3, 3: -0.22}),
+            ),
+            claims_mod.Record(
+                ids[4],
+                claims_mod.CLAIMS[ids[4]].text,
+                profile,
+                claims_mod.not_run("2 of 5 critical-init runs not done"),
+                [
+                    "llm-train/0123456789abcdef (gamma=1): absent",
+                    "llm-train/fedcba9876543210 (gamma=1.1): absent",
+                ],
+            ),
+        ]
+    )
 
 
 def test_make_figs_writes_a_static_report_page(figs_dir, tmp_path):  # noqa: F811
@@ -103,11 +106,13 @@ def test_claims_table_of_every_profile_in_the_store(figs_dir, tmp_path, monkeypa
 
     def table(profile_names, store):
         asked.append(list(profile_names))
-        return [r for p in profile_names for r in records(p)] + [
-            claims_mod.Record(
-                "test-claim", "squares grow", "quick", claims_mod.directional({0: 1.0, 1: 2.0})
-            )
-        ]
+        return [r for p in profile_names for r in records(p)] + claims_mod.decide(
+            [
+                claims_mod.Record(
+                    "test-claim", "squares grow", "quick", claims_mod.directional({0: 1.0, 1: 2.0})
+                )
+            ]
+        )
 
     monkeypatch.setattr(report, "profiles_in_store", lambda store: ["quick", "medium"])
     monkeypatch.setattr(claims_mod, "table", table)
@@ -145,20 +150,23 @@ def test_claims_table_of_every_profile_in_the_store(figs_dir, tmp_path, monkeypa
         ("medium", "contradicted"),
         ("quick", "not run"),
         ("medium", "not run"),
-        ("quick", "partial"),
+        ("quick", "undecided"),  # two seeds, one-sided t p 0.10
     ]
-    assert cells[7:] == [("quick", "partial")]  # figure 1's statistics: its experiment's claim
+    assert cells[7:] == [("quick", "undecided")]  # figure 1's statistics: its experiment's claim
     tables = [a["id"] for a in page.all("table") if "claims" in a.get("class", "")]
     assert tables == ["claims", "claims-fig01"]
     words = page.words
     assert "profiles with runs in the store: quick, medium" in words
-    assert "quick: 1 holds, 1 partial, 1 contradicted, 1 not run" in words
+    assert "quick: 1 holds, 1 contradicted, 1 undecided, 1 not run" in words
     assert f"{ids[0]} {claims_mod.CLAIMS[ids[0]].text}" in words
     assert (
         "2 of 5 critical-init runs not done llm-train/0123456789abcdef (gamma=1): absent" in words
     )
-    estimate = records()[0].judgement.estimate
-    assert f"[{estimate.ci_low:.3f}, {estimate.ci_high:.3f}]" in words
+    first = records()[0]  # §13.2: the bound at Holm's level, the raw and the Holm p
+    shown = f"{first.judgement.estimate.effect:.3f} (≥ {first.decision.bound_holm:.3f})"
+    assert shown in words
+    assert f"p {first.decision.p_raw:.2g} · Holm {first.decision.p_holm:.2g} · n 4" in words
+    assert first.decision.p_holm == pytest.approx(2 * first.decision.p_raw)  # Holm over 2
 
 
 def test_report_json_keeps_figures_drawn_before(tmp_path):
