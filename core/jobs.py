@@ -252,7 +252,7 @@ def run_specs(
                             i = position[id(spec)]
                             bar.start(i)
                             _run_here(spec, store, spec.ident in to_force)
-                            bar.finish(i, _state(spec, store), _name(spec))
+                            bar.finish(i, *_outcome(spec, store))
                     else:
                         assert count is not None  # a local group (ray's ran above)
                         _run_in_workers(
@@ -271,16 +271,15 @@ def run_specs(
     return Results(list(specs), runs)
 
 
-def _name(spec: RunSpec) -> str:
-    return f"{spec.kind}/{spec.key}"
-
-
-def _state(spec: RunSpec, store: RunStore) -> str:
-    """The run's state after an attempt (``done``, ``failed``, ...) for the progress line."""
+def _outcome(spec: RunSpec, store: RunStore) -> tuple[str, str]:
+    """The run's state after an attempt (``done``, ``failed``, ...) and the ``kind/key`` it
+    is stored under, for the progress line (a spec whose key is not its run's, such as a
+    run at a chosen learning rate, names the run a reader finds in the store)."""
     try:
-        return spec.run_of(store).state
+        run = spec.run_of(store)
+        return run.state, f"{run.kind}/{run.key}"
     except Exception:  # a damaged status file: the next read reports it
-        return "unreadable"
+        return "unreadable", f"{spec.kind}/{spec.key}"
 
 
 # ----------------------------------------------------------------------------- how many
@@ -409,7 +408,7 @@ def _run_population(
     except Exception as err:
         log.error("a population of %d runs failed: %s: %s", len(group), type(err).__name__, err)
     for spec, i in zip(group, ids, strict=True):
-        bar.finish(i, _state(spec, store), _name(spec))
+        bar.finish(i, *_outcome(spec, store))
 
 
 def _prepare(todo: list[RunSpec]) -> None:
@@ -540,7 +539,7 @@ def _run_in_workers(
                     config_error = config_error or message[1]
                 elif message[0] == "error":
                     log.error("run %s failed: %s", spec.tags, message[1])
-                bar.finish(i, _state(spec, store), _name(spec))
+                bar.finish(i, *_outcome(spec, store))
     finally:
         for _job, proc, conn, _i in running.values():
             proc.kill()
@@ -679,7 +678,7 @@ def _run_on_ray(
                         config_error = config_error or message
                         for other in pending:
                             ray.cancel(other)
-                bar.finish(i, _state(spec, store), _name(spec), seconds)
+                bar.finish(i, *_outcome(spec, store), seconds)
             if config_error is not None:
                 break
     finally:

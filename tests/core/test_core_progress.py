@@ -155,6 +155,39 @@ def test_off_a_terminal_one_log_line_per_finished_run(tmp_path, monkeypatch, cap
     assert not [r for r in caplog.records if r.getMessage().startswith("naps: run")]
 
 
+@dataclass
+class ChosenNapSpec(NapSpec):
+    """A spec keyed before its config is final, as a run at a chosen learning rate is: its
+    run is stored under the config with ``chosen`` added."""
+
+    @property
+    def key(self) -> str:
+        return f"pending{self.config['i']:09d}"
+
+    def final(self) -> dict:
+        return {**self.config, "chosen": True}
+
+    def run_of(self, store):
+        return store.run(self.kind, self.final(), version=self.version)
+
+    def compute(self, store, force):
+        return store.get_or_run(self.kind, self.final(), lambda run: {"i": 0}, force=force)
+
+
+def test_the_log_line_names_the_run_the_store_holds(tmp_path, monkeypatch, caplog):
+    """A spec whose key is not its run's (a learning rate chosen later) is logged by the
+    stored run's kind/key, the name `smallinit runs show` finds, not by the spec's key."""
+    monkeypatch.setattr(progress_mod, "_quiet", False)
+    store = RunStore(tmp_path)
+    spec = ChosenNapSpec({"i": 0})
+    with caplog.at_level(logging.INFO, logger="smallinit.core.jobs"):
+        run_specs([spec], store, workers=1, desc="naps", weigh=lambda config: None)
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("naps: run")]
+    stored = spec.run_of(store)
+    assert stored.state == "done" and f"done test-nap/{stored.key} " in line
+    assert spec.key not in line
+
+
 def test_on_a_terminal_one_bar_over_runs_and_no_lines(tmp_path, monkeypatch, caplog):
     class Tty(io.StringIO):
         def isatty(self):
