@@ -237,8 +237,8 @@ def scroll_box(table: str) -> str:
 
 def claim_cell(r: claims_mod.Record) -> str:
     """One claim at one profile: the effect with, under §13.2, its one-sided bound at Holm's
-    level and the raw and Holm-adjusted p (under §13.1 its 95% interval and p), n, the
-    verdict, and why it is not run."""
+    level and the raw and Holm-adjusted p (and a contradicted claim's Holm-adjusted p against
+    it; under §13.1 its 95% interval and p), n, the verdict, and why it is not run."""
     e = r.judgement.estimate
     note = ""
     if r.missing:  # the reason, unfolding to the missing runs
@@ -255,9 +255,10 @@ def claim_cell(r: claims_mod.Record) -> str:
         if math.isfinite(d.bound_holm):
             side = "≥" if r.judgement.design.conditions[0].alternative == "greater" else "≤"
             bound = f" ({side} {_number(d.bound_holm)})"
+        against = f" · against it {_p(d.p_opposite_holm)}" if r.verdict == "contradicted" else ""
         numbers = (
             f'<div class="num">{_number(e.effect)}{bound}</div><div class="num small">'
-            f"p {_p(d.p_raw)} · Holm {_p(d.p_holm)} · n {e.n}</div>"
+            f"p {_p(d.p_raw)} · Holm {_p(d.p_holm)}{against} · n {e.n}</div>"
         )
     elif e.n:
         numbers = (
@@ -493,9 +494,10 @@ def render(
         f"<p>Judged from the stored runs by the verdict rules of docs/science.md §13.2 "
         f"(<code>smallinit claims --profile P</code>; <code>--rules 13.1</code> gives the "
         f"earlier rules); profiles with runs in the store: {shown} (profiles share the runs "
-        f"whose configs they share). Effect in the claim's units, in brackets its one-sided "
+        f"whose configs they share). Effect in the claim's units, in parentheses its one-sided "
         f"bound at Holm's level, the deciding test's raw p, that p adjusted by Holm over the "
-        f"profile's claims, n seeds; a claim whose runs are not "
+        f"profile's claims (for a contradicted claim also the adjusted p of the test against "
+        f"it), n seeds; a claim whose runs are not "
         f"all done is <em>not run</em>, its missing runs listed. <em>Decided at</em>: the "
         f"profiles whose design decides the claim; quick cuts seeds and grid points to fit "
         f"its time, so its verdicts are a first look.</p>{claims_html}</section>"

@@ -167,6 +167,9 @@ def test_claims_table_of_every_profile_in_the_store(figs_dir, tmp_path, monkeypa
     assert shown in words
     assert f"p {first.decision.p_raw:.2g} · Holm {first.decision.p_holm:.2g} · n 4" in words
     assert first.decision.p_holm == pytest.approx(2 * first.decision.p_raw)  # Holm over 2
+    against = records()[1].decision  # contradicted: the Holm p of the test against it too
+    assert f"· against it {against.p_opposite_holm:.2g} · n 4" in words
+    assert words.count("· against it") == 2  # the contradicted cells only (quick, medium)
 
 
 def test_report_json_keeps_figures_drawn_before(tmp_path):
