@@ -37,8 +37,7 @@ def _bound(r) -> str:
     d = r.decision
     if d is None or not math.isfinite(d.bound_holm):
         return "—"
-    side = "≥" if r.judgement.design.conditions[0].alternative == "greater" else "≤"
-    return f"{side}{_number(d.bound_holm)}"
+    return f"{r.bound_side}{_number(d.bound_holm)}"
 
 
 def format_table(records) -> str:

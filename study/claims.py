@@ -168,6 +168,14 @@ class Record:
         return self.judgement.estimate.p_value
 
     @property
+    def bound_side(self) -> str:
+        """``≥`` where the claim's main condition says greater (its one-sided bound is a
+        lower bound), else ``≤`` (§13.2, 4); empty for a claim without a design (not run)."""
+        if self.judgement.design is None:
+            return ""
+        return "≥" if self.judgement.design.conditions[0].alternative == "greater" else "≤"
+
+    @property
     def detail(self) -> str:
         extra = self.decision.detail if self.rules == "13.2" and self.decision else ""
         return "; ".join(t for t in (self.judgement.detail, extra) if t)

@@ -253,8 +253,7 @@ def claim_cell(r: claims_mod.Record) -> str:
     if e.n and d is not None:  # §13.2: the one-sided bound at Holm's level, raw and Holm p
         bound = ""
         if math.isfinite(d.bound_holm):
-            side = "≥" if r.judgement.design.conditions[0].alternative == "greater" else "≤"
-            bound = f" ({side} {_number(d.bound_holm)})"
+            bound = f" ({r.bound_side} {_number(d.bound_holm)})"
         against = f" · against it {_p(d.p_opposite_holm)}" if r.verdict == "contradicted" else ""
         numbers = (
             f'<div class="num">{_number(e.effect)}{bound}</div><div class="num small">'

@@ -172,6 +172,22 @@ def test_claims_table_of_every_profile_in_the_store(figs_dir, tmp_path, monkeypa
     assert words.count("· against it") == 2  # the contradicted cells only (quick, medium)
 
 
+def test_a_claim_tested_for_less_shows_an_upper_bound_on_the_page_and_in_the_cli():
+    """A claim whose main condition is ``less`` is bounded from above (§13.2, 4): the report
+    cell and the CLI table both write ``≤`` and the bound lies above the effect."""
+    from smallinit.cli.claims import format_table
+    from smallinit.study.verdicts import Condition, Design
+
+    judgement = claims_mod.directional({0: -0.2, 1: -0.25, 2: -0.3, 3: -0.22})
+    judgement.design = Design((Condition("x", alternative="less"),))
+    (r,) = claims_mod.decide([claims_mod.Record("falls", "it falls", "quick", judgement)])
+    assert r.verdict == "holds" and r.bound_side == "≤"
+    assert r.decision.bound_holm > r.judgement.estimate.effect
+    assert f"(≤ {r.decision.bound_holm:.3f})" in report.claim_cell(r)
+    assert f"≤{r.decision.bound_holm:.3f}" in format_table([r])
+    assert "≥" not in report.claim_cell(r)
+
+
 def test_report_json_keeps_figures_drawn_before(tmp_path):
     for name in ("fig01_a.png", "fig01_a.pdf", "fig02_b.png"):
         (tmp_path / name).write_bytes(b"x")
