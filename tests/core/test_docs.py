@@ -374,7 +374,7 @@ def _decisive_cell(cid: str, cell: str, rec: dict) -> None:
     if rec["effect"] is None:
         assert cell == "not run", (cid, cell)
         return
-    effect, p_text, verdict = (c.strip() for c in cell.removeprefix("ᴿ").rsplit(",", 2))
+    effect, p_text, verdict = (c.strip() for c in cell.lstrip("ᴰᴿ").rsplit(",", 2))
     assert verdict.replace("*", "") == rec["verdict"], (cid, cell)
     p_text, _, against = p_text.partition("; against it p ")
     assert float(p_text.removeprefix("p ")) == float(f"{rec['p_holm']:.2g}"), (cid, p_text)
@@ -395,12 +395,13 @@ def _decisive_cell(cid: str, cell: str, rec: dict) -> None:
 
 
 def test_the_readme_claims_table_is_the_committed_records():
-    """The medium and fair columns are the committed §13.2 records
-    (bench-results/claims/medium.json, fair.json, and fair-reasoning.json for the fair cells
-    marked ᴿ, the claims only that profile's probe can judge), each cell as
-    :func:`_decisive_cell` reads it: nothing typed by hand, nothing rounded differently. A
-    fair cell comes from fair-reasoning exactly when fair does not judge the claim. No H200
-    record is committed, so that column says `not run` in every row."""
+    """The medium and best-CPU columns are the committed §13.2 records
+    (bench-results/claims/medium.json; fair.json, decisive.json for the cells marked ᴰ and
+    fair-reasoning.json for those marked ᴿ), each cell as :func:`_decisive_cell` reads it:
+    nothing typed by hand, nothing rounded differently. The best-CPU cell comes from
+    decisive exactly when decisive measures the claim (its 20 seeds and tuning seeds), else
+    from fair where fair judges it, else from fair-reasoning. No H200 record is committed,
+    so that column says `not run` in every row."""
     import json
 
     claims_dir = ROOT / "bench-results" / "claims"
@@ -409,6 +410,7 @@ def test_the_readme_claims_table_is_the_committed_records():
         return {r["id"]: r for r in json.loads(_read(claims_dir / f"{name}.json"))}
 
     medium, fair, probe = records("medium"), records("fair"), records("fair-reasoning")
+    decisive = records("decisive")
     assert not (claims_dir / "h200.json").exists()  # else the H200 column must show it
     text = _read(README)
     table = text[text.index("## The claims at a glance") : text.index("## From Python")]
@@ -416,10 +418,14 @@ def test_the_readme_claims_table_is_the_committed_records():
     for line in re.findall(r"^\| \[`[\w-]+`\].*$", table, re.MULTILINE):
         cells = [c.strip() for c in line.strip("|").split("|")]
         cid = re.match(r"\[`([\w-]+)`\]", cells[0]).group(1)
-        from_probe = fair[cid]["verdict"] == "not run" and probe[cid]["verdict"] != "not run"
+        from_decisive = decisive[cid]["effect"] is not None
+        from_probe = not from_decisive and fair[cid]["verdict"] == "not run"
+        from_probe = from_probe and probe[cid]["verdict"] != "not run"
+        assert cells[3].startswith("ᴰ") == from_decisive, (cid, cells[3])
         assert cells[3].startswith("ᴿ") == from_probe, (cid, cells[3])
+        best = decisive if from_decisive else probe if from_probe else fair
         _decisive_cell(cid, cells[2], medium[cid])
-        _decisive_cell(cid, cells[3], probe[cid] if from_probe else fair[cid])
+        _decisive_cell(cid, cells[3], best[cid])
         assert cells[4] == "not run", (cid, cells[4])
         checked += 1
     assert checked == 13
